@@ -1,0 +1,42 @@
+"""Shared fixtures: the real-trace corpus in ../shared and generated samples.
+
+The corpus lives beside the checkout (``../shared``) or where ``TRACEPARSE_SHARED`` points.
+Without it, tests marked ``shared`` are skipped with a clear reason; with
+``TRACEPARSE_REQUIRE_SHARED=1`` (set by ``.ci/run``) a missing corpus is an error instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("TRACEPARSE_SHARED", REPO.parent / "shared")).resolve()
+TRACES = SHARED / "traces"
+ORACLE = SHARED / "oracle"
+HAVE_SHARED = (TRACES / "nsys").is_dir()
+SKIP_REASON = (f"real-trace corpus not found at {TRACES} (clone with ../shared beside the "
+               "checkout or set TRACEPARSE_SHARED)")
+
+
+def shared_files(kind: str, pattern: str = "*") -> list[Path]:
+    """Sorted real files of ``kind`` (nsys, ncu, torch); empty list without the corpus."""
+    d = TRACES / kind
+    return sorted(d.glob(pattern)) if d.is_dir() else []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAVE_SHARED:
+        return
+    if os.environ.get("TRACEPARSE_REQUIRE_SHARED") == "1":
+        raise pytest.UsageError(f"TRACEPARSE_REQUIRE_SHARED=1 but {SKIP_REASON}")
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        if "shared" in item.keywords:
+            item.add_marker(skip)
+
+
+def ids(paths: list[Path]) -> list[str]:
+    return [p.name for p in paths]

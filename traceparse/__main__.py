@@ -1,0 +1,5 @@
+"""``python -m traceparse`` runs the command line."""
+
+from traceparse.cli import run
+
+run()

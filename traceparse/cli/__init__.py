@@ -1,0 +1,13 @@
+"""The ``traceparse`` command line (click). Importing this package registers every command."""
+
+from traceparse.cli import (  # noqa: F401  (imported to register their commands)
+    analysis_cmds,
+    batch_cmds,
+    model_cmds,
+    report_cmds,
+    roofline_cmds,
+    trace_cmds,
+)
+from traceparse.cli.main import main, run
+
+__all__ = ["main", "run"]

@@ -1,0 +1,95 @@
+"""Shared CLI plumbing: output options, rendering frames as table/CSV/JSON, atomic writes."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+import polars as pl
+
+from traceparse.atomic import write_text
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMATS = ("table", "csv", "json")
+
+
+def output_options(func: F) -> F:
+    """Add ``--format table|csv|json`` and ``-o/--output FILE`` to a command."""
+    func = click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+                        default=None, help="Write to FILE instead of stdout.")(func)
+    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
+                        show_default=True, help="Output format.")(func)
+    return func
+
+
+def _cell(value: Any, decimals: int | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        if decimals is not None:
+            return f"{value:.{decimals}f}"
+        return f"{value:g}"
+    return str(value)
+
+
+def render_table(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None,
+                 max_width: int = 80) -> str:
+    """Render ``frame`` as an aligned plain-text table (numbers right-aligned, long text cut
+    to ``max_width`` characters)."""
+    decimals = decimals or {}
+    cols = frame.columns
+    rows = [[_cell(v, decimals.get(c)) for c, v in zip(cols, r, strict=True)]
+            for r in frame.iter_rows()]
+    rows = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
+    numeric = [frame.schema[c].is_numeric() for c in cols]
+
+    def fmt(cells: list[str]) -> str:
+        out = [c.rjust(w) if num else c.ljust(w)
+               for c, w, num in zip(cells, widths, numeric, strict=True)]
+        return "  ".join(out).rstrip()
+
+    lines = [fmt(list(cols)), "  ".join("-" * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_csv(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None) -> str:
+    """Render ``frame`` as CSV (header, minimal quoting); floats to ``decimals`` places."""
+    import csv
+
+    decimals = decimals or {}
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(frame.columns)
+    for r in frame.iter_rows():
+        w.writerow([_cell(v, decimals.get(c)) for c, v in zip(frame.columns, r, strict=True)])
+    return buf.getvalue()
+
+
+def render_json(frame: pl.DataFrame) -> str:
+    """Render ``frame`` as a JSON list of row objects."""
+    return json.dumps(frame.to_dicts(), default=str, indent=1) + "\n"
+
+
+def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = None,
+           title: str | None = None) -> str:
+    """Render ``frame`` in ``fmt`` (table, csv or json)."""
+    if fmt == "csv":
+        return render_csv(frame, decimals=decimals)
+    if fmt == "json":
+        return render_json(frame)
+    text = render_table(frame, decimals=decimals)
+    return f"{title}\n\n{text}" if title else text
+
+
+def emit(text: str, output: str | None) -> None:
+    """Write ``text`` to ``output`` atomically, or to stdout when ``output`` is None."""
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        write_text(output, text)

@@ -1,0 +1,45 @@
+"""The click group and the one place where exceptions become exit codes.
+
+Exit codes: 0 success; 2 bad input or usage (one line on stderr naming the file and the
+problem, no traceback); 1 internal error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from traceparse import __version__
+from traceparse.errors import TraceError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TraceError as exc:
+            click.echo(f"traceparse: error: {exc}", err=True)
+            ctx.exit(2)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # an internal error: one line unless debugging
+            if os.environ.get("TRACEPARSE_DEBUG"):
+                raise
+            msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+            click.echo(f"traceparse: internal error: {msg} (set TRACEPARSE_DEBUG=1 for a "
+                       "traceback)", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="traceparse")
+def main() -> None:
+    """traceparse: where the GPU time went, from nsys, ncu and PyTorch profiler traces."""
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main.main(prog_name="traceparse"))

@@ -1,0 +1,23 @@
+"""One exception hierarchy; the CLI maps it to exit codes in one place.
+
+* :class:`TraceError` - bad user input (unreadable, truncated, corrupt, wrong kind, missing
+  tables or keys, absurd values): exit code 2 with one line naming the file and the problem.
+* Anything else escaping a command is an internal error: exit code 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class TraceError(Exception):
+    """Bad input. ``str()`` is the one-line message shown to the user."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, problem: str) -> None:
+        self.path = None if path is None else os.fspath(path)
+        self.problem = " ".join(str(problem).split())  # always one line
+        super().__init__(f"{self.path}: {self.problem}" if self.path else self.problem)
+
+
+class UsageError(TraceError):
+    """Bad command-line usage that is about input or output paths (exit code 2)."""

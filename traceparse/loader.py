@@ -1,0 +1,70 @@
+"""Format detection and the one entry point :func:`load`.
+
+Detection looks at content, not only the extension:
+
+* a directory holding ``timeline.json`` -> a saved :class:`Timeline`;
+* any other directory -> per-rank Kineto traces (``*.json``, ``*.json.gz``);
+* ``SQLite format 3`` magic -> Nsight Systems SQLite export;
+* gzip magic, or text starting with ``{`` / ``[`` -> Kineto (PyTorch profiler) JSON;
+* other text -> Nsight Compute CSV.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from traceparse.errors import TraceError
+from traceparse.timeline import Timeline
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """Return ``"timeline"``, ``"kineto-dir"``, ``"nsys-sqlite"``, ``"kineto-json"`` or
+    ``"ncu-csv"`` for ``path``; raise :class:`TraceError` if it cannot be read or is empty."""
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(p, "no such file or directory")
+    if p.is_dir():
+        return "timeline" if (p / "timeline.json").is_file() else "kineto-dir"
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError as exc:
+        raise TraceError(p, f"cannot read: {exc.strerror or exc}") from None
+    if not head:
+        raise TraceError(p, "empty file")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(GZIP_MAGIC):
+        return "kineto-json"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"{", b"["):
+        return "kineto-json"
+    if p.suffix.lower() in (".sqlite", ".db", ".sqlite3"):
+        raise TraceError(p, "not an SQLite database (bad header)")
+    return "ncu-csv"
+
+
+def load(path: str | os.PathLike[str]) -> Timeline:
+    """Load any supported trace into a validated :class:`Timeline` (format detected).
+
+    Raises:
+        TraceError: the input is missing, unreadable, of an unknown kind or malformed.
+    """
+    kind = detect(path)
+    if kind == "timeline":
+        return Timeline.load(path)
+    if kind == "nsys-sqlite":
+        from traceparse import nsys
+
+        return nsys.read(path)
+    if kind in ("kineto-json", "kineto-dir"):
+        from traceparse import kineto
+
+        return kineto.read_dir(path) if kind == "kineto-dir" else kineto.read(path)
+    from traceparse import ncu
+
+    return ncu.read(path)

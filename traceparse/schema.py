@@ -1,0 +1,309 @@
+"""The unified timeline schema: every table and column traceparse produces.
+
+Each parser (Nsight Systems SQLite, PyTorch/Kineto JSON, Nsight Compute CSV) maps its raw
+fields onto these tables; every analysis and report reads only these tables. A column is a
+:class:`Column` (name, dtype, unit, meaning); a table is an ordered tuple of columns.
+
+Conventions:
+    * Time is int64 nanoseconds on one clock per trace (``*_ns``). For multi-rank Kineto
+      traces the clock is absolute (epoch) nanoseconds so ranks line up.
+    * Units are in column names (``_ns``, ``_bytes``, ``_hz``); counts are plain integers.
+    * Names, kinds, categories are ``pl.Categorical``; ids are ``pl.Int64`` (64-bit ids
+      never pass through floats).
+    * Every table has a ``rank`` column (0 for single-process captures), so many ranks live in
+      one long frame.
+    * Optional content is a null, never a missing column: :func:`conform` adds absent
+      optional columns as typed nulls.
+
+Bump :data:`SCHEMA_VERSION` when a column's meaning or dtype changes; cached and saved
+timelines with another version are re-parsed, not trusted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+SCHEMA_VERSION = "1.0"
+
+CAT = pl.Categorical()
+I32 = pl.Int32()
+I64 = pl.Int64()
+F64 = pl.Float64()
+STR = pl.String()
+
+#: GPU activity kinds (``gpu.kind``).
+KINDS = ("kernel", "memcpy", "memset", "sync")
+#: GPU activity categories (``gpu.category``), decided by :mod:`traceparse.categorize`.
+CATEGORIES = ("compute", "memory", "communication", "sync")
+
+
+class SchemaError(ValueError):
+    """A frame does not match the schema (a bug in a parser, not bad user input)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a timeline table.
+
+    Attributes:
+        name: snake_case column name, unit suffix included.
+        dtype: polars dtype of the column.
+        unit: physical unit ("ns", "bytes", "Hz", "count", "" for none).
+        meaning: one sentence of what the value is.
+        required: if True a parser must fill it (never all-null); optional columns may be null.
+    """
+
+    name: str
+    dtype: pl.DataType
+    unit: str
+    meaning: str
+    required: bool = False
+
+
+def _c(name: str, dtype: pl.DataType, unit: str, meaning: str, *,
+       required: bool = False) -> Column:
+    return Column(name, dtype, unit, meaning, required)
+
+
+RANK = _c("rank", I32, "", "Distributed rank of the process that produced the row (0 if unknown).",
+          required=True)
+
+GPU = (
+    RANK,
+    _c("kind", CAT, "", "Activity kind: kernel, memcpy, memset or sync.", required=True),
+    _c("category", CAT, "", "compute, memory, communication or sync (see categorize.py).",
+       required=True),
+    _c("start_ns", I64, "ns", "Start on the GPU, on the trace clock.", required=True),
+    _c("end_ns", I64, "ns", "End on the GPU, on the trace clock.", required=True),
+    _c("dur_ns", I64, "ns", "end_ns - start_ns.", required=True),
+    _c("device_id", I32, "", "CUDA/HIP device ordinal as seen by the process.", required=True),
+    _c("stream_id", I64, "", "Stream id (per context in nsys; Kineto tid on the GPU side)."),
+    _c("context_id", I64, "", "CUDA context id."),
+    _c("process_id", I64, "", "OS process id that launched the work."),
+    _c("correlation_id", I64, "", "Id linking the activity to its launching API call "
+       "(unique per process)."),
+    _c("name", CAT, "", "Full (demangled) name; memcpy/memset get a descriptive name.",
+       required=True),
+    _c("short_name", CAT, "", "Base name without template arguments or parameters."),
+    _c("grid_x", I32, "", "Grid dimension x (kernels)."),
+    _c("grid_y", I32, "", "Grid dimension y."),
+    _c("grid_z", I32, "", "Grid dimension z."),
+    _c("block_x", I32, "", "Block dimension x (kernels)."),
+    _c("block_y", I32, "", "Block dimension y."),
+    _c("block_z", I32, "", "Block dimension z."),
+    _c("registers_per_thread", I32, "count", "Registers per thread."),
+    _c("static_smem_bytes", I64, "bytes", "Static shared memory per block."),
+    _c("dynamic_smem_bytes", I64, "bytes", "Dynamic shared memory per block."),
+    _c("bytes", I64, "bytes", "Bytes copied or set (memcpy/memset)."),
+    _c("copy_kind", CAT, "", "Copy direction: HtoD, DtoH, DtoD, HtoH, PtoP, HtoA, ... "
+       "(memcpy only)."),
+    _c("src_kind", CAT, "", "Source memory kind: Pageable, Pinned, Device, Managed, ..."),
+    _c("dst_kind", CAT, "", "Destination memory kind (memcpy) or memory kind (memset)."),
+    _c("graph_id", I64, "", "CUDA graph id when launched from a graph."),
+    _c("graph_node_id", I64, "", "CUDA graph node id when launched from a graph."),
+    _c("external_id", I64, "", "Kineto External id (links to the cpu_op that launched it)."),
+    _c("coll_name", CAT, "", "Collective name (allreduce, allgather, ...) for NCCL/RCCL work."),
+    _c("coll_in_nelems", I64, "count", "Collective input message size in elements."),
+    _c("coll_out_nelems", I64, "count", "Collective output message size in elements."),
+    _c("coll_dtype", CAT, "", "Collective element dtype (Float, BFloat16, ...)."),
+    _c("coll_group_size", I32, "count", "Number of ranks in the collective's group."),
+    _c("coll_pg", CAT, "", "Process group name or id of the collective."),
+)
+
+API = (
+    RANK,
+    _c("kind", CAT, "", "runtime, driver or other host API family.", required=True),
+    _c("name", CAT, "", "API name as recorded (nsys keeps the _vNNNN suffix).", required=True),
+    _c("start_ns", I64, "ns", "Call entry on the trace clock.", required=True),
+    _c("end_ns", I64, "ns", "Call return on the trace clock.", required=True),
+    _c("dur_ns", I64, "ns", "end_ns - start_ns.", required=True),
+    _c("process_id", I64, "", "OS process id."),
+    _c("thread_id", I64, "", "OS thread id."),
+    _c("correlation_id", I64, "", "Id shared with the GPU activity the call launched."),
+    _c("external_id", I64, "", "Kineto External id (links to the enclosing cpu_op)."),
+    _c("return_value", I64, "", "Return code of the call when recorded."),
+)
+
+RANGES = (
+    RANK,
+    _c("kind", CAT, "", "nvtx_push_pop, nvtx_start_end, nvtx_mark, cpu_op, user_annotation, "
+       "gpu_user_annotation, python_function, profiler_step or other.", required=True),
+    _c("name", CAT, "", "Range text / op name.", required=True),
+    _c("start_ns", I64, "ns", "Range start on the trace clock.", required=True),
+    _c("end_ns", I64, "ns", "Range end; null for marks and ranges never closed."),
+    _c("dur_ns", I64, "ns", "end_ns - start_ns; null when end_ns is null."),
+    _c("process_id", I64, "", "OS process id."),
+    _c("thread_id", I64, "", "OS thread id that opened the range."),
+    _c("end_thread_id", I64, "", "Thread that closed a start/end range, if different."),
+    _c("device_id", I32, "", "Device of GPU-side ranges (gpu_user_annotation)."),
+    _c("stream_id", I64, "", "Stream of GPU-side ranges."),
+    _c("domain", CAT, "", "NVTX domain name (null = default domain)."),
+    _c("depth", I32, "count", "Nesting depth on its thread, 0 = outermost."),
+    _c("range_id", I64, "", "Unique id of the row within the timeline."),
+    _c("external_id", I64, "", "Kineto External id."),
+    _c("correlation_id", I64, "", "Correlation id where the source has one."),
+    _c("sequence_number", I64, "", "Autograd sequence number (forward/backward link)."),
+    _c("flops", F64, "FLOP", "FLOPs reported by the profiler (Kineto with_flops)."),
+    _c("input_dims", STR, "", "JSON text of input shapes (Kineto 'Input Dims')."),
+    _c("input_types", STR, "", "JSON text of input dtypes (Kineto 'Input type')."),
+    _c("concrete_inputs", STR, "", "JSON text of scalar inputs (Kineto 'Concrete Inputs')."),
+    _c("payload", STR, "", "NVTX payload or extra args as text (JSON where structured)."),
+)
+
+DEVICES = (
+    RANK,
+    _c("device_id", I32, "", "Device ordinal used by gpu.device_id.", required=True),
+    _c("name", STR, "", "Marketing name, e.g. 'NVIDIA H100 80GB HBM3'."),
+    _c("vendor", CAT, "", "nvidia or amd."),
+    _c("chip_name", STR, "", "Chip, e.g. GH100."),
+    _c("sm_count", I32, "count", "Streaming multiprocessors (compute units on AMD)."),
+    _c("clock_hz", I64, "Hz", "Max SM clock."),
+    _c("memory_bytes", I64, "bytes", "Device memory size."),
+    _c("memory_bandwidth_bps", F64, "bytes/s", "Theoretical memory bandwidth."),
+    _c("l2_bytes", I64, "bytes", "L2 cache size."),
+    _c("compute_major", I32, "", "Compute capability major."),
+    _c("compute_minor", I32, "", "Compute capability minor."),
+    _c("uuid", STR, "", "Device UUID."),
+)
+
+NCU = (
+    RANK,
+    _c("launch_id", I64, "", "ncu result ID (0-based launch index in the report).",
+       required=True),
+    _c("kernel_name", STR, "", "Kernel name as printed by ncu.", required=True),
+    _c("process_id", I64, "", "Profiled process id."),
+    _c("context_id", I64, "", "CUDA context."),
+    _c("stream_id", I64, "", "CUDA stream."),
+    _c("device_id", I32, "", "Device ordinal."),
+    _c("device_name", STR, "", "device__attribute_display_name when present."),
+    _c("cc", STR, "", "Compute capability, e.g. '9.0'."),
+    _c("grid_x", I32, "", "Grid x."),
+    _c("grid_y", I32, "", "Grid y."),
+    _c("grid_z", I32, "", "Grid z."),
+    _c("block_x", I32, "", "Block x."),
+    _c("block_y", I32, "", "Block y."),
+    _c("block_z", I32, "", "Block z."),
+    _c("dur_ns", F64, "ns", "gpu__time_duration.sum."),
+    _c("sm_clock_hz", F64, "Hz", "Measured SM clock during the kernel."),
+    _c("dram_clock_hz", F64, "Hz", "Measured DRAM clock during the kernel."),
+    _c("flop_fp64", F64, "FLOP", "FP64 FLOPs (add + mul + 2*fma, thread-level SASS)."),
+    _c("flop_fp32", F64, "FLOP", "FP32 FLOPs."),
+    _c("flop_fp16", F64, "FLOP", "FP16 FLOPs."),
+    _c("flop_tensor", F64, "FLOP", "Tensor-core FLOPs (from pipe or ops counters)."),
+    _c("dram_bytes", F64, "bytes", "DRAM bytes read + written."),
+    _c("l2_bytes", F64, "bytes", "L2 bytes."),
+    _c("l1_bytes", F64, "bytes", "L1/TEX bytes."),
+    _c("sm_throughput_pct", F64, "%", "Compute (SM) throughput, % of peak."),
+    _c("memory_throughput_pct", F64, "%", "Memory throughput, % of peak."),
+    _c("source_page", CAT, "", "raw, raw_base, details or roofline: the page it came from."),
+)
+
+SOURCES = (
+    RANK,
+    _c("file", STR, "", "Input file name (base name, never a full path).", required=True),
+    _c("format", CAT, "", "nsys-sqlite, kineto-json or ncu-csv.", required=True),
+    _c("tool_version", STR, "", "Producer version (nsys version, PyTorch/Kineto schema, ncu)."),
+    _c("format_version", STR, "", "Export schema version where the file states it."),
+    _c("rank_source", CAT, "", "Where rank came from: distributedInfo, file name, file order, "
+       "default."),
+    _c("start_ns", I64, "ns", "First event start in this file."),
+    _c("end_ns", I64, "ns", "Last event end in this file."),
+)
+
+INGEST = (
+    RANK,
+    _c("table", CAT, "", "Timeline table the source rows feed (gpu, api, ranges, ...).",
+       required=True),
+    _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page.",
+       required=True),
+    _c("outcome", CAT, "", "parsed or skipped.", required=True),
+    _c("reason", STR, "", "Why rows were skipped (null for parsed)."),
+    _c("count", I64, "count", "Number of source rows.", required=True),
+)
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "gpu": GPU,
+    "api": API,
+    "ranges": RANGES,
+    "devices": DEVICES,
+    "ncu": NCU,
+    "sources": SOURCES,
+    "ingest": INGEST,
+}
+
+
+def polars_schema(table: str) -> pl.Schema:
+    """Return the polars schema of ``table`` in column order."""
+    return pl.Schema([(c.name, c.dtype) for c in TABLES[table]])
+
+
+def empty(table: str) -> pl.DataFrame:
+    """An empty frame of ``table`` with every column typed."""
+    return pl.DataFrame(schema=polars_schema(table))
+
+
+def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """Cast ``frame`` to the schema of ``table``: add missing columns as typed nulls, cast
+    present ones, order columns as the schema does.
+
+    Columns not in the schema raise :class:`SchemaError` (a parser bug).
+
+    Example:
+        >>> conform("sources", pl.DataFrame({"rank": [0], "file": ["a.sqlite"],
+        ...                                  "format": ["nsys-sqlite"]})).columns[:4]
+        ['rank', 'file', 'format', 'tool_version']
+    """
+    cols = TABLES[table]
+    extra = set(frame.columns) - {c.name for c in cols}
+    if extra:
+        raise SchemaError(f"{table}: columns not in schema: {sorted(extra)}")
+    exprs = []
+    for c in cols:
+        if c.name in frame.columns:
+            exprs.append(pl.col(c.name).cast(c.dtype, strict=True))
+        else:
+            exprs.append(pl.lit(None, dtype=c.dtype).alias(c.name))
+    return frame.select(exprs)
+
+
+def validate(table: str, frame: pl.DataFrame) -> None:
+    """Check ``frame`` against the schema of ``table``; raise :class:`SchemaError` if not.
+
+    Checks: exact column names and order, dtypes, no nulls in required columns, and for
+    tables with a time span ``end_ns >= start_ns`` and ``dur_ns == end_ns - start_ns``.
+    """
+    want = polars_schema(table)
+    if list(frame.schema.items()) != list(want.items()):
+        raise SchemaError(f"{table}: schema {dict(frame.schema)} != {dict(want)}")
+    for c in TABLES[table]:
+        if c.required and frame.height and frame[c.name].null_count():
+            raise SchemaError(f"{table}.{c.name}: {frame[c.name].null_count()} nulls in a "
+                              "required column")
+    if {"start_ns", "end_ns", "dur_ns"} <= set(frame.columns) and frame.height:
+        bad = frame.filter(
+            pl.col("end_ns").is_not_null()
+            & ((pl.col("end_ns") < pl.col("start_ns"))
+               | (pl.col("dur_ns") != pl.col("end_ns") - pl.col("start_ns")))
+        )
+        if bad.height:
+            raise SchemaError(f"{table}: {bad.height} rows with end < start or dur != end-start")
+    if table == "gpu" and frame.height:
+        for col, allowed in (("kind", KINDS), ("category", CATEGORIES)):
+            unknown = set(frame[col].cast(pl.String).unique().to_list()) - set(allowed)
+            if unknown:
+                raise SchemaError(f"gpu.{col}: unknown values {sorted(unknown)}")
+
+
+def describe() -> str:
+    """Markdown description of every table (used for docs/schema.md)."""
+    lines = [f"# Unified timeline schema (version {SCHEMA_VERSION})", ""]
+    for table, cols in TABLES.items():
+        lines += [f"## `{table}`", "", "| column | dtype | unit | required | meaning |",
+                  "|---|---|---|---|---|"]
+        for c in cols:
+            lines.append(f"| `{c.name}` | {c.dtype} | {c.unit} | {'yes' if c.required else ''} "
+                         f"| {c.meaning} |")
+        lines.append("")
+    return "\n".join(lines)

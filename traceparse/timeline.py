@@ -1,0 +1,167 @@
+"""The :class:`Timeline` container: the unified tables of one or more traces.
+
+A Timeline holds one polars frame per schema table (``gpu``, ``api``, ``ranges``,
+``devices``, ``ncu``, ``sources``, ``ingest``) plus a small ``meta`` dict. It is created by a
+parser, validated against :mod:`traceparse.schema`, and saved to / loaded from Parquet: parse
+once, analyse and render many times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceparse import schema
+from traceparse.atomic import atomic_path
+from traceparse.errors import TraceError
+
+_META_FILE = "timeline.json"
+
+
+@dataclass
+class Timeline:
+    """Unified kernel timeline.
+
+    Attributes:
+        gpu: GPU activities (kernels, memcpy, memset, sync), one row each.
+        api: host API calls (CUDA/HIP runtime and driver).
+        ranges: host and GPU ranges (NVTX, torch ops, annotations, steps).
+        devices: one row per (rank, device).
+        ncu: per-launch Nsight Compute metrics.
+        sources: one row per input file.
+        ingest: accounting of source rows parsed and skipped, with reasons.
+        meta: free-form facts a parser wants to keep (JSON-serialisable).
+    """
+
+    gpu: pl.DataFrame = field(default_factory=lambda: schema.empty("gpu"))
+    api: pl.DataFrame = field(default_factory=lambda: schema.empty("api"))
+    ranges: pl.DataFrame = field(default_factory=lambda: schema.empty("ranges"))
+    devices: pl.DataFrame = field(default_factory=lambda: schema.empty("devices"))
+    ncu: pl.DataFrame = field(default_factory=lambda: schema.empty("ncu"))
+    sources: pl.DataFrame = field(default_factory=lambda: schema.empty("sources"))
+    ingest: pl.DataFrame = field(default_factory=lambda: schema.empty("ingest"))
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """Return the frame of table ``name``."""
+        if name not in schema.TABLES:
+            raise KeyError(name)
+        frame: pl.DataFrame = getattr(self, name)
+        return frame
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """All tables by name, in schema order."""
+        return {name: self.table(name) for name in schema.TABLES}
+
+    def validate(self) -> Timeline:
+        """Validate every table against the schema; return self."""
+        for name, frame in self.tables().items():
+            schema.validate(name, frame)
+        return self
+
+    @property
+    def kernels(self) -> pl.DataFrame:
+        """GPU rows of kind ``kernel``."""
+        return self.gpu.filter(pl.col("kind") == "kernel")
+
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first start, last end) over GPU activities, API calls and ranges; None if empty."""
+        starts, ends = [], []
+        for frame in (self.gpu, self.api, self.ranges):
+            if frame.height:
+                starts.append(frame["start_ns"].min())
+                ends.append(frame["end_ns"].max() if frame["end_ns"].null_count() < frame.height
+                            else frame["start_ns"].max())
+        if not starts:
+            return None
+        return int(min(starts)), int(max(ends))  # type: ignore[call-overload]
+
+    def to_pandas(self, name: str = "gpu") -> Any:
+        """Table ``name`` as a pandas DataFrame (needs pandas; for interop only)."""
+        return self.table(name).to_pandas()
+
+    # ---------------------------------------------------------------- persistence
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save to a directory of Parquet files (one per table) plus ``timeline.json``.
+
+        The write is atomic: a temporary directory is renamed onto ``path``.
+        """
+        self.validate()
+        target = Path(path)
+        with atomic_path(target, directory=True) as tmp:
+            for name, frame in self.tables().items():
+                frame.write_parquet(tmp / f"{name}.parquet", statistics=False)
+            info = {"schema_version": schema.SCHEMA_VERSION, "meta": self.meta}
+            (tmp / _META_FILE).write_text(json.dumps(info, sort_keys=True, indent=1))
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Timeline:
+        """Load a timeline saved by :meth:`save`; raise :class:`TraceError` if it is not one
+        or was written with another schema version."""
+        src = Path(path)
+        meta_file = src / _META_FILE
+        if not meta_file.is_file():
+            raise TraceError(src, "not a saved traceparse timeline (no timeline.json)")
+        try:
+            info = json.loads(meta_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise TraceError(src, f"unreadable timeline.json: {exc}") from None
+        if info.get("schema_version") != schema.SCHEMA_VERSION:
+            raise TraceError(src, f"saved with schema {info.get('schema_version')}, "
+                                  f"this traceparse reads {schema.SCHEMA_VERSION}")
+        tables = {}
+        for name in schema.TABLES:
+            try:
+                frame = pl.read_parquet(src / f"{name}.parquet")
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise TraceError(src, f"unreadable {name}.parquet: {exc}") from None
+            tables[name] = frame
+        tl = cls(**tables, meta=info.get("meta", {}))
+        try:
+            tl.validate()
+        except schema.SchemaError as exc:
+            raise TraceError(src, f"saved timeline does not match the schema: {exc}") from None
+        return tl
+
+
+def concat(timelines: list[Timeline]) -> Timeline:
+    """Concatenate timelines (e.g. one per rank) into one long timeline.
+
+    Each input should already carry its own ``rank`` values. ``meta`` dicts are kept under
+    ``meta["parts"]``.
+    """
+    if len(timelines) == 1:
+        return timelines[0]
+    out = {}
+    for name in schema.TABLES:
+        frames = [t.table(name) for t in timelines]
+        out[name] = pl.concat(frames, how="vertical") if frames else schema.empty(name)
+    return Timeline(**out, meta={"parts": [t.meta for t in timelines]})
+
+
+def ingest_rows(rank: int, table: str, source: str, parsed: int,
+                skipped: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """Rows for the ``ingest`` accounting table: one ``parsed`` row and one ``skipped`` row
+    per reason. ``parsed + sum(skipped) == input rows`` must hold for the source."""
+    rows: list[dict[str, Any]] = [
+        {"rank": rank, "table": table, "source": source, "outcome": "parsed", "reason": None,
+         "count": parsed}
+    ]
+    for reason, n in sorted((skipped or {}).items()):
+        if n:
+            rows.append({"rank": rank, "table": table, "source": source, "outcome": "skipped",
+                         "reason": reason, "count": n})
+    return rows
+
+
+def ingest_frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """Build a schema-conformant ``ingest`` frame from :func:`ingest_rows` output."""
+    if not rows:
+        return schema.empty("ingest")
+    return schema.conform("ingest", pl.DataFrame(rows, infer_schema_length=None))
