@@ -127,3 +127,9 @@ def test_docs_schema_is_current():
     doc = Path(__file__).resolve().parent.parent / "docs" / "schema.md"
     assert hashlib.sha256(doc.read_bytes()).hexdigest() == hashlib.sha256(
         (schema.describe() + "\n").encode()).hexdigest()
+
+
+def test_span_covers_all_gpu_rows():
+    # gpu rows span 0 (first memcpy start) .. 990 (peer copy end)
+    assert small_timeline().span_ns() == (0, 990)
+    assert Timeline().span_ns() is None

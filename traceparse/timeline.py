@@ -71,15 +71,16 @@ class Timeline:
 
     def span_ns(self) -> tuple[int, int] | None:
         """(first start, last end) over GPU activities, API calls and ranges; None if empty."""
-        starts, ends = [], []
+        starts: list[int] = []
+        ends: list[int] = []
         for frame in (self.gpu, self.api, self.ranges):
             if frame.height:
-                starts.append(frame["start_ns"].min())
-                ends.append(frame["end_ns"].max() if frame["end_ns"].null_count() < frame.height
-                            else frame["start_ns"].max())
+                starts.append(int(frame["start_ns"].min()))  # type: ignore[arg-type]
+                last = frame.select(pl.max_horizontal("start_ns", "end_ns").max()).item()
+                ends.append(int(last))
         if not starts:
             return None
-        return int(min(starts)), int(max(ends))  # type: ignore[call-overload]
+        return min(starts), max(ends)
 
     def to_pandas(self, name: str = "gpu") -> Any:
         """Table ``name`` as a pandas DataFrame (needs pandas; for interop only)."""
