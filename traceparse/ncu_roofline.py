@@ -76,7 +76,8 @@ def roofline_exprs(cols: set[str]) -> dict[str, pl.Expr]:
     out["tensor_flop_per_s"] = tsum / dur_s
 
     dram_chart = m("dram__bytes.sum.per_second")
-    dram_count = _first(m("dram__bytes.sum"), m("dram__bytes_read.sum") + m("dram__bytes_write.sum"))
+    dram_count = _first(m("dram__bytes.sum"),
+                        m("dram__bytes_read.sum") + m("dram__bytes_write.sum"))
     out["dram_bytes_per_s"] = _first(dram_chart, dram_count / cyc_s)
     out["dram_bytes"] = _first(dram_count, dram_chart * dur_s)
     out["peak_dram_bytes_per_s"] = (m("dram__bytes.sum.peak_sustained")

@@ -30,9 +30,9 @@ from functools import lru_cache
 #: SI prefixes ncu uses for sizes, rates and frequencies (powers of 1000).
 PREFIX = {"K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
 
-#: Time tokens -> seconds.
-TIME_S = {"second": 1.0, "s": 1.0, "msecond": 1e-3, "ms": 1e-3, "usecond": 1e-6, "us": 1e-6,
-          "nsecond": 1e-9, "ns": 1e-9}
+#: Time tokens -> how many fit in one second (exact integers, so scaling is exact).
+PER_S = {"second": 1.0, "s": 1.0, "msecond": 1e3, "ms": 1e3, "usecond": 1e6, "us": 1e6,
+         "nsecond": 1e9, "ns": 1e9}
 
 #: Units that take an SI prefix (``Kbyte``, ``Ghz``); anything else is never prefixed.
 PREFIXABLE = {"byte", "bytes", "hz", "Hz", "inst", "cycle", "sector", "request", "warp",
@@ -41,8 +41,8 @@ PREFIXABLE = {"byte", "bytes", "hz", "Hz", "inst", "cycle", "sector", "request",
 
 def _token(tok: str) -> tuple[float, str]:
     """Scale and base spelling of one unit token (no ``/``)."""
-    if tok in TIME_S:
-        return TIME_S[tok], "second"
+    if tok in PER_S:
+        return 1e9 / PER_S[tok], "nsecond"
     if tok.lower() == "hz":
         return 1.0, "cycle/second"
     if len(tok) > 1 and tok[0] in PREFIX and tok[1:] in PREFIXABLE:
@@ -71,14 +71,12 @@ def normalise_unit(unit: str) -> tuple[float, str]:
     if not unit:
         return 1.0, ""
     if "/" not in unit:
-        if unit in TIME_S:
-            return TIME_S[unit] / 1e-9, "nsecond"
         return _token(unit)
     num, _, den = unit.partition("/")
     nf, nb = _token(num) if num else (1.0, "")
+    if den in PER_S:  # a rate: per second
+        return nf * PER_S[den], f"{nb}/second"
     df, db = _token(den) if den else (1.0, "")
-    if nb == "second" and num:  # e.g. "usecond/cycle": keep a time numerator in ns
-        nf, nb = nf / 1e-9, "nsecond"
     return nf / df, f"{nb}/{db}"
 
 
