@@ -185,6 +185,9 @@ def _raw(header: list[str], rows: list[list[str]], skipped: dict[str, int]) -> N
         else:
             key = "profiler log line" if r[0].startswith(LOG_PREFIXES) else "not a launch row"
             skipped[key] = skipped.get(key, 0) + 1
+    if not launches:
+        return NcuPage("raw", pl.DataFrame(schema={"launch_id": pl.Int64}),
+                       pl.DataFrame(schema=METRIC_SCHEMA), rows=0, skipped=skipped)
     first_metric = max(idx.get(c, -1) for c in IDENTITY) + 1
     names = header[first_metric:]
     units = (units or [])[first_metric:first_metric + len(names)]

@@ -76,8 +76,10 @@ def normalise_unit(unit: str) -> tuple[float, str]:
     nf, nb = _token(num) if num else (1.0, "")
     if den in PER_S:  # a rate: per second
         return nf * PER_S[den], f"{nb}/second"
+    # ncu treats a prefix as a label on the printed number wherever it sits: "%/Kbyte"
+    # prints 2.614 for 2614 %/byte (observed raw vs raw_base), so it multiplies here too.
     df, db = _token(den) if den else (1.0, "")
-    return nf / df, f"{nb}/{db}"
+    return nf * df, f"{nb}/{db}"
 
 
 def parse_number(text: str) -> float | None:
