@@ -12,7 +12,8 @@ For timelines without ncu counters (nsys-only or Kineto traces), the ``ranges`` 
 | bmm / baddbmm ``[B,M,K] x [B,K,N]`` | 2·B·M·N·K |
 | matmul ``[...,M,K] x [...,K,N]`` | 2·batch·M·N·K (1-D operands promoted) |
 | linear ``x[...,K], W[N,K]`` | 2·rows(x)·K·N |
-| convolution ``x[N,C,H,W], W[O,C/g,kh,kw]`` | 2·N·O·Ho·Wo·(C/g)·kh·kw |
+| convolution ``x[N,C,H,W], W[O,C/g,kh,kw]`` | 2·N·O·Ho·Wo·(C/g)·kh·kw (only with stride and
+padding in 'Concrete Inputs'; without them the op is not estimated) |
 | sdpa / flash attention ``q[B,H,L,D], k[B,H,S,D], v[B,H,S,Dv]`` | 2·B·H·L·S·(D+Dv) |
 
 Kernels link to their op by ``(rank, external_id)``; op FLOP/s = FLOPs / summed kernel time.
@@ -39,6 +40,10 @@ MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::ma
               "aten::linear"}
 CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
             "aten::conv3d", "aten::cudnn_convolution"}
+#: Argument positions (stride, padding, dilation) in 'Concrete Inputs' per conv op.
+CONV_ARGS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5),
+             "aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
+             "aten::cudnn_convolution": (3, 2, 4)}
 
 
 def _prod(xs: Sequence[int]) -> int:
@@ -92,9 +97,12 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
         if name in CONV_OPS:
             x, w = t[0], t[1]
             nsp = len(x) - 2
-            stride = _ints(c[3] if len(c) > 3 else None, nsp, 1)
-            pad = _ints(c[4] if len(c) > 4 else None, nsp, 0)
-            dil = _ints(c[5] if len(c) > 5 else None, nsp, 1)
+            pos = CONV_ARGS.get(name, (3, 4, 5))  # (stride, padding, dilation) arg index
+            if len(c) <= max(pos) or not c[pos[0]]:
+                return None  # stride/padding unknown: the output size would be a guess
+            stride = _ints(c[pos[0]], nsp, 1)
+            pad = _ints(c[pos[1]], nsp, 0)
+            dil = _ints(c[pos[2]], nsp, 1)
             out = [_conv_out(x[2 + i], w[2 + i], stride[i], pad[i], dil[i]) for i in range(nsp)]
             return 2.0 * x[0] * w[0] * _prod(out) * w[1] * _prod(w[2:])
         if "scaled_dot_product" in name or "flash_attention" in name or "flash_attn" in name:

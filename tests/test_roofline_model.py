@@ -93,6 +93,11 @@ def test_overrides_csv_and_json(tmp_path: Path) -> None:
      None, 2 * 2 * 8 * 128 * 256 * (64 + 64)),
     ("flash_attn::_flash_attn_forward", [[2, 128, 8, 64], [2, 256, 8, 64], [2, 256, 8, 64]],
      None, 2 * 2 * 8 * 128 * 256 * 128),
+    # cudnn_convolution(input, weight, padding, stride, dilation, ...): pad 1, stride 1
+    ("aten::cudnn_convolution", [[1, 8, 16, 16], [4, 8, 3, 3]],
+     ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"], 2 * 1 * 4 * 16 * 16 * 8 * 3 * 3),
+    # no Concrete Inputs -> stride unknown -> not estimated (never a silent guess)
+    ("aten::convolution", [[2, 3, 224, 224], [64, 3, 3, 3], [64]], None, None),
     ("aten::relu", [[10]], None, None),
 ])
 def test_op_flops(op: str, dims: list, conc: list | None, flops: int | None) -> None:
@@ -189,3 +194,23 @@ def test_cli_roofline_and_gpus(tmp_path: Path) -> None:
     assert rows[0]["bound"] == "compute" and rows[0]["provenance"] == "measured (ncu)"
     r = CliRunner().invoke(main, ["gpus", "--format", "csv"])
     assert r.exit_code == 0 and "H100 SXM5 80GB" in r.output
+
+
+RESNET = shared_files("torch", "kineto__resnet50_worker0.1623143089861.pt.trace.json.gz")
+
+
+@pytest.mark.shared
+def test_estimates_on_real_torch_trace() -> None:
+    """ResNet-50 fc layer: addmm(bias[1000], x[32,2048], W[2048,1000]) = 2*32*1000*2048
+    FLOPs each; convolutions have no Concrete Inputs in this 2021 trace -> not estimated."""
+    from traceparse import kineto
+
+    tl = kineto.read(RESNET[0])
+    est = estimate_ops(tl.ranges)
+    addmm = est.filter(pl.col("name") == "aten::addmm")
+    n_ops = tl.ranges.filter((pl.col("name") == "aten::addmm")
+                             & (pl.col("input_dims").str.contains("[32,2048],[2048,1000]",
+                                                                  literal=True))).height
+    assert addmm.height == n_ops > 0
+    assert set(addmm["flops"].to_list()) == {2.0 * 32 * 1000 * 2048}
+    assert est.filter(pl.col("name").str.contains("conv")).height == 0
