@@ -1,0 +1,201 @@
+"""Reading a Kineto (PyTorch profiler) trace file into its header and raw event list.
+
+This is the byte-level half of the Kineto parser (see :mod:`traceparse.kineto`):
+
+* plain JSON or gzip (detected by the magic bytes ``1f 8b``, not by the extension), with a
+  decompression limit so a gzip bomb is refused instead of exhausting memory;
+* a top-level object with ``traceEvents`` or a bare list of events;
+* timestamps kept **exact**: ``ts``/``dur`` are microseconds, and newer traces write them
+  as decimals with nanosecond digits (``"ts": 1712195495505583.123``). Below 2**43 us
+  (relative timestamps, durations) a float64 still resolves 1 ns, and ``floor(x)*1000 +
+  rint(frac*1000)`` is exact for Kineto's 3-decimal text. Above it (absolute epoch us with
+  decimals) a float64 cannot hold the value (spacing 0.25 us at 1.7e15), so the file is
+  decoded again with those numbers quoted in the raw bytes, and the decimal text is
+  converted by :func:`us_text_to_ns` with integer arithmetic only.
+
+Example:
+    >>> doc = b'{"traceEvents": [{"ph": "X", "ts": 1.5, "dur": 2}]}'
+    >>> header, events = decode(doc, "t", quote_times=True)
+    >>> events[0]["ts"], events[0]["dur"]
+    ('1.5', '2')
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+from traceparse.errors import TraceError
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: Refuse to inflate a gzip trace beyond this many bytes (override with the environment
+#: variable ``TRACEPARSE_MAX_JSON_BYTES``). 16 GiB is far above any real trace we know of.
+MAX_JSON_BYTES = 16 << 30
+
+_TS_NUMBER = re.compile(rb'"ts":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+_DUR_NUMBER = re.compile(rb'"dur":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+#: Largest |value| in us whose float64 still resolves 1 ns (ulp(2**43) = 2**-10 < 0.001).
+FLOAT_EXACT_US = float(2**43)
+
+
+class NeedsDecimalText(Exception):
+    """A float time too large for float64 to hold its ns digits: decode again with
+    ``quote_times=True`` so the decimal text is kept."""
+
+
+def max_json_bytes() -> int:
+    """The decompression limit in bytes (environment override included)."""
+    env = os.environ.get("TRACEPARSE_MAX_JSON_BYTES")
+    return int(env) if env and env.isdigit() else MAX_JSON_BYTES
+
+
+def read_bytes(path: Path) -> bytes:
+    """Return the JSON text of ``path`` (inflated if gzip); raise :class:`TraceError` for
+    unreadable, empty, truncated or oversized input."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not raw:
+        raise TraceError(path, "empty file")
+    if not raw.startswith(GZIP_MAGIC):
+        return raw
+    limit = max_json_bytes()
+    out = bytearray()
+    data = raw
+    try:
+        while data:
+            inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while data:
+                chunk = inflater.decompress(data, 1 << 26)
+                out += chunk
+                if len(out) > limit:
+                    raise TraceError(path, f"gzip inflates beyond {limit} bytes (limit; set "
+                                           "TRACEPARSE_MAX_JSON_BYTES to raise it): refusing "
+                                           "a possible gzip bomb")
+                data = inflater.unconsumed_tail
+            if not inflater.eof:
+                raise TraceError(path, "truncated gzip stream (file cut short)")
+            data = inflater.unused_data  # concatenated gzip members
+            if data and not data.startswith(GZIP_MAGIC):
+                break  # trailing garbage after the last member; gzip(1) ignores it too
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise TraceError(path, f"corrupt gzip data: {exc}") from None
+    if not out:
+        raise TraceError(path, "gzip holds an empty file")
+    return bytes(out)
+
+
+def decode(raw: bytes, path: Path | str, *,
+           quote_times: bool = False) -> tuple[dict[str, Any], list[Any]]:
+    """Decode JSON text into ``(header, events)``.
+
+    ``header`` holds every top-level key except ``traceEvents`` (empty for a bare list).
+    With ``quote_times`` every ``ts``/``dur`` number comes back as its exact decimal text
+    (a string); otherwise as orjson decodes it (int or float).
+    """
+    if quote_times:
+        raw = _DUR_NUMBER.sub(rb'"dur":"\1"', _TS_NUMBER.sub(rb'"ts":"\1"', raw))
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(path, f"invalid JSON: {exc}") from None
+    if isinstance(doc, list):
+        return {}, doc
+    if not isinstance(doc, dict):
+        raise TraceError(path, f"not a trace: top-level JSON is a {type(doc).__name__}, "
+                               "expected an object with traceEvents or a list of events")
+    if "traceEvents" not in doc:
+        raise TraceError(path, "not a Kineto/Chrome trace: no traceEvents key")
+    events = doc.pop("traceEvents")
+    if not isinstance(events, list):
+        raise TraceError(path, f"traceEvents is a {type(events).__name__}, expected a list")
+    return doc, events
+
+
+def us_to_ns(values: list[Any], name: str, path: Path | str, *,
+             ns_units: bool = False) -> pl.Series:
+    """Microsecond values (ints, decimal strings or None) -> exact int64 ns (Int64 Series).
+
+    Ints are multiplied by 1000; decimal text goes through :func:`us_text_to_ns`. With
+    ``ns_units`` the values are already nanoseconds (rounded half to even).
+    Anything else (a bool, a list, text that is not a number) raises :class:`TraceError`.
+    """
+    if all(type(v) is int for v in values):
+        return pl.Series(name, values, dtype=pl.Int64) * (1 if ns_units else 1000)
+    if not ns_units and all(type(v) is float or type(v) is int for v in values):
+        us = np.asarray(values, dtype=np.float64)
+        if us.size and np.abs(us).max() >= FLOAT_EXACT_US:
+            raise NeedsDecimalText(name)
+        # floor + fraction split: exact for values with <= 3 decimals below 2**43 us.
+        whole = np.floor(us)
+        ns = whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
+        return pl.Series(name, ns, dtype=pl.Int64)
+    if ns_units:
+        from decimal import Decimal
+
+        return pl.Series(name, [None if v is None else int(round(Decimal(str(v))))
+                                for v in values], dtype=pl.Int64)
+    text = []
+    for v in values:
+        t = type(v)
+        if t is str or v is None:
+            text.append(v)
+        elif t is int:
+            text.append(str(v))
+        elif t is float:  # a float time the quoting pattern did not catch
+            if abs(v) >= FLOAT_EXACT_US:
+                raise NeedsDecimalText(name)
+            text.append(repr(v))
+        else:
+            raise TraceError(path, f"'{name}' holds a {t.__name__} ({str(v)[:40]}), "
+                                   "expected a number")
+    return us_text_to_ns(pl.Series(name, text, dtype=pl.String), path)
+
+
+def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
+    """Decimal microsecond text -> int64 ns, equal to ``round(Decimal(x) * 1000)``
+    (ties to even, as Python's ``round``), with integer arithmetic only.
+
+    Example:
+        >>> us_text_to_ns(pl.Series(["1694128201545123.456", "4.9285", "-2", "1.0005"])).to_list()
+        [1694128201545123456, 4928, -2000, 1000]
+    """
+    name = text.name
+    frame = pl.DataFrame({"t": text})
+    if frame.select(pl.col("t").str.contains(r"[eE]").any()).item():
+        from decimal import Decimal, InvalidOperation
+
+        out = []
+        for v in text.to_list():
+            try:
+                out.append(None if v is None else int(round(Decimal(v) * 1000)))
+            except (InvalidOperation, ValueError):
+                raise TraceError(path, f"'{name}' is not a number: {v[:40]!r}") from None
+        return pl.Series(name, out, dtype=pl.Int64)
+    parts = frame.select(
+        neg=pl.col("t").str.starts_with("-"),
+        whole=pl.col("t").str.strip_prefix("-").str.split_exact(".", 1)
+    ).unnest("whole")
+    bad = parts.filter(pl.col("field_0").is_not_null()
+                       & ~pl.col("field_0").str.contains(r"^\d+$")
+                       | (pl.col("field_1").is_not_null()
+                          & ~pl.col("field_1").str.contains(r"^\d*$")))
+    if bad.height:
+        raise TraceError(path, f"'{name}' is not a number: {bad['field_0'][0]!r}")
+    frac = pl.col("field_1").fill_null("")
+    ms3 = (frac + "000").str.slice(0, 3).cast(pl.Int64)
+    rest = frac.str.slice(3).str.strip_chars_end("0")
+    up = (rest > "5") | ((rest == "5") & (ms3 % 2 == 1))
+    mag = pl.col("field_0").cast(pl.Int64) * 1000 + ms3 + up.cast(pl.Int64)
+    out = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
+    return out.to_series()
