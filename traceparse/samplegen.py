@@ -132,8 +132,9 @@ class Call:
     """One host API call on thread ``tid`` (0 = the main thread, tid == pid).
 
     ``activity`` is the GPU work it launched, if any; ``sync`` ("stream", "context" or
-    "event") marks a host synchronisation, recorded on the GPU side as a SYNCHRONIZATION row
-    over the same interval (``sync_stream`` None = all streams).
+    "event") marks a host synchronisation, written as a CUPTI SYNCHRONIZATION row over the
+    same interval (``sync_stream`` None = all streams). Those rows are host waits, not GPU
+    work: the timeline keeps the API call only (as the nsys parser does).
     """
 
     api: str
@@ -390,12 +391,6 @@ def scenario_timeline(name: str) -> Timeline:
                     "dur_ns": c.end_ns - c.start_ns, "process_id": sc.pid, "thread_id": tid,
                     "correlation_id": corr, "return_value": 0})
         base = {"rank": 0, "context_id": 1, "process_id": sc.pid, "correlation_id": corr}
-        if c.sync is not None:
-            label = {"stream": "Stream sync", "context": "Context sync",
-                     "event": "Event sync"}[c.sync]
-            gpu.append({**base, "kind": "sync", "start_ns": c.start_ns, "end_ns": c.end_ns,
-                        "dur_ns": c.end_ns - c.start_ns, "device_id": 0,
-                        "stream_id": c.sync_stream, "name": label})
         a = c.activity
         if a is None:
             continue
@@ -438,13 +433,17 @@ def scenario_timeline(name: str) -> Timeline:
     kinds = gpu_df["kind"].cast(pl.String).value_counts()
     n = dict(zip(kinds["kind"].to_list(), kinds["count"].to_list(), strict=True))
     rows = []
-    for kind, table in (("kernel", "KERNEL"), ("memcpy", "MEMCPY"), ("memset", "MEMSET"),
-                        ("sync", "SYNCHRONIZATION")):
+    for kind, table in (("kernel", "KERNEL"), ("memcpy", "MEMCPY"), ("memset", "MEMSET")):
         if n.get(kind):
             rows += ingest_rows(0, "gpu", f"CUPTI_ACTIVITY_KIND_{table}", n[kind])
+    n_sync = sum(1 for c in sc.calls if c.sync is not None)
+    if n_sync:
+        rows += ingest_rows(0, "gpu", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", 0,
+                            {"host-side synchronization wait, not GPU work": n_sync})
     rows += ingest_rows(0, "api", "CUPTI_ACTIVITY_KIND_RUNTIME", len(api))
     if ranges:
         rows += ingest_rows(0, "ranges", "NVTX_EVENTS", len(ranges))
+    rows += ingest_rows(0, "devices", "TARGET_INFO_GPU", 1)
     tl = Timeline(gpu=gpu_df,
                   api=schema.conform("api", pl.DataFrame(api, infer_schema_length=None))
                   .sort("start_ns", "correlation_id"),
