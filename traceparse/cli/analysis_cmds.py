@@ -76,7 +76,7 @@ def gaps(trace: str, min_us: float, top: int | None, fmt: str, output: str | Non
     """Idle gaps per device, largest first, with their cause (host sync, CPU work)."""
     from analyses.gaps import idle_gaps
 
-    frame = idle_gaps(_load(trace), min_ns=int(round(min_us * 1000)))
+    frame = idle_gaps(_load(trace), min_ns=round(min_us * 1000))
     emit(render(frame if top is None else frame.head(top), fmt), output)
 
 
@@ -104,7 +104,7 @@ def summary(trace: str | None, top: int, min_gap_us: float, fmt: str,
         from traceparse.samplegen import default_sample
 
         trace = str(default_sample())
-    result = summarize(_load(trace), top=top, min_gap_ns=int(round(min_gap_us * 1000)))
+    result = summarize(_load(trace), top=top, min_gap_ns=round(min_gap_us * 1000))
     if fmt == "json":
         payload = {"trace": trace, "verdict": result["verdict"],
                    "sections": {k: _jsonable(v) for k, v in result["sections"].items()}}
