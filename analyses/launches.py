@@ -114,13 +114,15 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame
 
     The estimate (documented in docs/analyses.md): a kernel is **launch-bound** when its
     launch call *began* after the previous kernel on the same stream had ended: the stream
-    sat idle because the host had not yet submitted the next kernel. The idle gap before it
-    (``start - previous end``) is host launch overhead. Replaying the same sequence as a
-    CUDA graph submits all kernels at once, leaving about ``graph_gap_ns`` between graph
-    nodes. So recoverable = sum over launch-bound kernels **not already launched from a
-    graph** of ``max(0, gap - graph_gap_ns)``. It ignores cross-stream dependencies and host
-    work that is not launching, so it is an upper bound on launch overhead removed, not a
-    promised speed-up.
+    sat idle because the host had not yet submitted the next kernel. Of the idle gap before
+    it (``start - previous end``) only the part from the launch call's start to the kernel's
+    start is launch latency (``min(gap, start - api_start)``); host work before the call
+    (Python, data loading) is not removed by a graph. Replaying the sequence as a CUDA graph
+    submits all kernels at once, leaving about ``graph_gap_ns`` between graph nodes. So
+    recoverable = sum over launch-bound kernels **not already launched from a graph** of
+    ``max(0, min(gap, start - api_start) - graph_gap_ns)``. It ignores cross-stream
+    dependencies, so it is an upper bound on launch latency removed, not a promised
+    speed-up.
 
     Returns:
         Columns ``rank, device_id, stream_id, kernels, launch_bound_kernels,
@@ -139,9 +141,10 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame
     gap = (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0)
     bound = pl.col("prev_end").is_not_null() & (pl.col("api_start_ns") >= pl.col("prev_end"))
     in_graph = pl.col("graph_id").is_not_null() | pl.col("api_name").str.contains("GraphLaunch")
+    latency = pl.min_horizontal(gap, (pl.col("start_ns") - pl.col("api_start_ns")).clip(0))
     t = t.with_columns(_bound=bound, _gap=pl.when(bound).then(gap).otherwise(0),
                        _rec=pl.when(bound & ~in_graph)
-                       .then((gap - graph_gap_ns).clip(lower_bound=0)).otherwise(0))
+                       .then((latency - graph_gap_ns).clip(lower_bound=0)).otherwise(0))
     return (t.group_by(grp, maintain_order=True)
             .agg(pl.len().cast(pl.Int64).alias("kernels"),
                  pl.col("_bound").sum().cast(pl.Int64).alias("launch_bound_kernels"),

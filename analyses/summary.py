@@ -1,15 +1,10 @@
-"""One-screen summary of a timeline: window, attribution per device, top kernels, top gaps and
-a one-line verdict.
+"""One-screen summary of a timeline: window, attribution per device, top kernels, top gaps,
+launch statistics, communication and a one-line verdict.
 
 :func:`summarize` returns a plain dict ``{"sections": {name: frame}, "verdict": str}``; the
-renderers (:mod:`analyses.summary_render`, the CLI's csv/json) draw it. Sections are
-computed by the functions in :data:`SECTIONS`, in order; add one with
-:func:`register_section` (e.g. launch statistics, communication, steps) without touching
-this module's callers::
-
-    def steps_section(tl, opts):
-        return breakdown_windows(tl, range_windows(tl, r"^step"))
-    register_section("steps", steps_section, after="breakdown")
+renderers (:mod:`analyses.summary_render`, the CLI's csv/json, the HTML report) draw it.
+Sections are computed by the functions in :data:`SECTIONS`, in order; a new section is one
+more entry there.
 """
 
 from __future__ import annotations
@@ -21,7 +16,9 @@ from typing import Any
 import polars as pl
 
 from analyses.attribution import breakdown, check_attribution
+from analyses.comm import comm_summary
 from analyses.gaps import DEFAULT_MIN_NS, idle_gaps
+from analyses.launches import launch_summary
 from traceparse.timeline import Timeline
 
 
@@ -88,21 +85,24 @@ def top_gaps_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     return idle_gaps(tl, min_ns=opts.min_gap_ns).head(opts.top)
 
 
+def launches_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Launch, queue and kernel time distributions (:func:`analyses.launches.launch_summary`)."""
+    return launch_summary(tl)
+
+
+def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """NCCL/RCCL time per collective, exposed vs overlapped (:func:`analyses.comm.comm_summary`)."""
+    return comm_summary(tl).head(opts.top)
+
+
 SECTIONS: dict[str, SectionFn] = {
     "window": window_section,
     "breakdown": breakdown_section,
     "top_kernels": top_kernels_section,
     "top_gaps": top_gaps_section,
+    "launches": launches_section,
+    "communication": communication_section,
 }
-
-
-def register_section(name: str, fn: SectionFn, *, after: str | None = None) -> None:
-    """Add (or replace) section ``name``; placed after section ``after`` (default: last)."""
-    global SECTIONS
-    items = [(k, v) for k, v in SECTIONS.items() if k != name]
-    pos = len(items) if after is None else [k for k, _ in items].index(after) + 1
-    items.insert(pos, (name, fn))
-    SECTIONS = dict(items)
 
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:

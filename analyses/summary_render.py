@@ -83,10 +83,43 @@ def _top_gaps(frame: pl.DataFrame) -> list[str]:
     return lines
 
 
+def _launches(frame: pl.DataFrame) -> list[str]:
+    rows = {r["metric"]: r for r in frame.iter_rows(named=True)}
+    if not rows or not rows.get("launch_ns", {}).get("count"):
+        return ["Launches", "  (no kernel linked to a launch call)"]
+    lines = ["Launches (per kernel; p50 / p95 / p99)"]
+    for metric, label in (("launch_ns", "launch call"), ("queue_ns", "launch-to-start"),
+                          ("kernel_ns", "kernel")):
+        r = rows.get(metric)
+        if r and r["count"]:
+            lines.append(f"  {label:<16} {fmt_ns(r['p50']):>10} {fmt_ns(r['p95']):>10} "
+                         f"{fmt_ns(r['p99']):>10}   (n={r['count']})")
+    short = rows.get("kernels_shorter_than_launch")
+    if short and short["mean"] is not None:
+        lines.append(f"  kernels shorter than their launch call: {short['count']} "
+                     f"({short['mean'] * 100:.1f}%)")
+    rec = rows.get("graph_recoverable_ns")
+    if rec and rec["sum"]:
+        lines.append(f"  CUDA graphs could recover up to {fmt_ns(rec['sum'])} "
+                     f"({rec['count']} launch-bound kernels)")
+    return lines
+
+
+def _communication(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return ["Communication", "  (no NCCL/RCCL activity)"]
+    lines = ["Communication (per collective)"]
+    for r in frame.iter_rows(named=True):
+        bw = f"  busbw {r['busbw_gbps']:.1f} GB/s" if r["busbw_gbps"] is not None else ""
+        lines.append(f"  {r['collective']:<16} x{r['count']:<5} {fmt_ns(r['time_ns']):>10}  "
+                     f"exposed {r['exposed_pct']:.1f}%{bw}")
+    return lines
+
+
 #: Section name -> text renderer; sections without one are printed as a table.
 RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
-    "top_gaps": _top_gaps,
+    "top_gaps": _top_gaps, "launches": _launches, "communication": _communication,
 }
 
 

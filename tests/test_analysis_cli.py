@@ -71,3 +71,16 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
                              capture_output=True, text=True, check=False)
         assert res.returncode == 2, res.stderr
         assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
+def test_summary_has_launch_and_communication_sections() -> None:
+    from analyses.summary import summarize
+    from traceparse import samplegen
+
+    # mini_train: 3 steps x 2 all-reduce kernels of 260 us each (samplegen scenario data)
+    s = summarize(samplegen.scenario_timeline("mini_train"))
+    comm = s["sections"]["communication"].row(0, named=True)
+    assert (comm["collective"], comm["count"], comm["time_ns"]) == ("allreduce", 6, 6 * 260_000)
+    launches = {r["metric"]: r for r in s["sections"]["launches"].iter_rows(named=True)}
+    tl = samplegen.scenario_timeline("mini_train")
+    assert launches["kernel_ns"]["count"] == tl.kernels.height

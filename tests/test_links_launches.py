@@ -106,7 +106,8 @@ def test_launch_summary_short_kernels() -> None:
 
 def test_graph_recoverable_estimate() -> None:
     # k1 5..15 (API 0..4); k2 40..50 (API 30..38): API began at 30 >= 15 -> launch-bound,
-    # gap 25, recoverable 25 - 1 = 24; k3 50..60 (API 12..20): began before 50 -> not bound.
+    # gap 25, of which launch latency min(25, 40 - 30) = 10 -> recoverable 10 - 1 = 9;
+    # k3 50..60 (API 12..20): began before 50 -> not bound.
     tl = timeline(
         api=api([{"start_ns": 0, "end_ns": 4, "correlation_id": 1},
                  {"start_ns": 30, "end_ns": 38, "correlation_id": 2},
@@ -116,7 +117,7 @@ def test_graph_recoverable_estimate() -> None:
                  {"name": "k3", "start_ns": 50, "end_ns": 60, "correlation_id": 3}]))
     r = graph_recoverable(tl, graph_gap_ns=1).row(0, named=True)
     assert (r["kernels"], r["launch_bound_kernels"], r["launch_bound_gap_ns"],
-            r["graph_recoverable_ns"]) == (3, 1, 25, 24)
+            r["graph_recoverable_ns"]) == (3, 1, 25, 9)
 
 
 KES = [p for p in shared_files("nsys", "*.sqlite")
