@@ -159,7 +159,8 @@ def _devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, st
     cols = set(db.columns("TARGET_INFO_GPU"))
     if {"id", "clockRate"} <= cols:
         source = "TARGET_INFO_GPU"
-        spec = (("id", "device_id"), ("name", "name"), ("chipName", "chip_name"),
+        spec: tuple[tuple[str, str], ...] = (
+                ("id", "device_id"), ("name", "name"), ("chipName", "chip_name"),
                 ("smCount", "sm_count"), ("clockRate", "clock_hz"),
                 ("totalMemory", "memory_bytes"), ("memoryBandwidth", "memory_bandwidth_bps"),
                 ("l2CacheSize", "l2_bytes"), ("computeMajor", "compute_major"),

@@ -112,7 +112,8 @@ def _names(strings: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
 
 def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
     cols = set(db.columns(KERNEL))
-    name_cols = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
+    name_cols: list[str] = [c for c in ("demangledName", "shortName", "mangledName")
+                            if c in cols]
     frame = _select(db, KERNEL, _COMMON + _KERNEL_ONLY,
                     tuple((c, c) for c in name_cols))
     skipped: dict[str, int] = {}
