@@ -224,5 +224,8 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
         acct.append((SYNC, 0, {"host-side synchronization wait, not GPU work": n}))
     if not parts:
         return schema.empty("gpu"), acct
-    gpu = sort_by_start(pl.concat(parts, how="vertical"))
+    # each part sorted by start (free if the table already is), then an O(n) merge
+    gpu = sort_by_start(parts[0])
+    for part in parts[1:]:
+        gpu = gpu.merge_sorted(sort_by_start(part), key="start_ns")
     return gpu, acct
