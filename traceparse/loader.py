@@ -58,13 +58,14 @@ def load(path: str | os.PathLike[str]) -> Timeline:
     if kind == "timeline":
         return Timeline.load(path)
     if kind == "nsys-sqlite":
-        from traceparse import nsys
+        from traceparse.nsys import read as read_nsys
 
-        return nsys.read(path)
+        return read_nsys(path)
     if kind in ("kineto-json", "kineto-dir"):
-        from traceparse import kineto
+        from traceparse.kineto import read as read_kineto
+        from traceparse.kineto import read_dir as read_kineto_dir
 
-        return kineto.read_dir(path) if kind == "kineto-dir" else kineto.read(path)
-    from traceparse import ncu
+        return read_kineto_dir(path) if kind == "kineto-dir" else read_kineto(path)
+    from traceparse.ncu import read as read_ncu
 
-    return ncu.read(path)
+    return read_ncu(path)
