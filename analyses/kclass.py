@@ -18,7 +18,8 @@ Memcpy and memset rows are not classified here (see :mod:`analyses.calibrate`).
 
 :func:`dtype_expr` reads the dtype from the name (first match): ``bf16|bfloat16`` -> bf16,
 ``fp8|e4m3|e5m2`` -> fp8, ``int8|imma|i8816|s8s8`` -> int8,
-``tf32|tfloat32`` -> tf32,
+``tf32|tfloat32|tensorop_s1688|tensorop_s16816`` -> tf32 (FP32 I/O on
+tensor cores),,
 ``fp16|f16|half|h884|h1688|h16816|hgemm`` -> fp16, ``fp64|double|dgemm|d884`` -> fp64,
 ``fp32|f32|float|sgemm|s884|s1688|s16816`` -> fp32, else ``unknown``.
 
@@ -50,7 +51,7 @@ DTYPE_RULES: tuple[tuple[str, str], ...] = (
     ("bf16", r"bf16|bfloat16"),
     ("fp8", r"fp8|e4m3|e5m2"),
     ("int8", r"int8|imma|i8816|s8s8"),
-    ("tf32", r"tf32|tfloat32"),
+    ("tf32", r"tf32|tfloat32|tensorop_s1688|tensorop_s16816"),
     ("fp16", r"fp16|f16|half|h884|h1688|h16816|hgemm"),
     ("fp64", r"fp64|double|dgemm|d884"),
     ("fp32", r"fp32|f32|float|sgemm|s884|s1688|s16816"),
