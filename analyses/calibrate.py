@@ -147,8 +147,8 @@ def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
     dt = (pl.when(pl.col("kdtype") != "unknown").then(pl.col("kdtype"))
           .otherwise(pl.col("precision").str.replace("_tensor", "")))
     return j.filter(pl.col("kclass").is_in(list(COMPUTE_CLASSES))).select(
-        "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"), pl.lit("flop").alias("metric"),
-        "time_ns", pl.lit("shapes").alias("source"))
+        "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"),
+        pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"))
 
 
 def kernel_work(tl: Timeline) -> pl.DataFrame:

@@ -4,15 +4,17 @@ A performance model needs to know *what kind* of work a kernel does, to pick the
 efficiency is relative to. :func:`class_expr` decides the class by name patterns, first match
 wins (case-insensitive; patterns are data in :data:`CLASS_RULES`):
 
-| class | pattern (regex) | examples |
-|---|---|---|
-| ``nccl`` | category ``communication`` (NCCL/RCCL kernels, peer copies) | ``ncclDevKernel_AllReduce_...`` |
-| ``attention`` | ``flash|fmha|attention|attn|mha_|sdpa`` | ``flash_fwd_kernel``, ``fmha_cutlassF`` |
-| ``conv`` | ``conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop`` | ``implicit_convolve_sgemm`` |
-| ``gemm`` | ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem`` | ``sm90_xmma_gemm_bf16...`` |
-| ``reduction`` | ``reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red|triton_per`` | ``reduce_kernel``, ``layer_norm`` |
-| ``elementwise`` | ``elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index|cat_|gather|scatter`` | ``vectorized_elementwise_kernel`` |
-| ``other`` | every other compute kernel | |
+* ``nccl``: category ``communication`` (NCCL/RCCL kernels, peer copies);
+* ``attention``: ``flash|fmha|attention|attn|mha_|sdpa`` (``flash_fwd_kernel``);
+* ``conv``: ``conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop``
+  (``implicit_convolve_sgemm``);
+* ``gemm``: ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem``
+  (``sm90_xmma_gemm_bf16...``);
+* ``reduction``: ``reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red|
+  triton_per`` (``reduce_kernel``, ``layer_norm``);
+* ``elementwise``: ``elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index|
+  cat_|gather|scatter`` (``vectorized_elementwise_kernel``);
+* ``other``: every other compute kernel.
 
 Memcpy and memset rows are not classified here (see :mod:`analyses.calibrate`).
 
@@ -32,6 +34,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import polars as pl
 
@@ -69,7 +73,8 @@ TENSOR_CEILING = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "tf32": "tf32_te
 def class_expr(name: str = "name", category: str = "category") -> pl.Expr:
     """Polars expression: the kernel class of each row (column ``kclass``)."""
     n = pl.col(name).cast(pl.String).str.to_lowercase()
-    expr = pl.when(pl.col(category).cast(pl.String) == "communication").then(pl.lit("nccl"))
+    expr: Any = pl.when(pl.col(category).cast(pl.String) == "communication").then(
+        pl.lit("nccl"))
     for cls, rx in CLASS_RULES:
         expr = expr.when(n.str.contains(rx)).then(pl.lit(cls))
     return expr.otherwise(pl.lit("other")).alias("kclass")
@@ -78,7 +83,7 @@ def class_expr(name: str = "name", category: str = "category") -> pl.Expr:
 def dtype_expr(name: str = "name") -> pl.Expr:
     """Polars expression: the dtype read from the kernel name (column ``kdtype``)."""
     n = pl.col(name).cast(pl.String).str.to_lowercase()
-    expr = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
+    expr: Any = pl.when(pl.lit(False)).then(pl.lit(None, pl.String))
     for dt, rx in DTYPE_RULES:
         expr = expr.when(n.str.contains(rx)).then(pl.lit(dt))
     return expr.otherwise(pl.lit("unknown")).alias("kdtype")
