@@ -81,8 +81,10 @@ def model_durations(tl: Timeline, cal: dict[str, Any]) -> pl.DataFrame:
         nbytes = part["bytes"].cast(pl.Float64).fill_null(np.nan).to_numpy()
         # copies
         for c in d.get("memcpy") or []:
-            m = ((kind == "memcpy") & (part["direction"] == c["direction"]).to_numpy()
-                 & (part["host_memory"] == c["host_memory"]).to_numpy() & np.isfinite(nbytes))
+            m = ((kind == "memcpy")
+                 & (part["direction"] == c["direction"]).fill_null(False).to_numpy()
+                 & (part["host_memory"] == c["host_memory"]).fill_null(False).to_numpy()
+                 & np.isfinite(nbytes))
             if m.any() and c["fit"]["alpha_ns"] is not None:
                 pred[m] = fit.predict_alpha_beta(c["fit"], nbytes[m])
                 src[m] = "memcpy fit"
@@ -97,8 +99,9 @@ def model_durations(tl: Timeline, cal: dict[str, Any]) -> pl.DataFrame:
             f = c.get("fit")
             if not f or f["model"] != "alpha_beta":
                 continue
-            m = ((part["collective"] == c["collective"]).to_numpy()
-                 & (part["_gs"] == (c["group_size"] or 0)).to_numpy() & np.isfinite(cb)
+            m = ((part["collective"] == c["collective"]).fill_null(False).to_numpy()
+                 & (part["_gs"] == (c["group_size"] or 0)).fill_null(False).to_numpy()
+                 & np.isfinite(cb)
                  & (kind == "kernel"))
             if m.any():
                 pred[m] = fit.predict_alpha_beta(f, cb[m])

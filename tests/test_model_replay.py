@@ -142,3 +142,9 @@ def test_real_trace_replay_reproduces_measured(path) -> None:  # type: ignore[no
     assert r.height == n
     assert (r["pred_start_ns"] == r["start_ns"]).all()
     assert (r["pred_end_ns"] == r["end_ns"]).all()
+    if n == 0:
+        return
+    # calibrated on itself (per-name medians, copy/collective fits): the window error
+    # measured on these traces is <= 7 % (rodinia -6.95 %); stated bound 10 %
+    w = predict(tl, calibrate(tl)).filter(pl.col("scope") == "window")
+    assert w["error_pct"].abs().max() <= 10.0  # type: ignore[operator]
