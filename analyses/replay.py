@@ -37,6 +37,7 @@ max per stream (polars ``cum_max().over``), no loop over activities. Only epochs
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from traceparse.links import launch_join
@@ -195,49 +196,71 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         (pl.col("pred_end_ns") - pl.col("pred_start_ns")).alias("pred_dur_ns"))
 
 
+def _seg_cummax(v: np.ndarray, run_start: np.ndarray) -> np.ndarray:
+    """Cumulative max of ``v`` restarting at every index where ``run_start`` is True."""
+    run = np.cumsum(run_start) - 1
+    lo = v.min() if v.size else 0
+    span = int(v.max() - lo) + 1 if v.size else 1
+    off = (v - lo) + run.astype(np.int64) * span  # runs never reach into the next one
+    return np.maximum.accumulate(off) - run.astype(np.int64) * span + lo
+
+
 def _replay_process(a: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
-    """Replay one process epoch by epoch (see the module docstring)."""
+    """Replay one process epoch by epoch (see the module docstring); numpy inside."""
+    a = a.sort("_epoch", "device_id", "stream_id", "start_ns", "_i")
+    ep = a["_epoch"].to_numpy()
+    dev = a["device_id"].fill_null(-1).to_numpy().astype(np.int64)
+    st = a["stream_id"].to_numpy().astype(np.int64)
+    t0 = int(a.select(pl.min_horizontal(pl.col("_host").min(), pl.col("start_ns").min()))
+             .item())
+    g = a["_g"].to_numpy().astype(np.int64)
+    d = a["pred_dur_ns"].to_numpy().astype(np.int64)
+    host = a["_host"].to_numpy().astype(np.int64) - t0
+    base_h = host + a["_lat"].to_numpy().astype(np.int64) - a["_cum"].to_numpy().astype(
+        np.int64)
     sync_rows = syncs.sort("_epoch").rows(named=True) if syncs.height else []
+    bounds = np.searchsorted(ep, np.arange(int(ep.max()) + 2 if ep.size else 1))
+    pred_end = np.zeros(ep.size, dtype=np.int64)
+    state: dict[tuple[int, int], int] = {}
     shift = 0
-    state: dict[tuple[int, int], int] = {}  # (device, stream) -> replayed end
-    done: list[pl.DataFrame] = []
-    older_max: int | None = None  # replayed end of every epoch before the previous one
-    grp = ["device_id", "stream_id"]
-    last_epoch = max(int(a["_epoch"].max()), len(sync_rows))  # type: ignore[arg-type]
-    by_epoch = {int(k[0]): v for k, v in a.group_by("_epoch")}  # type: ignore[arg-type]
+    older_max: int | None = None
+    last_epoch = max(int(ep.max()) if ep.size else 0, len(sync_rows))
+    prev_lo = prev_hi = 0
     for e in range(last_epoch + 1):
         if e > 0:
-            s = sync_rows[e - 1]
+            sr = sync_rows[e - 1]
             w_pred = older_max
-            prev = done[-1] if done and int(done[-1]["_epoch"][0]) == e - 1 else None
-            if prev is not None:
-                cand = prev.filter(pl.col("_host") <= s["sync_start"])["pred_end_ns"].max()
-                if cand is not None:
-                    w_pred = max(w_pred or _NEG, int(cand))  # type: ignore[arg-type]
-                rest = prev["pred_end_ns"].max()
-                older_max = max(older_max or _NEG, int(rest))  # type: ignore[arg-type]
-            w = int(w_pred) if w_pred is not None else int(s["w"])
-            shift = max(s["sync_start"] + shift, w) + s["tail"] - s["sync_end"]
-        part = by_epoch.get(e)
-        if part is None:
+            if prev_hi > prev_lo:
+                sel = host[prev_lo:prev_hi] <= sr["sync_start"] - t0
+                if sel.any():
+                    w_pred = max(w_pred if w_pred is not None else _NEG,
+                                 int(pred_end[prev_lo:prev_hi][sel].max()))
+                older_max = max(older_max if older_max is not None else _NEG,
+                                int(pred_end[prev_lo:prev_hi].max()))
+                prev_lo = prev_hi = 0
+            w = w_pred if w_pred is not None else int(sr["w"]) - t0
+            shift = max(sr["sync_start"] - t0 + shift, w) + sr["tail"] - (sr["sync_end"] - t0)
+        lo = int(bounds[e]) if e < bounds.size else ep.size
+        hi = int(bounds[e + 1]) if e + 1 < bounds.size else ep.size
+        if hi <= lo:
             continue
-        init = pl.DataFrame({"device_id": [k[0] for k in state],
-                             "stream_id": [k[1] for k in state],
-                             "_init": list(state.values())},
-                            schema={"device_id": pl.Int32, "stream_id": pl.Int64,
-                                    "_init": pl.Int64})
-        p = part.sort(*grp, "start_ns", "_i").join(init, on=grp, how="left",
-                                                    maintain_order="left")
-        p = p.with_columns(_c=(pl.col("_g") + pl.col("pred_dur_ns")).cum_sum().over(grp),
-                           _h=pl.col("_host") + shift + pl.col("_lat") - pl.col("_cum"))
-        p = p.with_columns(
-            _m=(pl.col("_h") + pl.col("pred_dur_ns") - pl.col("_c")).cum_max().over(grp))
-        p = p.with_columns(pred_end_ns=pl.col("_c") + pl.max_horizontal(
-            pl.col("_init").fill_null(_NEG), pl.col("_m")))
-        p = p.with_columns(pred_start_ns=pl.col("pred_end_ns") - pl.col("pred_dur_ns"))
-        for d, st, v in p.group_by(grp).agg(pl.col("pred_end_ns").last()).iter_rows():
-            state[(d, st)] = v
-        if done and int(done[-1]["_epoch"][0]) != e - 1:
-            older_max = max(older_max or _NEG, int(done[-1]["pred_end_ns"].max()))  # type: ignore[arg-type]
-        done.append(p)
-    return pl.concat(done, how="diagonal_relaxed")
+        dv, sv = dev[lo:hi], st[lo:hi]
+        new_run = np.ones(hi - lo, dtype=bool)
+        new_run[1:] = (dv[1:] != dv[:-1]) | (sv[1:] != sv[:-1])
+        step = g[lo:hi] + d[lo:hi]
+        cs = np.cumsum(step)
+        run_first = np.flatnonzero(new_run)
+        run_id = np.cumsum(new_run) - 1
+        c = cs - (cs[run_first] - step[run_first])[run_id]
+        m = _seg_cummax(base_h[lo:hi] + shift + d[lo:hi] - c, new_run)
+        init = np.array([state.get((int(dv[i]), int(sv[i])), _NEG) for i in run_first],
+                        dtype=np.int64)[run_id]
+        pe = c + np.maximum(init, m)
+        pred_end[lo:hi] = pe
+        run_last = np.append(run_first[1:], hi - lo) - 1
+        for i in run_last:
+            state[(int(dv[i]), int(sv[i]))] = int(pe[i])
+        prev_lo, prev_hi = lo, hi
+    pred_end = pred_end + t0
+    return a.with_columns(pred_end_ns=pl.Series(pred_end)).with_columns(
+        pred_start_ns=pl.col("pred_end_ns") - pl.col("pred_dur_ns"))

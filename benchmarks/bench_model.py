@@ -36,9 +36,9 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---:|")
     for p in paths:
         tl = load(p)
-        cols = [_median(lambda: calibrate(tl)), _median(lambda: replay(tl)),
-                _median(lambda: replay(tl, no_launch_overhead=True)),
-                _median(lambda: diff(tl, tl))]
+        cols = [_median(lambda t=tl: calibrate(t)), _median(lambda t=tl: replay(t)),
+                _median(lambda t=tl: replay(t, no_launch_overhead=True)),
+                _median(lambda t=tl: diff(t, t))]
         print(f"| {Path(p).name} | {tl.gpu.height:,} | " + " | ".join(f"{c:.2f} s" for c in cols)
               + " |")
 
