@@ -1,0 +1,442 @@
+"""Calibrate a performance model from traces: ``calibration.json`` (see docs/calibration.md).
+
+:func:`calibrate` turns a :class:`~traceparse.timeline.Timeline` into a JSON-serialisable
+dict (schema ``traceparse.calibration``, version :data:`VERSION`, JSON Schema in
+``analyses/data/calibration.schema.json``) with one entry per **device model** (the
+``devices.name`` of the GPU each activity ran on; ``unknown`` when the trace does not say):
+
+* ``launch`` - launch call time (API entry to return), launch-to-start latency (API entry to
+  GPU start) and the inter-kernel gap on a busy stream (a kernel whose launch call began
+  before the previous kernel on its stream ended: the gap is the GPU's own dispatch cost),
+  P50/P95, separately for ``eager`` launches and ``graph`` launches (``graph_id`` set or a
+  ``*GraphLaunch*`` call);
+* ``kernels`` - per class and dtype (:mod:`analyses.kclass`): count, time, duration
+  percentiles and, where the work of kernels is known (FLOPs/bytes from op shapes via
+  :mod:`roofline.estimate`, or from ncu counters), the achieved efficiency against the
+  ceiling and a saturating fit ``eff(w) = e_max * w / (w + w_half)`` (:mod:`analyses.fit`);
+* ``kernel_table`` - per kernel name: count and duration P50/P95/mean (the lookup model);
+* ``memcpy`` / ``memset`` - alpha-beta fits per direction and host memory kind;
+* ``collectives`` - alpha-beta fits per collective and group size on the message bytes;
+  for multi-rank traces the *i*-th call of a collective in a process group on every rank is
+  one instance and its duration is the **minimum** over ranks (the others waited for a
+  straggler; the minimum is closest to the transfer time);
+* ``ceilings`` - the ceilings used, their clocks and where they came from
+  (:func:`roofline.gpus.ceilings`: datasheet table, ncu-measured, or none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analyses import fit
+from analyses.comm import collectives
+from analyses.kclass import COMPUTE_CLASSES, ceiling_for, class_expr, dtype_expr
+from analyses.launches import launch_table
+from traceparse import __version__
+from traceparse.timeline import Timeline
+
+SCHEMA = "traceparse.calibration"
+VERSION = "1.0"
+UNKNOWN = "unknown"
+
+
+def _pct(values: Any) -> dict[str, float | None]:
+    a = np.asarray(values, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {"p50": None, "p95": None}
+    return {"p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95))}
+
+
+def device_models(tl: Timeline) -> pl.DataFrame:
+    """``rank, device_id, device_model, sm_count, memory_bytes`` for every (rank, device)
+    with GPU work; the model is ``devices.name`` or ``unknown``."""
+    used = tl.gpu.select("rank", "device_id").unique()
+    d = (tl.devices.select("rank", "device_id", pl.col("name").alias("device_model"),
+                           "sm_count", "memory_bytes")
+         .unique(subset=["rank", "device_id"], keep="first"))
+    return (used.join(d, on=["rank", "device_id"], how="left")
+            .with_columns(pl.col("device_model").fill_null(UNKNOWN)).sort("rank", "device_id"))
+
+
+def _in_window(frame: pl.DataFrame, window: tuple[int, int] | None,
+               col: str = "start_ns") -> pl.DataFrame:
+    if window is None:
+        return frame
+    return frame.filter((pl.col(col) >= window[0]) & (pl.col(col) < window[1]))
+
+
+def _tag(frame: pl.DataFrame, models: pl.DataFrame) -> pl.DataFrame:
+    return frame.join(models.select("rank", "device_id", "device_model"),
+                      on=["rank", "device_id"], how="left").with_columns(
+        pl.col("device_model").fill_null(UNKNOWN))
+
+
+# ------------------------------------------------------------------ launch overhead
+def launch_stats(lt: pl.DataFrame) -> dict[str, Any]:
+    """Launch overhead of the kernels of :func:`analyses.launches.launch_table` rows ``lt``.
+
+    Returns ``{"eager": {...} | None, "graph": {...} | None}``; each has ``count``,
+    ``launch_call_ns``, ``launch_to_start_ns`` and ``busy_gap_ns`` (P50/P95) and
+    ``busy_gaps`` (how many gaps were on a busy stream).
+
+    Example:
+        Kernels on one stream: k1 (API 0..4, GPU 5..15), k2 (API 6..9, GPU 16..20):
+        launch calls [4, 3], launch-to-start [5, 10]; k2's call began at 6 < 15 (busy),
+        gap 16 - 15 = 1.
+    """
+    grp = ["rank", "device_id", "stream_id"]
+    t = lt.sort(*grp, "start_ns").with_columns(
+        _prev_end=pl.col("end_ns").shift(1).over(grp).cum_max().over(grp))
+    busy = pl.col("_prev_end").is_not_null() & (pl.col("api_start_ns") < pl.col("_prev_end"))
+    t = t.with_columns(
+        _gap=pl.when(busy).then((pl.col("start_ns") - pl.col("_prev_end")).clip(0)),
+        _graph=pl.col("graph_id").is_not_null()
+        | pl.col("api_name").cast(pl.String).str.contains("(?i)graphlaunch"))
+    out: dict[str, Any] = {}
+    for label, is_graph in (("eager", False), ("graph", True)):
+        s = t.filter(pl.col("_graph") == is_graph)
+        if s.height == 0:
+            out[label] = None
+            continue
+        gaps = s["_gap"].drop_nulls()
+        out[label] = {
+            "count": s.height,
+            "launch_call_ns": _pct(s["launch_ns"].to_numpy()),
+            "launch_to_start_ns": _pct((s["start_ns"] - s["api_start_ns"]).to_numpy()),
+            "busy_gap_ns": _pct(gaps.to_numpy()),
+            "busy_gaps": int(gaps.len()),
+        }
+    return out
+
+
+# ------------------------------------------------------------------ kernels
+def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
+    """Kernels linked to estimated ops: by ``(rank, external_id)`` where kernels carry the
+    op's id, else through the launch call's innermost ``cpu_op`` (newer Kineto traces give
+    kernels their own external ids)."""
+    from traceparse.links import kernel_ranges
+
+    k = tl.kernels.with_columns(class_expr(), dtype_expr())
+    by_id = k.filter(pl.col("external_id").is_not_null()).join(
+        est.select("rank", "external_id", pl.col("name").alias("_op")),
+        on=["rank", "external_id"], how="inner")
+    if by_id.height:
+        keyed = by_id.with_columns(pl.col("external_id").alias("_key"))
+        ops = est.with_columns(pl.col("external_id").alias("_key"))
+    else:
+        kr = kernel_ranges(tl, kinds=("cpu_op",)).with_columns(class_expr(), dtype_expr())
+        keyed = kr.filter(pl.col("range_name").is_not_null()).with_columns(
+            pl.struct(pl.col("range_name").cast(pl.String).alias("name"),
+                      pl.col("range_start_ns").alias("start_ns")).alias("_key"))
+        r = tl.ranges.filter(pl.col("kind") == "cpu_op").select(
+            "rank", "external_id", pl.struct(pl.col("name").cast(pl.String),
+                                             "start_ns").alias("_key"))
+        ops = est.join(r, on=["rank", "external_id"], how="inner")
+    per = (keyed.sort("dur_ns", descending=True)
+           .group_by("rank", "_key")
+           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("time_ns"),
+                pl.col("kclass").first(), pl.col("kdtype").first(),
+                pl.col("device_id").first()))
+    j = ops.join(per, on=["rank", "_key"], how="inner")
+    # the kernel name's dtype where it says one (fp32 ops run as TF32 on tensor cores),
+    # else the op's
+    dt = (pl.when(pl.col("kdtype") != "unknown").then(pl.col("kdtype"))
+          .otherwise(pl.col("precision").str.replace("_tensor", "")))
+    return j.filter(pl.col("kclass").is_in(list(COMPUTE_CLASSES))).select(
+        "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"),
+        pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"))
+
+
+def kernel_work(tl: Timeline) -> pl.DataFrame:
+    """Work points: ``rank, device_id, kclass, kdtype, work, metric, time_ns, source``.
+
+    * ``shapes``: one point per torch op with an estimated FLOP count
+      (:func:`roofline.estimate.estimate_ops`), time = summed duration of its kernels
+      (linked by ``(rank, external_id)``), class of its longest kernel, dtype from the op.
+    * ``ncu``: one point per ncu launch: FLOPs (tensor, else fp16+fp32+fp64) for compute
+      classes, DRAM bytes for the others.
+    """
+    from roofline.estimate import estimate_ops
+
+    cols = {"rank": pl.Int32, "device_id": pl.Int32, "kclass": pl.String,
+            "kdtype": pl.String, "work": pl.Float64, "metric": pl.String,
+            "time_ns": pl.Float64, "source": pl.String}
+    parts = []
+    if tl.ranges.height and tl.kernels.height:
+        est = estimate_ops(tl.ranges)
+        if est.height:
+            parts.append(_shape_points(tl, est))
+    n = tl.ncu.filter(pl.col("dur_ns").is_not_null() & (pl.col("dur_ns") > 0))
+    if n.height:
+        n = n.with_columns(pl.col("kernel_name").alias("name"),
+                           pl.lit("compute").alias("category"))
+        n = n.with_columns(class_expr(), dtype_expr())
+        flops = (pl.when(pl.col("flop_tensor").fill_null(0) > 0).then(pl.col("flop_tensor"))
+                 .otherwise(pl.sum_horizontal(pl.col("flop_fp16").fill_null(0),
+                                              pl.col("flop_fp32").fill_null(0),
+                                              pl.col("flop_fp64").fill_null(0))))
+        comp = pl.col("kclass").is_in(list(COMPUTE_CLASSES))
+        parts.append(n.select(
+            pl.col("rank"), pl.col("device_id").fill_null(0), "kclass", "kdtype",
+            pl.when(comp).then(flops).otherwise(pl.col("dram_bytes")).alias("work"),
+            pl.when(comp).then(pl.lit("flop")).otherwise(pl.lit("bytes")).alias("metric"),
+            pl.col("dur_ns").alias("time_ns"), pl.lit("ncu").alias("source")))
+    if not parts:
+        return pl.DataFrame(schema=cols)
+    return pl.concat([p.cast(cols) for p in parts]).filter(  # type: ignore[arg-type]
+        pl.col("work").is_not_null() & (pl.col("work") > 0))
+
+
+def _ceiling_map(ceil: pl.DataFrame) -> dict[str, float]:
+    return dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True))
+
+
+def kernel_classes(k: pl.DataFrame, work: pl.DataFrame,
+                   roofs: dict[str, float]) -> list[dict[str, Any]]:
+    """Per (class, dtype) of kernels ``k`` (with ``kclass``/``kdtype``): duration stats and,
+    where ``work`` has points, efficiency percentiles and the saturating fit."""
+    out = []
+    stats = (k.group_by("kclass", "kdtype")
+             .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("time_ns"),
+                  pl.col("dur_ns")).sort("time_ns", descending=True))
+    for r in stats.iter_rows(named=True):
+        cls, dt = r["kclass"], r["kdtype"]
+        entry: dict[str, Any] = {"class": cls, "dtype": dt, "count": int(r["count"]),
+                                 "time_ns": int(r["time_ns"]),
+                                 "duration_ns": _pct(r["dur_ns"]), "efficiency": None}
+        w = work.filter((pl.col("kclass") == cls) & (pl.col("kdtype") == dt))
+        if cls == "nccl" or w.height == 0:
+            out.append(entry)
+            continue
+        cname = ceiling_for(cls, dt)
+        if cname not in roofs and cname.endswith("_tensor"):
+            cname = "fp32" if "fp32" in roofs else cname
+        peak = roofs.get(cname)
+        metric = str(w["metric"][0])
+        eff_block: dict[str, Any] = {"metric": metric, "ceiling": cname, "ceiling_value": peak,
+                                     "points": w.height,
+                                     "sources": sorted(set(w["source"].to_list()))}
+        if peak:
+            eff = (w["work"] / (w["time_ns"] * 1e-9) / peak).to_numpy()
+            eff_block["achieved"] = _pct(eff)
+            eff_block["achieved_per_s"] = _pct(eff * peak)
+            eff_block["fit"] = fit.saturating(w["work"].to_numpy(), w["time_ns"].to_numpy(),
+                                              peak)
+        else:
+            eff_block["achieved"] = None
+            eff_block["achieved_per_s"] = _pct((w["work"] / (w["time_ns"] * 1e-9)).to_numpy())
+            eff_block["fit"] = None
+        entry["efficiency"] = eff_block
+        out.append(entry)
+    return out
+
+
+def kernel_table(k: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per kernel name: class, count, P50/P95/mean duration (sorted by total time)."""
+    t = (k.group_by(pl.col("name").cast(pl.String))
+         .agg(pl.col("kclass").first(), pl.len().alias("count"),
+              pl.col("dur_ns").sum().alias("time_ns"),
+              pl.col("dur_ns").quantile(0.5, "linear").alias("p50_ns"),
+              pl.col("dur_ns").quantile(0.95, "linear").alias("p95_ns"),
+              pl.col("dur_ns").mean().alias("mean_ns"))
+         .sort(["time_ns", "name"], descending=[True, False]))
+    return [{**r, "count": int(r["count"]), "time_ns": int(r["time_ns"])}
+            for r in t.iter_rows(named=True)]
+
+
+# ------------------------------------------------------------------ copies
+def host_memory_expr() -> pl.Expr:
+    """Host-side memory kind of a copy: pinned, pageable, device (D2D/P2P), managed or
+    unknown."""
+    ck = pl.col("copy_kind").cast(pl.String)
+    side = (pl.when(ck.str.starts_with("Hto")).then(pl.col("src_kind").cast(pl.String))
+            .when(ck.str.ends_with("toH")).then(pl.col("dst_kind").cast(pl.String))
+            .otherwise(pl.lit("device")))
+    return side.str.to_lowercase().fill_null(UNKNOWN).alias("host_memory")
+
+
+def copy_fits(g: pl.DataFrame) -> list[dict[str, Any]]:
+    """Alpha-beta fits of memcpy rows per (direction, host memory kind)."""
+    c = g.filter(pl.col("bytes").is_not_null()).with_columns(
+        pl.col("copy_kind").cast(pl.String).fill_null(UNKNOWN).alias("direction"),
+        host_memory_expr())
+    out = []
+    for (d, h), s in sorted(c.group_by("direction", "host_memory"), key=lambda x: str(x[0])):
+        f = fit.alpha_beta(s["bytes"].to_numpy(), s["dur_ns"].to_numpy())
+        out.append({"direction": d, "host_memory": h, "count": s.height,
+                    "bytes_total": int(s["bytes"].sum()), "fit": f})
+    return out
+
+
+def memset_fit(g: pl.DataFrame) -> dict[str, Any] | None:
+    """Alpha-beta fit of memset rows (bytes set vs time)."""
+    s = g.filter(pl.col("bytes").is_not_null())
+    if s.height == 0:
+        return None
+    return {"count": s.height, "bytes_total": int(s["bytes"].sum()),
+            "fit": fit.alpha_beta(s["bytes"].to_numpy(), s["dur_ns"].to_numpy())}
+
+
+# ------------------------------------------------------------------ collectives
+def collective_instances(tl: Timeline) -> pl.DataFrame:
+    """One row per collective instance: ``collective, coll_pg, seq, group_size, bytes,
+    dur_ns`` (minimum over the ranks that ran it), ``ranks``, ``device_model``.
+
+    The *i*-th kernel of a collective in a process group on each (rank, device) is instance
+    ``seq = i`` (as :func:`analyses.comm.collective_skew` matches them).
+    """
+    models = device_models(tl)
+    c = _tag(collectives(tl), models).with_columns(pl.col("coll_pg").fill_null("(default)"))
+    c = c.sort("rank", "device_id", "start_ns").with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
+                                                         "coll_pg"))
+    return (c.group_by("device_model", "collective", "coll_pg", "seq")
+            .agg(pl.col("coll_group_size").max().alias("group_size"),
+                 pl.col("bytes").max(), pl.col("dur_ns").min(),
+                 pl.col("start_ns").min(),
+                 pl.struct("rank", "device_id").n_unique().alias("ranks"))
+            .sort("device_model", "collective", "coll_pg", "seq"))
+
+
+def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
+    """Alpha-beta fits per (collective, group size) of :func:`collective_instances`."""
+    out = []
+    keyed = inst.with_columns(pl.col("group_size").fill_null(0))
+    for (coll, gs), s in sorted(keyed.group_by("collective", "group_size"),
+                                key=lambda x: (str(x[0][0]), int(x[0][1]))):  # type: ignore[arg-type]
+        sized = s.filter(pl.col("bytes").is_not_null())
+        out.append({"collective": coll, "group_size": int(gs) or None, "instances": s.height,
+                    "max_ranks_seen": int(s["ranks"].max()),  # type: ignore[arg-type]
+                    "duration_ns": _pct(s["dur_ns"].to_numpy()),
+                    "fit": fit.alpha_beta(sized["bytes"].to_numpy(), sized["dur_ns"].to_numpy())
+                    if sized.height else None})
+    return out
+
+
+# ------------------------------------------------------------------ entry point
+def _ceilings(tl: Timeline, model: str, models: pl.DataFrame) -> pl.DataFrame:
+    from roofline import gpus
+
+    if model == UNKNOWN:
+        return gpus.ceilings(ncu=tl.ncu if tl.ncu.height else None)
+    r = models.filter(pl.col("device_model") == model).row(0, named=True)
+    return gpus.ceilings(ncu=tl.ncu if tl.ncu.height else None, gpu=model,
+                         sm_count=r["sm_count"], memory_bytes=r["memory_bytes"])
+
+
+def calibrate(tl: Timeline, *, window: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Calibration of every device model in ``tl`` (see the module docstring).
+
+    Args:
+        tl: the timeline (one or many ranks).
+        window: optional ``(start_ns, end_ns)``: only GPU activities that start in it (and
+            launches whose GPU work starts in it) are used; e.g. calibrate on some steps and
+            predict the others.
+
+    Returns:
+        A dict following ``analyses/data/calibration.schema.json``.
+    """
+    from roofline import gpus
+
+    models = device_models(tl)
+    g = _tag(_in_window(tl.gpu, window), models)
+    k = g.filter(pl.col("kind") == "kernel").with_columns(class_expr(), dtype_expr())
+    work = _tag(kernel_work(tl), models)
+    lt = _tag(_in_window(launch_table(tl), window), models)
+    inst = collective_instances(tl)
+    if window is not None:
+        inst = _in_window(inst, window)
+    devices = []
+    for model in sorted(set(models["device_model"].to_list())):
+        ceil = _ceilings(tl, model, models)
+        row = gpus.match(model) if model != UNKNOWN else None
+        gm = g.filter(pl.col("device_model") == model)
+        km = k.filter(pl.col("device_model") == model)
+        mm = models.filter(pl.col("device_model") == model)
+        devices.append({
+            "device_model": model,
+            "ranks": sorted(set(mm["rank"].to_list())),
+            "gpus": mm.height,
+            "ceiling_table_row": row["name"] if row else None,
+            "ceilings": [{**c, "unit": "FLOP/s" if c["kind"] == "compute" else "bytes/s"}
+                         for c in ceil.to_dicts()],
+            "launch": launch_stats(lt.filter(pl.col("device_model") == model)),
+            "kernels": kernel_classes(km, work.filter(pl.col("device_model") == model),
+                                      _ceiling_map(ceil)),
+            "kernel_table": kernel_table(km),
+            "memcpy": copy_fits(gm.filter(pl.col("kind") == "memcpy")),
+            "memset": memset_fit(gm.filter(pl.col("kind") == "memset")),
+            "collectives": collective_fits(inst.filter(pl.col("device_model") == model)),
+        })
+    files = tl.sources.select("file", pl.col("format").cast(pl.String)).unique(
+        maintain_order=True).to_dicts()
+    return {"schema": SCHEMA, "version": VERSION, "generator": f"traceparse {__version__}",
+            "sources": files, "window_ns": list(window) if window else None,
+            "devices": devices}
+
+
+def merge(calibrations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine per-trace calibrations (``calibrate TRACE...``): device entries are listed
+    per source; the first entry of a device model is the one :mod:`analyses.predict` uses."""
+    if len(calibrations) == 1:
+        return calibrations[0]
+    out = dict(calibrations[0])
+    out["sources"] = [s for c in calibrations for s in c["sources"]]
+    out["devices"] = [d for c in calibrations for d in c["devices"]]
+    out["window_ns"] = None
+    return out
+
+
+def _clean(obj: Any) -> Any:
+    """Replace non-finite floats by None and numpy scalars by Python numbers (JSON-safe)."""
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def to_json(calibration: dict[str, Any]) -> str:
+    """Serialise a calibration deterministically (sorted keys, NaN/inf as null)."""
+    import json
+
+    return json.dumps(_clean(calibration), indent=1, sort_keys=True) + "\n"
+
+
+def read(path: str) -> dict[str, Any]:
+    """Read a calibration file; :class:`~traceparse.errors.TraceError` when it is not one
+    (unreadable, not JSON, another schema or version)."""
+    import json
+
+    from traceparse.errors import TraceError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise TraceError(path, f"cannot read calibration: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise TraceError(path, f"calibration is not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise TraceError(path, f"not a {SCHEMA} file")
+    if data.get("version") != VERSION:
+        raise TraceError(path, f"calibration version {data.get('version')!r}; this traceparse "
+                               f"reads {VERSION}")
+    if not isinstance(data.get("devices"), list):
+        raise TraceError(path, "calibration has no devices list")
+    return data
+
+
+def schema_path() -> Any:
+    """Traversable of the shipped JSON Schema (``analyses/data/calibration.schema.json``)."""
+    from importlib import resources
+
+    return resources.files("analyses") / "data" / "calibration.schema.json"

@@ -1,0 +1,151 @@
+"""Compare two traces: per kernel, op, category and step, with a noise-aware test.
+
+For every key (kernel name, torch op name, GPU category, step) both traces give a
+**distribution of instance durations** (every launch of a kernel, every call of an op,
+every activity of a category, every step). A change is only flagged when run-to-run noise
+does not explain it:
+
+* the two-sided **Mann-Whitney U test** (rank-sum; no normality assumption; ties get
+  average ranks, the normal approximation uses the tie-corrected variance and a continuity
+  correction) gives ``p_value`` < ``alpha`` (default 0.01), and
+* the median changed by at least ``min_effect_pct`` (default 5 %), and
+* both sides have at least ``min_n`` (default 3) instances (else ``insufficient``).
+
+``delta_pct`` is the change of the median instance duration, ``total_delta_ns`` the change
+of the summed time (what a kernel costs the step). Flags: ``regression`` (slower),
+``improvement`` (faster), ``insufficient``, ``only base`` / ``only new``, or empty.
+
+The rank test is implemented with numpy (:func:`mann_whitney_u`); its p-values match
+``scipy.stats.mannwhitneyu(..., method="asymptotic")`` (checked in the tests when scipy is
+installed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+LEVELS = ("step", "category", "op", "kernel")
+
+
+def _avg_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """1-based average ranks of ``x`` and the sizes of its tie groups."""
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    _, first, counts = np.unique(xs, return_index=True, return_counts=True)
+    avg = first + (counts + 1) / 2.0  # average 1-based rank of each tie group
+    ranks = np.empty(x.size)
+    ranks[order] = np.repeat(avg, counts)
+    return ranks, counts
+
+
+def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test of samples ``a`` and ``b``: ``(U of a, p-value)``.
+
+    Normal approximation with tie correction and continuity correction (as scipy's
+    ``method="asymptotic"``). All values equal -> p = 1.
+
+    Example:
+        a = [1, 2, 3], b = [4, 5, 6]: ranks of a are 1, 2, 3 -> R = 6, U = 6 - 3*4/2 = 0;
+        mu = 4.5, sigma = sqrt(9 * 7 / 12) = 2.291; z = (0 - 4.5 + 0.5) / 2.291 = -1.746;
+        p = erfc(1.746 / sqrt 2) = 0.0809.
+    """
+    xa = np.asarray(a, dtype=np.float64)
+    xb = np.asarray(b, dtype=np.float64)
+    n1, n2 = xa.size, xb.size
+    if n1 == 0 or n2 == 0:
+        return float("nan"), float("nan")
+    ranks, ties = _avg_ranks(np.concatenate([xa, xb]))
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2.0)
+    n = n1 + n2
+    tie_term = float((ties ** 3 - ties).sum()) / (n * (n - 1)) if n > 1 else 0.0
+    var = n1 * n2 / 12.0 * ((n + 1) - tie_term)
+    if var <= 0:
+        return u1, 1.0
+    mu = n1 * n2 / 2.0
+    z = (abs(u1 - mu) - 0.5) / math.sqrt(var)
+    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
+
+
+def instances(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
+    """Instance durations of every level: ``level, name, dur_ns``."""
+    from analyses.steps import step_windows
+
+    g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    parts = [
+        g.filter(pl.col("kind") == "kernel").select(
+            pl.lit("kernel").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
+        g.select(pl.lit("category").alias("level"),
+                 pl.col("category").cast(pl.String).alias("name"), "dur_ns"),
+        tl.ranges.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
+        .select(pl.lit("op").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
+    ]
+    st = step_windows(tl, step_regex=step_regex)
+    if st.height:
+        parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
+                               (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+    return pl.concat([p.cast({"dur_ns": pl.Int64}) for p in parts])
+
+
+def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
+         min_effect_pct: float = 5.0, min_n: int = 3,
+         step_regex: str | None = None) -> pl.DataFrame:
+    """Per-key comparison of two timelines (see the module docstring).
+
+    Returns:
+        ``level, name, n_base, n_new, base_median_ns, new_median_ns, delta_pct,
+        base_total_ns, new_total_ns, total_delta_ns, p_value, flag`` sorted by level
+        (step, category, op, kernel) then |total_delta_ns| descending.
+    """
+    ib = instances(base, step_regex=step_regex)
+    inew = instances(new, step_regex=step_regex)
+    gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
+    gn = {k: v["dur_ns"].to_numpy() for k, v in inew.group_by("level", "name")}
+    rows = []
+    for key in set(gb) | set(gn):
+        a = gb.get(key, np.array([], dtype=np.int64))
+        b = gn.get(key, np.array([], dtype=np.int64))
+        mb = float(np.median(a)) if a.size else None
+        mn = float(np.median(b)) if b.size else None
+        delta = (mn - mb) * 100.0 / mb if mb and mn is not None else None
+        p = None
+        if not a.size:
+            flag = "only new"
+        elif not b.size:
+            flag = "only base"
+        elif a.size < min_n or b.size < min_n:
+            flag = "insufficient"
+        else:
+            p = mann_whitney_u(a, b)[1]
+            big = delta is not None and abs(delta) >= min_effect_pct
+            flag = ("regression" if delta > 0 else "improvement") if (  # type: ignore[operator]
+                p < alpha and big) else ""
+        rows.append({"level": key[0], "name": key[1], "n_base": int(a.size),
+                     "n_new": int(b.size), "base_median_ns": mb, "new_median_ns": mn,
+                     "delta_pct": delta, "base_total_ns": int(a.sum()),
+                     "new_total_ns": int(b.sum()), "p_value": p, "flag": flag})
+    schema = {"level": pl.String, "name": pl.String, "n_base": pl.Int64, "n_new": pl.Int64,
+              "base_median_ns": pl.Float64, "new_median_ns": pl.Float64,
+              "delta_pct": pl.Float64, "base_total_ns": pl.Int64, "new_total_ns": pl.Int64,
+              "p_value": pl.Float64, "flag": pl.String}
+    out = pl.DataFrame(rows, schema=schema).with_columns(
+        total_delta_ns=pl.col("new_total_ns") - pl.col("base_total_ns"))
+    order = {lv: i for i, lv in enumerate(LEVELS)}
+    return (out.with_columns(pl.col("level").replace_strict(order).alias("_o"),
+                             pl.col("total_delta_ns").abs().alias("_a"))
+            .sort(["_o", "_a", "name"], descending=[False, True, False]).drop("_o", "_a")
+            .select(*[c for c in schema if c not in ("p_value", "flag")], "total_delta_ns",
+                    "p_value", "flag"))
+
+
+def gate(d: pl.DataFrame, fail_above_pct: float | None) -> bool:
+    """True when a flagged regression's median rose by more than ``fail_above_pct``."""
+    if fail_above_pct is None:
+        return False
+    bad = d.filter((pl.col("flag") == "regression") & (pl.col("delta_pct") > fail_above_pct))
+    return bad.height > 0

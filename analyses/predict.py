@@ -1,0 +1,245 @@
+"""Predict a trace's time from a calibration, and project what-ifs, with one replay engine.
+
+* :func:`model_durations` - one predicted duration per GPU activity from a calibration
+  (:mod:`analyses.calibrate`): memcpy/memset by their alpha-beta fit on bytes; collectives
+  by the alpha-beta fit of (collective, group size) on message bytes; other kernels by the
+  P50 of their name in ``kernel_table``, else of their (class, dtype); anything the model
+  cannot price keeps its measured duration (``source = measured``).
+* :func:`predict` - replay (:func:`analyses.replay.replay`) with those durations; the
+  window, per-step and per-category times, measured vs predicted.
+* :func:`holdout` - calibrate on the first steps, predict every step; errors for the
+  calibration steps and the held-out steps separately.
+* :func:`whatif` - projected window/step time with no launch overhead, perfectly overlapped
+  communication, or kernels matching a regex sped up by a factor.
+
+Times: **window** = last replayed end - first replayed start of the rank's GPU work;
+**step** = the same span over the activities launched inside the step's range (by launch
+call, or start when unlaunched); **category** = summed activity time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from analyses import fit
+from analyses.calibrate import UNKNOWN, calibrate, device_models, host_memory_expr
+from analyses.comm import DTYPE_BYTES, collective_expr
+from analyses.kclass import class_expr, dtype_expr
+from analyses.replay import replay
+from analyses.steps import step_windows
+from traceparse.errors import TraceError
+from traceparse.timeline import Timeline
+
+
+def _device_entry(cal: dict[str, Any], model: str) -> dict[str, Any]:
+    for d in cal["devices"]:
+        if d["device_model"] == model:
+            return dict(d)
+    if not cal["devices"]:
+        raise TraceError(None, "calibration has no device entries")
+    return dict(cal["devices"][0])
+
+
+def _lookup(frame: pl.DataFrame, keys: list[str], table: list[dict[str, Any]],
+            value: str) -> pl.Series:
+    if not table:
+        return pl.Series(value, [None] * frame.height, pl.Float64)
+    t = pl.DataFrame(table).select(*keys, pl.col(value).cast(pl.Float64))
+    t = t.unique(subset=keys, keep="first")
+    return frame.select(*keys).join(t, on=keys, how="left", maintain_order="left")[value]
+
+
+def model_durations(tl: Timeline, cal: dict[str, Any]) -> pl.DataFrame:
+    """Predicted duration of every ``tl.gpu`` row (same order): ``pred_dur_ns, source``.
+
+    Sources: ``memcpy fit``, ``memset fit``, ``collective fit``, ``kernel table``,
+    ``class p50``, ``measured`` (nothing in the calibration prices it; sync rows too).
+    """
+    models = device_models(tl)
+    g = tl.gpu.with_row_index("_i").join(
+        models.select("rank", "device_id", "device_model"), on=["rank", "device_id"],
+        how="left", maintain_order="left").with_columns(
+        pl.col("device_model").fill_null(UNKNOWN), class_expr(), dtype_expr(),
+        host_memory_expr(), pl.col("copy_kind").cast(pl.String).fill_null(UNKNOWN)
+        .alias("direction"), pl.col("name").cast(pl.String).alias("_name"))
+    size = pl.max_horizontal("coll_in_nelems", "coll_out_nelems")
+    elem = (pl.col("coll_dtype").cast(pl.String).str.to_lowercase()
+            .replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64))
+    g = g.with_columns(collective_expr().alias("collective"),
+                       (size * elem).cast(pl.Float64).alias("_cbytes"),
+                       pl.col("coll_group_size").fill_null(0).alias("_gs"))
+    parts = []
+    for (model,), part in g.group_by("device_model"):
+        d = _device_entry(cal, str(model))
+        pred = np.full(part.height, np.nan)
+        src = np.array(["measured"] * part.height, dtype=object)
+        kind = part["kind"].cast(pl.String).to_numpy()
+        nbytes = part["bytes"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+        # copies
+        for c in d.get("memcpy") or []:
+            m = ((kind == "memcpy")
+                 & (part["direction"] == c["direction"]).fill_null(False).to_numpy()
+                 & (part["host_memory"] == c["host_memory"]).fill_null(False).to_numpy()
+                 & np.isfinite(nbytes))
+            if m.any() and c["fit"]["alpha_ns"] is not None:
+                pred[m] = fit.predict_alpha_beta(c["fit"], nbytes[m])
+                src[m] = "memcpy fit"
+        ms = d.get("memset")
+        m = (kind == "memset") & np.isfinite(nbytes)
+        if ms and m.any() and ms["fit"]["alpha_ns"] is not None:
+            pred[m] = fit.predict_alpha_beta(ms["fit"], nbytes[m])
+            src[m] = "memset fit"
+        # collectives with a message size
+        cb = part["_cbytes"].fill_null(np.nan).to_numpy()
+        for c in d.get("collectives") or []:
+            f = c.get("fit")
+            if not f or f["model"] != "alpha_beta":
+                continue
+            m = ((part["collective"] == c["collective"]).fill_null(False).to_numpy()
+                 & (part["_gs"] == (c["group_size"] or 0)).fill_null(False).to_numpy()
+                 & np.isfinite(cb)
+                 & (kind == "kernel"))
+            if m.any():
+                pred[m] = fit.predict_alpha_beta(f, cb[m])
+                src[m] = "collective fit"
+        # kernels: name table, then class P50
+        todo = (kind == "kernel") & ~np.isfinite(pred)
+        by_name = _lookup(part.select(pl.col("_name").alias("name")), ["name"],
+                          d.get("kernel_table") or [], "p50_ns").to_numpy()
+        m = todo & np.isfinite(by_name.astype(float))
+        pred[m], src[m] = by_name[m], "kernel table"
+        cls = [{"kclass": k["class"], "kdtype": k["dtype"], "p50": k["duration_ns"]["p50"]}
+               for k in d.get("kernels") or []]
+        by_cls = _lookup(part, ["kclass", "kdtype"], cls, "p50").to_numpy()
+        m = (kind == "kernel") & ~np.isfinite(pred) & np.isfinite(by_cls.astype(float))
+        pred[m], src[m] = by_cls[m], "class p50"
+        meas = part["dur_ns"].to_numpy().astype(float)
+        pred = np.where(np.isfinite(pred), np.maximum(np.rint(pred), 0), meas)
+        parts.append(pl.DataFrame({"_i": part["_i"], "pred_dur_ns": pred.astype(np.int64),
+                                   "source": src.astype(str)}))
+    if not parts:
+        return pl.DataFrame(schema={"pred_dur_ns": pl.Int64, "source": pl.String})
+    return pl.concat(parts).sort("_i").drop("_i")
+
+
+def _assign_steps(rep: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    t = pl.coalesce("api_start_ns", "start_ns").alias("_t")
+    r = rep.with_columns(t).sort("_t")
+    w = steps.select("rank", pl.col("start_ns").alias("_t"), pl.col("end_ns").alias("_se"),
+                     "step").sort("_t")
+    r = r.join_asof(w, on="_t", by="rank", strategy="backward", check_sortedness=False)
+    return r.with_columns(pl.when(pl.col("_t") < pl.col("_se")).then(pl.col("step"))
+                          .alias("step")).drop("_se", "_t")
+
+
+def summarize(rep: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Measured vs predicted times of a replay: rows ``scope`` (window, step, category),
+    ``rank``, ``name``, ``measured_ns``, ``predicted_ns``, ``error_pct``.
+
+    Example:
+        A replay of one rank whose activities span 100..300 measured and 100..250
+        predicted gives a window row with measured 200, predicted 150, error -25 %.
+    """
+    span = [pl.len().alias("activities"),
+            (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"),
+            (pl.col("pred_end_ns").max() - pl.col("pred_start_ns").min()).alias("predicted_ns")]
+    win = rep.group_by("rank").agg(*span).with_columns(
+        pl.lit("window").alias("scope"), pl.lit("all").alias("name"))
+    parts = [win]
+    if steps is not None and steps.height:
+        s = _assign_steps(rep, steps).filter(pl.col("step").is_not_null())
+        parts.append(s.group_by("rank", "step").agg(*span).with_columns(
+            pl.lit("step").alias("scope")).rename({"step": "name"}))
+    cat = rep.group_by("rank", pl.col("category").cast(pl.String).alias("name")).agg(
+        pl.len().alias("activities"), pl.col("dur_ns").sum().alias("measured_ns"),
+        pl.col("pred_dur_ns").sum().alias("predicted_ns")).with_columns(
+        pl.lit("category").alias("scope"))
+    parts.append(cat)
+    cols = ["scope", "rank", "name", "activities", "measured_ns", "predicted_ns"]
+    out = pl.concat([p.select(cols).cast({"activities": pl.Int64, "measured_ns": pl.Int64,
+                                          "predicted_ns": pl.Int64}) for p in parts])
+    out = out.with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
+        (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
+    order = {"window": 0, "step": 1, "category": 2}
+    return out.with_columns(pl.col("scope").replace_strict(order).alias("_o")).sort(
+        "_o", "rank", "name").drop("_o")
+
+
+def predict(tl: Timeline, cal: dict[str, Any] | None, *,
+            step_regex: str | None = None) -> pl.DataFrame:
+    """Replay ``tl`` with durations from ``cal`` (None: measured durations, which must
+    reproduce the trace exactly) and :func:`summarize` it."""
+    durations = None if cal is None else model_durations(tl, cal)["pred_dur_ns"]
+    rep = replay(tl, durations=durations)
+    return summarize(rep, step_windows(tl, step_regex=step_regex))
+
+
+def holdout(tl: Timeline, *, train_steps: int | None = None,
+            step_regex: str | None = None) -> pl.DataFrame:
+    """Calibrate on the first ``train_steps`` steps (default: half, at least one) and
+    predict all steps; the ``split`` column says ``calibration`` or ``held-out``.
+
+    Raises:
+        TraceError: the trace has fewer than two steps.
+    """
+    steps = step_windows(tl, step_regex=step_regex)
+    order = (steps.group_by("step").agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+             .sort("start_ns"))
+    if order.height < 2:
+        raise TraceError(None, "held-out prediction needs at least two steps "
+                               "(profiler_step ranges or --step-regex)")
+    n = train_steps if train_steps is not None else max(1, order.height // 2)
+    n = min(max(n, 1), order.height - 1)
+    train = order.head(n)
+    window = (int(train["start_ns"].min()), int(train["end_ns"].max()))  # type: ignore[arg-type]
+    cal = calibrate(tl, window=window)
+    rep = replay(tl, durations=model_durations(tl, cal)["pred_dur_ns"])
+    out = summarize(rep, steps).filter(pl.col("scope") == "step")
+    names = set(train["step"].to_list())
+    return out.with_columns(pl.when(pl.col("name").is_in(list(names)))
+                            .then(pl.lit("calibration")).otherwise(pl.lit("held-out"))
+                            .alias("split"))
+
+
+def parse_speedup(spec: str) -> tuple[str, float]:
+    """``"REGEX=FACTOR"`` -> (regex, factor); FACTOR 2 halves matching durations."""
+    regex, sep, factor = spec.rpartition("=")
+    try:
+        f = float(factor)
+        re.compile(regex)
+    except (ValueError, re.error):
+        f = 0.0
+    if not sep or not regex or f <= 0:
+        raise TraceError(None, f"--speedup needs REGEX=FACTOR with FACTOR > 0, got {spec!r}")
+    return regex, f
+
+
+def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool = False,
+           speedups: list[tuple[str, float]] | None = None,
+           step_regex: str | None = None) -> pl.DataFrame:
+    """Projected times under the chosen changes (together), vs measured.
+
+    Args:
+        tl: the timeline.
+        no_launch_overhead: launch calls and launch latency cost nothing.
+        overlap_comm: communication never delays other work.
+        speedups: ``(regex, factor)`` pairs: activities whose name matches ``regex`` take
+            ``duration / factor`` (applied in order, compounding).
+        step_regex: step ranges when the trace has no ``ProfilerStep`` ranges.
+
+    Returns:
+        :func:`summarize` columns, ``predicted_ns`` being the projection.
+    """
+    dur = tl.gpu["dur_ns"].cast(pl.Float64)
+    names = tl.gpu["name"].cast(pl.String)
+    for regex, factor in speedups or []:
+        hit = names.str.contains(regex).fill_null(False)
+        dur = pl.select(pl.when(hit).then(dur / factor).otherwise(dur)).to_series()
+    durations = dur.round(0).cast(pl.Int64) if speedups else None
+    rep = replay(tl, durations=durations, no_launch_overhead=no_launch_overhead,
+                 overlap_comm=overlap_comm)
+    return summarize(rep, step_windows(tl, step_regex=step_regex))
