@@ -1,0 +1,224 @@
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) -> :class:`Timeline`.
+
+Use :func:`read`::
+
+    tl = read("report.sqlite")          # validated Timeline
+    tl.kernels.group_by("name").agg(pl.col("dur_ns").sum())
+
+Mapping (see FORMATS.md section A and :mod:`traceparse.nsys_gpu`):
+
+* ``gpu`` <- CUPTI KERNEL / MEMCPY / MEMSET tables (SYNCHRONIZATION rows are host waits and
+  are only counted in ``ingest``).
+* ``api`` <- ``CUPTI_ACTIVITY_KIND_RUNTIME``: runtime **and** driver calls; ``eventClass``
+  0 -> ``runtime``, 1 -> ``driver``, others -> ``other``. ``name`` keeps the ``_vNNNN`` suffix.
+* ``ranges`` <- ``NVTX_EVENTS``: push/pop (59), start/end (60), marks (34) and the NVTXT
+  variants (70 push/pop, 71 start/end). Domain names come from the eventType-75 rows of the
+  same process. Other event types (domain/category/thread naming) are counted as skipped.
+* ``devices`` <- ``TARGET_INFO_GPU`` (``clockRate`` Hz, ``memoryBandwidth`` B/s), or the
+  old ``TARGET_INFO_CUDA_GPU`` (kHz, kB/s); devices used by GPU rows but not described get
+  a row with only ``device_id``.
+* ``sources`` / ``ingest``: file name, nsys version, export schema version; per source
+  table rows parsed and skipped with the reason.
+
+Process and thread ids are decoded from ``globalPid`` / ``globalTid`` in SQL:
+``pid = (g >> 24) & 0xFFFFFF``, ``tid = g & 0xFFFFFF`` (64-bit integers never pass through
+floats). ``correlation_id`` is unique per process only: join GPU rows to API rows on
+``(process_id, correlation_id)``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import polars as pl
+
+from traceparse import schema
+from traceparse.nsys_db import NsysDB, q
+from traceparse.nsys_gpu import read_gpu
+from traceparse.nsys_ranges import read_ranges
+from traceparse.timeline import Timeline, ingest_frame, ingest_rows
+
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+_API_KIND = {0: "runtime", 1: "driver"}
+
+
+def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) -> Timeline:
+    """Read an nsys SQLite export into a validated :class:`Timeline`.
+
+    Args:
+        path: the ``.sqlite`` file (opened read-only; never modified).
+        rank: value of the ``rank`` column for every row.
+        use_adbc: bulk-read through ADBC (faster) or plain ``sqlite3`` only.
+
+    Raises:
+        TraceError: not an SQLite database, truncated/corrupt, a directory, or an SQLite
+            database of another application.
+    """
+    with NsysDB(path, use_adbc=use_adbc) as db:
+        return _read(db, rank)
+
+
+def _read(db: NsysDB, rank: int) -> Timeline:
+    strings = (db.frame("SELECT id, value FROM StringIds") if db.has("StringIds")
+               else pl.DataFrame({"id": [], "value": []},
+                                 schema={"id": pl.Int64, "value": pl.String}))
+    strings = strings.with_columns(pl.col("id").cast(pl.Int64), pl.col("value").cast(pl.String))
+    rows: list[dict[str, Any]] = []
+
+    gpu, acct = read_gpu(db, strings, rank)
+    for table, parsed, skipped in acct:
+        rows += ingest_rows(rank, "gpu", table, parsed, skipped)
+
+    api, parsed, skipped = _api(db, strings, rank)
+    if db.has(RUNTIME):
+        rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
+
+    ranges, nvtx_acct = read_ranges(db, strings, rank)
+    if nvtx_acct is not None:
+        rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
+
+    devices, dev_source, n_dev = _devices(db, gpu, rank)
+    if dev_source:
+        rows += ingest_rows(rank, "devices", dev_source, n_dev)
+
+    meta = db.meta()
+    tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices,
+                  ingest=ingest_frame(rows))
+    span = tl.span_ns()
+    tl.sources = schema.conform("sources", pl.DataFrame({
+        "rank": [rank], "file": [db.path.name], "format": ["nsys-sqlite"],
+        "tool_version": [meta.get("EXPORT_PRODUCT_VERSION")],
+        "format_version": [meta.get("EXPORT_SCHEMA_VERSION")],
+        "rank_source": ["default"],
+        "start_ns": [span[0] if span else None], "end_ns": [span[1] if span else None],
+    }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
+                         "start_ns": pl.Int64, "end_ns": pl.Int64}))
+    tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
+               "processes": _processes(db, tl),
+               "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
+    return tl.validate()
+
+
+def _api(db: NsysDB, strings: pl.DataFrame, rank: int
+         ) -> tuple[pl.DataFrame, int, dict[str, int]]:
+    if not db.has(RUNTIME) or db.count(RUNTIME) == 0:
+        return schema.empty("api"), 0, {}
+    cols = set(db.columns(RUNTIME))
+    parts = ['start AS start_ns', '"end" AS end_ns']
+    for src, dst in (("eventClass", "_ec"), ("correlationId", "correlation_id"),
+                     ("nameId", "_nid"), ("returnValue", "return_value")):
+        if src in cols:
+            parts.append(f"{q(src)} AS {dst}")
+    if "globalTid" in cols:
+        parts += ["(globalTid >> 24) & 16777215 AS process_id",
+                  "globalTid & 16777215 AS thread_id"]
+    frame = db.frame(f"SELECT {', '.join(parts)} FROM {q(RUNTIME)}")
+    n0 = frame.height
+    skipped: dict[str, int] = {}
+    frame = frame.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    if frame.height < n0:
+        skipped["null start or end"] = n0 - frame.height
+    n1 = frame.height
+    frame = frame.filter(pl.col("end_ns") >= pl.col("start_ns"))
+    if frame.height < n1:
+        skipped["end before start"] = n1 - frame.height
+    if "_nid" in frame.columns:
+        names = (strings.filter(pl.col("id").is_in(frame["_nid"].drop_nulls().unique()
+                                                   .implode()))
+                 .with_columns(pl.col("value").cast(pl.Categorical))
+                 .rename({"id": "_nid", "value": "name"}))
+        frame = frame.join(names, on="_nid", how="left", maintain_order="left")
+        frame = frame.with_columns(pl.col("name").cast(pl.String).fill_null(
+            pl.lit("<unknown api>")).cast(pl.Categorical)) if frame["name"].null_count() \
+            else frame
+        frame = frame.drop("_nid")
+    else:
+        frame = frame.with_columns(name=pl.lit("<unknown api>"))
+    ec = pl.col("_ec") if "_ec" in frame.columns else pl.lit(None, dtype=pl.Int64)
+    frame = frame.with_columns(
+        kind=pl.when(ec == 0).then(pl.lit("runtime")).when(ec == 1).then(pl.lit("driver"))
+        .otherwise(pl.lit("other")),
+        dur_ns=pl.col("end_ns") - pl.col("start_ns"),
+        rank=pl.lit(rank, dtype=pl.Int32),
+    )
+    if "_ec" in frame.columns:
+        frame = frame.drop("_ec")
+    if "correlation_id" in frame.columns:
+        frame = frame.with_columns(
+            pl.when(pl.col("correlation_id") == 4294967295).then(None)
+            .otherwise(pl.col("correlation_id")).alias("correlation_id"))
+    frame = schema.conform("api", frame).sort("start_ns", maintain_order=True)
+    return frame, frame.height, skipped
+
+
+def _devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str | None, int]:
+    """Devices from TARGET_INFO_GPU (or TARGET_INFO_CUDA_GPU) plus any used but undescribed."""
+    source: str | None = None
+    frame = None
+    cols = set(db.columns("TARGET_INFO_GPU"))
+    if {"id", "clockRate"} <= cols:
+        source = "TARGET_INFO_GPU"
+        spec = (("id", "device_id"), ("name", "name"), ("chipName", "chip_name"),
+                ("smCount", "sm_count"), ("clockRate", "clock_hz"),
+                ("totalMemory", "memory_bytes"), ("memoryBandwidth", "memory_bandwidth_bps"),
+                ("l2CacheSize", "l2_bytes"), ("computeMajor", "compute_major"),
+                ("computeMinor", "compute_minor"), ("uuid", "uuid"))
+        sel = ", ".join(f"{q(s)} AS {d}" for s, d in spec if s in cols)
+        frame = db.frame(f"SELECT {sel} FROM TARGET_INFO_GPU")
+    elif "deviceId" in set(db.columns("TARGET_INFO_CUDA_GPU")):
+        # old schema (no export metadata): clock in kHz, bandwidth in kB/s
+        source = "TARGET_INFO_CUDA_GPU"
+        ccols = set(db.columns("TARGET_INFO_CUDA_GPU"))
+        spec = (("deviceId", "device_id"), ("name", "name"),
+                ("numMultiprocessors", "sm_count"), ("coreClockRate * 1000", "clock_hz"),
+                ("globalMemorySize", "memory_bytes"),
+                ("globalMemoryBandwidth * 1000", "memory_bandwidth_bps"),
+                ("l2CacheSize", "l2_bytes"), ("computeCapabilityMajor", "compute_major"),
+                ("computeCapabilityMinor", "compute_minor"))
+        sel = ", ".join(f"{s if ' ' in s else q(s)} AS {d}" for s, d in spec
+                        if s.split(" ")[0] in ccols)
+        frame = db.frame(f"SELECT {sel} FROM TARGET_INFO_CUDA_GPU")
+    elif "deviceId" in cols or "id" in cols:
+        source = "TARGET_INFO_GPU"
+        idc = "id" if "id" in cols else "deviceId"
+        name = ", name" if "name" in cols else ""
+        frame = db.frame(f"SELECT {q(idc)} AS device_id{name} FROM TARGET_INFO_GPU")
+    n_source = 0 if frame is None else frame.height
+    if frame is None or frame.height == 0:
+        frame = schema.empty("devices")
+    else:
+        # 0 means "not recorded" for these (seen for one GPU of an 8-GPU 2021.5 export)
+        zero_null = [c for c in ("sm_count", "clock_hz", "memory_bytes",
+                                 "memory_bandwidth_bps", "l2_bytes") if c in frame.columns]
+        frame = frame.with_columns(
+            [pl.when(pl.col(c) == 0).then(None).otherwise(pl.col(c)).alias(c)
+             for c in zero_null] + [pl.lit("nvidia").alias("vendor"),
+                                    pl.lit(rank, dtype=pl.Int32).alias("rank")])
+        frame = schema.conform("devices", frame).unique("device_id", keep="first",
+                                                        maintain_order=True)
+    used = gpu["device_id"].unique().to_list() if gpu.height else []
+    missing = sorted(set(used) - set(frame["device_id"].to_list()))
+    if missing:
+        extra = schema.conform("devices", pl.DataFrame({
+            "rank": [rank] * len(missing), "device_id": missing,
+            "vendor": ["nvidia"] * len(missing)}))
+        frame = pl.concat([frame, extra], how="vertical")
+    return frame.sort("device_id"), source, n_source
+
+
+def _processes(db: NsysDB, tl: Timeline) -> list[dict[str, Any]]:
+    """Processes seen in the data, with names from PROCESSES where present."""
+    pids: set[int] = set()
+    for frame in (tl.gpu, tl.api, tl.ranges):
+        if frame.height:
+            pids |= {int(p) for p in frame["process_id"].drop_nulls().unique().to_list()}
+    names: dict[int, str] = {}
+    cols = set(db.columns("PROCESSES"))
+    if {"pid", "name"} <= cols:
+        for pid, name in db.frame("SELECT pid, name FROM PROCESSES").iter_rows():
+            if pid is not None and name:
+                names.setdefault(int(pid), str(name))
+    return [{"pid": p, "name": names.get(p)} for p in sorted(pids)]
+
+

@@ -1,0 +1,216 @@
+"""GPU activity of an nsys export -> the ``gpu`` table (kernels, memcpy, memset).
+
+Source tables (each optional; lazy exports omit empty ones):
+
+* ``CUPTI_ACTIVITY_KIND_KERNEL`` -> kind ``kernel``; ``name`` = demangled name (falling back
+  to the short, then the mangled name), ``short_name`` = ``shortName``.
+* ``CUPTI_ACTIVITY_KIND_MEMCPY`` -> kind ``memcpy``; ``name`` = what ``nsys stats`` prints
+  as Operation, ``[CUDA memcpy <label>]`` with the label of ``ENUM_CUDA_MEMCPY_OPER``
+  (e.g. ``[CUDA memcpy Host-to-Device]``); ``copy_kind`` a short code (``HtoD``, ``PtoP``, ...).
+* ``CUPTI_ACTIVITY_KIND_MEMSET`` -> kind ``memset``, ``name`` = ``[CUDA memset]``.
+* ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` rows are host-side blocking intervals (a CPU
+  thread waiting in cudaStreamSynchronize & co), not GPU work: they are **not** put in
+  ``gpu``; they are counted in ``ingest`` as skipped with that reason.
+
+Rows whose ``start`` or ``end`` is NULL, or whose ``end < start``, are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceparse import schema
+from traceparse.categorize import category_expr
+from traceparse.nsys_db import NsysDB, q
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+SYNC = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+
+#: Unsigned 32-bit "no value" sentinel used by CUPTI/nsys for unused ids.
+SENTINEL_U32 = 4294967295
+
+#: ENUM_CUDA_MEMCPY_OPER fallback (id -> (name suffix, label)) for exports without the table.
+MEMCPY_OPER = {
+    0: ("UNKNOWN", "Unknown"), 1: ("HTOD", "Host-to-Device"), 2: ("DTOH", "Device-to-Host"),
+    3: ("HTOA", "Host-to-Array"), 4: ("ATOH", "Array-to-Host"), 5: ("ATOA", "Array-to-Array"),
+    6: ("ATOD", "Array-to-Device"), 7: ("DTOA", "Device-to-Array"),
+    8: ("DTOD", "Device-to-Device"), 9: ("HTOH", "Host-to-Host"), 10: ("PTOP", "Peer-to-Peer"),
+    11: ("UVM_HTOD", "Unified Host-to-Device"), 12: ("UVM_DTOH", "Unified Device-to-Host"),
+    13: ("UVM_DTOD", "Unified Device-to-Device"),
+}
+#: ENUM_CUDA_MEM_KIND fallback (nsys numbering, NOT CUPTI's).
+MEM_KIND = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed",
+            5: "Device Static", 6: "Managed Static", 7: "Unknown"}
+#: ENUM_CUDA_MEMCPY_OPER name suffix -> gpu.copy_kind short code.
+COPY_CODE = {"UNKNOWN": "Unknown", "HTOD": "HtoD", "DTOH": "DtoH", "HTOA": "HtoA",
+             "ATOH": "AtoH", "ATOA": "AtoA", "ATOD": "AtoD", "DTOA": "DtoA", "DTOD": "DtoD",
+             "HTOH": "HtoH", "PTOP": "PtoP", "UVM_HTOD": "UvmHtoD", "UVM_DTOH": "UvmDtoH",
+             "UVM_DTOD": "UvmDtoD"}
+
+# (source column, gpu column) pairs copied when the source column exists.
+_COMMON = (("start", "start_ns"), ("end", "end_ns"), ("deviceId", "device_id"),
+           ("contextId", "context_id"), ("streamId", "stream_id"),
+           ("correlationId", "correlation_id"), ("graphNodeId", "graph_node_id"),
+           ("graphId", "graph_id"))
+_KERNEL_ONLY = (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
+                ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z"),
+                ("registersPerThread", "registers_per_thread"),
+                ("staticSharedMemory", "static_smem_bytes"),
+                ("dynamicSharedMemory", "dynamic_smem_bytes"))
+_SENTINEL_COLS = ("stream_id", "context_id", "correlation_id", "graph_node_id", "graph_id")
+
+
+def enum_map(db: NsysDB, table: str, fallback: dict[int, Any], value_col: str) -> dict[int, Any]:
+    """Read ``ENUM_*`` table ``id -> value_col``; the fallback when absent or empty."""
+    cols = db.columns(table)
+    if "id" not in cols or value_col not in cols:
+        return dict(fallback)
+    rows = db.frame(f"SELECT id, {q(value_col)} AS v FROM {q(table)}")
+    if rows.height == 0:
+        return dict(fallback)
+    return {int(i): v for i, v in zip(rows["id"].to_list(), rows["v"].to_list(), strict=True)}
+
+
+def _select(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...],
+            extra: tuple[tuple[str, str], ...] = ()) -> pl.DataFrame:
+    cols = set(db.columns(table))
+    parts = [f"{q(src)} AS {dst}" for src, dst in pairs + extra if src in cols]
+    if "globalPid" in cols:
+        parts.append("(globalPid >> 24) & 16777215 AS process_id")
+    return db.frame(f"SELECT {', '.join(parts)} FROM {q(table)}")
+
+
+def _clean_times(frame: pl.DataFrame, skipped: dict[str, int]) -> pl.DataFrame:
+    """Drop rows with NULL times or end < start (counted in ``skipped``); add dur_ns."""
+    n0 = frame.height
+    frame = frame.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    if frame.height < n0:
+        skipped["null start or end"] = n0 - frame.height
+    n1 = frame.height
+    frame = frame.filter(pl.col("end_ns") >= pl.col("start_ns"))
+    if frame.height < n1:
+        skipped["end before start"] = n1 - frame.height
+    return frame.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+
+
+def _null_sentinels(frame: pl.DataFrame) -> pl.DataFrame:
+    exprs = [pl.when(pl.col(c) == SENTINEL_U32).then(None).otherwise(pl.col(c)).alias(c)
+             for c in _SENTINEL_COLS if c in frame.columns]
+    return frame.with_columns(exprs) if exprs else frame
+
+
+def _names(strings: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
+    """StringIds rows (id, value as Categorical) for the distinct non-null ``ids``."""
+    want = ids.drop_nulls().unique()
+    return (strings.filter(pl.col("id").is_in(want.implode()))
+            .with_columns(pl.col("value").cast(pl.Categorical)))
+
+
+def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    cols = set(db.columns(KERNEL))
+    name_cols = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
+    frame = _select(db, KERNEL, _COMMON + _KERNEL_ONLY,
+                    tuple((c, c) for c in name_cols))
+    skipped: dict[str, int] = {}
+    frame = _clean_times(frame, skipped)
+    for c in name_cols:
+        names = _names(strings, frame[c]).rename({"id": c, "value": f"_{c}"})
+        frame = frame.join(names, on=c, how="left", maintain_order="left")
+    name_parts = [pl.col(f"_{c}").cast(pl.String) for c in name_cols]
+    no_name = pl.lit("<unnamed kernel>")
+    short = (pl.col("_shortName") if "shortName" in name_cols
+             else pl.lit(None, dtype=pl.Categorical))
+    frame = frame.with_columns(
+        kind=pl.lit("kernel"),
+        # categorical already when the demangled name is present (the usual case)
+        name=(pl.col("_demangledName") if name_cols[:1] == ["demangledName"]
+              else pl.coalesce([*name_parts, no_name]).cast(pl.Categorical)),
+        short_name=short,
+    )
+    if name_cols[:1] == ["demangledName"] and frame["name"].null_count():
+        frame = frame.with_columns(
+            name=pl.coalesce([*name_parts, no_name]).cast(pl.Categorical))
+    frame = frame.drop([c for c in frame.columns if c.startswith("_")] + name_cols)
+    return _finish(frame, rank), skipped
+
+
+def _memcpy(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    oper_name = enum_map(db, "ENUM_CUDA_MEMCPY_OPER", {k: f"CUDA_MEMCPY_KIND_{v[0]}"
+                                                       for k, v in MEMCPY_OPER.items()}, "name")
+    oper_label = enum_map(db, "ENUM_CUDA_MEMCPY_OPER", {k: v[1] for k, v in
+                                                        MEMCPY_OPER.items()}, "label")
+    mem_kind = enum_map(db, "ENUM_CUDA_MEM_KIND", MEM_KIND, "label")
+    frame = _select(db, MEMCPY, _COMMON, (("bytes", "bytes"), ("copyKind", "_ck"),
+                                          ("srcKind", "_sk"), ("dstKind", "_dk")))
+    skipped: dict[str, int] = {}
+    frame = _clean_times(frame, skipped)
+    ids = sorted(oper_label)
+    code = [COPY_CODE.get(str(oper_name.get(i, "")).removeprefix("CUDA_MEMCPY_KIND_"),
+                          str(oper_label[i])) for i in ids]
+    labels = [f"[CUDA memcpy {oper_label[i]}]" for i in ids]
+    kids = sorted(mem_kind)
+    kinds = [str(mem_kind[i]) for i in kids]
+    frame = frame.with_columns(
+        kind=pl.lit("memcpy"),
+        name=pl.col("_ck").replace_strict(ids, labels, default="[CUDA memcpy Unknown]",
+                                          return_dtype=pl.String),
+        copy_kind=pl.col("_ck").replace_strict(ids, code, default="Unknown",
+                                               return_dtype=pl.String),
+        src_kind=pl.col("_sk").replace_strict(kids, kinds, default=None, return_dtype=pl.String),
+        dst_kind=pl.col("_dk").replace_strict(kids, kinds, default=None, return_dtype=pl.String),
+    ).drop(["_ck", "_sk", "_dk"])
+    return _finish(frame, rank), skipped
+
+
+def _memset(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
+    mem_kind = enum_map(db, "ENUM_CUDA_MEM_KIND", MEM_KIND, "label")
+    frame = _select(db, MEMSET, _COMMON, (("bytes", "bytes"), ("memKind", "_mk")))
+    skipped: dict[str, int] = {}
+    frame = _clean_times(frame, skipped)
+    kids = sorted(mem_kind)
+    exprs: dict[str, pl.Expr] = {"kind": pl.lit("memset"), "name": pl.lit("[CUDA memset]")}
+    if "_mk" in frame.columns:
+        exprs["dst_kind"] = pl.col("_mk").replace_strict(
+            kids, [str(mem_kind[i]) for i in kids], default=None, return_dtype=pl.String)
+    frame = frame.with_columns(**exprs)
+    if "_mk" in frame.columns:
+        frame = frame.drop("_mk")
+    return _finish(frame, rank), skipped
+
+
+def _finish(frame: pl.DataFrame, rank: int) -> pl.DataFrame:
+    frame = _null_sentinels(frame).with_columns(rank=pl.lit(rank, dtype=pl.Int32))
+    if "device_id" not in frame.columns:
+        frame = frame.with_columns(device_id=pl.lit(0, dtype=pl.Int32))
+    frame = frame.with_columns(pl.col("device_id").fill_null(-1))
+    frame = schema.conform("gpu", frame.with_columns(category=pl.lit("compute")))
+    return frame.with_columns(category_expr())
+
+
+def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
+             ) -> tuple[pl.DataFrame, list[tuple[str, int, dict[str, int]]]]:
+    """Build the ``gpu`` table; return it and (source table, parsed, skipped) accounting."""
+    parts: list[pl.DataFrame] = []
+    acct: list[tuple[str, int, dict[str, int]]] = []
+    for table, fn in ((KERNEL, lambda: _kernels(db, strings, rank)),
+                      (MEMCPY, lambda: _memcpy(db, rank)),
+                      (MEMSET, lambda: _memset(db, rank))):
+        if not db.has(table):
+            continue
+        if db.count(table) == 0:
+            acct.append((table, 0, {}))
+            continue
+        frame, skipped = fn()
+        parts.append(frame)
+        acct.append((table, frame.height, skipped))
+    if db.has(SYNC):
+        n = db.count(SYNC)
+        acct.append((SYNC, 0, {"host-side synchronization wait, not GPU work": n}))
+    if not parts:
+        return schema.empty("gpu"), acct
+    gpu = pl.concat(parts, how="vertical").sort("start_ns", maintain_order=True)
+    return gpu, acct
