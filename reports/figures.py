@@ -105,11 +105,12 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
     multi = len({r["rank"] for r in rows}) > 1
     with _style():
         fig, ax = plt.subplots(figsize=(11, 0.6 + 0.32 * max(len(rows), 1)))
+        min_w = _ms(lanes["window_ns"]) / 1500  # keep sub-pixel activities visible
         for y, lane in enumerate(rows):
             groups: dict[tuple[int, float], list[tuple[float, float]]] = {}
             for start, dur, ci, level in lane["segments"]:
                 # a segment narrower than the line width still shows as a sliver
-                groups.setdefault((ci, level), []).append((_ms(start), max(_ms(dur), 0.0)))
+                groups.setdefault((ci, level), []).append((_ms(start), max(_ms(dur), min_w)))
             for (ci, level), spans in sorted(groups.items()):
                 ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=COLORS.get(cats[ci]),
                                alpha=level, linewidth=0)

@@ -139,17 +139,26 @@ def _devices(tl: Timeline) -> list[dict[str, Any]]:
     return rows(d.select([c for c in d.columns if d[c].null_count() < d.height]))
 
 
-def _kernels(tl: Timeline, top_n: int) -> dict[str, Any] | None:
-    stats = _module("analyses.nsys_stats")
-    if stats is None:
-        return None
-    frame: pl.DataFrame = stats.kern_sum(tl)
-    frame = frame.sort("total_ns", "name", descending=[True, False])
+_KERN_COLS = {"Time (%)": "pct", "Total Time (ns)": "total_ns", "Instances": "instances",
+              "Avg (ns)": "avg_ns", "Med (ns)": "med_ns", "Min (ns)": "min_ns",
+              "Max (ns)": "max_ns", "StdDev (ns)": "std_ns", "Name": "name"}
+
+
+def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
+    """Top kernels by total time (``nsys stats`` cuda_gpu_kern_sum numbers) plus "other"."""
+    from analyses.nsys_stats import kern_sum
+
+    frame = kern_sum(tl).rename(_KERN_COLS)
+    cats = (tl.kernels.group_by(pl.col("name").cast(pl.String))
+            .agg(pl.col("category").cast(pl.String).mode().sort().first()))
+    frame = frame.join(cats.rename({"category": "category"}), on="name", how="left")
+    frame = frame.sort(["total_ns", "instances", "name"], descending=[True, True, False])
     top, rest = frame.head(top_n), frame.slice(top_n)
     other = None
     if rest.height:
         other = {"names": rest.height, "instances": int(rest["instances"].sum()),
-                 "total_ns": int(rest["total_ns"].sum())}
+                 "total_ns": int(rest["total_ns"].sum()),
+                 "pct": float(rest["pct"].sum())}
     return {"rows": rows(top), "other": other, "names": frame.height,
             "instances": int(frame["instances"].sum()) if frame.height else 0,
             "total_ns": int(frame["total_ns"].sum()) if frame.height else 0}
@@ -193,9 +202,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
         "timeline": timeline_lanes(tl.gpu, budget=opts.timeline_budget,
                                    bins=opts.timeline_bins, max_lanes=opts.max_lanes),
     }
-    kernels = _kernels(tl, opts.top_n)
-    if kernels is not None:
-        out["kernels"] = kernels
+    out["kernels"] = _kernels(tl, opts.top_n)
     out.update(sections.analysis_sections(tl, opts))
     from reports.recommend import recommend
 
