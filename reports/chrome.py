@@ -50,9 +50,15 @@ def _host_pid() -> pl.Expr:
     return pl.coalesce(pl.col("process_id"), HOST_PID_BASE + pl.col("rank").cast(pl.Int64))
 
 
-def _us(col: str, base: int) -> pl.Expr:
+def _div1000(s: pl.Series) -> pl.Series:
+    # numpy's true division is correctly rounded (polars may multiply by 0.001 instead,
+    # which prints 1.5010000000000001 for 1501 ns)
+    return pl.Series(s.name, s.cast(pl.Float64).to_numpy() / 1000.0)
+
+
+def _us(col: str, base: int = 0) -> pl.Expr:
     """Nanoseconds relative to ``base`` as float microseconds (exact to the ns below 2**53)."""
-    return ((pl.col(col) - base).cast(pl.Float64) / 1000.0)
+    return (pl.col(col) - base).map_batches(_div1000, return_dtype=pl.Float64)
 
 
 def _ndjson(frame: pl.DataFrame) -> str:
@@ -83,7 +89,7 @@ def _gpu_events(tl: Timeline, base: int, multi: bool) -> pl.DataFrame:
         pl.col("category").cast(pl.String).alias("cat"),
         pl.lit("X").alias("ph"),
         _us("start_ns", base).alias("ts"),
-        (pl.col("dur_ns").cast(pl.Float64) / 1000.0).alias("dur"),
+        _us("dur_ns").alias("dur"),
         _gpu_pid(multi).alias("pid"),
         pl.col("stream_id").fill_null(-1).alias("tid"),
         _strip_nulls_args(g, arg_cols),
@@ -97,7 +103,7 @@ def _api_events(tl: Timeline, base: int) -> pl.DataFrame:
         pl.concat_str(pl.lit("api_"), pl.col("kind").cast(pl.String)).alias("cat"),
         pl.lit("X").alias("ph"),
         _us("start_ns", base).alias("ts"),
-        (pl.col("dur_ns").cast(pl.Float64) / 1000.0).alias("dur"),
+        _us("dur_ns").alias("dur"),
         _host_pid().alias("pid"),
         pl.col("thread_id").fill_null(0).alias("tid"),
         _strip_nulls_args(a, ["correlation_id", "return_value", "rank"]),
@@ -113,7 +119,7 @@ def _range_events(tl: Timeline, base: int, multi: bool) -> tuple[pl.DataFrame, p
         pl.col("kind").cast(pl.String).alias("cat"),
         pl.when(closed).then(pl.lit("X")).otherwise(pl.lit("i")).alias("ph"),
         _us("start_ns", base).alias("ts"),
-        (pl.col("dur_ns").cast(pl.Float64) / 1000.0).alias("dur"),
+        _us("dur_ns").alias("dur"),
         pl.when(on_gpu).then(_gpu_pid(multi)).otherwise(_host_pid()).alias("pid"),
         pl.when(on_gpu).then(pl.col("stream_id").fill_null(-1))
         .otherwise(pl.col("thread_id").fill_null(0)).alias("tid"),
@@ -155,7 +161,8 @@ def _attribution_events(intervals: pl.DataFrame, base: int, multi: bool) -> pl.D
         pl.lit("attribution").alias("cat"),
         pl.lit("X").alias("ph"),
         _us("start_ns", base).alias("ts"),
-        ((pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1000.0).alias("dur"),
+        (pl.col("end_ns") - pl.col("start_ns")).map_batches(_div1000, return_dtype=pl.Float64)
+        .alias("dur"),
         _gpu_pid(multi).alias("pid"),
         pl.lit(ATTRIBUTION_TID, dtype=pl.Int64).alias("tid"),
     )

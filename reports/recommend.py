@@ -14,7 +14,9 @@ Rules and their savings estimates:
     work that had not started. CUDA graphs replace per-kernel launches by one graph launch,
     so at most this time comes back.
 ``fusion`` (many tiny memory-bound kernels)
-    Fires when at least 100 kernels of category ``memory`` shorter than 10 µs ran and they
+    Fires when at least 100 kernels shorter than 10 µs whose names mark them as
+    memory-bound elementwise/reduction/copy work (:data:`reports.sections.MEMORY_BOUND_RE`) ran
+    and they
     take at least 2% of the window. Saving = half their total time: fusing chains of
     elementwise kernels removes the intermediate global-memory write + read of each fused
     step (roughly half of an elementwise kernel's traffic) and their launches. A rough,

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 
 #: Kernels shorter than this (ns) count as "tiny" for the fusion recommendation.
 TINY_KERNEL_NS = 10_000
+#: Kernel names that denote memory-bound elementwise / reduction / copy work (PyTorch ATen,
+#: Triton, nvFuser naming). Without Nsight Compute data this name rule is what decides
+#: "memory-bound" for the fusion recommendation.
+MEMORY_BOUND_RE = (r"(?i)elementwise|pointwise|vectorized|unrolled|reduce|reduction|copy|"
+                   r"fill|memset|cat_|catarray|index|gather|scatter|norm|softmax|dropout|"
+                   r"triton_poi|triton_red|transpose|permute|cast|convert")
 
 
 def col(key: str, label: str, fmt: str = "text") -> dict[str, str]:
@@ -62,12 +68,14 @@ def _attribution(tl: Timeline) -> dict[str, Any] | None:
 
 def tiny_memory_kernels(tl: Timeline, *, max_ns: int = TINY_KERNEL_NS,
                         top: int = 5) -> dict[str, Any]:
-    """Evidence for fusion: kernels of category ``memory`` shorter than ``max_ns``.
+    """Evidence for fusion: compute kernels shorter than ``max_ns`` whose name matches
+    :data:`MEMORY_BOUND_RE` (elementwise, reduction, copy, normalisation ...).
 
     Returns count, total_ns, and the ``top`` names by count (name, count, total_ns).
     """
-    k = tl.kernels.filter((pl.col("category").cast(pl.String) == "memory")
-                          & (pl.col("dur_ns") < max_ns))
+    k = tl.kernels.filter((pl.col("category").cast(pl.String) == "compute")
+                          & (pl.col("dur_ns") < max_ns)
+                          & pl.col("name").cast(pl.String).str.contains(MEMORY_BOUND_RE))
     by = (k.group_by(pl.col("name").cast(pl.String))
           .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
           .sort(["count", "total_ns", "name"], descending=[True, True, False]).head(top))
