@@ -41,11 +41,13 @@ def _ratio_half_up(num: pl.Expr, den: pl.Expr, scale: int) -> pl.Expr:
     ``floor((2 * num * scale + den) / (2 * den)) / scale``.
     """
     n = num.cast(pl.Int128) * (2 * scale) + den.cast(pl.Int128)
-    return (n // (den.cast(pl.Int128) * 2)).cast(pl.Float64) / scale
+    digits = len(str(scale)) - 1
+    # the quotient is on the 1/scale grid; .round() only removes the binary-division error
+    return ((n // (den.cast(pl.Int128) * 2)).cast(pl.Float64) / scale).round(digits)
 
 
 def _float_half_up(x: pl.Expr, scale: int) -> pl.Expr:
-    return (x * scale + 0.5).floor() / scale
+    return ((x * scale + 0.5).floor() / scale).round(len(str(scale)) - 1)
 
 
 def _stats(frame: pl.DataFrame, value: str, keys: list[str], *, scale: int,
@@ -78,7 +80,7 @@ def _stats(frame: pl.DataFrame, value: str, keys: list[str], *, scale: int,
 
 def _pct(frame: pl.DataFrame) -> pl.Expr:
     grand = pl.lit(max(int(frame["total"].sum() or 0), 1), dtype=pl.Int64)
-    return _ratio_half_up(pl.col("total"), grand, 10 * 100) * 100
+    return _ratio_half_up(pl.col("total").cast(pl.Int128) * 100, grand, 10)
 
 
 def _summary(frame: pl.DataFrame, value: str, name_col: str, label: str, count_label: str,

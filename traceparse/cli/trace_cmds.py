@@ -1,6 +1,150 @@
 """CLI commands: trace. Each command parses options, calls one library function and
-writes the output."""
+writes the output.
+
+* ``info TRACE`` - what is in a trace (format, versions, devices, processes, counts, span,
+  skipped rows and why);
+* ``kernels TRACE`` - ``nsys stats`` cuda_gpu_kern_sum;
+* ``memops TRACE`` - cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum;
+* ``api TRACE`` - cuda_api_sum;
+* ``convert TRACE -o OUT`` - save the unified timeline (Parquet directory).
+"""
 
 from __future__ import annotations
 
-from traceparse.cli.main import main  # noqa: F401  (commands register on this group)
+import json
+import os
+
+import click
+import polars as pl
+
+from analyses import nsys_stats
+from traceparse.cli.common import emit, output_options, render
+from traceparse.cli.main import main
+from traceparse.errors import UsageError
+from traceparse.timeline import Timeline
+
+_TRACE = click.Path(exists=False, dir_okay=True)
+
+
+def _load(path: str) -> Timeline:
+    from traceparse.loader import load
+
+    return load(path)
+
+
+def info_frame(tl: Timeline) -> pl.DataFrame:
+    """A two-column (``item``, ``value``) summary of a timeline, one fact per row."""
+    rows: list[tuple[str, str]] = []
+    for src in tl.sources.iter_rows(named=True):
+        rows += [("file", str(src["file"])), ("format", str(src["format"])),
+                 ("tool version", str(src["tool_version"] or "unknown")),
+                 ("format version", str(src["format_version"] or "unknown"))]
+    for dev in tl.devices.iter_rows(named=True):
+        desc = dev["name"] or "unknown device"
+        if dev["sm_count"]:
+            desc += f", {dev['sm_count']} SMs"
+        if dev["clock_hz"]:
+            desc += f", {dev['clock_hz'] / 1e9:.2f} GHz"
+        rows.append((f"device {dev['rank']}:{dev['device_id']}", desc))
+    for proc in tl.meta.get("processes", []):
+        rows.append((f"process {proc['pid']}", str(proc.get("name") or "")))
+    for name in ("gpu", "api", "ranges"):
+        frame = tl.table(name)
+        if frame.height:
+            counts = frame.group_by("kind").len().sort("kind")
+            for kind, n in counts.iter_rows():
+                rows.append((f"{name} {kind}", str(n)))
+        else:
+            rows.append((f"{name}", "0"))
+    span = tl.span_ns()
+    if span:
+        rows.append(("time span", f"{span[0]} .. {span[1]} ns ({(span[1] - span[0]) / 1e9:.6f} s)"))
+    skipped = tl.ingest.filter(pl.col("outcome") == "skipped")
+    for r in skipped.iter_rows(named=True):
+        rows.append((f"skipped {r['source']}", f"{r['count']} ({r['reason']})"))
+    return pl.DataFrame(rows, schema=["item", "value"], orient="row")
+
+
+@main.command()
+@click.argument("trace", required=False, type=_TRACE)
+@output_options
+def info(trace: str | None, fmt: str, output: str | None) -> None:
+    """Summarise TRACE: format, versions, devices, processes, counts, time span, skips.
+
+    Without TRACE, summarise the bundled sample trace.
+    """
+    if trace is None:
+        from traceparse.samplegen import default_sample  # type: ignore[import-not-found]
+
+        trace = str(default_sample())
+    tl = _load(trace)
+    frame = info_frame(tl)
+    if fmt == "json":
+        payload = {"facts": dict(frame.iter_rows()),
+                   "sources": tl.sources.to_dicts(), "devices": tl.devices.to_dicts(),
+                   "processes": tl.meta.get("processes", []),
+                   "ingest": tl.ingest.with_columns(pl.col(pl.Categorical).cast(pl.String))
+                   .to_dicts()}
+        emit(json.dumps(payload, indent=1, default=str) + "\n", output)
+        return
+    emit(render(frame, fmt, title=f"trace: {trace}"), output)
+
+
+@main.command()
+@click.argument("trace", type=_TRACE)
+@click.option("--name", "name", type=click.Choice(["demangled", "short"]),
+              default="demangled", show_default=True, help="Kernel name to group by.")
+@click.option("--by", "by", type=click.Choice(["device", "stream"]), default=None,
+              help="Also group by device or stream.")
+@output_options
+def kernels(trace: str, name: str, by: str | None, fmt: str, output: str | None) -> None:
+    """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
+    frame = nsys_stats.kern_sum(_load(trace), name=name, by=by)  # type: ignore[arg-type]
+    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS), output)
+
+
+@main.command()
+@click.argument("trace", type=_TRACE)
+@click.option("--report", "report", type=click.Choice(["time", "size", "both"]),
+              default=None, help="time (cuda_gpu_mem_time_sum), size (cuda_gpu_mem_size_sum) "
+              "or both. Default: both for table/json, time for csv.")
+@output_options
+def memops(trace: str, report: str | None, fmt: str, output: str | None) -> None:
+    """Memory copy/set time and size per operation (nsys stats cuda_gpu_mem_*_sum)."""
+    tl = _load(trace)
+    report = report or ("time" if fmt == "csv" else "both")
+    parts = []
+    if report in ("time", "both"):
+        parts.append(render(nsys_stats.mem_time_sum(tl), fmt, decimals=nsys_stats.DECIMALS_NS,
+                            title="GPU memory operations by time"))
+    if report in ("size", "both"):
+        parts.append(render(nsys_stats.mem_size_sum(tl), fmt, decimals=nsys_stats.DECIMALS_MB,
+                            title="GPU memory operations by size (MB = 10^6 bytes)"))
+    emit("\n".join(parts), output)
+
+
+@main.command()
+@click.argument("trace", type=_TRACE)
+@output_options
+def api(trace: str, fmt: str, output: str | None) -> None:
+    """Host API (CUDA runtime + driver) time per call name (nsys stats cuda_api_sum)."""
+    frame = nsys_stats.api_sum(_load(trace))
+    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS), output)
+
+
+@main.command()
+@click.argument("trace", type=_TRACE)
+@click.option("-o", "--output", "output", required=True, type=click.Path(),
+              help="Output path (a directory of Parquet files for --to parquet).")
+@click.option("--to", "to", type=click.Choice(["parquet"]), default="parquet",
+              show_default=True, help="Output kind.")
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+def convert(trace: str, output: str, to: str, force: bool) -> None:
+    """Convert TRACE to the unified timeline and save it (parse once, analyse many times)."""
+    if os.path.exists(output) and not force:
+        raise UsageError(output, "exists; use --force to replace it")
+    tl = _load(trace)
+    if to == "parquet":
+        path = tl.save(output)
+        click.echo(f"wrote {path} ({tl.gpu.height} gpu, {tl.api.height} api, "
+                   f"{tl.ranges.height} ranges rows)")
