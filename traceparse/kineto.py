@@ -1,0 +1,316 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON -> :class:`~traceparse.timeline.Timeline`.
+
+Entry points: :func:`read` (one file) and :func:`read_dir` (a directory of per-rank files,
+parsed in parallel, merged into one timeline with a ``rank`` column).
+
+Mapping (see docs/kineto.md and FORMATS.md section C):
+
+* ``kernel``/``gpu_memcpy``/``gpu_memset``/``cuda_sync`` (and legacy ``Kernel``, ``Memcpy``,
+  ``Memset``) -> ``gpu``; ``process_id`` = host pid of the launch call (by correlation id).
+* ``cuda_runtime``/``cuda_driver`` (``Runtime``; HIP calls in ROCm traces) -> ``api``.
+* ``cpu_op``, ``user_annotation``, ``gpu_user_annotation``, ``python_function`` and
+  ``ProfilerStep#N`` -> ``ranges``.
+* ``deviceProperties`` -> ``devices``; ``distributedInfo`` -> rank / world size / backend.
+* Every other event (flows, metadata, instants, other categories) is counted in ``ingest``
+  as skipped with a reason, so parsed + skipped = events in the file.
+
+Clock: every row is on the absolute epoch-ns clock: ``baseTimeNanoseconds + round(ts*1000)``
+for relative traces, ``round(ts*1000)`` for absolute ones, so ranks line up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceparse import schema
+from traceparse.categorize import category_expr
+from traceparse.errors import TraceError
+from traceparse.kineto_events import CATEGORIES, FLOW_CATEGORIES, api_frame, gpu_frame, ranges_frame
+from traceparse.kineto_io import decode, read_bytes
+from traceparse.kineto_link import (
+    COLL_COLS,
+    attach_collectives,
+    link_gpu,
+    link_stats,
+    nesting_depth,
+)
+from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
+
+_RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
+_TRACE_SUFFIXES = (".json", ".json.gz")
+#: Files above this total size are parsed in a process pool by :func:`read_dir`.
+PARALLEL_MIN_BYTES = 8 << 20
+
+
+def rank_from_name(name: str) -> int | None:
+    """Rank encoded in a file name (``rank-3``, ``rank_1``, ``worker5``), else None.
+
+    Example:
+        >>> rank_from_name("param__dlrm_8rank__worker5_step_12.pt.trace.json")
+        5
+    """
+    found = _RANK_IN_NAME.findall(name)
+    return int(found[-1]) if found else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _bucket(events: list[Any], path: Path) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
+    buckets: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    try:
+        for e in events:
+            buckets[(e.get("cat"), e.get("ph"))].append(e)
+    except AttributeError:
+        bad = next(e for e in events if not isinstance(e, dict))
+        raise TraceError(path, f"traceEvents holds a {type(bad).__name__}, expected event "
+                               "objects") from None
+    except TypeError:
+        raise TraceError(path, "an event has a cat or ph that is not a string") from None
+    return buckets
+
+
+def _skip_reason(cat: Any, ph: Any) -> tuple[str, str]:
+    """(ingest table, reason) for events that feed no table."""
+    if ph == "M":
+        return "meta", "metadata event (process/thread names) not used"
+    if isinstance(cat, str) and cat.lower() in FLOW_CATEGORIES:
+        return "gpu", "flow event (links come from args.correlation)"
+    if cat is None:
+        return "meta", f"event without cat (ph {ph}) not used"
+    return "meta", f"category {cat} not used"
+
+
+def _devices(header: dict[str, Any], rank: int) -> pl.DataFrame:
+    props = header.get("deviceProperties")
+    rows = []
+    for d in props if isinstance(props, list) else []:
+        if not isinstance(d, dict) or _int_or_none(d.get("id")) is None:
+            continue
+        warp = _int_or_none(d.get("warpSize"))
+        rows.append({
+            "rank": rank, "device_id": _int_or_none(d.get("id")),
+            "name": None if d.get("name") is None else str(d.get("name")),
+            "vendor": "amd" if warp == 64 else "nvidia",
+            "sm_count": _int_or_none(d.get("numSms")),
+            "memory_bytes": _int_or_none(d.get("totalGlobalMem")),
+            "compute_major": _int_or_none(d.get("computeMajor")),
+            "compute_minor": _int_or_none(d.get("computeMinor")),
+        })
+    if not rows:
+        return schema.empty("devices")
+    return schema.conform("devices", pl.DataFrame(rows, infer_schema_length=None))
+
+
+def _rpc_frame(ops: list[dict[str, Any]]) -> pl.DataFrame:
+    """record_param_comms ops carrying a Collective name -> frame for attach_collectives."""
+    rows = []
+    for e in ops:
+        a = e.get("args")
+        if e.get("name") != "record_param_comms" or not isinstance(a, dict) \
+                or a.get("Collective name") is None:
+            continue
+        rows.append({"pid": e.get("pid"), "tid": e.get("tid"), "ts": e.get("ts"),
+                     "dur": e.get("dur"), "external_id": a.get("External id"),
+                     "coll_name": str(a.get("Collective name")),
+                     "coll_in_nelems": _int_or_none(a.get("In msg nelems")),
+                     "coll_out_nelems": _int_or_none(a.get("Out msg nelems")),
+                     "coll_dtype": None if a.get("dtype") is None else str(a["dtype"]),
+                     "coll_group_size": _int_or_none(a.get("Group size")),
+                     "coll_pg": next((str(a[k]) for k in ("Process Group Name",
+                                                          "Process Group ID") if k in a), None)})
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
+          rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default")
+          ) -> Timeline:
+    """Build a validated Timeline from a decoded trace (see :func:`read`)."""
+    dist = raw_header.get("distributedInfo")
+    dist = dist if isinstance(dist, dict) else {}
+    if rank is not None:
+        rank_source = "argument"
+    elif _int_or_none(dist.get("rank")) is not None:
+        rank, rank_source = _int_or_none(dist.get("rank")), "distributedInfo"
+    elif rank_from_name(path.name) is not None:
+        rank, rank_source = rank_from_name(path.name), "file name"
+    else:
+        rank, rank_source = rank_fallback
+    assert rank is not None
+
+    buckets = _bucket(events, path)
+    picked: dict[str, list[dict[str, Any]]] = {"gpu": [], "api": [], "ranges": []}
+    kinds: dict[str, list[str]] = {"gpu": [], "api": [], "ranges": []}
+    ingest: list[dict[str, Any]] = []
+    comm_ops: list[dict[str, Any]] = []
+    for (cat, ph), evs in buckets.items():
+        target = CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None
+        source = cat if isinstance(cat, str) else f"(no cat, ph {ph})"
+        if target is None or ph != "X":
+            table, reason = (_skip_reason(cat, ph) if target is None
+                             else (target[0], f"phase {ph} is not a complete event"))
+            ingest += ingest_rows(rank, table, source, 0, {reason: len(evs)})
+            continue
+        table, kind = target
+        good = [e for e in evs if e.get("ts") is not None and e.get("dur") is not None]
+        if table == "ranges":
+            ks = [("profiler_step" if isinstance(n := e.get("name"), str)
+                   and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
+                   else kind) for e in good]
+            if kind == "cpu_op":
+                comm_ops += [e for e in good if e.get("name") == "record_param_comms"]
+        else:
+            ks = [kind] * len(good)
+        picked[table] += good
+        kinds[table] += ks
+        ingest += ingest_rows(rank, table, source, len(good),
+                              {"missing ts or dur": len(evs) - len(good)})
+
+    base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
+    ns_units = _looks_like_ns(picked, base)
+    gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, ns_units)
+    api = api_frame(picked["api"], kinds["api"], path, ns_units)
+    ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, ns_units)
+    gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
+
+    gpu = link_gpu(gpu, api)
+    rpc = _rpc_frame(comm_ops)
+    if rpc.height:
+        rpc_times = _to_epoch(api_frame(comm_ops_with_coll(comm_ops), ["x"] * rpc.height,
+                                        path, ns_units), base)
+        comms = rpc_times.select("process_id", "thread_id", "start_ns", "end_ns").hstack(
+            rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
+        gpu = attach_collectives(gpu, api, comms)
+    stats = link_stats(gpu, api)
+    gpu = gpu.with_columns(category_expr())
+    ranges = nesting_depth(ranges)
+    ranges = ranges.with_columns(range_id=pl.int_range(pl.len(), dtype=pl.Int64))
+
+    add_rank = pl.lit(rank, dtype=pl.Int32).alias("rank")
+    tl = Timeline(
+        gpu=schema.conform("gpu", gpu.with_columns(add_rank)),
+        api=schema.conform("api", api.with_columns(add_rank)),
+        ranges=schema.conform("ranges", ranges.with_columns(add_rank)),
+        devices=_devices(raw_header, rank),
+        ingest=ingest_frame(ingest),
+    )
+    span = tl.span_ns()
+    version = raw_header.get("schemaVersion")
+    tl.sources = schema.conform("sources", pl.DataFrame([{
+        "rank": rank, "file": path.name, "format": "kineto-json",
+        "tool_version": None if version is None else f"kineto schema {version}",
+        "format_version": None if version is None else str(version),
+        "rank_source": rank_source,
+        "start_ns": span[0] if span else None, "end_ns": span[1] if span else None,
+    }], infer_schema_length=None))
+    tl.meta = {
+        "format": "kineto-json", "file": path.name, "rank": rank, "rank_source": rank_source,
+        "world_size": _int_or_none(dist.get("world_size")),
+        "backend": dist.get("backend") if isinstance(dist.get("backend"), str) else None,
+        "base_time_ns": base or None, "time_unit_in_file": "ns" if ns_units else "us",
+        "events": len(events), "correlation_link": stats,
+    }
+    return tl.validate()
+
+
+def comm_ops_with_coll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The record_param_comms ops that :func:`_rpc_frame` keeps (same order)."""
+    return [e for e in ops if e.get("name") == "record_param_comms"
+            and isinstance(e.get("args"), dict) and e["args"].get("Collective name") is not None]
+
+
+def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
+    """True for traces whose ``ts`` are already nanoseconds (non-Kineto Chrome writers).
+
+    Kineto always writes microseconds; an absolute ``ts`` above 1e17 can only be epoch ns
+    (1e17 us is the year 5138), so such a file is read as ns. The first 100 events decide.
+    """
+    if base:
+        return False
+    sample = [e.get("ts") for evs in picked.values() for e in evs[:100]]
+    values = [float(v) for v in sample if isinstance(v, (int, float, str))
+              and str(v).lstrip("-").replace(".", "", 1).isdigit()]
+    return bool(values) and sorted(values)[len(values) // 2] > 1e17
+
+
+def _to_epoch(frame: pl.DataFrame, base: int) -> pl.DataFrame:
+    if base:
+        frame = frame.with_columns(pl.col(c) + base for c in ("start_ns", "end_ns"))
+    return frame
+
+
+def read(path: str | os.PathLike[str], *, rank: int | None = None,
+         _fallback: tuple[int, str] = (0, "default")) -> Timeline:
+    """Parse one Kineto trace (``.json``, ``.json.gz``, object or bare list).
+
+    Args:
+        path: the trace file.
+        rank: force this rank (else ``distributedInfo.rank``, else the file name, else 0).
+
+    Raises:
+        TraceError: unreadable, truncated, not JSON, not a trace, or wrongly typed content.
+    """
+    p = Path(path)
+    header, events = decode(read_bytes(p), p)
+    return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+
+
+def trace_files(directory: Path) -> list[Path]:
+    """Kineto trace files in ``directory`` (``*.json``, ``*.json.gz``), sorted by name."""
+    return sorted(p for p in directory.iterdir()
+                  if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))
+
+
+def _read_indexed(args: tuple[str, int]) -> Timeline:
+    path, order = args
+    return read(path, _fallback=(order, "file order"))
+
+
+def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Timeline:
+    """Parse a directory of per-rank Kineto traces into one multi-rank timeline.
+
+    Each file's rank comes from ``distributedInfo.rank``, else its name, else its position
+    in name order (``sources.rank_source`` says which). Files are parsed in parallel in a
+    process pool when there are several and they are large enough to repay it.
+
+    Raises:
+        TraceError: no trace files, a bad file, or two files claiming the same rank.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise TraceError(d, "not a directory")
+    files = trace_files(d)
+    if not files:
+        raise TraceError(d, "no Kineto trace files (*.json, *.json.gz) in the directory")
+    jobs = [(str(f), i) for i, f in enumerate(files)]
+    total = sum(f.stat().st_size for f in files)
+    n = min(len(files), workers or os.cpu_count() or 1)
+    if n > 1 and total >= PARALLEL_MIN_BYTES:
+        with ProcessPoolExecutor(max_workers=n, mp_context=get_context("spawn")) as pool:
+            parts = list(pool.map(_read_indexed, jobs))
+    else:
+        parts = [_read_indexed(j) for j in jobs]
+    ranks = [int(t.sources["rank"][0]) for t in parts]
+    if len(set(ranks)) != len(ranks):
+        dup = sorted({r for r in ranks if ranks.count(r) > 1})
+        names = [f.name for f, r in zip(files, ranks) if r in dup]
+        raise TraceError(d, f"several files claim rank {dup[0]}: {', '.join(names[:4])}")
+    tl = concat(parts)
+    tl.meta = {"format": "kineto-json", "ranks": ranks, "files": [f.name for f in files],
+               "parts": [t.meta for t in parts]}
+    return tl.validate()

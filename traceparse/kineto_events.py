@@ -1,0 +1,220 @@
+"""Kineto events -> column-wise polars frames for the ``gpu``, ``api`` and ``ranges`` tables.
+
+Events are first bucketed by ``cat`` (one pass), then each bucket is turned into columns
+with list comprehensions and one frame construction, never one Python object per row.
+Category spellings of every Kineto era are normalised by :data:`CATEGORIES` (lower-cased
+lookup): ``Kernel``/``kernel``, ``Memcpy``/``gpu_memcpy``, ``Runtime``/``cuda_runtime``,
+``Operator``/``cpu_op``, ``gpu_user_Annotation``/``gpu_user_annotation`` ...
+
+Time: ``start_ns = round(ts * 1000)`` and ``dur_ns = round(dur * 1000)`` exactly (see
+:mod:`traceparse.kineto_io`), ``end_ns = start_ns + dur_ns``; the caller adds the clock base.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from traceparse.kineto_io import us_to_ns
+
+#: lower-cased ``cat`` -> (table, kind). Everything else is counted and skipped.
+CATEGORIES: dict[str, tuple[str, str]] = {
+    "kernel": ("gpu", "kernel"),
+    "gpu_memcpy": ("gpu", "memcpy"),
+    "memcpy": ("gpu", "memcpy"),
+    "gpu_memset": ("gpu", "memset"),
+    "memset": ("gpu", "memset"),
+    "cuda_sync": ("gpu", "sync"),
+    "cuda_runtime": ("api", "runtime"),
+    "runtime": ("api", "runtime"),
+    "cuda_driver": ("api", "driver"),
+    "cpu_op": ("ranges", "cpu_op"),
+    "operator": ("ranges", "cpu_op"),
+    "user_annotation": ("ranges", "user_annotation"),
+    "user": ("ranges", "user_annotation"),
+    "gpu_user_annotation": ("ranges", "gpu_user_annotation"),
+    "python_function": ("ranges", "python_function"),
+    "profilerstep": ("ranges", "profiler_step"),
+}
+#: Flow categories (links are taken from ``args.correlation`` instead).
+FLOW_CATEGORIES = {"ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"}
+
+_EXT = ("External id", "external id")
+#: cpu_op args that get their own column (everything else useful goes to ``payload``).
+_RANGE_OWN_ARGS = frozenset({
+    "External id", "external id", "Sequence number", "flops", "Input Dims", "Input dims",
+    "Input type", "Concrete Inputs", "Ev Idx", "Record function id", "Profiler Event Index",
+    "Trace name", "Trace iteration", "correlation",
+})
+_COLL = (("coll_name", "Collective name"), ("coll_in_nelems", "In msg nelems"),
+         ("coll_out_nelems", "Out msg nelems"), ("coll_dtype", "dtype"),
+         ("coll_group_size", "Group size"))
+
+
+def _get(args: list[dict[str, Any]], *keys: str) -> list[Any]:
+    """Value of the first present key of each args dict (None if absent)."""
+    if len(keys) == 1:
+        k = keys[0]
+        return [a.get(k) for a in args]
+    out = []
+    for a in args:
+        v = None
+        for k in keys:
+            v = a.get(k)
+            if v is not None:
+                break
+        out.append(v)
+    return out
+
+
+def _int(values: list[Any], name: str) -> pl.Series:
+    """Int64 column from ints / digit strings ("7", "0x0" -> null); other values -> null."""
+    try:
+        return pl.Series(name, values, dtype=pl.Int64)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        pass
+    fixed = []
+    for v in values:
+        if type(v) is int:
+            fixed.append(v)
+        elif isinstance(v, str):
+            s = v.strip().split()[-1] if v.strip() else ""  # "stream 7" -> "7"
+            fixed.append(int(s) if s.lstrip("-").isdigit() else None)
+        elif isinstance(v, float) and v.is_integer():
+            fixed.append(int(v))
+        else:
+            fixed.append(None)
+    return pl.Series(name, fixed, dtype=pl.Int64)
+
+
+def _str(values: list[Any], name: str) -> pl.Series:
+    return pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
+
+
+def _json(values: list[Any], name: str) -> pl.Series:
+    """JSON text of each value (None stays null)."""
+    return pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in values],
+                     dtype=pl.String)
+
+
+def _times(events: list[dict[str, Any]], path: Path | str,
+           ns: bool) -> dict[str, pl.Series]:
+    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns)
+    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns)
+    return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
+
+
+def _args(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [a if isinstance(a := e.get("args"), dict) else {} for e in events]
+
+
+def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
+    vals = [v if isinstance(v := a.get(key), list) else None for a in args]
+    return tuple(
+        pl.Series(f"{key[0]}_{axis}",
+                  [v[i] if v is not None and len(v) > i else None for v in vals],
+                  dtype=pl.Int64)
+        for i, axis in enumerate("xyz")
+    )
+
+
+def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
+              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+    """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
+
+    ``device_id`` comes from ``args.device`` (else ``pid``), ``stream_id`` from
+    ``args.stream`` (else ``tid``; legacy ``"stream 7"`` strings are understood).
+    """
+    args = _args(events)
+    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols.update(_times(events, path, ns_units))
+    cols["name"] = _str([e.get("name") for e in events], "name")
+    cols["device_id"] = _int(_get(args, "device"), "a").fill_null(
+        _int([e.get("pid") for e in events], "b")).fill_null(0)
+    cols["stream_id"] = _int(_get(args, "stream"), "a").fill_null(
+        _int([e.get("tid") for e in events], "b"))
+    cols["context_id"] = _int(_get(args, "context"), "context_id")
+    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
+    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
+    gx, gy, gz = _dims(args, "grid")
+    bx, by, bz = _dims(args, "block")
+    cols.update(grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz)
+    cols["registers_per_thread"] = _int(_get(args, "registers per thread"), "r")
+    # Kineto writes only static + dynamic shared memory combined ("shared memory"): it is
+    # stored as static_smem_bytes with dynamic_smem_bytes left null (see docs/kineto.md).
+    cols["static_smem_bytes"] = _int(_get(args, "shared memory"), "s")
+    cols["bytes"] = _int(_get(args, "bytes"), "bytes")
+    cols["graph_id"] = _int(_get(args, "graph id"), "g")
+    cols["graph_node_id"] = _int(_get(args, "graph node id"), "gn")
+    for col, key in _COLL:
+        cols[col] = (_str(_get(args, key), col) if col in ("coll_name", "coll_dtype")
+                     else _int(_get(args, key), col))
+    cols["coll_pg"] = _str(_get(args, "Process Group Name", "Process Group ID"), "coll_pg")
+    cols["rocm_kind"] = _str(_get(args, "kind"), "rocm_kind")
+    frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
+    name = pl.col("name")
+    copy = name.str.extract_groups(r"^Memcpy (\w+) \((\w[\w ]*?) -> (\w[\w ]*?)\)")
+    mset = name.str.extract(r"^Memset \((\w[\w ]*?)\)", 1)
+    is_copy = pl.col("kind") == "memcpy"
+    return frame.with_columns(
+        end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+        copy_kind=pl.when(is_copy).then(
+            copy.struct.field("1").fill_null(pl.col("rocm_kind"))),
+        src_kind=pl.when(is_copy).then(copy.struct.field("2")),
+        dst_kind=pl.when(is_copy).then(copy.struct.field("3"))
+        .when(pl.col("kind") == "memset").then(mset),
+    ).drop("rocm_kind")
+
+
+def api_frame(events: list[dict[str, Any]], kinds: list[str],
+              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+    """Columns of the ``api`` table (without rank and clock base)."""
+    args = _args(events)
+    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols.update(_times(events, path, ns_units))
+    cols["name"] = _str([e.get("name") for e in events], "name")
+    cols["process_id"] = _int([e.get("pid") for e in events], "process_id")
+    cols["thread_id"] = _int([e.get("tid") for e in events], "thread_id")
+    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
+    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
+    frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
+    return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+
+def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
+                 path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+    """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
+
+    CPU ranges keep ``pid``/``tid`` as process/thread; GPU user annotations keep the device
+    and stream instead. Argument lists are stored as JSON text (``input_dims`` ...), and
+    remaining useful args (call stack, module hierarchy, collective args, strides ...) as one
+    JSON object in ``payload``.
+    """
+    args = _args(events)
+    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols.update(_times(events, path, ns_units))
+    cols["name"] = _str([e.get("name") for e in events], "name")
+    pid = _int([e.get("pid") for e in events], "pid")
+    tid = _int([e.get("tid") for e in events], "tid")
+    on_gpu = pl.Series([k == "gpu_user_annotation" for k in kinds], dtype=pl.Boolean)
+    cols["process_id"] = pid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    cols["thread_id"] = tid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    dev = _int(_get(args, "device"), "d").fill_null(pid)
+    cols["device_id"] = dev.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    cols["stream_id"] = tid.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
+    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
+    cols["sequence_number"] = _int(_get(args, "Sequence number"), "sequence_number")
+    cols["flops"] = pl.Series("flops", [v if isinstance(v, (int, float)) else None
+                                        for v in _get(args, "flops")], dtype=pl.Float64)
+    cols["input_dims"] = _json(_get(args, "Input Dims", "Input dims"), "input_dims")
+    cols["input_types"] = _json(_get(args, "Input type"), "input_types")
+    cols["concrete_inputs"] = _json(_get(args, "Concrete Inputs"), "concrete_inputs")
+    rest = [{k: v for k, v in a.items() if k not in _RANGE_OWN_ARGS} if a else None
+            for a in args]
+    cols["payload"] = _json([r if r else None for r in rest], "payload")
+    frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
+    return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
