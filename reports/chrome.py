@@ -29,10 +29,12 @@ with polars' NDJSON writer (strings escaped there), then joined into one JSON ar
 from __future__ import annotations
 
 import io
+import os
 
 import orjson
 import polars as pl
 
+from traceparse.atomic import write_bytes
 from traceparse.timeline import Timeline
 
 #: pid used for host lanes without an OS process id: ``HOST_PID_BASE + rank``.
@@ -215,6 +217,55 @@ def _metadata(tl: Timeline, multi: bool, with_attribution: bool) -> list[dict[st
     return meta
 
 
+def attribution_intervals(tl: Timeline) -> pl.DataFrame:
+    """Each device's window cut into classified intervals for the attribution lane.
+
+    Uses :mod:`analyses.attribution`'s definitions (busy activities, launch windows, window =
+    first to last busy activity) and its priority compute > communication > memory >
+    launch overhead > idle; adjacent intervals of one category are merged. Per (rank,
+    device) the interval lengths of each category sum to the matching ``breakdown`` part
+    (tested).
+
+    Returns:
+        ``rank``, ``device_id``, ``start_ns``, ``end_ns``, ``category`` (compute,
+        communication, memory, launch_overhead, idle), sorted.
+    """
+    from analyses import intervals
+    from analyses.attribution import busy_activities, launch_windows
+
+    group = ["rank", "device_id"]
+    acts = busy_activities(tl)
+    if acts.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "device_id": pl.Int32,
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64,
+                                    "category": pl.String})
+    wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    launch = launch_windows(tl, acts).join(wins.rename({"start_ns": "_ws", "end_ns": "_we"}),
+                                           on=group)
+    launch = launch.with_columns(pl.max_horizontal("start_ns", "_ws").alias("start_ns"),
+                                 pl.min_horizontal("end_ns", "_we").alias("end_ns")) \
+        .filter(pl.col("end_ns") > pl.col("start_ns"))
+    sets = {"_win": wins, "launch": launch.select(*group, "start_ns", "end_ns")}
+    for cat in ("compute", "communication", "memory"):
+        sets[cat] = acts.filter(pl.col("category") == cat).select(*group, "start_ns", "end_ns")
+    seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
+    cat_expr = (pl.when(pl.col("compute") > 0).then(pl.lit("compute"))
+                .when(pl.col("communication") > 0).then(pl.lit("communication"))
+                .when(pl.col("memory") > 0).then(pl.lit("memory"))
+                .when(pl.col("launch") > 0).then(pl.lit("launch_overhead"))
+                .otherwise(pl.lit("idle")))
+    seg = seg.select(*group, "start_ns", "end_ns", cat_expr.alias("category")) \
+        .sort(*group, "start_ns")
+    # merge runs of the same category that touch
+    new_run = ((pl.col("category") != pl.col("category").shift(1).over(group))
+               | (pl.col("start_ns") != pl.col("end_ns").shift(1).over(group))
+               | pl.col("category").shift(1).over(group).is_null())
+    return (seg.with_columns(new_run.cum_sum().over(group).alias("_run"))
+            .group_by(*group, "_run", "category")
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+            .select(*group, "start_ns", "end_ns", "category").sort(*group, "start_ns"))
+
+
 def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
               flows: bool = True) -> bytes:
     """Serialise ``tl`` as a Chrome-trace JSON object (UTF-8 bytes).
@@ -263,3 +314,11 @@ def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
     text = ('{"displayTimeUnit":"ns","otherData":' + other + ',"traceEvents":[\n' + body
             + "\n]}\n")
     return text.encode("utf-8")
+
+
+def write_chrome(tl: Timeline, path: str | os.PathLike[str], *, flows: bool = True) -> int:
+    """Write ``tl`` as Chrome-trace JSON at ``path`` (atomically), with the attribution
+    lane; return the number of bytes written."""
+    data = to_chrome(tl, attribution=attribution_intervals(tl), flows=flows)
+    write_bytes(path, data)
+    return len(data)

@@ -22,7 +22,8 @@ Rules and their savings estimates:
     step (roughly half of an elementwise kernel's traffic) and their launches. A rough,
     documented rule of thumb, not a measurement.
 ``pinned-memory`` (pageable copies)
-    Fires when host<->device copies touch pageable memory. Saving = pageable copy time minus
+    Fires when host<->device copies touch pageable memory and the saving is at least 1% of
+    the window. Saving = pageable copy time minus
     the time the same bytes would take at the bandwidth this trace's pinned copies reached
     (if the trace has pinned copies of its own); otherwise half the pageable copy time
     (pinned transfers typically reach about twice the pageable bandwidth, and can overlap
@@ -30,6 +31,10 @@ Rules and their savings estimates:
 ``overlap-comm`` (exposed NCCL time)
     Fires when exposed communication is at least 2% of the window. Saving = the exposed
     communication time (if all of it were hidden under compute).
+``overlap-copies`` (exposed memcpy/memset)
+    Fires when copies/memsets with nothing else running are at least 10% of the window.
+    Saving = that exposed copy time (if every copy overlapped compute on another stream,
+    or were avoided by keeping data on the device).
 ``input-pipeline`` (host-bound idle)
     Fires when idle time is at least 10% of the window. Saving = the idle time (an upper
     bound: the GPU had nothing to do and no launch was in flight, which points at host
@@ -50,6 +55,8 @@ FUSION_MIN_FRAC = 0.02
 FUSION_MIN_COUNT = 100
 COMM_MIN_FRAC = 0.02
 IDLE_MIN_FRAC = 0.10
+PINNED_MIN_FRAC = 0.01
+COPY_MIN_FRAC = 0.10
 
 _BOUND = {
     "compute_ns": ("compute-bound", "compute kernels"),
@@ -148,6 +155,8 @@ def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
         saving = pg["total_ns"] / 2
         est = ("half the pageable copy time (pinned copies typically reach about twice the "
                "bandwidth; this trace has no pinned copy to measure).")
+    if saving < PINNED_MIN_FRAC * w:
+        return []
     ev = [f"{pg['count']:,} host<->device copies use pageable memory: {pg['bytes']:,} bytes "
           f"in {_ms(pg['total_ns'])}"
           + (f" ({pg['gbps']:.2f} GB/s)." if pg["gbps"] else ".")]
@@ -173,6 +182,24 @@ def _comm(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
                  "collectives on a separate stream), shrink them (gradient compression, "
                  "bigger buckets) or fix rank imbalance that makes ranks wait.",
                  "the exposed communication time (if all of it were hidden under compute).")]
+
+
+def _copies(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
+    mem = t["memory_ns"]
+    if mem < COPY_MIN_FRAC * w:
+        return []
+    ev = [f"Copies/memsets ran with no kernel alongside for {_ms(mem)} = "
+          f"{_pct(mem, w):.1f}% of the window."]
+    pc = payload["evidence"]["pageable_copies"]
+    moved = pc["pageable"]["bytes"] + pc["pinned"]["bytes"]
+    if moved:
+        ev.append(f"Host<->device traffic: {moved:,} bytes ({pc['pinned']['count']:,} pinned, "
+                  f"{pc['pageable']['count']:,} pageable copies).")
+    return [_rec("overlap-copies", "Exposed data transfers: overlap or avoid them", mem, w, ev,
+                 "Issue copies on their own stream with non_blocking=True from pinned memory "
+                 "so they overlap compute (prefetch the next batch), and keep tensors on the "
+                 "device instead of round-tripping them.",
+                 "the copy/memset time during which no kernel ran.")]
 
 
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
@@ -203,6 +230,7 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _fusion(payload, w)
         items += _pinned(payload, w)
         items += _comm(payload, t, w)
+        items += _copies(payload, t, w)
         items += _idle(payload, t, w)
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     return {"verdict": verdict(payload), "items": items}

@@ -103,6 +103,48 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
     return {"pageable": agg(pageable), "pinned": agg(pinned)}
 
 
+def _gaps(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
+    mod = _module("analyses.gaps")
+    if mod is None:
+        return None
+    frame: pl.DataFrame = mod.idle_gaps(tl, min_ns=opts.gap_min_ns)
+    by_cause = (frame.group_by("cause").agg(pl.len().alias("count"),
+                                            pl.col("dur_ns").sum().alias("total_ns"),
+                                            pl.col("idle_ns").sum().alias("idle_ns"),
+                                            pl.col("launch_overhead_ns").sum()
+                                            .alias("launch_overhead_ns"))
+                .sort(["total_ns", "cause"], descending=[True, False]))
+    listed = frame.head(opts.max_gaps)
+    t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
+    data = rows(listed.with_columns((pl.col("start_ns") - t0).alias("at_ns")))
+    for r in data:
+        r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
+    columns = [col("label", "rank / device"), col("at_ns", "at (ms from first activity)", "ms"),
+               col("dur_ns", "gap (µs)", "us"), col("idle_ns", "idle (µs)", "us"),
+               col("launch_overhead_ns", "launch overhead (µs)", "us"), col("kind", "kind"),
+               col("cause", "cause"), col("cause_name", "host call / range"),
+               col("cause_thread_id", "thread", "int")]
+    more = frame.height - listed.height
+    return {
+        "count": frame.height,
+        "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
+        "min_ns": opts.gap_min_ns,
+        "by_cause": rows(by_cause),
+        "table": {"columns": columns, "rows": data},
+        "cause_table": {"columns": [col("cause", "cause"), col("count", "gaps", "int"),
+                                    col("total_ns", "total (ms)", "ms"),
+                                    col("idle_ns", "idle (ms)", "ms"),
+                                    col("launch_overhead_ns", "launch overhead (ms)", "ms")],
+                        "rows": rows(by_cause)},
+        "note": (f"{frame.height:,} stretches of at least {opts.gap_min_ns / 1e3:g} µs where "
+                 "a device ran nothing, longest first"
+                 + (f" (the {listed.height} longest shown; {more:,} more)" if more else "")
+                 + ". Cause: host_sync = the host was blocked in a synchronising call when the "
+                 "gap began; cpu_work = a host range (NVTX, torch op, data loading) overlapped "
+                 "it; unknown otherwise."),
+    }
+
+
 def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
     out: dict[str, Any] = {
@@ -112,4 +154,7 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     attr = _attribution(tl)
     if attr is not None:
         out["attribution"] = attr
+    gaps = _gaps(tl, opts)
+    if gaps is not None:
+        out["gaps"] = gaps
     return out
