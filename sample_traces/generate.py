@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from traceparse import samplegen  # noqa: E402
+from traceparse import samplegen
 
 
 def main() -> None:

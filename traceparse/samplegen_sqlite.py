@@ -26,30 +26,30 @@ VM_ID = 1 << 48          # globalVid of a single-host capture (VM id 1 in bits 4
 NO_ID = 4294967295       # unsigned sentinel for "no stream/event" in SYNCHRONIZATION rows
 SESSION_EPOCH_NS = 1_763_800_000_000_000_000
 
-I, INN, T, R = "INTEGER", "INTEGER NOT NULL", "TEXT", "REAL"
+INT, INN, T, R = "INTEGER", "INTEGER NOT NULL", "TEXT", "REAL"
 
 _ENUM = [("id", "INTEGER NOT NULL PRIMARY KEY"), ("name", T), ("label", T)]
 
 DDL: dict[str, list[tuple[str, str]]] = {
     "StringIds": [("id", "INTEGER NOT NULL PRIMARY KEY"), ("value", "TEXT NOT NULL")],
     "META_DATA_EXPORT": [("name", "TEXT NOT NULL"), ("value", T)],
-    "TARGET_INFO_SESSION_START_TIME": [("utcEpochNs", I), ("utcTime", T), ("localTime", T)],
+    "TARGET_INFO_SESSION_START_TIME": [("utcEpochNs", INT), ("utcTime", T), ("localTime", T)],
     "ANALYSIS_DETAILS": [("globalVid", INN), ("duration", INN), ("startTime", INN),
                          ("stopTime", INN)],
-    "PROCESSES": [("globalPid", I), ("pid", I), ("name", T)],
-    "ThreadNames": [("nameId", INN), ("priority", I), ("globalTid", I)],
+    "PROCESSES": [("globalPid", INT), ("pid", INT), ("name", T)],
+    "ThreadNames": [("nameId", INN), ("priority", INT), ("globalTid", INT)],
     "TARGET_INFO_GPU": [
-        ("vmId", INN), ("id", INN), ("name", T), ("busLocation", T), ("isDiscrete", I),
-        ("l2CacheSize", I), ("totalMemory", I), ("memoryBandwidth", I), ("clockRate", I),
-        ("smCount", I), ("pwGpuId", I), ("uuid", T), ("luid", I), ("chipName", T),
-        ("cuDevice", I), ("ctxswDevPath", T), ("ctrlDevPath", T), ("revision", I),
-        ("nodeMask", I), ("constantMemory", I), ("maxIPC", I), ("maxRegistersPerBlock", I),
-        ("maxShmemPerBlock", I), ("maxShmemPerBlockOptin", I), ("maxShmemPerSm", I),
-        ("maxRegistersPerSm", I), ("threadsPerWarp", I), ("asyncEngines", I),
-        ("maxWarpsPerSm", I), ("maxBlocksPerSm", I), ("maxThreadsPerBlock", I),
-        ("maxBlockDimX", I), ("maxBlockDimY", I), ("maxBlockDimZ", I), ("maxGridDimX", I),
-        ("maxGridDimY", I), ("maxGridDimZ", I), ("computeMajor", I), ("computeMinor", I),
-        ("smMajor", I), ("smMinor", I)],
+        ("vmId", INN), ("id", INN), ("name", T), ("busLocation", T), ("isDiscrete", INT),
+        ("l2CacheSize", INT), ("totalMemory", INT), ("memoryBandwidth", INT), ("clockRate", INT),
+        ("smCount", INT), ("pwGpuId", INT), ("uuid", T), ("luid", INT), ("chipName", T),
+        ("cuDevice", INT), ("ctxswDevPath", T), ("ctrlDevPath", T), ("revision", INT),
+        ("nodeMask", INT), ("constantMemory", INT), ("maxIPC", INT), ("maxRegistersPerBlock", INT),
+        ("maxShmemPerBlock", INT), ("maxShmemPerBlockOptin", INT), ("maxShmemPerSm", INT),
+        ("maxRegistersPerSm", INT), ("threadsPerWarp", INT), ("asyncEngines", INT),
+        ("maxWarpsPerSm", INT), ("maxBlocksPerSm", INT), ("maxThreadsPerBlock", INT),
+        ("maxBlockDimX", INT), ("maxBlockDimY", INT), ("maxBlockDimZ", INT), ("maxGridDimX", INT),
+        ("maxGridDimY", INT), ("maxGridDimZ", INT), ("computeMajor", INT), ("computeMinor", INT),
+        ("smMajor", INT), ("smMinor", INT)],
     "TARGET_INFO_CUDA_STREAM": [("streamId", INN), ("hwId", INN), ("vmId", INN),
                                 ("processId", INN), ("contextId", INN), ("priority", INN),
                                 ("flag", INN)],
@@ -59,37 +59,37 @@ DDL: dict[str, list[tuple[str, str]]] = {
     "ENUM_CUDA_MEM_KIND": _ENUM,
     "ENUM_CUPTI_SYNC_TYPE": _ENUM,
     "CUPTI_ACTIVITY_KIND_RUNTIME": [
-        ("start", INN), ("end", INN), ("eventClass", INN), ("globalTid", I),
-        ("correlationId", I), ("nameId", INN), ("returnValue", INN), ("callchainId", I)],
+        ("start", INN), ("end", INN), ("eventClass", INN), ("globalTid", INT),
+        ("correlationId", INT), ("nameId", INN), ("returnValue", INN), ("callchainId", INT)],
     "CUPTI_ACTIVITY_KIND_KERNEL": [
         ("start", INN), ("end", INN), ("deviceId", INN), ("contextId", INN),
-        ("greenContextId", I), ("streamId", INN), ("correlationId", I), ("globalPid", I),
-        ("demangledName", INN), ("shortName", INN), ("mangledName", I), ("launchType", I),
-        ("cacheConfig", I), ("registersPerThread", INN), ("gridX", INN), ("gridY", INN),
+        ("greenContextId", INT), ("streamId", INN), ("correlationId", INT), ("globalPid", INT),
+        ("demangledName", INN), ("shortName", INN), ("mangledName", INT), ("launchType", INT),
+        ("cacheConfig", INT), ("registersPerThread", INN), ("gridX", INN), ("gridY", INN),
         ("gridZ", INN), ("blockX", INN), ("blockY", INN), ("blockZ", INN),
         ("staticSharedMemory", INN), ("dynamicSharedMemory", INN),
         ("localMemoryPerThread", INN), ("localMemoryTotal", INN), ("gridId", INN),
-        ("sharedMemoryExecuted", I), ("graphNodeId", I), ("sharedMemoryLimitConfig", I)],
+        ("sharedMemoryExecuted", INT), ("graphNodeId", INT), ("sharedMemoryLimitConfig", INT)],
     "CUPTI_ACTIVITY_KIND_MEMCPY": [
         ("start", INN), ("end", INN), ("deviceId", INN), ("contextId", INN),
-        ("greenContextId", I), ("streamId", INN), ("correlationId", I), ("globalPid", I),
-        ("bytes", INN), ("copyKind", INN), ("deprecatedSrcId", I), ("srcKind", I),
-        ("dstKind", I), ("srcDeviceId", I), ("srcContextId", I), ("dstDeviceId", I),
-        ("dstContextId", I), ("migrationCause", I), ("graphNodeId", I),
-        ("virtualAddress", I)],
+        ("greenContextId", INT), ("streamId", INN), ("correlationId", INT), ("globalPid", INT),
+        ("bytes", INN), ("copyKind", INN), ("deprecatedSrcId", INT), ("srcKind", INT),
+        ("dstKind", INT), ("srcDeviceId", INT), ("srcContextId", INT), ("dstDeviceId", INT),
+        ("dstContextId", INT), ("migrationCause", INT), ("graphNodeId", INT),
+        ("virtualAddress", INT)],
     "CUPTI_ACTIVITY_KIND_MEMSET": [
         ("start", INN), ("end", INN), ("deviceId", INN), ("contextId", INN),
-        ("greenContextId", I), ("streamId", INN), ("correlationId", I), ("globalPid", I),
-        ("value", INN), ("bytes", INN), ("graphNodeId", I), ("memKind", I)],
+        ("greenContextId", INT), ("streamId", INN), ("correlationId", INT), ("globalPid", INT),
+        ("value", INN), ("bytes", INN), ("graphNodeId", INT), ("memKind", INT)],
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
         ("start", INN), ("end", INN), ("deviceId", INN), ("contextId", INN),
-        ("greenContextId", I), ("streamId", INN), ("correlationId", I), ("globalPid", I),
+        ("greenContextId", INT), ("streamId", INN), ("correlationId", INT), ("globalPid", INT),
         ("syncType", INN), ("eventId", INN)],
     "NVTX_EVENTS": [
-        ("start", INN), ("end", I), ("eventType", INN), ("rangeId", I), ("category", I),
-        ("color", I), ("text", T), ("globalTid", I), ("endGlobalTid", I), ("textId", I),
-        ("domainId", I), ("uint64Value", I), ("int64Value", I), ("doubleValue", R),
-        ("uint32Value", I), ("int32Value", I), ("floatValue", R), ("jsonTextId", I),
+        ("start", INN), ("end", INT), ("eventType", INN), ("rangeId", INT), ("category", INT),
+        ("color", INT), ("text", T), ("globalTid", INT), ("endGlobalTid", INT), ("textId", INT),
+        ("domainId", INT), ("uint64Value", INT), ("int64Value", INT), ("doubleValue", R),
+        ("uint32Value", INT), ("int32Value", INT), ("floatValue", R), ("jsonTextId", INT),
         ("jsonText", T)],
 }
 
@@ -231,7 +231,7 @@ def _fill(db: sqlite3.Connection, sc: Scenario, file_name: str) -> None:
     for r in sc.ranges:
         nvtx.append({"start": r.start_ns, "end": r.end_ns, "eventType": 59, "text": r.name,
                      "globalTid": global_tid(pid, r.tid or pid)})
-    start, stop = sc.span_ns()
+    stop = sc.span_ns()[1]
 
     tables: list[tuple[str, list[dict[str, Any]]]] = [
         ("META_DATA_EXPORT", [{"name": k, "value": v} for k, v in _meta(file_name)]),
