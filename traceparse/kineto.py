@@ -34,7 +34,7 @@ from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
 from traceparse.kineto_events import CATEGORIES, FLOW_CATEGORIES, api_frame, gpu_frame, ranges_frame
-from traceparse.kineto_io import decode, read_bytes
+from traceparse.kineto_io import NeedsDecimalText, decode, read_bytes
 from traceparse.kineto_link import (
     COLL_COLS,
     attach_collectives,
@@ -266,8 +266,14 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
         TraceError: unreadable, truncated, not JSON, not a trace, or wrongly typed content.
     """
     p = Path(path)
-    header, events = decode(read_bytes(p), p)
-    return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+    raw = read_bytes(p)
+    header, events = decode(raw, p)
+    try:
+        return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+    except NeedsDecimalText:
+        del header, events
+        header, events = decode(raw, p, quote_times=True)
+        return parse(header, events, p, rank=rank, rank_fallback=_fallback)
 
 
 def trace_files(directory: Path) -> list[Path]:

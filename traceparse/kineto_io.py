@@ -6,13 +6,16 @@ This is the byte-level half of the Kineto parser (see :mod:`traceparse.kineto`):
   decompression limit so a gzip bomb is refused instead of exhausting memory;
 * a top-level object with ``traceEvents`` or a bare list of events;
 * timestamps kept **exact**: ``ts``/``dur`` are microseconds, and newer traces write them
-  as decimals with nanosecond digits (``"ts": 1712195495505583.123``). A float64 cannot hold
-  such a value (its spacing at 1.7e15 is 0.25 us), so when a file contains decimal
-  ``ts``/``dur`` we quote those numbers in the raw bytes before decoding; the decimal text
-  is then converted to integer ns by :func:`us_text_to_ns` with integer arithmetic only.
+  as decimals with nanosecond digits (``"ts": 1712195495505583.123``). Below 2**43 us
+  (relative timestamps, durations) a float64 still resolves 1 ns, and ``floor(x)*1000 +
+  rint(frac*1000)`` is exact for Kineto's 3-decimal text. Above it (absolute epoch us with
+  decimals) a float64 cannot hold the value (spacing 0.25 us at 1.7e15), so the file is
+  decoded again with those numbers quoted in the raw bytes, and the decimal text is
+  converted by :func:`us_text_to_ns` with integer arithmetic only.
 
 Example:
-    >>> header, events = decode(b'{"traceEvents": [{"ph": "X", "ts": 1.5, "dur": 2}]}', "t")
+    >>> doc = b'{"traceEvents": [{"ph": "X", "ts": 1.5, "dur": 2}]}'
+    >>> header, events = decode(doc, "t", quote_times=True)
     >>> events[0]["ts"], events[0]["dur"]
     ('1.5', '2')
 """
@@ -26,6 +29,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -36,8 +40,15 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: variable ``TRACEPARSE_MAX_JSON_BYTES``). 16 GiB is far above any real trace we know of.
 MAX_JSON_BYTES = 16 << 30
 
-_HAS_DECIMAL_TIME = re.compile(rb'"(?:ts|dur)"\s*:\s*-?\d+(?:\.|[eE])')
-_TIME_NUMBER = re.compile(rb'"(ts|dur)"\s*:\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+_TS_NUMBER = re.compile(rb'"ts":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+_DUR_NUMBER = re.compile(rb'"dur":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+#: Largest |value| in us whose float64 still resolves 1 ns (ulp(2**43) = 2**-10 < 0.001).
+FLOAT_EXACT_US = float(2**43)
+
+
+class NeedsDecimalText(Exception):
+    """A float time too large for float64 to hold its ns digits: decode again with
+    ``quote_times=True`` so the decimal text is kept."""
 
 
 def max_json_bytes() -> int:
@@ -84,15 +95,16 @@ def read_bytes(path: Path) -> bytes:
     return bytes(out)
 
 
-def decode(raw: bytes, path: Path | str) -> tuple[dict[str, Any], list[Any]]:
+def decode(raw: bytes, path: Path | str, *,
+           quote_times: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """Decode JSON text into ``(header, events)``.
 
     ``header`` holds every top-level key except ``traceEvents`` (empty for a bare list).
-    Decimal ``ts``/``dur`` values come back as strings (exact decimal text), integer ones as
-    ints when the file has no decimal time at all.
+    With ``quote_times`` every ``ts``/``dur`` number comes back as its exact decimal text
+    (a string); otherwise as orjson decodes it (int or float).
     """
-    if _HAS_DECIMAL_TIME.search(raw):
-        raw = _TIME_NUMBER.sub(rb'"\1":"\2"', raw)
+    if quote_times:
+        raw = _DUR_NUMBER.sub(rb'"dur":"\1"', _TS_NUMBER.sub(rb'"ts":"\1"', raw))
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -120,6 +132,14 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
     """
     if all(type(v) is int for v in values):
         return pl.Series(name, values, dtype=pl.Int64) * (1 if ns_units else 1000)
+    if not ns_units and all(type(v) is float or type(v) is int for v in values):
+        us = np.asarray(values, dtype=np.float64)
+        if us.size and np.abs(us).max() >= FLOAT_EXACT_US:
+            raise NeedsDecimalText(name)
+        # floor + fraction split: exact for values with <= 3 decimals below 2**43 us.
+        whole = np.floor(us)
+        ns = whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000).astype(np.int64)
+        return pl.Series(name, ns, dtype=pl.Int64)
     if ns_units:
         from decimal import Decimal
 
@@ -132,7 +152,9 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
             text.append(v)
         elif t is int:
             text.append(str(v))
-        elif t is float:  # only reachable for JSON written in an unusual layout
+        elif t is float:  # a float time the quoting pattern did not catch
+            if abs(v) >= FLOAT_EXACT_US:
+                raise NeedsDecimalText(name)
             text.append(repr(v))
         else:
             raise TraceError(path, f"'{name}' holds a {t.__name__} ({str(v)[:40]}), "
