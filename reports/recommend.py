@@ -41,8 +41,8 @@ Rules and their savings estimates:
     work such as data loading, preprocessing or synchronisation).
 
 The verdict names the part of the attribution that dominates the window. When the payload
-has a ``summary`` section (``traceparse summary``), its verdict text is used verbatim, so the
-report and the command line say the same thing.
+has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
+verbatim, so the report and the command line say the same thing.
 """
 
 from __future__ import annotations
@@ -77,13 +77,6 @@ def _pct(part: float, whole: float) -> float:
 
 def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     """Headline of the report: what bounds this run."""
-    summary = payload.get("summary")
-    if summary and summary.get("verdict"):
-        v = summary["verdict"]
-        if isinstance(v, dict):
-            return {"headline": v.get("headline") or v.get("text") or str(v),
-                    "detail": v.get("detail"), "bound": v.get("bound")}
-        return {"headline": str(v), "detail": None, "bound": None}
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
         k = payload.get("kernels", {})
@@ -96,8 +89,11 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     bound, what = _BOUND[key]
     parts = ", ".join(f"{_BOUND[p][1].split(' (')[0]} {_pct(t[p], w):.1f}%"
                       for p in sorted(_BOUND, key=lambda p: (-t[p], p)) if t[p])
-    return {"headline": f"This run is {bound}: {_pct(t[key], w):.1f}% of the GPU time is "
-                        f"{what}.",
+    headline = f"This run is {bound}: {_pct(t[key], w):.1f}% of the GPU time is {what}."
+    summary = payload.get("summary")
+    if summary and summary.get("verdict"):
+        headline = str(summary["verdict"])  # verbatim: `traceparse summary` says the same
+    return {"headline": headline,
             "detail": f"GPU window {_ms(w)} (summed over devices): {parts}.",
             "bound": bound}
 
@@ -115,6 +111,12 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
         return []
     ev = [f"Launch overhead {_ms(lo)} = {_pct(lo, w):.1f}% of the GPU window: the GPU was idle "
           "while the host was still inside a launch call for the next kernel."]
+    la = payload.get("launches")
+    if la and la.get("linked"):
+        ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
+                  "shorter than their own launch call; CUDA graphs could recover about "
+                  f"{_ms(la['graph_recoverable_ns'])} of launch gaps on "
+                  f"{la['launch_bound_kernels']:,} launch-bound kernels.")
     k = payload.get("kernels")
     if k and k.get("instances"):
         ev.append(f"{k['instances']:,} kernel launches, average kernel "
@@ -212,7 +214,11 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
     if gaps:
         g = gaps[0]
         ev.append(f"Longest gap: {g.get('dur_ns', 0) / 1e3:,.1f} µs"
-                  + (f", cause: {g['cause']}" if g.get("cause") else "") + ".")
+                  + (f", cause: {g['cause']}" if g.get("cause") else "")
+                  + (f" ({g['cause_name']})" if g.get("cause_name") else "") + ".")
+        for c in payload["gaps"].get("by_cause", [])[:3]:
+            ev.append(f"Gaps caused by {c['cause']}: {c['count']:,} totalling "
+                      f"{_ms(c['total_ns'])}.")
     return [_rec("input-pipeline", "GPU idle waiting for the host: feed it faster", idle, w,
                  ev, "Look at what the host does in the gaps (data loading, preprocessing, "
                  ".item()/synchronize calls): more DataLoader workers, prefetching, "

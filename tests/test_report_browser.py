@@ -34,7 +34,8 @@ BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-brow
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
                                 "apt-get install -y chromium)")
 
-SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "devices", "provenance")
+SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "comm",
+            "steps", "devices", "provenance")
 
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:

@@ -77,8 +77,9 @@ def test_compute_bound_has_no_recommendation_and_verdict() -> None:
     # compute_bound: compute union [120,520) + [530,890) = 760 us of the 800 us window: 95.0%
     p = build_payload(scenario_timeline("compute_bound"))
     v = p["recommendations"]["verdict"]
-    assert v["headline"] == ("This run is compute-bound: 95.0% of the GPU time is compute "
-                             "kernels.")
+    assert v["headline"] == "compute-bound: 95.0% of the window is compute"
+    assert v["detail"].startswith("GPU window 0.800 ms (summed over devices): compute kernels "
+                                  "95.0%")
     assert p["recommendations"]["items"] == []
 
 
@@ -123,6 +124,35 @@ def test_payload_attribution_matches_breakdown_and_sums() -> None:
     parts = sum(row[k] for k in ("compute_ns", "memory_ns", "communication_ns",
                                  "launch_overhead_ns", "idle_ns"))
     assert parts == row["window_ns"]
+
+
+def test_report_and_summary_agree_on_every_shared_number() -> None:
+    """The CLI's ``summary --format json`` and the report payload: same verdict, same
+    attribution per device, same top kernels, same window counts."""
+    runner = CliRunner()
+    r = runner.invoke(main, ["summary", str(default_sample()), "--format", "json", "--top",
+                             "50"])
+    assert r.exit_code == 0, r.output
+    cli = orjson.loads(r.output)
+    p = build_payload(scenario_timeline("mini_train"))
+    html = render_html(p)
+    assert p["recommendations"]["verdict"]["headline"] == cli["verdict"]
+    assert f"<b>{cli['verdict']}</b>" in html
+    for got, want in zip(p["attribution"]["rows"], cli["sections"]["breakdown"], strict=True):
+        for key, val in want.items():
+            assert got[key] == val, key
+    for got, want in zip(p["summary"]["top_kernels"], cli["sections"]["top_kernels"],
+                         strict=True):
+        assert (got["name"], got["instances"], got["total_ns"]) == \
+            (want["name"], want["instances"], want["total_ns"])
+    # the report's kernel table (nsys-stats numbers) agrees with the summary's top kernels
+    table = {r["name"]: (r["instances"], r["total_ns"]) for r in p["kernels"]["rows"]}
+    for want in cli["sections"]["top_kernels"]:
+        assert table[want["name"]] == (want["instances"], want["total_ns"])
+    assert p["summary"]["window"] == cli["sections"]["window"][0]
+    # the html prints the summary's per-device window in ms
+    w = cli["sections"]["breakdown"][0]["window_ns"]
+    assert f">{w / 1e6:,.3f}</td>" in html
 
 
 def test_multiple_files_same_rank_become_ranks_by_order() -> None:
