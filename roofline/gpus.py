@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -130,7 +131,7 @@ class Ceiling:
     source: str
 
 
-def datasheet_ceilings(row: dict[str, object]) -> list[Ceiling]:
+def datasheet_ceilings(row: dict[str, Any]) -> list[Ceiling]:
     """Ceilings of a table row: every published dense peak and the DRAM bandwidth."""
     out = []
     boost = float(row["boost_clock_mhz"]) * 1e6 if row.get("boost_clock_mhz") else None

@@ -28,7 +28,7 @@ from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 TEXT_METRICS = ("device__attribute_display_name",)
 
 #: ncu column -> metric identifier (plain copies, base units).
-COPY = {
+COPY: dict[str, str | tuple[str, ...]] = {
     "dur_ns": "gpu__time_duration.sum",
     "sm_clock_hz": ("gpc__cycles_elapsed.avg.per_second", "smsp__cycles_elapsed.avg.per_second",
                     "sm__cycles_elapsed.avg.per_second"),
