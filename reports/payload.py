@@ -185,19 +185,17 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
     opts = options or ReportOptions()
     tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
     if ncu is not None and ncu.ncu.height:
-        tl = Timeline(**{**tl.tables(), "ncu": pl.concat([tl.ncu, ncu.ncu])}, meta=tl.meta)
+        tables: dict[str, Any] = tl.tables()
+        for name in ("ncu", "sources", "ingest"):
+            tables[name] = pl.concat([tables[name], ncu.table(name)])
+        tl = Timeline(**tables, meta=tl.meta)
     files = sorted(set(tl.sources["file"].to_list()))
-    if ncu is not None:
-        files += sorted(set(ncu.sources["file"].to_list()) - set(files))
     out: dict[str, Any] = {
         "version": PAYLOAD_VERSION,
         "title": opts.title or ("traceparse report: " + ", ".join(files) if files
                                 else "traceparse report"),
         "inputs": files,
-        "provenance": _provenance(tl if ncu is None else
-                                  Timeline(**{**tl.tables(),
-                                              "sources": pl.concat([tl.sources, ncu.sources]),
-                                              "ingest": pl.concat([tl.ingest, ncu.ingest])})),
+        "provenance": _provenance(tl),
         "devices": _devices(tl),
         "timeline": timeline_lanes(tl.gpu, budget=opts.timeline_budget,
                                    bins=opts.timeline_bins, max_lanes=opts.max_lanes),

@@ -31,6 +31,12 @@ Rules and their savings estimates:
 ``overlap-comm`` (exposed NCCL time)
     Fires when exposed communication is at least 2% of the window. Saving = the exposed
     communication time (if all of it were hidden under compute).
+``tensor-cores`` (GEMMs far under their roof; only with roofline data)
+    Fires for GEMM/convolution kernels (names matching :data:`reports.sections.GEMM_RE`)
+    that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
+    at least 2% of the time. Saving = for each such kernel ``time * (1 - pct_of_roof / 50)``:
+    the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
+    lower-precision kernel).
 ``overlap-copies`` (exposed memcpy/memset)
     Fires when copies/memsets with nothing else running are at least 10% of the window.
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
@@ -204,6 +210,37 @@ def _copies(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
                  "the copy/memset time during which no kernel ran.")]
 
 
+ROOF_MAX_PCT = 30.0
+ROOF_TARGET_PCT = 50.0
+
+
+def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
+    import re
+
+    from reports.sections import GEMM_RE
+
+    roof = payload.get("roofline")
+    if not roof:
+        return []
+    slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None
+            and p["pct_of_roof"] < ROOF_MAX_PCT and re.search(GEMM_RE, p["kernel_name"])]
+    total = sum(p["time_ns"] for p in roof["points"] if p.get("time_ns"))
+    base = w or total
+    saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)
+    if not slow or saving < FUSION_MIN_FRAC * base:
+        return []
+    ev = [f"{p['kernel_name'][:80]}: {p['pct_of_roof']:.1f}% of its roof "
+          f"({p.get('precision') or '?'}), {p['time_ns'] / 1e3:,.1f} µs"
+          for p in sorted(slow, key=lambda p: -p["time_ns"])[:3]]
+    return [_rec("tensor-cores", "GEMMs far under their roof: use tensor cores / lower "
+                 "precision", saving, base, ev,
+                 "Run GEMMs in BF16/FP16 or TF32 (torch.backends.cuda.matmul.allow_tf32, "
+                 "autocast) with tensor-core friendly shapes (multiples of 8/16), or pick a "
+                 "better kernel (cuBLASLt heuristics, CUTLASS).",
+                 "for each such kernel, time x (1 - % of roof / 50): the time saved at 50% "
+                 "of its roof.")]
+
+
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     idle = t["idle_ns"]
     if idle < IDLE_MIN_FRAC * w:
@@ -238,5 +275,6 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _comm(payload, t, w)
         items += _copies(payload, t, w)
         items += _idle(payload, t, w)
+    items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     return {"verdict": verdict(payload), "items": items}

@@ -9,6 +9,7 @@ the row keys and how to print them (``ms``, ``us``, ``pct``, ``int``, ``num``, `
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -291,6 +292,52 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     }
 
 
+#: Kernel names that are GEMMs / convolutions (tensor-core candidates).
+GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
+
+
+def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
+    if _module("roofline.build") is None:
+        return None
+    from roofline.build import build
+
+    ncu = Timeline(ncu=tl.ncu, devices=tl.devices) if tl.ncu.height else None
+    points, ceilings, notes = build(tl, ncu=ncu)
+    if points.height == 0:
+        return None
+    pts = points.sort(["time_ns", "kernel_name"], descending=[True, False])
+    keep = [c for c in ("kernel_name", "launches", "time_ns", "precision", "flop_per_s",
+                        "dram_bytes_per_s", "ai_dram", "attainable_flop_per_s", "pct_of_roof",
+                        "bound", "provenance") if c in pts.columns]
+    shown = pts.head(top).select(keep)
+    columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
+               col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
+               col("dram_bytes_per_s", "DRAM B/s", "num"),
+               col("ai_dram", "FLOP/byte", "num"),
+               col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
+               col("provenance", "provenance")]
+    ceil_rows = rows(ceilings)
+    for r in ceil_rows:  # keep the datasheet's name, not its web address
+        if isinstance(r.get("source"), str):
+            r["source"] = re.sub(r":?\s*https?://\S+", "", r["source"]).strip()
+    return {"points": rows(shown), "ceilings": ceil_rows,
+            "notes": clean_notes(notes), "count": pts.height,
+            "table": {"columns": [c for c in columns if c["key"] in keep],
+                      "rows": rows(shown)},
+            "note": (f"{pts.height:,} kernels placed on the roofline of "
+                     f"{notes.get('ceiling_table_row') or notes.get('gpu') or 'the GPU'}; "
+                     "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
+                     "attainable FLOP/s at the kernel's arithmetic intensity.")}
+
+
+def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:
+    """Roofline build notes as JSON-able values."""
+    out: dict[str, Any] = {}
+    for k, v in notes.items():
+        out[k] = v if isinstance(v, str | int | float | dict | list) or v is None else str(v)
+    return out
+
+
 def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
     out: dict[str, Any] = {
@@ -308,4 +355,7 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     gaps = _gaps(tl, opts)
     if gaps is not None:
         out["gaps"] = gaps
+    roof = _roofline(tl, opts.top_n)
+    if roof is not None:
+        out["roofline"] = roof
     return out

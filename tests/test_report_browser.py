@@ -128,10 +128,12 @@ def test_table_sort_and_search_work(tmp_path: Path) -> None:
     probe = """<script>
 var t = document.getElementById('kernel-table');
 var th = t.tHead.rows[0].cells[2]; th.click(); th.click();
-var names = Array.prototype.map.call(t.tBodies[0].rows, function (r) { return r.cells[0].textContent; });
+var names = Array.prototype.map.call(t.tBodies[0].rows,
+  function (r) { return r.cells[0].textContent; });
 var inp = document.querySelector('input.search'); inp.value = 'gam';
 inp.dispatchEvent(new Event('input'));
-var shown = Array.prototype.filter.call(t.tBodies[0].rows, function (r) { return !r.hidden; }).length;
+var shown = Array.prototype.filter.call(t.tBodies[0].rows,
+  function (r) { return !r.hidden; }).length;
 document.body.setAttribute('data-probe', names.join(',') + '|' + shown);
 </script></body>"""
     page = tmp_path / "probe.html"
