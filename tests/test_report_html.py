@@ -298,3 +298,50 @@ def test_cli_convert_chrome(tmp_path: Path) -> None:
             lane[e["name"]] = lane.get(e["name"], 0) + round(e["dur"] * 1000)
     assert lane == {k: b[f"{k}_ns"] for k in ("compute", "memory", "communication",
                                               "launch_overhead", "idle") if b[f"{k}_ns"]}
+
+
+def test_tensor_core_rule_hand_computed() -> None:
+    # two GEMMs under 30% of their roof, one non-GEMM ignored, window 1 ms:
+    # gemm_a 400 us at 10% -> 400 * (1 - 10/50) = 320 us; gemm_b 100 us at 25% -> 50 us
+    from reports.recommend import recommend
+
+    payload = {
+        "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
+                                   "memory_ns": 0, "communication_ns": 0,
+                                   "launch_overhead_ns": 0, "idle_ns": 0,
+                                   "overlapped_comm_ns": 0}},
+        "evidence": {"tiny_memory_kernels": {"count": 0, "total_ns": 0, "max_ns": 10_000,
+                                             "top": []},
+                     "pageable_copies": {"pageable": {"count": 0, "bytes": 0, "total_ns": 0,
+                                                      "gbps": None},
+                                         "pinned": {"count": 0, "bytes": 0, "total_ns": 0,
+                                                    "gbps": None}}},
+        "roofline": {"points": [
+            {"kernel_name": "ampere_sgemm_128x64_nn", "time_ns": 400_000, "pct_of_roof": 10.0,
+             "precision": "fp32"},
+            {"kernel_name": "cutlass::Kernel<Gemm>", "time_ns": 100_000, "pct_of_roof": 25.0,
+             "precision": "fp32"},
+            {"kernel_name": "softmax_kernel", "time_ns": 300_000, "pct_of_roof": 5.0}]},
+    }
+    items = recommend(payload)["items"]
+    assert [(r["id"], r["saving_ns"]) for r in items] == [("tensor-cores", 370_000)]
+    assert items[0]["saving_pct"] == pytest.approx(37.0)
+    assert "ampere_sgemm_128x64_nn: 10.0% of its roof (fp32)" in items[0]["evidence"][0]
+
+
+@pytest.mark.shared
+def test_report_with_ncu_csv_has_measured_roofline(tmp_path: Path) -> None:
+    from conftest import shared_files
+
+    csvs = shared_files("ncu", "rsmall__sgemm.raw.csv")
+    traces = shared_files("nsys", "fuser__report1_h200.sqlite")
+    assert csvs and traces
+    r = CliRunner().invoke(main, ["report", str(traces[0]), "--ncu", str(csvs[0]), "-o",
+                                  str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "r.html").read_text()
+    data = _payload_json(html)
+    assert '<section id="roofline">' in html
+    assert {p["provenance"] for p in data["roofline"]["points"]} == {"measured (ncu)"}
+    assert "rsmall__sgemm.raw.csv" in data["inputs"]
+    assert "http://" not in html and "https://" not in html
