@@ -140,7 +140,7 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
                  if steps.get("stats", {}).get(k) is not None}
         out["steps"] = Markup(figures.step_bars(labels, vals, marks))
     roof = payload.get("roofline")
-    if roof and roof.get("points"):
+    if roof and roof.get("points") and roof.get("ceilings"):
         out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"]))
     return out
 

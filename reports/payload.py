@@ -164,6 +164,15 @@ def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
             "total_ns": int(frame["total_ns"].sum()) if frame.height else 0}
 
 
+def _title(files: list[str]) -> str:
+    """Report title from the input names (the first and last of many)."""
+    if not files:
+        return "traceparse report"
+    if len(files) <= 2:
+        return "traceparse report: " + ", ".join(files)
+    return f"traceparse report: {len(files)} inputs ({files[0]} ... {files[-1]})"
+
+
 def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | None = None,
                   options: ReportOptions | None = None) -> dict[str, Any]:
     """Gather every number the report shows.
@@ -192,8 +201,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
     files = sorted(set(tl.sources["file"].to_list()))
     out: dict[str, Any] = {
         "version": PAYLOAD_VERSION,
-        "title": opts.title or ("traceparse report: " + ", ".join(files) if files
-                                else "traceparse report"),
+        "title": opts.title or _title(files),
         "inputs": files,
         "provenance": _provenance(tl),
         "devices": _devices(tl),

@@ -77,6 +77,12 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
+def _short(name: str, n: int = 70) -> str:
+    """A kernel name cut to its base (no parameter list) and at most ``n`` characters."""
+    base = name.split("(")[0].removeprefix("void ").strip() or name
+    return base if len(base) <= n else base[: n - 3] + "..."
+
+
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
@@ -138,7 +144,7 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     tiny = payload["evidence"]["tiny_memory_kernels"]
     if tiny["count"] < FUSION_MIN_COUNT or tiny["total_ns"] < FUSION_MIN_FRAC * w:
         return []
-    names = "; ".join(f"{r['name']} x{r['count']:,}" for r in tiny["top"])
+    names = "; ".join(f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"])
     ev = [f"{tiny['count']:,} memory-bound kernels shorter than {tiny['max_ns'] / 1e3:g} µs "
           f"take {_ms(tiny['total_ns'])} ({_pct(tiny['total_ns'], w):.1f}% of the window).",
           f"Most frequent: {names}."]
@@ -229,7 +235,7 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)
     if not slow or saving < FUSION_MIN_FRAC * base:
         return []
-    ev = [f"{p['kernel_name'][:80]}: {p['pct_of_roof']:.1f}% of its roof "
+    ev = [f"{_short(p['kernel_name'])}: {p['pct_of_roof']:.1f}% of its roof "
           f"({p.get('precision') or '?'}), {p['time_ns'] / 1e3:,.1f} µs"
           for p in sorted(slow, key=lambda p: -p["time_ns"])[:3]]
     return [_rec("tensor-cores", "GEMMs far under their roof: use tensor cores / lower "

@@ -327,7 +327,9 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
             "note": (f"{pts.height:,} kernels placed on the roofline of "
                      f"{notes.get('ceiling_table_row') or notes.get('gpu') or 'the GPU'}; "
                      "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
-                     "attainable FLOP/s at the kernel's arithmetic intensity.")}
+                     "attainable FLOP/s at the kernel's arithmetic intensity."
+                     + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
+                        "device description in the inputs), so no chart and no % of roof."))}
 
 
 def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:

@@ -345,3 +345,18 @@ def test_report_with_ncu_csv_has_measured_roofline(tmp_path: Path) -> None:
     assert {p["provenance"] for p in data["roofline"]["points"]} == {"measured (ncu)"}
     assert "rsmall__sgemm.raw.csv" in data["inputs"]
     assert "http://" not in html and "https://" not in html
+
+
+@pytest.mark.shared
+def test_torch_trace_without_device_info_renders() -> None:
+    """A bare-list Kineto trace has op shapes (estimated roofline points) but no device
+    description, so no ceilings: the roofline section keeps its table and draws no chart."""
+    from conftest import shared_files
+
+    from reports.build import report_html
+
+    files = shared_files("torch", "kineto__resnet50_worker0_bare-list.pt.trace.json.gz")
+    assert files
+    html = report_html(files)
+    assert "No ceilings: the GPU is not known" in html
+    assert '<section id="roofline">' in html
