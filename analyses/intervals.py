@@ -122,8 +122,13 @@ def segments(sets: Mapping[str, pl.DataFrame], *, by: Sequence[str] = ()) -> pl.
     ev = (pl.concat(parts, how="vertical")
           .group_by([*by, "_t"]).agg(pl.col(x).sum() for x in labels)
           .sort([*by, "_t"]))
-    return (ev.with_columns(*(_over(pl.col(x).cum_sum(), by) for x in labels),
-                            _over(pl.col("_t").shift(-1), by).alias(END))
+    # Every interval adds +1 and -1 inside its own group, so each group's deltas sum to 0 and
+    # a global cumulative sum restarts at 0 at every group boundary: no window function.
+    same_group = pl.lit(True)
+    for c in by:
+        same_group = same_group & pl.col(c).shift(-1).eq_missing(pl.col(c))
+    nxt = pl.when(same_group).then(pl.col("_t").shift(-1)).otherwise(None)
+    return (ev.with_columns(*(pl.col(x).cum_sum() for x in labels), nxt.alias(END))
             .filter(pl.col(END).is_not_null() & (pl.col(END) > pl.col("_t")))
             .rename({"_t": START})
             .select(*by, START, END, *labels))
