@@ -31,6 +31,8 @@ from reports.payload import build_payload
 
 BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-browser",
                                                        "google-chrome")) if b), None)
+if BROWSER is None and os.environ.get("TRACEPARSE_REQUIRE_BROWSER") == "1":
+    raise RuntimeError("TRACEPARSE_REQUIRE_BROWSER=1 but no chromium binary found")
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
                                 "apt-get install -y chromium)")
 
