@@ -10,6 +10,10 @@ HTA's definitions, per rank, over kernels + memcpy + memset:
 * non_compute_time = union of all GPU work minus compute_time;
 * idle_time = kernel_time - union of all GPU work.
 
+Like HTA's parser (its default excludes the last profiler step), GPU work that starts at or
+after the start of a rank's last ``ProfilerStep#N`` is dropped when the rank has two or more
+steps; "starts" means its launching API call starts (GPU start when it has no call).
+
 HTA rounds times to microseconds, we keep ns: expect differences of a few us per rank.
 """
 
@@ -37,11 +41,23 @@ def union_ns(frame: pl.DataFrame) -> int:
     return int((spans["end_ns"] - spans["start_ns"]).sum())
 
 
-def temporal(gpu: pl.DataFrame) -> pl.DataFrame:
+def with_launch_time(tl: object) -> pl.DataFrame:
+    """gpu rows with ``launch_ns``: the start of the launching API call (joined on rank,
+    process and correlation id), or the GPU start when the row has no call."""
+    from traceparse.links import launch_join
+
+    j = launch_join(tl)  # type: ignore[arg-type]
+    return j.with_columns(launch_ns=pl.coalesce("api_start_ns", "start_ns"))
+
+
+def temporal(gpu: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     rows = []
     for rank in sorted(gpu["rank"].unique().to_list()):
         g = gpu.filter((pl.col("rank") == rank)
                        & pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+        steps = ranges.filter((pl.col("rank") == rank) & (pl.col("kind") == "profiler_step"))
+        if steps.height >= 2:  # HTA drops the last profiler step (by launch time)
+            g = g.filter(pl.col("launch_ns") < steps["start_ns"].max())
         span = int(g["end_ns"].max() - g["start_ns"].min())
         busy = union_ns(g)
         compute = union_ns(g.filter(pl.col("category") == "compute"))
@@ -72,7 +88,7 @@ def main() -> None:
                 print(f"| {name} | - | - | no HTA output (HTA crashed) | - |")
                 continue
             tl = read_dir(path) if Path(str(path)).is_dir() else traceparse.load(path)
-            ours = temporal(tl.gpu)
+            ours = temporal(with_launch_time(tl), tl.ranges)
             hta = pl.read_csv(oracle)
             for row in hta.iter_rows(named=True):
                 # HTA numbers its ranks from distributedInfo like we do
