@@ -198,6 +198,26 @@ NCU = (
     _c("sm_throughput_pct", F64, "%", "Compute (SM) throughput, % of peak."),
     _c("memory_throughput_pct", F64, "%", "Memory throughput, % of peak."),
     _c("source_page", CAT, "", "raw, raw_base, details or roofline: the page it came from."),
+    _c("nvtx", STR, "", "NVTX context columns (ncu --nvtx), joined with ' | '."),
+    _c("dram_throughput_pct", F64, "%", "DRAM throughput, % of peak (SpeedOfLight)."),
+    _c("fp64_flop_per_s", F64, "FLOP/s", "Achieved FP64 FLOP/s as ncu's roofline computes it."),
+    _c("fp32_flop_per_s", F64, "FLOP/s", "Achieved FP32 FLOP/s as ncu's roofline computes it."),
+    _c("fp16_flop_per_s", F64, "FLOP/s", "Achieved FP16 (non-tensor) FLOP/s."),
+    _c("tensor_flop_per_s", F64, "FLOP/s", "Tensor-path ops per second (ops_path counters)."),
+    _c("dram_bytes_per_s", F64, "bytes/s", "Achieved DRAM bandwidth."),
+    _c("l2_bytes_per_s", F64, "bytes/s", "Achieved L2 bandwidth (lts2xbar, or lts__t_bytes)."),
+    _c("l1_bytes_per_s", F64, "bytes/s", "Achieved L1 bandwidth (LSU writeback, or l1tex__t)."),
+    _c("peak_fp64_flop_per_s", F64, "FLOP/s", "ncu's FP64 peak at the measured SM clock."),
+    _c("peak_fp32_flop_per_s", F64, "FLOP/s", "ncu's FP32 peak at the measured SM clock."),
+    _c("peak_fp16_flop_per_s", F64, "FLOP/s", "ncu's FP16 (non-tensor) peak at the measured "
+       "SM clock."),
+    _c("peak_dram_bytes_per_s", F64, "bytes/s", "ncu's DRAM peak at the measured DRAM clock."),
+    _c("peak_l2_bytes_per_s", F64, "bytes/s", "ncu's L2 peak at the measured L2 clock."),
+    _c("peak_l1_bytes_per_s", F64, "bytes/s", "ncu's L1 peak at the measured L1 clock."),
+    _c("peak_sm_clock_hz", F64, "Hz", "SM clock the ncu peaks assume (measured; base clock "
+       "unless --clock-control none)."),
+    _c("roofline_method", CAT, "", "'ncu chart' (per-cycle metrics) or 'nersc counts' "
+       "(--metrics counters)."),
 )
 
 SOURCES = (

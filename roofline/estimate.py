@@ -1,0 +1,190 @@
+"""FLOPs and bytes estimated from PyTorch op shapes (provenance ``estimated (shapes)``).
+
+For timelines without ncu counters (nsys-only or Kineto traces), the ``ranges`` rows of kind
+``cpu_op`` with ``input_dims`` / ``input_types`` (JSON text of Kineto's 'Input Dims' and
+'Input type') give the work of the common dense ops. Forward ops only; FMA = 2 FLOPs; bytes
+= every input tensor read once + the output written once (a lower bound on DRAM traffic).
+
+| op | FLOPs |
+|---|---|
+| mm ``[M,K] x [K,N]`` | 2·M·N·K |
+| addmm ``bias, [M,K], [K,N]`` | 2·M·N·K |
+| bmm / baddbmm ``[B,M,K] x [B,K,N]`` | 2·B·M·N·K |
+| matmul ``[...,M,K] x [...,K,N]`` | 2·batch·M·N·K (1-D operands promoted) |
+| linear ``x[...,K], W[N,K]`` | 2·rows(x)·K·N |
+| convolution ``x[N,C,H,W], W[O,C/g,kh,kw]`` | 2·N·O·Ho·Wo·(C/g)·kh·kw (only with stride and
+padding in 'Concrete Inputs'; without them the op is not estimated) |
+| sdpa / flash attention ``q[B,H,L,D], k[B,H,S,D], v[B,H,S,Dv]`` | 2·B·H·L·S·(D+Dv) |
+
+Kernels link to their op by ``(rank, external_id)``; op FLOP/s = FLOPs / summed kernel time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+ESTIMATED = "estimated (shapes)"
+
+#: Kineto dtype string -> (bytes per element, ceiling name).
+DTYPES = {"float": (4, "fp32"), "double": (8, "fp64"), "c10::Half": (2, "fp16_tensor"),
+          "c10::BFloat16": (2, "bf16_tensor"), "c10::Float8_e4m3fn": (1, "fp8_tensor"),
+          "c10::Float8_e5m2": (1, "fp8_tensor"), "signed char": (1, "int8_tensor"),
+          "int": (4, "fp32"), "long int": (8, "fp32")}
+
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
+              "aten::linear"}
+CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
+            "aten::conv3d", "aten::cudnn_convolution"}
+#: Argument positions (stride, padding, dilation) in 'Concrete Inputs' per conv op.
+CONV_ARGS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5),
+             "aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
+             "aten::cudnn_convolution": (3, 2, 4)}
+
+
+def _prod(xs: Sequence[int]) -> int:
+    return math.prod(xs) if xs else 1
+
+
+def _conv_out(size: int, k: int, stride: int, pad: int, dil: int) -> int:
+    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def _ints(v: Any, n: int, default: int) -> list[int]:
+    try:
+        x = json.loads(v) if isinstance(v, str) and v else v
+    except (ValueError, TypeError):
+        x = None
+    if isinstance(x, int):
+        return [x] * n
+    if isinstance(x, list) and x and all(isinstance(i, int) for i in x):
+        return (x * n)[:n] if len(x) == 1 else x[:n]
+    return [default] * n
+
+
+def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> float | None:
+    """FLOPs of one op from its input shapes; None when the op or shapes are not covered.
+
+    Example:
+        >>> op_flops("aten::addmm", [[512], [128, 256], [256, 512]])  # 2*128*512*256
+        33554432.0
+    """
+    t = [d for d in dims if isinstance(d, list)]
+    c = concrete or []
+    try:
+        if name == "aten::mm":
+            (m, k), (_, n) = t[0], t[1]
+            return 2.0 * m * n * k
+        if name == "aten::addmm":
+            (m, k), (_, n) = t[1], t[2]
+            return 2.0 * m * n * k
+        if name in ("aten::bmm", "aten::baddbmm"):
+            a, b = (t[0], t[1]) if name == "aten::bmm" else (t[1], t[2])
+            return 2.0 * a[0] * a[1] * b[2] * a[2]
+        if name == "aten::matmul":
+            a, b = list(t[0]), list(t[1])
+            a = [1, *a] if len(a) == 1 else a
+            b = [*b, 1] if len(b) == 1 else b
+            batch = _prod(a[:-2]) if len(a) >= len(b) else _prod(b[:-2])
+            return 2.0 * batch * a[-2] * a[-1] * b[-1]
+        if name == "aten::linear":
+            x, w = t[0], t[1]
+            return 2.0 * _prod(x[:-1]) * x[-1] * w[0]
+        if name in CONV_OPS:
+            x, w = t[0], t[1]
+            nsp = len(x) - 2
+            pos = CONV_ARGS.get(name, (3, 4, 5))  # (stride, padding, dilation) arg index
+            if len(c) <= max(pos) or not c[pos[0]]:
+                return None  # stride/padding unknown: the output size would be a guess
+            stride = _ints(c[pos[0]], nsp, 1)
+            pad = _ints(c[pos[1]], nsp, 0)
+            dil = _ints(c[pos[2]], nsp, 1)
+            out = [_conv_out(x[2 + i], w[2 + i], stride[i], pad[i], dil[i]) for i in range(nsp)]
+            return 2.0 * x[0] * w[0] * _prod(out) * w[1] * _prod(w[2:])
+        if "scaled_dot_product" in name or "flash_attention" in name or "flash_attn" in name:
+            q, k, v = t[0], t[1], t[2]
+            if "flash_attn::" in name or name.startswith("FlashAttn"):  # [B, L, H, D] layout
+                b, lq, h, d = q
+                s, dv = k[1], v[3]
+            else:  # aten layout [B, H, L, D]
+                b, h, lq, d = q
+                s, dv = k[-2], v[-1]
+            return 2.0 * b * h * lq * s * (d + dv)
+    except (IndexError, TypeError, ValueError):
+        return None
+    return None
+
+
+def op_bytes(dims: list[Any], types: list[Any], flops_name: str) -> float | None:
+    """Bytes read (every tensor input once) + written (the output once, estimated as the
+    largest input for elementwise-like ops, M x N for matmuls)."""
+    total = 0.0
+    for d, ty in zip(dims, types, strict=False):
+        if isinstance(d, list) and d and ty in DTYPES:
+            total += _prod(d) * DTYPES[ty][0]
+    return total or None
+
+
+def _first_dtype(types: list[Any]) -> str | None:
+    return next((t for t in types if t in DTYPES), None)
+
+
+def estimate_ops(ranges: pl.DataFrame) -> pl.DataFrame:
+    """One row per covered cpu_op: ``rank, external_id, name, flops, bytes, dtype,
+    precision, provenance``."""
+    ops = ranges.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+    rows = []
+    for r in ops.select("rank", "external_id", "name", "input_dims", "input_types",
+                        "concrete_inputs").iter_rows(named=True):
+        name = str(r["name"])
+        if not (name in MATMUL_OPS or name in CONV_OPS or "attention" in name
+                or "flash_attn" in name):
+            continue
+        try:
+            dims = json.loads(r["input_dims"])
+            types = json.loads(r["input_types"]) if r["input_types"] else []
+            conc = json.loads(r["concrete_inputs"]) if r["concrete_inputs"] else None
+        except ValueError:
+            continue
+        fl = op_flops(name, dims, conc)
+        if fl is None:
+            continue
+        dt = _first_dtype(types)
+        rows.append({"rank": r["rank"], "external_id": r["external_id"], "name": name,
+                     "flops": fl, "bytes": op_bytes(dims, types, name), "dtype": dt,
+                     "precision": DTYPES[dt][1] if dt else "fp32", "provenance": ESTIMATED})
+    schema = {"rank": pl.Int32, "external_id": pl.Int64, "name": pl.String,
+              "flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String,
+              "precision": pl.String, "provenance": pl.String}
+    return pl.DataFrame(rows, schema=schema)
+
+
+def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame,
+                     ceil: pl.DataFrame) -> pl.DataFrame:
+    """Roofline points for ops with shapes: kernel time from ``gpu`` kernels with the same
+    ``(rank, external_id)``; one point per op name and precision (summed)."""
+    from roofline.model import classify
+
+    est = estimate_ops(ranges)
+    k = (gpu.filter((pl.col("kind") == "kernel") & pl.col("external_id").is_not_null())
+         .group_by("rank", "external_id").agg(pl.col("dur_ns").sum().alias("time_ns")))
+    j = est.join(k, on=["rank", "external_id"], how="inner")
+    pts = (j.group_by("name", "precision", maintain_order=True)
+           .agg(pl.len().alias("launches"), pl.col("time_ns").sum().cast(pl.Float64),
+                pl.col("flops").sum(), pl.col("bytes").sum())
+           .filter(pl.col("time_ns") > 0))
+    roof = dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True))
+    bw = roof.get("dram")
+    pts = pts.with_columns(
+        pl.col("name").alias("kernel_name"),
+        (pl.col("flops") / (pl.col("time_ns") * 1e-9)).alias("flop_per_s"),
+        (pl.col("bytes") / (pl.col("time_ns") * 1e-9)).alias("dram_bytes_per_s"),
+        pl.col("precision").replace_strict(roof, default=None, return_dtype=pl.Float64)
+        .alias("peak_flop_per_s"),
+        pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"),
+        pl.lit(ESTIMATED).alias("provenance")).drop("name")
+    return classify(pts)

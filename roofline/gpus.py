@@ -1,0 +1,227 @@
+"""The GPU ceiling table shipped with traceparse, name matching, and user overrides.
+
+``roofline/data/gpus.csv`` holds one row per GPU model: DENSE peaks per precision (TFLOP/s,
+FMA = 2 FLOPs), memory bandwidth (GB/s = 1e9 B/s), L2 (MB), SMs, memory (GB), the boost clock
+the vector peaks assume and the clock the tensor peaks assume, and a source per row
+(FORMATS D.1-D.2). Datasheet peaks are at *boost* clocks; ncu profiles at *base* clock by
+default, so :func:`ceilings` states the clock each ceiling assumes and prefers the peaks an
+ncu file measured itself.
+
+Matching (FORMATS D.4): lower-case, drop ``nvidia``/``tesla``/``geforce``/``amd instinct``
+prefixes, collapse spaces/dashes/underscores; exact alias first, then the longest table name
+contained in the string; ties broken by SM count and memory size (A100 40 vs 80 GB, H100 SXM
+vs PCIe by 132 vs 114 SMs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from traceparse.errors import TraceError
+
+#: ceiling name -> table column (TFLOP/s or TB/s after scaling).
+PRECISION_COLS = {"fp64": "fp64_tflops", "fp64_tensor": "fp64_tensor_tflops",
+                  "fp32": "fp32_tflops", "tf32_tensor": "tf32_tensor_tflops",
+                  "bf16_tensor": "bf16_tensor_tflops", "fp16_tensor": "fp16_tensor_tflops",
+                  "fp8_tensor": "fp8_tensor_tflops", "int8_tensor": "int8_tensor_tops"}
+_PREFIXES = ("nvidia ", "tesla ", "geforce ", "amd instinct ", "amd ", "quadro ")
+
+
+@lru_cache(maxsize=1)
+def table() -> pl.DataFrame:
+    """The shipped ceiling table (one row per GPU model)."""
+    path = resources.files("roofline") / "data" / "gpus.csv"
+    with resources.as_file(path) as p:
+        return pl.read_csv(p, infer_schema_length=None,
+                           schema_overrides={"compute_capability": pl.String,
+                                             "aliases": pl.String, "source": pl.String})
+
+
+def normalise(name: str) -> str:
+    """Canonical form of a device name for matching.
+
+    Example:
+        >>> normalise("NVIDIA A100-SXM4-40GB")
+        'a100 sxm4 40gb'
+        >>> normalise("Tesla V100-SXM2-32GB")
+        'v100 sxm2 32gb'
+    """
+    s = name.lower().strip()
+    changed = True
+    while changed:
+        changed = False
+        for p in _PREFIXES:
+            if s.startswith(p):
+                s, changed = s[len(p):], True
+    s = re.sub(r"[\s_\-/()]+", " ", s)
+    return s.strip()
+
+
+def _keys(row: dict[str, object]) -> list[str]:
+    names = [str(row["name"])] + [a for a in str(row.get("aliases") or "").split(";") if a]
+    return [normalise(n) for n in names]
+
+
+def _tokens(s: str) -> list[str]:
+    return s.split()
+
+
+def match(name: str | None, *, sm_count: int | None = None,
+          memory_bytes: int | None = None) -> dict[str, object] | None:
+    """Return the ceiling-table row for a device, or None when nothing matches.
+
+    Args:
+        name: device name from any input (nsys ``TARGET_INFO_GPU.name``, torch
+            ``deviceProperties.name``, ncu ``device__attribute_display_name``).
+        sm_count: SMs reported by the input; disambiguates variants.
+        memory_bytes: device memory; disambiguates 40/80 GB variants.
+    """
+    if not name:
+        return None
+    want = normalise(name)
+    rows = table().to_dicts()
+    exact = [r for r in rows if want in _keys(r)]
+    cands = exact
+    if not cands:
+        # every token of a table key appears in the name (order kept), longest key wins
+        scored = []
+        wt = _tokens(want)
+        for r in rows:
+            for k in _keys(r):
+                kt = _tokens(k)
+                if kt and all(t in wt for t in kt):
+                    scored.append((len(kt), r))
+        if not scored:
+            # model token only (e.g. "h100" from "h100 sxm5 80gb")
+            for r in rows:
+                model = _tokens(normalise(str(r["name"])))[0]
+                if model in wt:
+                    scored.append((0, r))
+        if not scored:
+            return None
+        best = max(s for s, _ in scored)
+        cands = [r for s, r in scored if s == best]
+    if len(cands) > 1 and sm_count:
+        same = [r for r in cands if r["sm_count"] == sm_count]
+        cands = same or cands
+    if len(cands) > 1 and memory_bytes:
+        gb = memory_bytes / 1e9
+        cands = sorted(cands, key=lambda r: abs(float(r["mem_gb"] or 0) - gb))[:1]  # type: ignore[arg-type]
+    return cands[0]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One roof: ``kind`` is ``compute`` (FLOP/s) or ``memory`` (B/s)."""
+
+    name: str
+    kind: str
+    value: float
+    clock_hz: float | None
+    clock_note: str
+    source: str
+
+
+def datasheet_ceilings(row: dict[str, Any]) -> list[Ceiling]:
+    """Ceilings of a table row: every published dense peak and the DRAM bandwidth."""
+    out = []
+    boost = float(row["boost_clock_mhz"]) * 1e6 if row.get("boost_clock_mhz") else None
+    tclk = float(row["tensor_clock_mhz"]) * 1e6 if row.get("tensor_clock_mhz") else boost
+    src = f"datasheet ({row['name']}): {row['source']}"
+    for name, col in PRECISION_COLS.items():
+        v = row.get(col)
+        if v is None or v == "":
+            continue
+        clk = tclk if "tensor" in name else boost
+        note = "boost clock" if clk else "clock unpublished"
+        out.append(Ceiling(name, "compute", float(v) * 1e12, clk,  # type: ignore[arg-type]
+                           note, src))
+    if row.get("mem_bandwidth_gbs"):
+        out.append(Ceiling("dram", "memory", float(row["mem_bandwidth_gbs"]) * 1e9,  # type: ignore[arg-type]
+                           None, "memory clock (datasheet)", src))
+    return out
+
+
+def ncu_ceilings(ncu: pl.DataFrame) -> list[Ceiling]:
+    """Ceilings measured by ncu itself (median over launches): FP64/FP32/FP16 non-tensor
+    peaks at the measured SM clock and DRAM/L2/L1 peaks at the measured memory clocks."""
+    out = []
+    clk = ncu["peak_sm_clock_hz"].drop_nulls()
+    clock = float(clk.median()) if clk.len() else None  # type: ignore[arg-type]
+    for col, name, kind in (("peak_fp64_flop_per_s", "fp64", "compute"),
+                            ("peak_fp32_flop_per_s", "fp32", "compute"),
+                            ("peak_fp16_flop_per_s", "fp16", "compute"),
+                            ("peak_dram_bytes_per_s", "dram", "memory"),
+                            ("peak_l2_bytes_per_s", "l2", "memory"),
+                            ("peak_l1_bytes_per_s", "l1", "memory")):
+        s = ncu[col].drop_nulls()
+        if s.len() and float(s.median()) > 0:  # type: ignore[arg-type]
+            note = "measured SM clock during profiling (ncu locks to base by default)" \
+                if kind == "compute" else "measured memory clock during profiling"
+            out.append(Ceiling(name, kind, float(s.median()),  # type: ignore[arg-type]
+                               clock if kind == "compute" else None, note,
+                               "measured (ncu peak_sustained x clock)"))
+    return out
+
+
+def read_overrides(path: str | os.PathLike[str]) -> list[Ceiling]:
+    """User ceilings from CSV (columns ``name,kind,value`` [+ ``clock_hz``, ``source``]) or
+    JSON (a list of such objects, or ``{name: value}`` with kind guessed from the name:
+    dram/l2/l1/hbm are memory). Values are FLOP/s or bytes/s."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise TraceError(p, f"cannot read ceilings: {exc.strerror or exc}") from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+            rows = ([{"name": k, "value": v} for k, v in data.items()]
+                    if isinstance(data, dict) else list(data))
+        else:
+            rows = pl.read_csv(p, infer_schema_length=None).to_dicts()
+    except Exception as exc:
+        raise TraceError(p, f"ceilings file is not valid CSV/JSON: {exc}") from None
+    out = []
+    for r in rows:
+        try:
+            name = str(r["name"]).strip().lower()
+            value = float(r["value"])
+        except (KeyError, TypeError, ValueError):
+            raise TraceError(p, f"ceiling row needs name and numeric value: {r}") from None
+        if value <= 0:
+            raise TraceError(p, f"ceiling {name!r} must be positive, got {value}")
+        kind = r.get("kind") or ("memory" if name in ("dram", "hbm", "l2", "l1") else "compute")
+        clk = r.get("clock_hz")
+        out.append(Ceiling(name, str(kind), value, float(clk) if clk else None,
+                           "as measured by the user", str(r.get("source") or f"user ({p.name})")))
+    return out
+
+
+def ceilings(*, ncu: pl.DataFrame | None = None, gpu: str | None = None,
+             sm_count: int | None = None, memory_bytes: int | None = None,
+             overrides: list[Ceiling] | None = None) -> pl.DataFrame:
+    """The ceiling set for a roofline, as a frame (``name, kind, value, clock_hz,
+    clock_note, source``). Priority per name: user override > ncu-measured > datasheet."""
+    chosen: dict[str, Ceiling] = {}
+    row = match(gpu, sm_count=sm_count, memory_bytes=memory_bytes) if gpu else None
+    for c in datasheet_ceilings(row) if row else []:
+        chosen[c.name] = c
+    if ncu is not None and ncu.height:
+        for c in ncu_ceilings(ncu):
+            chosen[c.name] = c
+    for c in overrides or []:
+        chosen[c.name] = c
+    return pl.DataFrame([c.__dict__ for c in chosen.values()],
+                        schema={"name": pl.String, "kind": pl.String, "value": pl.Float64,
+                                "clock_hz": pl.Float64, "clock_note": pl.String,
+                                "source": pl.String})

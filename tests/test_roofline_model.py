@@ -1,0 +1,216 @@
+"""Roofline: ceiling matching, shape estimates, model classification, join, chart, CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from roofline import gpus
+from roofline.chart import render
+from roofline.estimate import estimate_ops, estimated_points, op_flops
+from roofline.join import join_ncu
+from roofline.model import classify, measured_points
+from tests.conftest import shared_files
+from traceparse import ncu
+from traceparse.cli.main import main
+from traceparse.errors import TraceError
+
+# Every name string of FORMATS D.4 -> expected table row.
+D4 = [
+    ("Tesla V100-SXM2-32GB", "V100 SXM2"), ("Tesla V100-SXM2-16GB", "V100 SXM2"),
+    ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
+    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"), ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+    ("NVIDIA A100-PG509-200", "A100 SXM4 40GB"), ("NVIDIA A10", "A10"), ("NVIDIA A10G", "A10G"),
+    ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"), ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB"),
+    ("NVIDIA H100 PCIe", "H100 PCIe 80GB"), ("NVIDIA H100 NVL", "H100 NVL 94GB"),
+    ("NVIDIA H200", "H200 SXM 141GB"), ("NVIDIA B200", "B200 (HGX per GPU)"),
+    ("NVIDIA GB200", "GB200 (per Blackwell GPU in NVL72)"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"), ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+    ("Tesla T4", "T4"), ("AMD Instinct MI250X", "MI250X"), ("AMD Instinct MI250X/MI250", "MI250X"),
+    ("AMD Instinct MI300X", "MI300X"), ("A100-SXM4-40GB", "A100 SXM4 40GB"),
+    # names found in the shared ncu files
+    ("NVIDIA H800", "H800 SXM5 80GB"), ("NVIDIA GH200 480GB", "GH200 480GB (Hopper GPU)"),
+    ("NVIDIA GeForce RTX 3080", "RTX 3080"), ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+]
+
+
+@pytest.mark.parametrize("name,row", D4)
+def test_match_every_d4_name(name: str, row: str) -> None:
+    hit = gpus.match(name)
+    assert hit is not None and hit["name"] == row
+
+
+def test_match_disambiguates_by_sm_count_and_memory() -> None:
+    assert gpus.match("NVIDIA H100", sm_count=114)["name"] == "H100 PCIe 80GB"  # type: ignore[index]
+    assert gpus.match("NVIDIA H100", sm_count=132)["name"] == "H100 SXM5 80GB"  # type: ignore[index]
+    assert gpus.match("A100 SXM4", memory_bytes=85_000_000_000)["name"] == "A100 SXM4 80GB"  # type: ignore[index]
+    assert gpus.match("Some Unknown Accelerator") is None
+
+
+def test_table_has_required_gpus_and_sources() -> None:
+    t = gpus.table()
+    assert t.height >= 20
+    assert t["source"].null_count() == 0
+    for col in ("fp32_tflops", "mem_bandwidth_gbs", "sm_count"):
+        assert t[col].null_count() == 0, col
+
+
+def test_overrides_csv_and_json(tmp_path: Path) -> None:
+    c = tmp_path / "c.csv"
+    c.write_text("name,kind,value\nfp32,compute,1e13\ndram,memory,2e12\n")
+    j = tmp_path / "c.json"
+    j.write_text(json.dumps({"fp32": 2e13, "hbm": 3e12}))
+    cs = gpus.ceilings(gpu="NVIDIA H100 80GB HBM3", overrides=gpus.read_overrides(c))
+    d = dict(zip(cs["name"], cs["value"], strict=True))
+    assert d["fp32"] == 1e13 and d["dram"] == 2e12 and d["bf16_tensor"] == 989.4e12
+    js = {x.name: x for x in gpus.read_overrides(j)}
+    assert js["hbm"].kind == "memory" and js["fp32"].value == 2e13
+    bad = tmp_path / "b.csv"
+    bad.write_text("name,value\nfp32,-1\n")
+    with pytest.raises(TraceError):
+        gpus.read_overrides(bad)
+
+
+# ----------------------------------------------------------------- shape estimates
+
+@pytest.mark.parametrize("op,dims,conc,flops", [
+    ("aten::mm", [[128, 256], [256, 512]], None, 2 * 128 * 512 * 256),
+    ("aten::addmm", [[512], [128, 256], [256, 512]], None, 2 * 128 * 512 * 256),
+    ("aten::bmm", [[8, 64, 32], [8, 32, 16]], None, 2 * 8 * 64 * 16 * 32),
+    ("aten::baddbmm", [[8, 64, 16], [8, 64, 32], [8, 32, 16]], None, 2 * 8 * 64 * 16 * 32),
+    ("aten::matmul", [[4, 10, 64, 32], [4, 10, 32, 8]], None, 2 * 40 * 64 * 8 * 32),
+    ("aten::matmul", [[32], [32, 8]], None, 2 * 1 * 32 * 8),
+    ("aten::linear", [[16, 20, 768], [3072, 768], [3072]], None, 2 * 320 * 768 * 3072),
+    # conv 3x3 stride 2 pad 1 on 224x224 -> 112x112; 2 * N * O * 112 * 112 * C * 3 * 3
+    ("aten::convolution", [[2, 3, 224, 224], [64, 3, 3, 3], [64]],
+     ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"],
+     2 * 2 * 64 * 112 * 112 * 3 * 3 * 3),
+    ("aten::scaled_dot_product_attention", [[2, 8, 128, 64], [2, 8, 256, 64], [2, 8, 256, 64]],
+     None, 2 * 2 * 8 * 128 * 256 * (64 + 64)),
+    ("flash_attn::_flash_attn_forward", [[2, 128, 8, 64], [2, 256, 8, 64], [2, 256, 8, 64]],
+     None, 2 * 2 * 8 * 128 * 256 * 128),
+    # cudnn_convolution(input, weight, padding, stride, dilation, ...): pad 1, stride 1
+    ("aten::cudnn_convolution", [[1, 8, 16, 16], [4, 8, 3, 3]],
+     ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"], 2 * 1 * 4 * 16 * 16 * 8 * 3 * 3),
+    # no Concrete Inputs -> stride unknown -> not estimated (never a silent guess)
+    ("aten::convolution", [[2, 3, 224, 224], [64, 3, 3, 3], [64]], None, None),
+    ("aten::relu", [[10]], None, None),
+])
+def test_op_flops(op: str, dims: list, conc: list | None, flops: int | None) -> None:
+    assert op_flops(op, dims, conc) == flops
+
+
+def _ranges() -> pl.DataFrame:
+    return pl.DataFrame({
+        "rank": [0, 0, 0], "kind": ["cpu_op", "cpu_op", "cpu_op"],
+        "name": ["aten::addmm", "aten::mm", "aten::add"], "external_id": [10, 11, 12],
+        "input_dims": ["[[512], [128, 256], [256, 512]]", "[[64, 64], [64, 64]]", "[[4], [4]]"],
+        "input_types": ['["float", "float", "float"]', '["c10::BFloat16", "c10::BFloat16"]',
+                        '["float", "float"]'],
+        "concrete_inputs": [None, None, None]},
+        schema_overrides={"rank": pl.Int32})
+
+
+def test_estimated_points_link_kernels_by_external_id() -> None:
+    est = estimate_ops(_ranges())
+    assert est["name"].to_list() == ["aten::addmm", "aten::mm"]
+    # addmm bytes: (512 + 128*256 + 256*512) * 4 = 657,408 (inputs read once)
+    assert est["bytes"][0] == (512 + 128 * 256 + 256 * 512) * 4
+    gpu = pl.DataFrame({"rank": [0, 0, 0], "kind": ["kernel"] * 3, "external_id": [10, 10, 11],
+                        "dur_ns": [1000, 1000, 500]}, schema_overrides={"rank": pl.Int32})
+    ceil = pl.DataFrame({"name": ["fp32", "bf16_tensor", "dram"],
+                         "value": [1e13, 1e15, 1e12]})
+    pts = estimated_points(_ranges(), gpu, ceil)
+    r = pts.filter(pl.col("kernel_name") == "aten::addmm").row(0, named=True)
+    # 33,554,432 FLOPs over 2 us of kernels = 1.6777e13 FLOP/s
+    assert r["flop_per_s"] == pytest.approx(2 * 128 * 512 * 256 / 2e-6)
+    assert r["provenance"] == "estimated (shapes)" and r["peak_flop_per_s"] == 1e13
+    mm = pts.filter(pl.col("kernel_name") == "aten::mm").row(0, named=True)
+    assert mm["peak_flop_per_s"] == 1e15  # bf16 inputs -> bf16 tensor roof
+
+
+def test_classify_bounds() -> None:
+    # peak 100, bw 10 -> ridge 10. a: AI 20 compute; b: AI 2 memory; c: tiny -> latency
+    p = pl.DataFrame({"flop_per_s": [50.0, 10.0, 1.0], "dram_bytes_per_s": [2.5, 5.0, 0.1],
+                      "peak_flop_per_s": [100.0] * 3, "peak_dram_bytes_per_s": [10.0] * 3})
+    out = classify(p)
+    assert out["bound"].to_list() == ["compute", "memory", "latency"]
+    assert out["ridge"].to_list() == [10.0] * 3
+    # b: attainable = min(100, 2 * 10) = 20 -> 50 %
+    assert out["pct_of_roof"].to_list()[:2] == [50.0, 50.0]
+
+
+def test_join_by_name_order_and_shape() -> None:
+    g = pl.DataFrame({"kind": ["kernel"] * 4, "name": ["a", "b", "a", "a"],
+                      "start_ns": [0, 1, 2, 3], "dur_ns": [5, 5, 7, 9],
+                      "grid_x": [1, 1, 2, 1]})
+    n = pl.DataFrame({"launch_id": [0, 1, 2], "kernel_name": ["void a", "a", "c"],
+                      "grid_x": [1, 1, 1]})
+    j, c = join_ncu(g, n)
+    # ncu a#0 <-> start 0 (grid 1 == 1, match); a#1 <-> start 2 (grid 2 != 1, mismatch)
+    assert c == {"ncu_launches": 3, "timeline_kernels": 4, "matched": 1, "shape_mismatch": 1,
+                 "ncu_unmatched": 1}
+    assert j["start_ns"].to_list() == [0]
+
+
+SGEMM = shared_files("ncu", "rsmall__sgemm.raw.csv")
+
+
+@pytest.mark.shared
+def test_sgemm_is_compute_side_with_ncu_ceilings() -> None:
+    tl = ncu.read(SGEMM[0])
+    ceil = gpus.ceilings(ncu=tl.ncu, gpu="NVIDIA H800")
+    r = measured_points(tl.ncu, ceil).row(0, named=True)
+    # FP32 peak from the file: 2 * 16896 lanes * 1.50093 GHz = 50.72 TFLOP/s
+    assert r["peak_flop_per_s"] == pytest.approx(2 * 16896 * 1500930402.02, rel=1e-6)
+    assert r["precision"] == "fp32" and r["bound"] == "compute"
+    assert r["pct_of_roof"] == pytest.approx(100 * r["flop_per_s"] / r["peak_flop_per_s"])
+
+
+@pytest.mark.shared
+def test_chart_renders_deterministically(tmp_path: Path) -> None:
+    tl = ncu.read(SGEMM[0])
+    ceil = gpus.ceilings(ncu=tl.ncu, gpu="NVIDIA H800")
+    pts = measured_points(tl.ncu, ceil)
+    a = render(pts, ceil, fmt="svg")
+    assert a == render(pts, ceil, fmt="svg")
+    assert a.startswith(b"<?xml") and b"gemm_device" in a
+    png = render(pts, ceil, fmt="png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png == render(pts, ceil, fmt="png")
+
+
+@pytest.mark.shared
+def test_cli_roofline_and_gpus(tmp_path: Path) -> None:
+    out = tmp_path / "r.png"
+    r = CliRunner().invoke(main, ["roofline", str(SGEMM[0]), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 1000
+    r = CliRunner().invoke(main, ["roofline", str(SGEMM[0]), "--format", "json"])
+    rows = json.loads(r.output)
+    assert rows[0]["bound"] == "compute" and rows[0]["provenance"] == "measured (ncu)"
+    r = CliRunner().invoke(main, ["gpus", "--format", "csv"])
+    assert r.exit_code == 0 and "H100 SXM5 80GB" in r.output
+
+
+RESNET = shared_files("torch", "kineto__resnet50_worker0.1623143089861.pt.trace.json.gz")
+
+
+@pytest.mark.shared
+def test_estimates_on_real_torch_trace() -> None:
+    """ResNet-50 fc layer: addmm(bias[1000], x[32,2048], W[2048,1000]) = 2*32*1000*2048
+    FLOPs each; convolutions have no Concrete Inputs in this 2021 trace -> not estimated."""
+    from traceparse import kineto
+
+    tl = kineto.read(RESNET[0])
+    est = estimate_ops(tl.ranges)
+    addmm = est.filter(pl.col("name") == "aten::addmm")
+    n_ops = tl.ranges.filter((pl.col("name") == "aten::addmm")
+                             & (pl.col("input_dims").str.contains("[32,2048],[2048,1000]",
+                                                                  literal=True))).height
+    assert addmm.height == n_ops > 0
+    assert set(addmm["flops"].to_list()) == {2.0 * 32 * 1000 * 2048}
+    assert est.filter(pl.col("name").str.contains("conv")).height == 0
