@@ -104,6 +104,8 @@ def _find_header(path: str | os.PathLike[str], text: str) -> tuple[int, int]:
 
 def _rows(path: str | os.PathLike[str], text: str) -> tuple[list[str], list[list[str]], int]:
     start, before = _find_header(path, text)
+    # ncu prints whole kernel signatures; allow fields up to the file size (default 128 KiB)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     try:
         rows = list(csv.reader(io.StringIO(text[start:], newline="")))
     except csv.Error as exc:
@@ -134,6 +136,12 @@ def _launch_frame(header: list[str], rows: list[list[str]]) -> pl.DataFrame:
     data = [[lid, *v] for lid, v in sorted(seen.items())]
     schema = {c: (pl.Int64 if c == "launch_id" else pl.String) for c in cols}
     return pl.DataFrame(data, schema=schema, orient="row")
+
+
+def _width_ok(r: list[str], width: int) -> bool:
+    """A data row has the header's cells (trailing empty cells, from a trailing comma,
+    allowed); shorter rows were cut short, longer ones are not from this header."""
+    return len(r) >= width
 
 
 def _is_launch(r: list[str]) -> bool:
@@ -181,7 +189,11 @@ def _raw(header: list[str], rows: list[list[str]], skipped: dict[str, int]) -> N
             units = r
             continue
         if _is_launch(r):
-            launches.append(r)
+            if _width_ok(r, len(header)) and not any(c.strip() for c in r[len(header):]):
+                launches.append(r)
+            else:
+                key = "wrong number of columns (cut short or extra cells)"
+                skipped[key] = skipped.get(key, 0) + 1
         else:
             key = "profiler log line" if r[0].startswith(LOG_PREFIXES) else "not a launch row"
             skipped[key] = skipped.get(key, 0) + 1
@@ -221,11 +233,17 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
     rules = 0
     mi = idx["Metric Name"]
     ri = idx.get("Rule Name")
+    need = min(width, idx.get("Metric Value", mi) + 1)
     for r in rows:
         if not r or not any(c.strip() for c in r):
             continue
         if not _is_launch(r):
             key = "profiler log line" if r[0].startswith(LOG_PREFIXES) else "not a launch row"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        # metric rows may stop after "Metric Value" (the rule columns are then omitted)
+        if not _width_ok(r, need) or (len(r) > width and any(c.strip() for c in r[width:])):
+            key = "wrong number of columns (cut short or extra cells)"
             skipped[key] = skipped.get(key, 0) + 1
             continue
         if len(r) < width:
