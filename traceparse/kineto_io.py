@@ -179,7 +179,7 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
         from decimal import Decimal
 
         try:
-            ns = [None if v is None else int(round(Decimal(str(v)))) for v in values]
+            ns = [None if v is None else round(Decimal(str(v))) for v in values]
         except (ArithmeticError, ValueError):
             raise TraceError(path, f"'{name}' holds a value that is not a number") from None
         big = next((v for v in ns if v is not None and not -(2**63) < v < 2**63), None)

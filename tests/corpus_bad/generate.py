@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-import os
 import random
 import sqlite3
 import sys
@@ -234,18 +233,21 @@ def ncu_text(n: int = 6, rows: list[str] | None = None) -> str:
 
 
 # ============================================================ the corpus
-def build(out: Path, *, big: bool = True) -> list[Case]:
+def build(out: Path, *, big: bool = True, dry: bool = False) -> list[Case]:
     """Write every corpus file into ``out`` and return the manifest rows.
 
     With ``big=False`` the files above :data:`COMMIT_LIMIT` are not written (their rows are
-    still returned)."""
-    out.mkdir(parents=True, exist_ok=True)
+    still returned); with ``dry=True`` nothing is written (the manifest rows only)."""
+    if not dry:
+        out.mkdir(parents=True, exist_ok=True)
     cases: list[Case] = []
 
     def add(name: str, outcome: str, fragment: str, writer: Callable[[Path], object] | None,
             *, args: tuple[str, ...] = ("info", "{file}"), note: str = "",
             outputs: tuple[str, ...] = (), large: bool = False) -> None:
-        if writer is not None and (big or not large):
+        if writer is not None and not dry and (big or not large):
+            if (out / name).is_file():
+                (out / name).unlink()
             writer(out / name)
         cases.append(Case(name, outcome, fragment, args, note, outputs))
 
@@ -253,9 +255,11 @@ def build(out: Path, *, big: bool = True) -> list[Case]:
         return lambda p: p.write_bytes(b)
 
     # ---------------------------------------------------------------- nsys SQLite
-    good = nsys_db(out / "nsys_good.sqlite", kernels=400)
+    good = out / "nsys_good.sqlite"
+    if not dry:
+        nsys_db(good, kernels=400)
     add("nsys_good.sqlite", "ingest", "gpu kernel", None, note="the intact base export")
-    good_bytes = good.read_bytes()
+    good_bytes = b"" if dry else good.read_bytes()
     add("nsys_empty.sqlite", "error", "empty file", data(b""))
     add("nsys_magic_only.sqlite", "error", "SQLite", data(good_bytes[:16]),
         note="16-byte header magic and nothing else")
@@ -462,7 +466,8 @@ def build(out: Path, *, big: bool = True) -> list[Case]:
         (p / "rank1.json").write_bytes(raw[:100])
     add("torch_dir_one_bad_file", "error", "rank1.json", dir_one_bad)
 
-    _write_manifest(out, cases)
+    if not dry:
+        _write_manifest(out, cases)
     return cases
 
 
@@ -481,7 +486,6 @@ def main() -> None:
                  > COMMIT_LIMIT)
     print(f"{len(cases)} cases in {out}; not for committing (> {COMMIT_LIMIT} B): {big}",
           file=sys.stderr)
-    os.sync() if hasattr(os, "sync") else None
 
 
 if __name__ == "__main__":
