@@ -57,7 +57,16 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) 
             database of another application.
     """
     with NsysDB(path, use_adbc=use_adbc) as db:
-        return _read(db, rank)
+        try:
+            return _read(db, rank)
+        except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
+                pl.exceptions.ComputeError) as exc:
+            # SQLite is dynamically typed: an id column holding text/blobs, or a value out
+            # of range for its schema type (deviceId 2**31 for Int32), fails a cast or a
+            # comparison here; polars' first line names the column.
+            first = str(exc).strip().splitlines()[0][:160]
+            raise TraceError(db.path, "a column holds values of the wrong type or out of "
+                                      f"range: {first}") from None
 
 
 def _read(db: NsysDB, rank: int) -> Timeline:

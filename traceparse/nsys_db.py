@@ -150,10 +150,10 @@ class NsysDB:
         for c in columns:
             if c in frame.columns and not (frame[c].dtype.is_integer()
                                            or frame[c].dtype == pl.Null):
-                bad = frame[c].drop_nulls().cast(pl.String, strict=False)
-                bad = bad.filter(~bad.str.contains(r"^-?\d+$")) if bad.dtype == pl.String \
-                    else bad
-                example = repr(bad[0])[:40] if len(bad) else "?"
+                bad = [v for v in frame[c].drop_nulls().to_list()
+                       if not (isinstance(v, int) or (isinstance(v, str)
+                                                      and v.lstrip("-").isdigit()))]
+                example = repr(bad[0])[:40] if bad else "?"
                 raise TraceError(self.path, f"{table}: {c.removesuffix('_ns')} is not an "
                                             f"integer in some rows (e.g. {example})")
 
