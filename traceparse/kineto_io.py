@@ -179,13 +179,13 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
         from decimal import Decimal
 
         try:
-            ns = [None if v is None else round(Decimal(str(v))) for v in values]
+            exact = [None if v is None else round(Decimal(str(v))) for v in values]
         except (ArithmeticError, ValueError):
             raise TraceError(path, f"'{name}' holds a value that is not a number") from None
-        big = next((v for v in ns if v is not None and not -(2**63) < v < 2**63), None)
-        if big is not None:
-            raise _out_of_range(path, name, big)
-        return pl.Series(name, ns, dtype=pl.Int64)
+        huge = next((v for v in exact if v is not None and not -(2**63) < v < 2**63), None)
+        if huge is not None:
+            raise _out_of_range(path, name, huge)
+        return pl.Series(name, exact, dtype=pl.Int64)
     text = []
     for v in values:
         t = type(v)
@@ -219,12 +219,12 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
         out = []
         for v in text.to_list():
             try:
-                out.append(None if v is None else int(round(Decimal(v) * 1000)))
+                out.append(None if v is None else round(Decimal(v) * 1000))
             except (InvalidOperation, ValueError, OverflowError):
                 raise TraceError(path, f"'{name}' is not a number: {v[:40]!r}") from None
-        big = next((v for v in out if v is not None and not -(2**63) < v < 2**63), None)
-        if big is not None:
-            raise _out_of_range(path, name, big // 1000)
+        huge = next((v for v in out if v is not None and not -(2**63) < v < 2**63), None)
+        if huge is not None:
+            raise _out_of_range(path, name, huge // 1000)
         return pl.Series(name, out, dtype=pl.Int64)
     parts = frame.select(
         neg=pl.col("t").str.starts_with("-"),
@@ -237,11 +237,11 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
     if bad.height:
         raise TraceError(path, f"'{name}' is not a number: {bad['field_0'][0]!r}")
     whole = pl.col("field_0").str.strip_chars_start("0")
-    big = parts.filter(whole.str.len_chars() > len(str(MAX_US))
-                       | ((whole.str.len_chars() == len(str(MAX_US)))
-                          & (whole > str(MAX_US - 1))))
-    if big.height:
-        raise _out_of_range(path, name, big["field_0"][0])
+    too_big = parts.filter(whole.str.len_chars() > len(str(MAX_US))
+                           | ((whole.str.len_chars() == len(str(MAX_US)))
+                              & (whole > str(MAX_US - 1))))
+    if too_big.height:
+        raise _out_of_range(path, name, too_big["field_0"][0])
     frac = pl.col("field_1").fill_null("")
     ms3 = (frac + "000").str.slice(0, 3).cast(pl.Int64)
     rest = frac.str.slice(3).str.strip_chars_end("0")

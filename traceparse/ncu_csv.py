@@ -145,7 +145,8 @@ def _width_ok(r: list[str], width: int) -> bool:
 
 
 def _is_launch(r: list[str]) -> bool:
-    return bool(r) and r[0].strip().isdigit()
+    """A launch row starts with an ID: a non-negative integer that fits in int64."""
+    return bool(r) and r[0].strip().isdigit() and len(r[0].strip()) <= 18
 
 
 def _numeric(frame: pl.DataFrame) -> pl.DataFrame:
@@ -234,6 +235,7 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
     mi = idx["Metric Name"]
     ri = idx.get("Rule Name")
     need = min(width, idx.get("Metric Value", mi) + 1)
+    ok_rows: list[list[str]] = []
     for r in rows:
         if not r or not any(c.strip() for c in r):
             continue
@@ -248,6 +250,7 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
             continue
         if len(r) < width:
             r = r + [""] * (width - len(r))
+        ok_rows.append(r)
         if r[mi].strip():
             keep.append(r)
         elif ri is not None and r[ri].strip():
@@ -272,8 +275,7 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
     frame = _numeric(frame)
     frame = label_metric_frame(frame)
     kind = "roofline" if "Body Item Label" in idx else "details"
-    launch_rows = [r for r in rows if _is_launch(r)]
-    return NcuPage(kind, _launch_frame(header, launch_rows), frame.select(list(METRIC_SCHEMA)),
+    return NcuPage(kind, _launch_frame(header, ok_rows), frame.select(list(METRIC_SCHEMA)),
                    rows=len(keep) + rules + sum(skipped.values()), skipped=skipped,
                    rules=rules)
 

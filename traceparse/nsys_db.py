@@ -87,8 +87,13 @@ class NsysDB:
         self.uri = _uri(self.path)
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
+            # text that is not UTF-8 (a corrupt or foreign file) decodes with U+FFFD
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             rows = self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        except UnicodeDecodeError:  # SQLite's error message quoting non-UTF-8 schema text
+            raise TraceError(self.path, "corrupt SQLite file (non-UTF-8 bytes in its "
+                                        "schema)") from None
         except sqlite3.DatabaseError as exc:
             problem = "corrupt or truncated SQLite file" if "malformed" in str(exc) \
                 else "not a readable SQLite database"
@@ -133,7 +138,7 @@ class NsysDB:
     def _exec(self, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return self.con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(self.path, f"corrupt or truncated SQLite file ({exc})") from None
 
     def require(self, table: str, columns: Sequence[str]) -> None:
@@ -189,7 +194,7 @@ class NsysDB:
             cur = self.con.execute(sql, tuple(params))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(self.path, f"corrupt or truncated SQLite file ({exc})") from None
         if not rows:
             return pl.DataFrame({n: pl.Series(n, [], dtype=pl.Null) for n in names})
