@@ -32,7 +32,8 @@ TARGETS = [
     ("kineto json bytes", fk.test_mutated_json_bytes),
     ("kineto gzip bytes", fk.test_mutated_gzip_bytes),
     ("kineto events", fk.test_structured_events),
-    ("ncu raw bytes", fc.test_mutated_raw_page), ("ncu details bytes", fc.test_mutated_details_page),
+    ("ncu raw bytes", fc.test_mutated_raw_page),
+    ("ncu details bytes", fc.test_mutated_details_page),
     ("ncu cells", fc.test_random_cells),
 ]
 
@@ -41,10 +42,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=300.0)
     ap.add_argument("--examples", type=int, default=100_000, help="cap per target")
+    ap.add_argument("--only", default="", help="run only targets whose name contains this")
     args = ap.parse_args()
-    share = args.seconds / len(TARGETS)
+    targets = [t for t in TARGETS if args.only in t[0]]
+    share = args.seconds / len(targets)
     total = crashes = 0
-    for name, test in TARGETS:
+    for name, test in targets:
         inner = test.hypothesis.inner_test  # type: ignore[attr-defined]
         count = [0]
 

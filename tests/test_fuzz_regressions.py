@@ -79,3 +79,14 @@ def test_ncu_id_beyond_int64(tmp_path: Path) -> None:
     p.write_text(GEN.ncu_text(2, [GEN.ncu_row(99999999999999999999999)]))
     tl = ncu.read(p)
     assert tl.ncu.height == 2
+
+
+def test_nsys_memcpy_without_copykind(tmp_path: Path) -> None:
+    p = GEN.nsys_db(tmp_path / "m.sqlite", kernels=2)
+    con = sqlite3.connect(p)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY DROP COLUMN copyKind")
+    con.commit()
+    con.close()
+    tl = nsys.read(p)
+    memcpy = tl.gpu.filter(tl.gpu["kind"] == "memcpy")
+    assert memcpy["name"].to_list() == ["[CUDA memcpy Unknown]"] * 2

@@ -247,5 +247,5 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
     rest = frac.str.slice(3).str.strip_chars_end("0")
     up = (rest > "5") | ((rest == "5") & (ms3 % 2 == 1))
     mag = pl.col("field_0").cast(pl.Int64) * 1000 + ms3 + up.cast(pl.Int64)
-    out = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
-    return out.to_series()
+    result = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
+    return result.to_series()

@@ -176,6 +176,9 @@ def _memcpy(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
                                           ("srcKind", "_sk"), ("dstKind", "_dk")))
     skipped: dict[str, int] = {}
     frame = _clean_times(frame, skipped, db, MEMCPY)
+    # a layout without copyKind/srcKind/dstKind: Unknown copy kind, no memory kinds
+    frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias(c)
+                               for c in ("_ck", "_sk", "_dk") if c not in frame.columns)
     ids = sorted(oper_label)
     code = [COPY_CODE.get(str(oper_name.get(i, "")).removeprefix("CUDA_MEMCPY_KIND_"),
                           str(oper_label[i])) for i in ids]
