@@ -90,3 +90,13 @@ def test_nsys_memcpy_without_copykind(tmp_path: Path) -> None:
     tl = nsys.read(p)
     memcpy = tl.gpu.filter(tl.gpu["kind"] == "memcpy")
     assert memcpy["name"].to_list() == ["[CUDA memcpy Unknown]"] * 2
+
+
+@pytest.mark.parametrize("size", [0, 3, 1000])
+def test_nsys_header_with_invalid_page_size(tmp_path: Path, size: int) -> None:
+    p = GEN.nsys_db(tmp_path / "h.sqlite", kernels=2)
+    data = bytearray(p.read_bytes())
+    data[16:18] = size.to_bytes(2, "big")
+    p.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="page size"):
+        nsys.read(p)

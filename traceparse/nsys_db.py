@@ -53,6 +53,8 @@ def _check_header(path: Path) -> None:
         return  # sqlite3 itself reports these
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise TraceError(path, f"corrupt SQLite header (page size {page_size})")
     counter, pages, valid_for = (int.from_bytes(head[i:i + 4], "big") for i in (24, 28, 92))
     size = path.stat().st_size
     if pages and counter == valid_for and page_size * pages > size:
