@@ -169,6 +169,8 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
             continue
         table, kind = target
         good = [e for e in evs if e.get("ts") is not None and e.get("dur") is not None]
+        n_timed = len(good)
+        good = [e for e in good if not _negative(e["dur"])]
         if table == "ranges":
             ks = [("profiler_step" if isinstance(n := e.get("name"), str)
                    and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
@@ -180,13 +182,16 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
         picked[table] += good
         kinds[table] += ks
         ingest += ingest_rows(rank, table, source, len(good),
-                              {"missing ts or dur": len(evs) - len(good)})
+                              {"missing ts or dur": len(evs) - n_timed,
+                               "negative duration": n_timed - len(good)})
 
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
     ns_units = _looks_like_ns(picked, base)
     gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, ns_units)
     api = api_frame(picked["api"], kinds["api"], path, ns_units)
     ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, ns_units)
+    for f in (gpu, api, ranges):
+        _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
 
     gpu = link_gpu(gpu, api)
@@ -247,6 +252,29 @@ def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
     values = [float(v) for v in sample if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
+
+
+def _negative(dur: Any) -> bool:
+    """True for a duration below zero (a number, or decimal text when times are quoted)."""
+    if isinstance(dur, (int, float)) and not isinstance(dur, bool):
+        return dur < 0
+    return isinstance(dur, str) and dur.lstrip().startswith("-")
+
+
+def _check_range(frame: pl.DataFrame, base: int, path: Path) -> None:
+    """Refuse times whose epoch ns (base + start, base + start + dur) leave int64; checked
+    with Python integers from the column extremes, so nothing wraps silently."""
+    if frame.height == 0:
+        return
+    lo, hi = frame.select(pl.col("start_ns").min().alias("lo"),
+                          pl.col("start_ns").max().alias("hi")).row(0)
+    dmax = frame["dur_ns"].max()
+    if lo is None or hi is None:
+        return
+    top = int(hi) + base + max(int(dmax or 0), 0)  # type: ignore[arg-type]
+    if int(lo) + base < -(2**63) or top >= 2**63:
+        raise TraceError(path, "timestamps out of range: base time + ts + dur does not fit "
+                               "in int64 nanoseconds")
 
 
 def _to_epoch(frame: pl.DataFrame, base: int) -> pl.DataFrame:

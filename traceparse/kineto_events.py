@@ -94,6 +94,13 @@ def _str(values: list[Any], name: str) -> pl.Series:
     return pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
 
 
+def _name(events: list[dict[str, Any]]) -> pl.Series:
+    """Event names as text; an event without one (malformed, but seen in fuzzing) is
+    ``<unnamed>`` so the required ``name`` column stays filled."""
+    return pl.Series("name", ["<unnamed>" if (v := e.get("name")) is None else str(v)
+                              for e in events], dtype=pl.String)
+
+
 def _json(values: list[Any], name: str) -> pl.Series:
     """JSON text of each value (None stays null)."""
     return pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in values],
@@ -131,7 +138,7 @@ def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, ns_units))
-    cols["name"] = _str([e.get("name") for e in events], "name")
+    cols["name"] = _name(events)
     cols["device_id"] = _int(_get(args, "device"), "a").fill_null(
         _int([e.get("pid") for e in events], "b")).fill_null(0)
     cols["stream_id"] = _int(_get(args, "stream"), "a").fill_null(
@@ -175,7 +182,7 @@ def api_frame(events: list[dict[str, Any]], kinds: list[str],
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, ns_units))
-    cols["name"] = _str([e.get("name") for e in events], "name")
+    cols["name"] = _name(events)
     cols["process_id"] = _int([e.get("pid") for e in events], "process_id")
     cols["thread_id"] = _int([e.get("tid") for e in events], "thread_id")
     cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
@@ -196,7 +203,7 @@ def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, ns_units))
-    cols["name"] = _str([e.get("name") for e in events], "name")
+    cols["name"] = _name(events)
     pid = _int([e.get("pid") for e in events], "pid")
     tid = _int([e.get("tid") for e in events], "tid")
     on_gpu = pl.Series([k == "gpu_user_annotation" for k in kinds], dtype=pl.Boolean)

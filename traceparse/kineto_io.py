@@ -44,6 +44,19 @@ _TS_NUMBER = re.compile(rb'"ts":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
 _DUR_NUMBER = re.compile(rb'"dur":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
 #: Largest |value| in us whose float64 still resolves 1 ns (ulp(2**43) = 2**-10 < 0.001).
 FLOAT_EXACT_US = float(2**43)
+#: Largest |value| in us whose ns value fits in int64.
+MAX_US = (2**63 - 1) // 1000
+#: Gzip bomb guard: once more than :data:`RATIO_MIN_BYTES` are inflated, refuse a stream
+#: whose inflated/consumed ratio exceeds :data:`MAX_RATIO`. Real Kineto traces compress
+#: 8-31x (the shared corpus; benchmarks/RESULTS.md "Fuzzing"); deflate tops out near
+#: 1032x, which only degenerate (bomb-like) content reaches.
+MAX_RATIO = 200
+RATIO_MIN_BYTES = 64 << 20
+
+
+def _out_of_range(path: Path | str, name: str, value: object) -> TraceError:
+    return TraceError(path, f"'{name}' out of range: {str(value)[:40]} us does not fit in "
+                            "int64 nanoseconds")
 
 
 class NeedsDecimalText(Exception):
@@ -72,20 +85,25 @@ def read_bytes(path: Path) -> bytes:
     limit = max_json_bytes()
     out = bytearray()
     data = raw
+    consumed = 0
+    step = 1 << 20
     try:
         while data:
             inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
             while data:
-                chunk = inflater.decompress(data, 1 << 26)
+                # feed at most 1 MiB of input per call so the ratio is checked often
+                piece, rest = data[:step], data[step:]
+                chunk = inflater.decompress(piece, 1 << 24)
                 out += chunk
-                if len(out) > limit:
-                    raise TraceError(path, f"gzip inflates beyond {limit} bytes (limit; set "
-                                           "TRACEPARSE_MAX_JSON_BYTES to raise it): refusing "
-                                           "a possible gzip bomb")
-                data = inflater.unconsumed_tail
+                tail = inflater.unconsumed_tail
+                consumed += len(piece) - len(tail)
+                _check_inflated(path, len(out), consumed, limit)
+                data = tail + rest if tail else rest
+                if inflater.eof:
+                    break
             if not inflater.eof:
                 raise TraceError(path, "truncated gzip stream (file cut short)")
-            data = inflater.unused_data  # concatenated gzip members
+            data = inflater.unused_data + data  # concatenated gzip members
             if data and not data.startswith(GZIP_MAGIC):
                 break  # trailing garbage after the last member; gzip(1) ignores it too
     except (zlib.error, gzip.BadGzipFile) as exc:
@@ -93,6 +111,19 @@ def read_bytes(path: Path) -> bytes:
     if not out:
         raise TraceError(path, "gzip holds an empty file")
     return bytes(out)
+
+
+def _check_inflated(path: Path, inflated: int, consumed: int, limit: int) -> None:
+    """Refuse output beyond ``limit`` bytes, or a bomb-like inflation ratio (see
+    :data:`MAX_RATIO`), before more memory is spent."""
+    if inflated > limit:
+        raise TraceError(path, f"gzip inflates beyond {limit} bytes (limit; set "
+                               "TRACEPARSE_MAX_JSON_BYTES to raise it): refusing a possible "
+                               "gzip bomb")
+    if inflated > RATIO_MIN_BYTES and inflated > MAX_RATIO * max(consumed, 1):
+        raise TraceError(path, f"gzip inflates {inflated // max(consumed, 1)}x ({consumed} "
+                               f"bytes -> {inflated} so far; real traces stay under "
+                               f"{MAX_RATIO}x): refusing a possible gzip bomb")
 
 
 def decode(raw: bytes, path: Path | str, *,
@@ -131,6 +162,10 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
     Anything else (a bool, a list, text that is not a number) raises :class:`TraceError`.
     """
     if all(type(v) is int for v in values):
+        top = MAX_US if not ns_units else 2**63 - 1
+        big = next((v for v in values if not -top <= v <= top), None)
+        if big is not None:
+            raise _out_of_range(path, name, big)
         return pl.Series(name, values, dtype=pl.Int64) * (1 if ns_units else 1000)
     if not ns_units and all(type(v) is float or type(v) is int for v in values):
         us = np.asarray(values, dtype=np.float64)
@@ -143,8 +178,14 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
     if ns_units:
         from decimal import Decimal
 
-        return pl.Series(name, [None if v is None else round(Decimal(str(v)))
-                                for v in values], dtype=pl.Int64)
+        try:
+            exact = [None if v is None else round(Decimal(str(v))) for v in values]
+        except (ArithmeticError, ValueError):
+            raise TraceError(path, f"'{name}' holds a value that is not a number") from None
+        huge = next((v for v in exact if v is not None and not -(2**63) < v < 2**63), None)
+        if huge is not None:
+            raise _out_of_range(path, name, huge)
+        return pl.Series(name, exact, dtype=pl.Int64)
     text = []
     for v in values:
         t = type(v)
@@ -179,8 +220,11 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
         for v in text.to_list():
             try:
                 out.append(None if v is None else round(Decimal(v) * 1000))
-            except (InvalidOperation, ValueError):
+            except (InvalidOperation, ValueError, OverflowError):
                 raise TraceError(path, f"'{name}' is not a number: {v[:40]!r}") from None
+        huge = next((v for v in out if v is not None and not -(2**63) < v < 2**63), None)
+        if huge is not None:
+            raise _out_of_range(path, name, huge // 1000)
         return pl.Series(name, out, dtype=pl.Int64)
     parts = frame.select(
         neg=pl.col("t").str.starts_with("-"),
@@ -192,10 +236,16 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
                           & ~pl.col("field_1").str.contains(r"^\d*$")))
     if bad.height:
         raise TraceError(path, f"'{name}' is not a number: {bad['field_0'][0]!r}")
+    whole = pl.col("field_0").str.strip_chars_start("0")
+    too_big = parts.filter(whole.str.len_chars() > len(str(MAX_US))
+                           | ((whole.str.len_chars() == len(str(MAX_US)))
+                              & (whole > str(MAX_US - 1))))
+    if too_big.height:
+        raise _out_of_range(path, name, too_big["field_0"][0])
     frac = pl.col("field_1").fill_null("")
     ms3 = (frac + "000").str.slice(0, 3).cast(pl.Int64)
     rest = frac.str.slice(3).str.strip_chars_end("0")
     up = (rest > "5") | ((rest == "5") & (ms3 % 2 == 1))
     mag = pl.col("field_0").cast(pl.Int64) * 1000 + ms3 + up.cast(pl.Int64)
-    signed = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
-    return signed.to_series()
+    result = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
+    return result.to_series()

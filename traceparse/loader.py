@@ -41,7 +41,7 @@ def detect(path: str | os.PathLike[str]) -> str:
     if head.startswith(GZIP_MAGIC):
         return "kineto-json"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-    if text[:1] in (b"{", b"["):
+    if text[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
         return "kineto-json"
     if p.suffix.lower() in (".sqlite", ".db", ".sqlite3"):
         raise TraceError(p, "not an SQLite database (bad header)")

@@ -104,6 +104,8 @@ def _find_header(path: str | os.PathLike[str], text: str) -> tuple[int, int]:
 
 def _rows(path: str | os.PathLike[str], text: str) -> tuple[list[str], list[list[str]], int]:
     start, before = _find_header(path, text)
+    # ncu prints whole kernel signatures; allow fields up to the file size (default 128 KiB)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     try:
         rows = list(csv.reader(io.StringIO(text[start:], newline="")))
     except csv.Error as exc:
@@ -136,8 +138,15 @@ def _launch_frame(header: list[str], rows: list[list[str]]) -> pl.DataFrame:
     return pl.DataFrame(data, schema=schema, orient="row")
 
 
+def _width_ok(r: list[str], width: int) -> bool:
+    """A data row has the header's cells (trailing empty cells, from a trailing comma,
+    allowed); shorter rows were cut short, longer ones are not from this header."""
+    return len(r) >= width
+
+
 def _is_launch(r: list[str]) -> bool:
-    return bool(r) and r[0].strip().isdigit()
+    """A launch row starts with an ID: a non-negative integer that fits in int64."""
+    return bool(r) and r[0].strip().isdigit() and len(r[0].strip()) <= 18
 
 
 def _numeric(frame: pl.DataFrame) -> pl.DataFrame:
@@ -181,7 +190,11 @@ def _raw(header: list[str], rows: list[list[str]], skipped: dict[str, int]) -> N
             units = r
             continue
         if _is_launch(r):
-            launches.append(r)
+            if _width_ok(r, len(header)) and not any(c.strip() for c in r[len(header):]):
+                launches.append(r)
+            else:
+                key = "wrong number of columns (cut short or extra cells)"
+                skipped[key] = skipped.get(key, 0) + 1
         else:
             key = "profiler log line" if r[0].startswith(LOG_PREFIXES) else "not a launch row"
             skipped[key] = skipped.get(key, 0) + 1
@@ -221,6 +234,8 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
     rules = 0
     mi = idx["Metric Name"]
     ri = idx.get("Rule Name")
+    need = min(width, idx.get("Metric Value", mi) + 1)
+    ok_rows: list[list[str]] = []
     for r in rows:
         if not r or not any(c.strip() for c in r):
             continue
@@ -228,8 +243,14 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
             key = "profiler log line" if r[0].startswith(LOG_PREFIXES) else "not a launch row"
             skipped[key] = skipped.get(key, 0) + 1
             continue
+        # metric rows may stop after "Metric Value" (the rule columns are then omitted)
+        if not _width_ok(r, need) or (len(r) > width and any(c.strip() for c in r[width:])):
+            key = "wrong number of columns (cut short or extra cells)"
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
         if len(r) < width:
             r = r + [""] * (width - len(r))
+        ok_rows.append(r)
         if r[mi].strip():
             keep.append(r)
         elif ri is not None and r[ri].strip():
@@ -254,8 +275,7 @@ def _details(header: list[str], rows: list[list[str]], skipped: dict[str, int]) 
     frame = _numeric(frame)
     frame = label_metric_frame(frame)
     kind = "roofline" if "Body Item Label" in idx else "details"
-    launch_rows = [r for r in rows if _is_launch(r)]
-    return NcuPage(kind, _launch_frame(header, launch_rows), frame.select(list(METRIC_SCHEMA)),
+    return NcuPage(kind, _launch_frame(header, ok_rows), frame.select(list(METRIC_SCHEMA)),
                    rows=len(keep) + rules + sum(skipped.values()), skipped=skipped,
                    rules=rules)
 

@@ -34,8 +34,9 @@ from typing import Any
 import polars as pl
 
 from traceparse import schema
+from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import read_gpu, sort_by_start
+from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
 from traceparse.nsys_ranges import read_ranges
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
@@ -56,10 +57,20 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) 
             database of another application.
     """
     with NsysDB(path, use_adbc=use_adbc) as db:
-        return _read(db, rank)
+        try:
+            return _read(db, rank)
+        except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
+                pl.exceptions.ComputeError) as exc:
+            # SQLite is dynamically typed: an id column holding text/blobs, or a value out
+            # of range for its schema type (deviceId 2**31 for Int32), fails a cast or a
+            # comparison here; polars' first line names the column.
+            first = str(exc).strip().splitlines()[0][:160]
+            raise TraceError(db.path, "a column holds values of the wrong type or out of "
+                                      f"range: {first}") from None
 
 
 def _read(db: NsysDB, rank: int) -> Timeline:
+    _require_strings(db)
     strings = (db.frame("SELECT id, value FROM StringIds") if db.has("StringIds")
                else pl.DataFrame({"id": [], "value": []},
                                  schema={"id": pl.Int64, "value": pl.String}))
@@ -100,6 +111,18 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     return tl.validate()
 
 
+def _require_strings(db: NsysDB) -> None:
+    """Refuse an export whose rows name strings by id but that has no StringIds table."""
+    if db.has("StringIds"):
+        return
+    for table, col in (("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                       ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"), (RUNTIME, "nameId"),
+                       ("NVTX_EVENTS", "textId")):
+        if col in db.columns(table) and db.count(table):
+            raise TraceError(db.path, f"no StringIds table, but {table}.{col} refers to it: "
+                                      "names cannot be resolved (incomplete export)")
+
+
 def _api(db: NsysDB, strings: pl.DataFrame, rank: int
          ) -> tuple[pl.DataFrame, int, dict[str, int]]:
     if not db.has(RUNTIME) or db.count(RUNTIME) == 0:
@@ -113,16 +136,11 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
     if "globalTid" in cols:
         parts += ["(globalTid >> 24) & 16777215 AS process_id",
                   "globalTid & 16777215 AS thread_id"]
+    db.require(RUNTIME, ("start", "end"))
     frame = db.table_frame(RUNTIME, ", ".join(parts))
-    n0 = frame.height
+    db.check_int(frame, RUNTIME, ("start_ns", "end_ns"))
     skipped: dict[str, int] = {}
-    frame = frame.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
-    if frame.height < n0:
-        skipped["null start or end"] = n0 - frame.height
-    n1 = frame.height
-    frame = frame.filter(pl.col("end_ns") >= pl.col("start_ns"))
-    if frame.height < n1:
-        skipped["end before start"] = n1 - frame.height
+    frame = drop_bad_times(frame, skipped)
     if "_nid" in frame.columns:
         names = (strings.filter(pl.col("id").is_in(frame["_nid"].drop_nulls().unique()
                                                    .implode()))

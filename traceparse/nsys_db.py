@@ -47,6 +47,27 @@ def q(ident: str) -> str:
     return '"' + ident.replace('"', '""') + '"'
 
 
+def _check_header(path: Path) -> None:
+    """Refuse a file cut short: the SQLite header's page size x page count (valid when the
+    "version-valid-for" field equals the change counter) must fit in the file."""
+    with open(path, "rb") as fh:
+        head = fh.read(100)
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        return  # sqlite3 itself reports these
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise TraceError(path, f"corrupt SQLite header (page size {page_size})")
+    counter, pages, valid_for = (int.from_bytes(head[i:i + 4], "big") for i in (24, 28, 92))
+    size = path.stat().st_size
+    if pages and counter == valid_for and page_size * pages > size:
+        raise TraceError(path, f"truncated SQLite file: its header says {page_size * pages} "
+                               f"bytes ({pages} pages), the file has {size}")
+    if size % page_size:
+        raise TraceError(path, f"truncated SQLite file: {size} bytes is not a whole number "
+                               f"of {page_size}-byte pages")
+
+
 class NsysDB:
     """An open, read-only nsys SQLite export.
 
@@ -67,13 +88,21 @@ class NsysDB:
             raise TraceError(self.path, "no such file")
         if self.path.stat().st_size == 0:
             raise TraceError(self.path, "empty file")
+        _check_header(self.path)
         self.uri = _uri(self.path)
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
+            # text that is not UTF-8 (a corrupt or foreign file) decodes with U+FFFD
+            self.con.text_factory = lambda b: b.decode("utf-8", "replace")
             rows = self.con.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        except UnicodeDecodeError:  # SQLite's error message quoting non-UTF-8 schema text
+            raise TraceError(self.path, "corrupt SQLite file (non-UTF-8 bytes in its "
+                                        "schema)") from None
         except sqlite3.DatabaseError as exc:
-            raise TraceError(self.path, f"not a readable SQLite database ({exc})") from None
+            problem = "corrupt or truncated SQLite file" if "malformed" in str(exc) \
+                else "not a readable SQLite database"
+            raise TraceError(self.path, f"{problem} ({exc})") from None
         self.tables: set[str] = {r[0] for r in rows}
         if not self.tables & set(NSYS_MARKER_TABLES):
             raise TraceError(self.path, "SQLite database without Nsight Systems tables "
@@ -114,8 +143,29 @@ class NsysDB:
     def _exec(self, sql: str, params: Sequence[Any]) -> list[Any]:
         try:
             return self.con.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(self.path, f"corrupt or truncated SQLite file ({exc})") from None
+
+    def require(self, table: str, columns: Sequence[str]) -> None:
+        """Raise :class:`TraceError` unless ``table`` has every column in ``columns``."""
+        have = set(self.columns(table))
+        for c in columns:
+            if c not in have:
+                raise TraceError(self.path, f"{table} has no {c!r} column (not an nsys export "
+                                            "layout this reader knows)")
+
+    def check_int(self, frame: pl.DataFrame, table: str, columns: Sequence[str]) -> None:
+        """Raise :class:`TraceError` if a time column came back as anything but integers
+        (SQLite is dynamically typed: an INT column can hold text or reals)."""
+        for c in columns:
+            if c in frame.columns and not (frame[c].dtype.is_integer()
+                                           or frame[c].dtype == pl.Null):
+                bad = [v for v in frame[c].drop_nulls().to_list()
+                       if not (isinstance(v, int) or (isinstance(v, str)
+                                                      and v.lstrip("-").isdigit()))]
+                example = repr(bad[0])[:40] if bad else "?"
+                raise TraceError(self.path, f"{table}: {c.removesuffix('_ns')} is not an "
+                                            f"integer in some rows (e.g. {example})")
 
     # ------------------------------------------------------------------ bulk reads
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pl.DataFrame:
@@ -186,7 +236,7 @@ class NsysDB:
             cur = self.con.execute(sql, tuple(params))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(self.path, f"corrupt or truncated SQLite file ({exc})") from None
         if not rows:
             return pl.DataFrame({n: pl.Series(n, [], dtype=pl.Int64) for n in names})

@@ -84,17 +84,45 @@ def _select(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...],
     return db.table_frame(table, ", ".join(parts))
 
 
-def _clean_times(frame: pl.DataFrame, skipped: dict[str, int]) -> pl.DataFrame:
-    """Drop rows with NULL times or end < start (counted in ``skipped``); add dur_ns."""
+def _clean_times(frame: pl.DataFrame, skipped: dict[str, int], db: NsysDB | None = None,
+                 table: str = "") -> pl.DataFrame:
+    """Drop rows with NULL times, end < start, or a duration that overflows int64 (counted
+    in ``skipped``); add dur_ns. Non-integer times (text, reals) raise TraceError."""
+    if db is not None:
+        db.check_int(frame, table, ("start_ns", "end_ns"))
+    return drop_bad_times(frame, skipped).with_columns(
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+
+
+def drop_bad_times(frame: pl.DataFrame, skipped: dict[str, int], *,
+                   null_end_ok: bool = False) -> pl.DataFrame:
+    """Filter out (and count in ``skipped``) rows whose ``start_ns``/``end_ns`` are NULL,
+    ordered backwards, or so far apart that ``end - start`` overflows int64.
+
+    Example:
+        >>> f = pl.DataFrame({"start_ns": [0, 5, None, -(2**63) + 1],
+        ...                   "end_ns": [10, 4, 1, 2**63 - 1]})
+        >>> s = {}
+        >>> drop_bad_times(f, s).height, s["end before start"], s["null start or end"]
+        (1, 1, 1)
+        >>> s["duration overflows int64"]
+        1
+    """
     n0 = frame.height
-    frame = frame.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    present = start.is_not_null() if null_end_ok else start.is_not_null() & end.is_not_null()
+    frame = frame.filter(present)
     if frame.height < n0:
-        skipped["null start or end"] = n0 - frame.height
+        skipped["null start" if null_end_ok else "null start or end"] = n0 - frame.height
     n1 = frame.height
-    frame = frame.filter(pl.col("end_ns") >= pl.col("start_ns"))
+    frame = frame.filter(end.is_null() | (end >= start))
     if frame.height < n1:
         skipped["end before start"] = n1 - frame.height
-    return frame.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
+    n2 = frame.height
+    frame = frame.filter(end.is_null() | ((end - start) >= 0))  # wrapped subtraction
+    if frame.height < n2:
+        skipped["duration overflows int64"] = n2 - frame.height
+    return frame
 
 
 def _null_sentinels(frame: pl.DataFrame) -> pl.DataFrame:
@@ -117,7 +145,7 @@ def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame
     frame = _select(db, KERNEL, _COMMON + _KERNEL_ONLY,
                     tuple((c, c) for c in name_cols))
     skipped: dict[str, int] = {}
-    frame = _clean_times(frame, skipped)
+    frame = _clean_times(frame, skipped, db, KERNEL)
     for c in name_cols:
         names = _names(strings, frame[c]).rename({"id": c, "value": f"_{c}"})
         frame = frame.join(names, on=c, how="left", maintain_order="left")
@@ -148,7 +176,10 @@ def _memcpy(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
     frame = _select(db, MEMCPY, _COMMON, (("bytes", "bytes"), ("copyKind", "_ck"),
                                           ("srcKind", "_sk"), ("dstKind", "_dk")))
     skipped: dict[str, int] = {}
-    frame = _clean_times(frame, skipped)
+    frame = _clean_times(frame, skipped, db, MEMCPY)
+    # a layout without copyKind/srcKind/dstKind: Unknown copy kind, no memory kinds
+    frame = frame.with_columns(pl.lit(None, dtype=pl.Int64).alias(c)
+                               for c in ("_ck", "_sk", "_dk") if c not in frame.columns)
     ids = sorted(oper_label)
     code = [COPY_CODE.get(str(oper_name.get(i, "")).removeprefix("CUDA_MEMCPY_KIND_"),
                           str(oper_label[i])) for i in ids]
@@ -171,7 +202,7 @@ def _memset(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
     mem_kind = enum_map(db, "ENUM_CUDA_MEM_KIND", MEM_KIND, "label")
     frame = _select(db, MEMSET, _COMMON, (("bytes", "bytes"), ("memKind", "_mk")))
     skipped: dict[str, int] = {}
-    frame = _clean_times(frame, skipped)
+    frame = _clean_times(frame, skipped, db, MEMSET)
     kids = sorted(mem_kind)
     exprs: dict[str, pl.Expr] = {"kind": pl.lit("memset"), "name": pl.lit("[CUDA memset]")}
     if "_mk" in frame.columns:
@@ -216,6 +247,7 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
         if db.count(table) == 0:
             acct.append((table, 0, {}))
             continue
+        db.require(table, ("start", "end"))
         frame, skipped = fn()
         parts.append(frame)
         acct.append((table, frame.height, skipped))

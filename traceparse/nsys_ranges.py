@@ -26,7 +26,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.nsys_db import NsysDB
-from traceparse.nsys_gpu import sort_by_start
+from traceparse.nsys_gpu import drop_bad_times, sort_by_start
 
 NVTX = "NVTX_EVENTS"
 KIND_BY_TYPE = {34: "nvtx_mark", 59: "nvtx_push_pop", 60: "nvtx_start_end",
@@ -75,6 +75,7 @@ def read_ranges(db: NsysDB, strings: pl.DataFrame, rank: int
     """Build ``ranges`` from NVTX_EVENTS; return it and (parsed, skipped) or None if absent."""
     if not db.has(NVTX):
         return schema.empty("ranges"), None
+    db.require(NVTX, ("start", "end", "eventType"))
     cols = set(db.columns(NVTX))
     sel = ['start AS start_ns', '"end" AS end_ns', "eventType AS _type"]
     for src, dst in (("text", "_text"), ("textId", "_tid"), ("domainId", "_dom"),
@@ -114,14 +115,8 @@ def read_ranges(db: NsysDB, strings: pl.DataFrame, rank: int
             domains = (dom_rows.select("process_id", "_dom", domain=pl.col("_name"))
                        .unique(["process_id", "_dom"], keep="first"))
     ev = raw.filter(types.is_in(list(KIND_BY_TYPE)))
-    n0 = ev.height
-    ev = ev.filter(pl.col("start_ns").is_not_null())
-    if ev.height < n0:
-        skipped["null start"] = n0 - ev.height
-    n1 = ev.height
-    ev = ev.filter(pl.col("end_ns").is_null() | (pl.col("end_ns") >= pl.col("start_ns")))
-    if ev.height < n1:
-        skipped["end before start"] = n1 - ev.height
+    db.check_int(ev, NVTX, ("start_ns", "end_ns"))
+    ev = drop_bad_times(ev, skipped, null_end_ok=True)
     ev = _with_text(ev, strings)
     kind = types.replace_strict(list(KIND_BY_TYPE), list(KIND_BY_TYPE.values()),
                                 return_dtype=pl.String)

@@ -60,10 +60,31 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
     span = tl.span_ns()
     if span:
         rows.append(("time span", f"{span[0]} .. {span[1]} ns ({(span[1] - span[0]) / 1e9:.6f} s)"))
-    skipped = tl.ingest.filter(pl.col("outcome") == "skipped")
-    for r in skipped.iter_rows(named=True):
-        rows.append((f"skipped {r['source']}", f"{r['count']} ({r['reason']})"))
+    rows += accounting_rows(tl.ingest)
     return pl.DataFrame(rows, schema=["item", "value"], orient="row")
+
+
+def accounting_rows(ingest: pl.DataFrame) -> list[tuple[str, str]]:
+    """Per source (table or event category) of each rank: ``input = parsed + skipped``, then
+    one ``skipped`` line per reason.
+
+    Example:
+        >>> from traceparse.timeline import ingest_frame, ingest_rows
+        >>> ing = ingest_frame(ingest_rows(0, "gpu", "KERNEL", 3, {"end before start": 1}))
+        >>> accounting_rows(ing)
+        [('input KERNEL', '4 = 3 parsed + 1 skipped'), ('skipped KERNEL', '1 (end before start)')]
+    """
+    rows: list[tuple[str, str]] = []
+    ranks = ingest["rank"].n_unique() > 1
+    for (rank, source), part in ingest.group_by(["rank", "source"], maintain_order=True):
+        label = f"{source} (rank {rank})" if ranks else str(source)
+        parsed = int(part.filter(pl.col("outcome") == "parsed")["count"].sum())
+        skipped = part.filter(pl.col("outcome") == "skipped")
+        total = parsed + int(skipped["count"].sum())
+        rows.append((f"input {label}", f"{total} = {parsed} parsed + {total - parsed} skipped"))
+        for r in skipped.iter_rows(named=True):
+            rows.append((f"skipped {label}", f"{r['count']} ({r['reason']})"))
+    return rows
 
 
 @main.command()

@@ -1,0 +1,102 @@
+"""Regression tests for the crashes the fuzzers found (each crashed before its fix)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fuzzing import generator
+
+from traceparse import kineto, ncu, nsys
+from traceparse.errors import TraceError
+
+GEN = generator()
+
+
+def test_nsys_non_utf8_table_name_in_schema(tmp_path: Path) -> None:
+    # a flipped byte inside sqlite_master's table name: sqlite3 raised UnicodeDecodeError
+    p = GEN.nsys_db(tmp_path / "a.sqlite", kernels=3)
+    data = p.read_bytes()
+    i = data.index(b"tableCUPTI_ACTIVITY_KIND_MEMCPY") + len(b"table")
+    p.write_bytes(data[:i] + b"\x80" + data[i + 1:])
+    try:
+        tl = nsys.read(p)
+    except TraceError:
+        return
+    tl.validate()
+    assert tl.kernels.height == 3  # the kernel table is intact
+
+
+def test_nsys_device_id_out_of_int32(tmp_path: Path) -> None:
+    p = GEN.nsys_db(tmp_path / "b.sqlite", kernels=3)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 2147483648 WHERE rowid = 1")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceError, match="wrong type or out of range"):
+        nsys.read(p)
+
+
+def test_nsys_text_in_id_column(tmp_path: Path) -> None:
+    p = GEN.nsys_db(tmp_path / "c.sqlite", kernels=3)
+    con = sqlite3.connect(p)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET contextId = '' WHERE rowid = 1")
+    con.commit()
+    con.close()
+    with pytest.raises(TraceError):
+        nsys.read(p)
+
+
+def test_kineto_event_without_name(tmp_path: Path) -> None:
+    doc = GEN.kineto_doc(2)
+    for e in doc["traceEvents"]:
+        if e.get("cat") in ("kernel", "cuda_runtime"):
+            del e["name"]
+            break
+    p = tmp_path / "n.json"
+    p.write_text(json.dumps(doc))
+    tl = kineto.read(p)
+    assert "<unnamed>" in tl.gpu["name"].cast(str).to_list() + tl.api["name"].cast(str).to_list()
+
+
+def test_ncu_details_row_cut_before_kernel_name(tmp_path: Path) -> None:
+    from test_fuzz_ncu import DETAILS
+
+    lines = DETAILS.decode().splitlines(keepends=True)
+    p = tmp_path / "d.csv"
+    p.write_text(lines[0] + lines[1] + '"1","1","a"\n' + lines[2])
+    tl = ncu.read(p)
+    assert tl.ncu["kernel_name"].to_list() == ["k(float*)"]
+    skipped = dict(tl.ingest.filter(tl.ingest["outcome"] == "skipped")
+                   .select("reason", "count").iter_rows())
+    assert skipped == {"wrong number of columns (cut short or extra cells)": 1}
+
+
+def test_ncu_id_beyond_int64(tmp_path: Path) -> None:
+    p = tmp_path / "r.csv"
+    p.write_text(GEN.ncu_text(2, [GEN.ncu_row(99999999999999999999999)]))
+    tl = ncu.read(p)
+    assert tl.ncu.height == 2
+
+
+def test_nsys_memcpy_without_copykind(tmp_path: Path) -> None:
+    p = GEN.nsys_db(tmp_path / "m.sqlite", kernels=2)
+    con = sqlite3.connect(p)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_MEMCPY DROP COLUMN copyKind")
+    con.commit()
+    con.close()
+    tl = nsys.read(p)
+    memcpy = tl.gpu.filter(tl.gpu["kind"] == "memcpy")
+    assert memcpy["name"].to_list() == ["[CUDA memcpy Unknown]"] * 2
+
+
+@pytest.mark.parametrize("size", [0, 3, 1000])
+def test_nsys_header_with_invalid_page_size(tmp_path: Path, size: int) -> None:
+    p = GEN.nsys_db(tmp_path / "h.sqlite", kernels=2)
+    data = bytearray(p.read_bytes())
+    data[16:18] = size.to_bytes(2, "big")
+    p.write_bytes(bytes(data))
+    with pytest.raises(TraceError, match="page size"):
+        nsys.read(p)
