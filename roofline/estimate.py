@@ -66,6 +66,23 @@ def _ints(v: Any, n: int, default: int) -> list[int]:
     return [default] * n
 
 
+#: Position of ``is_causal`` among the op's inputs (Kineto 'Concrete Inputs').
+CAUSAL_ARG = {"aten::scaled_dot_product_attention": 5,
+              "aten::_scaled_dot_product_flash_attention": 4,
+              "aten::_scaled_dot_product_flash_attention_for_cpu": 4,
+              "aten::_scaled_dot_product_efficient_attention": 6,
+              "aten::_scaled_dot_product_cudnn_attention": 6}
+
+
+def _is_causal(name: str, concrete: list[Any]) -> bool:
+    """True when the op's ``is_causal`` input is recorded as true (then only about half of
+    the score matrix is computed)."""
+    pos = CAUSAL_ARG.get(name)
+    if pos is None or len(concrete) <= pos:
+        return False
+    return str(concrete[pos]).strip().lower() in ("true", "1")
+
+
 def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> float | None:
     """FLOPs of one op from its input shapes; None when the op or shapes are not covered.
 
@@ -106,6 +123,8 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
             out = [_conv_out(x[2 + i], w[2 + i], stride[i], pad[i], dil[i]) for i in range(nsp)]
             return 2.0 * x[0] * w[0] * _prod(out) * w[1] * _prod(w[2:])
         if "scaled_dot_product" in name or "flash_attention" in name or "flash_attn" in name:
+            if "backward" in name:
+                return None  # backward inputs are (grad_out, q, k, v, ...): not costed here
             q, k, v = t[0], t[1], t[2]
             if "flash_attn::" in name or name.startswith("FlashAttn"):  # [B, L, H, D] layout
                 b, lq, h, d = q
@@ -113,7 +132,8 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
             else:  # aten layout [B, H, L, D]
                 b, h, lq, d = q
                 s, dv = k[-2], v[-1]
-            return 2.0 * b * h * lq * s * (d + dv)
+            causal = _is_causal(name, c)
+            return 2.0 * b * h * lq * s * (d + dv) * (0.5 if causal else 1.0)
     except (IndexError, TypeError, ValueError):
         return None
     return None

@@ -91,6 +91,12 @@ def test_overrides_csv_and_json(tmp_path: Path) -> None:
      2 * 2 * 64 * 112 * 112 * 3 * 3 * 3),
     ("aten::scaled_dot_product_attention", [[2, 8, 128, 64], [2, 8, 256, 64], [2, 8, 256, 64]],
      None, 2 * 2 * 8 * 128 * 256 * (64 + 64)),
+    # causal: (q, k, v, attn_mask, dropout_p, is_causal=True) -> half the score matrix
+    ("aten::scaled_dot_product_attention", [[2, 8, 128, 64], [2, 8, 128, 64], [2, 8, 128, 64]],
+     ["", "", "", "", "0.", "True"], 2 * 2 * 8 * 128 * 128 * (64 + 64) // 2),
+    # backward inputs start with grad_out: not costed with the forward formula
+    ("aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+     [[2, 8, 128, 64], [2, 8, 128, 64], [2, 8, 128, 64], [2, 8, 128, 64]], None, None),
     ("flash_attn::_flash_attn_forward", [[2, 128, 8, 64], [2, 256, 8, 64], [2, 256, 8, 64]],
      None, 2 * 2 * 8 * 128 * 256 * 128),
     # cudnn_convolution(input, weight, padding, stride, dilation, ...): pad 1, stride 1
