@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import REPO, ids, shared_files
+from tests.conftest import REPO, TRACES, ids, shared_files
 from traceparse import ncu
 from traceparse.errors import TraceError
 from traceparse.ncu_csv import read_page
@@ -243,3 +243,20 @@ def test_cli_error_log_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert "no Nsight Compute CSV" in r.stderr
+
+
+@pytest.mark.shared
+def test_gzipped_csv_reads_like_plain(tmp_path: Path) -> None:
+    import gzip
+
+    import traceparse
+
+    src = TRACES / "ncu" / "rsmall__sgemm.raw.csv"
+    gz = tmp_path / "rsmall__sgemm.raw.csv.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    assert traceparse.load(gz).ncu.drop("source_page").equals(
+        traceparse.load(src).ncu.drop("source_page"))
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(gz.read_bytes()[:200])
+    with pytest.raises(traceparse.TraceError, match="truncated gzip"):
+        traceparse.load(cut)

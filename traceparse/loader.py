@@ -5,6 +5,7 @@ Detection looks at content, not only the extension:
 * a directory holding ``timeline.json`` -> a saved :class:`Timeline`;
 * any other directory -> per-rank Kineto traces (``*.json``, ``*.json.gz``);
 * ``SQLite format 3`` magic -> Nsight Systems SQLite export;
+* ``*.csv.gz`` -> gzipped Nsight Compute CSV;
 * gzip magic, or text starting with ``{`` / ``[`` -> Kineto (PyTorch profiler) JSON;
 * other text -> Nsight Compute CSV.
 """
@@ -39,7 +40,7 @@ def detect(path: str | os.PathLike[str]) -> str:
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
     if head.startswith(GZIP_MAGIC):
-        return "kineto-json"
+        return "ncu-csv" if p.name.lower().endswith(".csv.gz") else "kineto-json"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
         return "kineto-json"

@@ -67,12 +67,34 @@ class NcuPage:
     log_lines: int = 0
 
 
+#: Largest decompressed size accepted for a gzipped CSV (a gzip bomb is refused past it).
+MAX_CSV_BYTES = 4 << 30
+
+
+def _gunzip(path: str | os.PathLike[str], data: bytes) -> bytes:
+    """Decompress a gzipped CSV, refusing truncated streams and output past MAX_CSV_BYTES."""
+    import zlib
+
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(data, MAX_CSV_BYTES + 1)
+    except zlib.error as exc:
+        raise TraceError(path, f"corrupt gzip stream: {exc}") from None
+    if len(out) > MAX_CSV_BYTES:
+        raise TraceError(path, f"gzip expands past {MAX_CSV_BYTES >> 30} GiB: refused")
+    if not d.eof:
+        raise TraceError(path, "truncated gzip stream")
+    return out
+
+
 def _read_text(path: str | os.PathLike[str]) -> str:
     try:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror or exc}") from None
+    if data[:2] == b"\x1f\x8b":
+        data = _gunzip(path, data)
     if not data.strip():
         raise TraceError(path, "empty file")
     for enc in ("utf-8-sig", "latin-1"):
