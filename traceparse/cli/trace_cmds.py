@@ -6,7 +6,8 @@ writes the output.
 * ``kernels TRACE`` - ``nsys stats`` cuda_gpu_kern_sum;
 * ``memops TRACE`` - cuda_gpu_mem_time_sum / cuda_gpu_mem_size_sum;
 * ``api TRACE`` - cuda_api_sum;
-* ``convert TRACE -o OUT`` - save the unified timeline (Parquet directory).
+* ``convert TRACE -o OUT [--to parquet|chrome]`` - save the unified timeline (Parquet
+  directory) or export it as Chrome-trace JSON for the Perfetto UI.
 """
 
 from __future__ import annotations
@@ -136,8 +137,9 @@ def api(trace: str, fmt: str, output: str | None) -> None:
 @click.argument("trace", type=_TRACE)
 @click.option("-o", "--output", "output", required=True, type=click.Path(),
               help="Output path (a directory of Parquet files for --to parquet).")
-@click.option("--to", "to", type=click.Choice(["parquet"]), default="parquet",
-              show_default=True, help="Output kind.")
+@click.option("--to", "to", type=click.Choice(["parquet", "chrome"]), default="parquet",
+              show_default=True, help="Output kind: parquet (a timeline directory) or chrome "
+              "(Chrome-trace JSON for the Perfetto UI, with an attribution lane per GPU).")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 def convert(trace: str, output: str, to: str, force: bool) -> None:
     """Convert TRACE to the unified timeline and save it (parse once, analyse many times)."""
@@ -148,3 +150,8 @@ def convert(trace: str, output: str, to: str, force: bool) -> None:
         path = tl.save(output)
         click.echo(f"wrote {path} ({tl.gpu.height} gpu, {tl.api.height} api, "
                    f"{tl.ranges.height} ranges rows)")
+    elif to == "chrome":
+        from reports.chrome import write_chrome
+
+        size = write_chrome(tl, output)
+        click.echo(f"wrote {output} ({size:,} bytes; open it in the Perfetto UI)")

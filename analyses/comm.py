@@ -1,0 +1,224 @@
+"""Collective communication (NCCL/RCCL): time, overlap with compute, bandwidth, rank skew.
+
+* :func:`collectives` — one row per communication kernel: the collective (``coll_name``
+  when the trace has it, else parsed from ``ncclKernel_<Coll>_...`` /
+  ``ncclDevKernel_<Coll>_...``), its time **exposed** (no compute kernel ran on the same
+  (rank, device)) and **overlapped** (some compute kernel ran: interval intersection with
+  the union of compute kernels), message size and bandwidths where sizes are known.
+* :func:`comm_summary` — per (collective, process group): count, time, exposed/overlapped,
+  bytes, mean algbw/busbw.
+* :func:`collective_skew` — multi-rank: the *i*-th instance of the same collective in the
+  same process group on every rank is one collective call; its skew is the spread of the
+  kernel start times across ranks. The rank that starts last is the **straggler**: the others
+  sit in the kernel waiting for it, so their kernel time is inflated by the skew.
+
+Bandwidth (nccl-tests conventions): ``bytes`` = max(in, out) elements x dtype size (the
+full buffer: allgather's output, reducescatter's input), ``algbw = bytes / time``,
+``busbw = algbw x factor(n)`` with n the group size: allreduce 2(n-1)/n, allgather,
+reducescatter and alltoall (n-1)/n, broadcast, reduce and send/recv 1. Bandwidths are in
+GB/s (10^9 bytes/s = bytes/ns).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyses import intervals
+from traceparse.timeline import Timeline
+
+#: Bytes per element for the dtype strings of Kineto's ``record_param_comms``.
+DTYPE_BYTES = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
+    "bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "short": 2, "int16": 2,
+    "byte": 1, "char": 1, "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1,
+    "float8_e5m2": 1, "complexfloat": 8, "complexdouble": 16,
+}
+
+_KERNEL_COLL_RE = r"(?i)(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)"
+
+
+def collective_expr() -> pl.Expr:
+    """Normalised collective name: allreduce, allgather, reducescatter, alltoall, broadcast,
+    reduce, sendrecv, barrier, or the lower-cased raw name.
+
+    Uses ``coll_name`` when present, else the ``<Coll>`` of the kernel name.
+
+    Example:
+        ``ncclKernel_AllReduce_RING_LL_Sum_float(...)`` -> allreduce;
+        ``ncclDevKernel_SendRecv(...)`` -> sendrecv; coll_name ``_allgather_base`` ->
+        allgather; ``reduce_scatter_tensor_coalesced`` -> reducescatter.
+    """
+    raw = pl.coalesce(pl.col("coll_name").cast(pl.String),
+                      pl.col("name").cast(pl.String).str.extract(_KERNEL_COLL_RE, 1))
+    n = raw.str.to_lowercase().str.replace_all("_", "")
+    return (pl.when(n.str.contains("allreduce")).then(pl.lit("allreduce"))
+            .when(n.str.contains("allgather")).then(pl.lit("allgather"))
+            .when(n.str.contains("reducescatter")).then(pl.lit("reducescatter"))
+            .when(n.str.contains("alltoall")).then(pl.lit("alltoall"))
+            .when(n.str.contains("broadcast")).then(pl.lit("broadcast"))
+            .when(n.str.contains("barrier")).then(pl.lit("barrier"))
+            .when(n.str.contains("send|recv")).then(pl.lit("sendrecv"))
+            .when(n.str.contains("reduce")).then(pl.lit("reduce"))
+            .otherwise(n))
+
+
+def busbw_factor() -> pl.Expr:
+    """Bus-bandwidth factor of ``collective`` for group size ``coll_group_size`` (null when
+    the size is unknown)."""
+    n = pl.col("coll_group_size").cast(pl.Float64)
+    c = pl.col("collective")
+    return (pl.when(c == "allreduce").then(2.0 * (n - 1) / n)
+            .when(c.is_in(["allgather", "reducescatter", "alltoall"])).then((n - 1) / n)
+            .when(c.is_in(["broadcast", "reduce", "sendrecv"])).then(pl.lit(1.0))
+            .otherwise(None))
+
+
+def _overlap_ns(rows: pl.DataFrame, cover: pl.DataFrame, by: list[str]) -> pl.Series:
+    """For each row interval, the length covered by the disjoint intervals ``cover``.
+
+    covered(t) = length of ``cover`` before t = (cumulative length of the intervals that
+    started before t, minus the part of the last one after t); overlap = covered(end) -
+    covered(start). Two ``join_asof`` lookups, no per-row loop.
+    """
+    u = cover.sort([*by, "start_ns"]).with_columns(
+        _cum=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over(by))
+    u = u.select(*by, pl.col("start_ns").alias("_t"), pl.col("start_ns").alias("_us"),
+                 pl.col("end_ns").alias("_ue"), "_cum").sort("_t")
+
+    def covered(col: str) -> pl.Series:
+        q = rows.select(*by, pl.col(col).alias("_t")).with_row_index("_i").sort("_t")
+        j = q.join_asof(u, on="_t", by=by, strategy="backward", check_sortedness=False)
+        val = (pl.col("_cum") - (pl.col("_ue") - pl.min_horizontal("_t", "_ue"))).fill_null(0)
+        return j.with_columns(_v=val).sort("_i")["_v"]
+
+    if rows.height == 0:
+        return pl.Series("overlap", [], pl.Int64)
+    return (covered("end_ns") - covered("start_ns")).alias("overlap")
+
+
+def collectives(tl: Timeline) -> pl.DataFrame:
+    """One row per communication kernel with collective, exposure and bandwidth.
+
+    Returns:
+        ``rank, device_id, stream_id, process_id, name, collective, coll_pg, start_ns,
+        end_ns, dur_ns, overlapped_ns, exposed_ns, coll_group_size, coll_dtype, bytes,
+        algbw_gbps, busbw_gbps`` sorted by rank, device, start. ``bytes`` and the
+        bandwidths are null when the trace has no message sizes (nsys) or an unknown dtype.
+
+    Example:
+        Device 0: compute kernel [0, 100), allreduce kernel [60, 160) of 25 float elements
+        in a group of 4 -> overlapped 40, exposed 60, bytes 100, algbw 100/100 = 1.0 GB/s,
+        busbw 1.0 * 2 * 3 / 4 = 1.5 GB/s.
+    """
+    g = tl.gpu
+    by = ["rank", "device_id"]
+    comm = g.filter((pl.col("kind") == "kernel") & (pl.col("category") == "communication"))
+    comp = intervals.union(g.filter(pl.col("category") == "compute"), by=by)
+    comm = comm.with_columns(collective_expr().alias("collective"))
+    ov = _overlap_ns(comm, comp, by)
+    comm = comm.with_columns(overlapped_ns=ov.cast(pl.Int64)).with_columns(
+        exposed_ns=pl.col("dur_ns") - pl.col("overlapped_ns"))
+    size = pl.coalesce(pl.max_horizontal("coll_in_nelems", "coll_out_nelems"))
+    elem = (pl.col("coll_dtype").cast(pl.String).str.to_lowercase()
+            .replace_strict(DTYPE_BYTES, default=None, return_dtype=pl.Int64))
+    comm = comm.with_columns(bytes=(size * elem).cast(pl.Int64))
+    comm = comm.with_columns(
+        algbw_gbps=pl.when(pl.col("dur_ns") > 0)
+        .then(pl.col("bytes").cast(pl.Float64) / pl.col("dur_ns")).otherwise(None))
+    comm = comm.with_columns(busbw_gbps=pl.col("algbw_gbps") * busbw_factor())
+    return comm.select(
+        "rank", "device_id", "stream_id", "process_id", pl.col("name").cast(pl.String),
+        "collective", pl.col("coll_pg").cast(pl.String), "start_ns", "end_ns", "dur_ns",
+        "overlapped_ns", "exposed_ns", "coll_group_size",
+        pl.col("coll_dtype").cast(pl.String), "bytes", "algbw_gbps", "busbw_gbps",
+    ).sort("rank", "device_id", "start_ns")
+
+
+def comm_summary(tl: Timeline) -> pl.DataFrame:
+    """Per (collective, process group): count, total/exposed/overlapped time, bandwidth.
+
+    Returns:
+        ``collective, coll_pg, count, ranks, time_ns, exposed_ns, overlapped_ns,
+        exposed_pct, bytes, avg_bytes, algbw_gbps, busbw_gbps`` (bandwidths are
+        time-weighted: total bytes / total time of the kernels with a known size), sorted by
+        time descending.
+    """
+    c = collectives(tl)
+    known = pl.col("bytes").is_not_null()
+    out = (c.group_by("collective", "coll_pg")
+           .agg(pl.len().cast(pl.Int64).alias("count"),
+                pl.col("rank").n_unique().cast(pl.Int64).alias("ranks"),
+                pl.col("dur_ns").sum().cast(pl.Int64).alias("time_ns"),
+                pl.col("exposed_ns").sum().cast(pl.Int64).alias("exposed_ns"),
+                pl.col("overlapped_ns").sum().cast(pl.Int64).alias("overlapped_ns"),
+                pl.col("bytes").sum().cast(pl.Int64).alias("bytes"),
+                pl.col("bytes").mean().alias("avg_bytes"),
+                (pl.col("bytes").sum() / pl.col("dur_ns").filter(known).sum())
+                .fill_nan(None).alias("algbw_gbps"),
+                ((pl.col("busbw_gbps") * pl.col("dur_ns")).sum()
+                 / pl.col("dur_ns").filter(pl.col("busbw_gbps").is_not_null()).sum())
+                .fill_nan(None).alias("busbw_gbps"))
+           .with_columns(exposed_pct=pl.col("exposed_ns") * 100.0 / pl.col("time_ns"),
+                         bytes=pl.when(pl.col("avg_bytes").is_null()).then(None)
+                         .otherwise(pl.col("bytes")))
+           .sort(["time_ns", "collective"], descending=[True, False]))
+    return out.select("collective", "coll_pg", "count", "ranks", "time_ns", "exposed_ns",
+                      "overlapped_ns", "exposed_pct", "bytes", "avg_bytes", "algbw_gbps",
+                      "busbw_gbps")
+
+
+def collective_skew(tl: Timeline) -> pl.DataFrame:
+    """Skew of each collective call across ranks, and its straggler.
+
+    Participants are (rank, device) pairs, so a single-process multi-GPU trace and a
+    one-GPU-per-rank trace both work. Instances are matched by order: the *i*-th kernel of
+    collective C in process group G on each participant is call ``seq = i`` (a null group is
+    its own group). Only calls seen on at least two participants are returned.
+
+    Returns:
+        ``collective, coll_pg, seq, participants, first_start_ns, last_start_ns, skew_ns``
+        (last start - first start), ``straggler_rank``, ``straggler_device`` (the one whose
+        kernel started last: the others waited for it), ``end_skew_ns`` (spread of the
+        kernel ends), ``wait_ns`` (sum over participants of their start's lead over the
+        straggler's: kernel time spent waiting). Sorted by skew descending.
+
+    Example:
+        allreduce #0 starts at 100 on rank 0, 130 on rank 1, 110 on rank 2 -> skew 30,
+        straggler rank 1, wait (130-100) + 0 + (130-110) = 50.
+    """
+    c = collectives(tl).with_columns(pl.col("coll_pg").fill_null("(default)"))
+    c = c.sort("rank", "device_id", "start_ns").with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
+                                                         "coll_pg"))
+    key = ["collective", "coll_pg", "seq"]
+    last = pl.col("start_ns").max()
+    out = (c.group_by(key)
+           .agg(pl.len().cast(pl.Int64).alias("participants"),
+                pl.col("start_ns").min().alias("first_start_ns"),
+                last.alias("last_start_ns"),
+                pl.col("rank").sort_by("start_ns").last().alias("straggler_rank"),
+                pl.col("device_id").sort_by("start_ns").last().alias("straggler_device"),
+                (pl.col("end_ns").max() - pl.col("end_ns").min()).alias("end_skew_ns"),
+                (last - pl.col("start_ns")).sum().alias("wait_ns"))
+           .filter(pl.col("participants") >= 2)
+           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns")))
+    return out.select(*key, "participants", "first_start_ns", "last_start_ns", "skew_ns",
+                      "straggler_rank", "straggler_device", "end_skew_ns", "wait_ns"
+                      ).sort(["skew_ns", "collective", "seq"], descending=[True, False, False])
+
+
+def straggler_summary(tl: Timeline) -> pl.DataFrame:
+    """How often each (rank, device) was the straggler, and the skew it caused.
+
+    Returns:
+        ``straggler_rank, straggler_device, calls`` (number of collective calls it was
+        last to start), ``skew_ns`` (their summed skew), ``share`` (of all matched calls);
+        sorted by summed skew descending.
+    """
+    s = collective_skew(tl)
+    n = s.height
+    return (s.group_by("straggler_rank", "straggler_device")
+            .agg(pl.len().cast(pl.Int64).alias("calls"),
+                 pl.col("skew_ns").sum().cast(pl.Int64).alias("skew_ns"))
+            .with_columns(share=pl.col("calls") / (n if n else 1))
+            .sort(["skew_ns", "straggler_rank"], descending=[True, False]))

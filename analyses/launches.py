@@ -1,0 +1,185 @@
+"""Kernel launch analysis: launch cost, queueing, and what CUDA graphs could recover.
+
+For every kernel joined to its launching API call (:func:`traceparse.links.launch_join`):
+
+* ``launch_ns`` (**A**) = API call duration (``cudaLaunchKernel`` / ``cuLaunchKernel`` /
+  ``cudaGraphLaunch`` entry to return);
+* ``queue_ns`` = kernel start - API return. Positive: the kernel waited in the stream
+  queue after the call returned (the GPU was busy: good). Negative or zero: the kernel was
+  already running before the call returned (the GPU was waiting for the host);
+* ``kernel_ns`` (**K**) = kernel duration;
+* ``total_ns`` (**T**) = max(kernel end, API return) - API entry: from the call until both
+  the call and the kernel are done (a short kernel can finish before its launch call
+  returns; nsys then counts the call's end, which this reproduces).
+
+:func:`kern_exec_sum` reproduces ``nsys stats -r cuda_kern_exec_sum`` exactly (verified on
+the shared nsys exports, see ``tests/test_launches.py``); :func:`launch_summary` gives the
+distributions, the share of kernels shorter than their own launch call, and an estimate of
+the GPU idle time CUDA graphs could recover (:func:`graph_recoverable`).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyses._dist import nsys_stats, percentiles, round_half_up
+from traceparse.links import launch_join
+from traceparse.timeline import Timeline
+
+#: The float columns of :func:`kern_exec_sum` (printed with one decimal by nsys).
+KERN_EXEC_FLOAT_COLS = [f"{p}{n} (ns)" for p in "TAQK" for n in ("Avg", "Med", "StdDev")]
+
+#: ``nsys stats`` drops a trailing ``_v`` + exactly four digits from API names.
+_API_SUFFIX_RE = r"_v\d{4}$"
+
+
+def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
+    """One row per kernel that has a launch call: the launch/queue/kernel decomposition.
+
+    Returns:
+        Columns ``rank, process_id, api_thread_id, device_id, stream_id, name, api_name,
+        api_start_ns, api_end_ns, start_ns, end_ns, launch_ns, queue_ns, kernel_ns,
+        total_ns, graph_id``. Kernels without a matching call are dropped (the nsys report
+        does the same: it is an inner join).
+
+    Example:
+        API 100..110, kernel 130..150 -> launch 10, queue 20, kernel 20, total 50.
+        API 100..110, kernel 105..150 -> launch 10, queue -5, kernel 45, total 50.
+        API 100..110, kernel 104..108 -> launch 10, queue -2, kernel 4, total 10.
+    """
+    k = launch_join(tl, kinds=("kernel",), unique_calls=unique_calls).filter(pl.col("api_start_ns").is_not_null())
+    return k.select(
+        "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
+        pl.col("api_name").cast(pl.String), "api_start_ns", "api_end_ns", "start_ns", "end_ns",
+        (pl.col("api_end_ns") - pl.col("api_start_ns")).alias("launch_ns"),
+        (pl.col("start_ns") - pl.col("api_end_ns")).alias("queue_ns"),
+        pl.col("dur_ns").alias("kernel_ns"),
+        (pl.max_horizontal("end_ns", "api_end_ns") - pl.col("api_start_ns")).alias("total_ns"),
+        "graph_id",
+    )
+
+
+def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
+    """``nsys stats --report cuda_kern_exec_sum``: launch and execution time per kernel name.
+
+    Groups kernels by (launching process, launching thread, device, API name, kernel name)
+    and gives count and Avg/Med/Min/Max/StdDev of four times per kernel:
+
+    * T = max(kernel end, API end) - API start (total), A = API duration,
+    * Q = kernel start - API end, **only where positive** (``QCount`` kernels; their
+      statistics ignore the others; with ``QCount == 0`` the Q columns are null and
+      QStdDev 0.0), K = kernel duration.
+
+    Medians of even counts average the two middle values; StdDev is the sample standard
+    deviation (0.0 for one value); floats are rounded half up to 1 decimal as nsys prints
+    them. API names lose a ``_vNNNN`` suffix. Sorted by TAvg descending (nsys orders ties
+    its own way).
+
+    Example:
+        Two kernels ``k`` launched by ``cudaLaunchKernel_v7000`` on pid 1 / tid 2, device 0:
+        (API 0..10, kernel 15..25) and (API 30..40, kernel 38..48):
+        T = [25 - 0, 48 - 30] = [25, 18] -> TAvg 21.5; A = [10, 10]; Q = [5, -2] -> QCount 1, QAvg 5.0;
+        K = [10, 10]; API Name ``cudaLaunchKernel``.
+    """
+    t = launch_table(tl, unique_calls=False)
+    q = pl.col("queue_ns")
+    out = (
+        t.with_columns(pl.col("api_name").str.replace(_API_SUFFIX_RE, ""),
+                       pl.col("name").cast(pl.String))
+        .group_by("process_id", "api_thread_id", "device_id", "api_name", "name")
+        .agg(
+            pl.len().cast(pl.Int64).alias("Count"),
+            (q > 0).sum().cast(pl.Int64).alias("QCount"),
+            *nsys_stats("total_ns", "T"),
+            *nsys_stats("launch_ns", "A"),
+            *nsys_stats(q.filter(q > 0), "Q"),
+            *nsys_stats("kernel_ns", "K"),
+        )
+        .rename({"process_id": "PID", "api_thread_id": "TID", "device_id": "DevId",
+                 "api_name": "API Name", "name": "Kernel Name"})
+    )
+    cols = ["PID", "TID", "DevId", "Count", "QCount"]
+    for p in "TAQK":
+        cols += [f"{p}{n} (ns)" for n in ("Avg", "Med", "Min", "Max", "StdDev")]
+    cols += ["API Name", "Kernel Name"]
+    out = out.select(cols).sort(["TAvg (ns)", "Count", "Kernel Name"],
+                                descending=[True, True, False])
+    return round_half_up(out, KERN_EXEC_FLOAT_COLS)
+
+
+def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
+    """Estimate, per (rank, device, stream), the GPU idle time CUDA graphs could recover.
+
+    The estimate (documented in docs/analyses.md): a kernel is **launch-bound** when its
+    launch call *began* after the previous kernel on the same stream had ended: the stream
+    sat idle because the host had not yet submitted the next kernel. The idle gap before it
+    (``start - previous end``) is host launch overhead. Replaying the same sequence as a
+    CUDA graph submits all kernels at once, leaving about ``graph_gap_ns`` between graph
+    nodes. So recoverable = sum over launch-bound kernels **not already launched from a
+    graph** of ``max(0, gap - graph_gap_ns)``. It ignores cross-stream dependencies and host
+    work that is not launching, so it is an upper bound on launch overhead removed, not a
+    promised speed-up.
+
+    Returns:
+        Columns ``rank, device_id, stream_id, kernels, launch_bound_kernels,
+        launch_bound_gap_ns, graph_recoverable_ns``.
+
+    Example:
+        One stream: k1 5..15 (API 0..4), k2 40..50 (API 30..38), k3 50..60 (API 12..20).
+        k2: API began at 30 >= 15 (k1 end) -> launch-bound, gap 40 - 15 = 25,
+        recoverable 25 - 1 = 24 with graph_gap_ns=1. k3: API began at 12 < 50 -> not
+        launch-bound. Totals: launch_bound_kernels 1, gap 25, recoverable 24.
+    """
+    t = launch_table(tl).sort("rank", "device_id", "stream_id", "start_ns")
+    grp = ["rank", "device_id", "stream_id"]
+    t = t.with_columns(prev_end=pl.col("end_ns").shift(1).over(grp))
+    t = t.with_columns(prev_end=pl.col("prev_end").cum_max().over(grp))
+    gap = (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0)
+    bound = pl.col("prev_end").is_not_null() & (pl.col("api_start_ns") >= pl.col("prev_end"))
+    in_graph = pl.col("graph_id").is_not_null() | pl.col("api_name").str.contains("GraphLaunch")
+    t = t.with_columns(_bound=bound, _gap=pl.when(bound).then(gap).otherwise(0),
+                       _rec=pl.when(bound & ~in_graph)
+                       .then((gap - graph_gap_ns).clip(lower_bound=0)).otherwise(0))
+    return (t.group_by(grp, maintain_order=True)
+            .agg(pl.len().cast(pl.Int64).alias("kernels"),
+                 pl.col("_bound").sum().cast(pl.Int64).alias("launch_bound_kernels"),
+                 pl.col("_gap").sum().cast(pl.Int64).alias("launch_bound_gap_ns"),
+                 pl.col("_rec").sum().cast(pl.Int64).alias("graph_recoverable_ns"))
+            .sort(grp))
+
+
+def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
+    """Distributions of launch, queue and kernel time over all launched kernels.
+
+    Returns:
+        One row per metric (``launch_ns``, ``queue_ns``, ``kernel_ns``, ``total_ns``) with
+        ``count, mean, p50, p95, p99, min, max, sum``, followed by rows ``metric`` =
+        ``kernels_shorter_than_launch`` (``count`` = kernels whose duration is below their
+        own launch call's duration, ``mean`` = that share in 0..1) and
+        ``graph_recoverable_ns`` (``sum`` = :func:`graph_recoverable` total).
+
+    Example:
+        Kernels with (launch, kernel) = (10, 5), (10, 20): one kernel of two is shorter
+        than its launch -> count 1, mean 0.5.
+    """
+    t = launch_table(tl)
+    cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
+    rows = []
+    for c in cols:
+        rows.append(t.select(
+            pl.lit(c).alias("metric"), pl.col(c).count().cast(pl.Int64).alias("count"),
+            pl.col(c).mean().alias("mean"), *percentiles(c),
+            pl.col(c).min().cast(pl.Float64).alias("min"),
+            pl.col(c).max().cast(pl.Float64).alias("max"),
+            pl.col(c).sum().cast(pl.Float64).alias("sum")))
+    out = pl.concat(rows, how="vertical_relaxed")
+    n = t.height
+    short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
+    rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns)
+    extra = pl.DataFrame({
+        "metric": ["kernels_shorter_than_launch", "graph_recoverable_ns"],
+        "count": [short, int(rec["launch_bound_kernels"].sum())],
+        "mean": [short / n if n else None, None],
+        "sum": [None, float(rec["graph_recoverable_ns"].sum())],
+    }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64})
+    return pl.concat([out, extra], how="diagonal_relaxed")

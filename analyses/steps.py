@@ -1,0 +1,115 @@
+"""Training/inference steps: per-step wall time, GPU busy time, percentiles and outliers.
+
+Steps come from ``ProfilerStep#N`` ranges (Kineto, kind ``profiler_step``) or, with
+``step_regex``, from any host range whose name matches (NVTX ranges in nsys captures,
+e.g. ``r"^step \\d+$"``). Each step is a window ``[start, end)`` on its rank.
+
+* ``wall_ns`` = end - start.
+* ``gpu_busy_ns`` = length of the union of the rank's non-sync GPU activities (kernels,
+  copies, sets; all devices and streams of the rank) clipped to the window.
+* Outliers: a step is an outlier when ``wall_ns > median + k * MAD`` over the steps of all
+  ranks, where MAD is the (unscaled) median absolute deviation of ``wall_ns`` and ``k = 3``
+  by default. MAD is robust: one very slow step does not hide itself by inflating the
+  spread, as it would with a standard deviation. With MAD = 0 (all steps equal but the
+  outliers) any step above the median is an outlier.
+* When :func:`analyses.attribution.breakdown_windows` is available, :func:`step_table`
+  adds its per-step attribution (compute, memory, communication, launch overhead, idle)
+  summed over the rank's devices.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analyses import intervals
+from analyses._dist import percentiles
+from traceparse.timeline import Timeline
+
+#: Default: Kineto's profiler step ranges.
+PROFILER_STEP_KIND = "profiler_step"
+
+
+def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
+    """The step windows: ``rank, step, start_ns, end_ns`` sorted by rank and start.
+
+    Args:
+        tl: the timeline.
+        step_regex: None -> ranges of kind ``profiler_step``; else host ranges (any kind but
+            GPU-side annotations) whose name matches this regular expression.
+    """
+    r = tl.ranges.filter(pl.col("end_ns").is_not_null())
+    if step_regex is None:
+        r = r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND)
+    else:
+        r = r.filter((pl.col("kind").cast(pl.String) != "gpu_user_annotation")
+                     & pl.col("name").cast(pl.String).str.contains(step_regex))
+    return (r.select("rank", pl.col("name").cast(pl.String).alias("step"), "start_ns",
+                     "end_ns")
+            .unique(maintain_order=True).sort("rank", "start_ns"))
+
+
+def _busy_in_windows(tl: Timeline, w: pl.DataFrame) -> pl.Series:
+    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    u = intervals.union(acts, by=["rank"])
+    j = (w.select("_wid", "rank", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
+         .join(u, on="rank", how="inner")
+         .filter((pl.col("end_ns") > pl.col("ws")) & (pl.col("start_ns") < pl.col("we")))
+         .group_by("_wid")
+         .agg((pl.min_horizontal("end_ns", "we") - pl.max_horizontal("start_ns", "ws"))
+              .sum().alias("busy")))
+    return w.join(j, on="_wid", how="left").sort("_wid")["busy"].fill_null(0)
+
+
+def step_table(tl: Timeline, *, step_regex: str | None = None, mad_k: float = 3.0,
+               attribution: bool = True) -> pl.DataFrame:
+    """One row per step: wall time, GPU busy time, outlier flag (and attribution).
+
+    Returns:
+        ``rank, step, start_ns, end_ns, wall_ns, gpu_busy_ns, gpu_busy_pct, outlier`` and,
+        with ``attribution``, ``compute_ns, memory_ns, communication_ns,
+        launch_overhead_ns, idle_ns`` (from :func:`analyses.attribution.breakdown_windows`,
+        summed over the rank's devices; a device's parts sum to the step's wall time).
+
+    Example:
+        Steps 0..100 (kernels 10..30 and 20..50 -> busy 40) and 100..400 (kernel
+        100..130 -> busy 30): walls 100 and 300. With three more steps of 100 the median is
+        100, MAD 0, so the 300 step is the outlier.
+    """
+    w = step_windows(tl, step_regex=step_regex).with_row_index("_wid")
+    w = w.with_columns(wall_ns=pl.col("end_ns") - pl.col("start_ns"))
+    w = w.with_columns(gpu_busy_ns=_busy_in_windows(tl, w).cast(pl.Int64))
+    w = w.with_columns(gpu_busy_pct=pl.when(pl.col("wall_ns") > 0)
+                       .then(pl.col("gpu_busy_ns") * 100.0 / pl.col("wall_ns")))
+    med = w["wall_ns"].median() if w.height else None
+    if med is not None:
+        mad = (w["wall_ns"] - med).abs().median()
+        limit = float(med) + mad_k * float(mad or 0.0)  # type: ignore[arg-type]
+        w = w.with_columns(outlier=pl.col("wall_ns") > limit)
+    else:
+        w = w.with_columns(outlier=pl.lit(False))
+    if attribution and w.height:
+        from analyses.attribution import PARTS, breakdown_windows
+
+        wins = w.select("rank", pl.col("_wid").cast(pl.Int64).alias("window_name"),
+                        pl.col("start_ns").alias("window_start_ns"),
+                        pl.col("end_ns").alias("window_end_ns"))
+        b = breakdown_windows(tl, wins.with_columns(pl.col("window_name").cast(pl.String)))
+        if b.height:
+            per = (b.with_columns(pl.col("window_name").cast(pl.UInt32).alias("_wid"))
+                   .group_by("_wid").agg(pl.col(p).sum() for p in PARTS))
+            w = w.join(per, on="_wid", how="left")
+    return w.sort("_wid").drop("_wid")
+
+
+def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
+    """P50/P95/P99, mean, min and max of ``wall_ns`` and ``gpu_busy_ns`` over the steps of
+    :func:`step_table`, plus the step and outlier counts (one row per metric)."""
+    rows = []
+    for c in ("wall_ns", "gpu_busy_ns"):
+        rows.append(steps.select(
+            pl.lit(c).alias("metric"), pl.len().cast(pl.Int64).alias("steps"),
+            pl.col("outlier").sum().cast(pl.Int64).alias("outliers"),
+            pl.col(c).mean().alias("mean"), *percentiles(c),
+            pl.col(c).min().cast(pl.Float64).alias("min"),
+            pl.col(c).max().cast(pl.Float64).alias("max")))
+    return pl.concat(rows, how="vertical_relaxed")

@@ -1,0 +1,139 @@
+"""One-screen summary of a timeline: window, attribution per device, top kernels, top gaps and
+a one-line verdict.
+
+:func:`summarize` returns a plain dict ``{"sections": {name: frame}, "verdict": str}``; the
+renderers (:mod:`analyses.summary_render`, the CLI's csv/json) draw it. Sections are
+computed by the functions in :data:`SECTIONS`, in order; add one with
+:func:`register_section` (e.g. launch statistics, communication, steps) without touching
+this module's callers::
+
+    def steps_section(tl, opts):
+        return breakdown_windows(tl, range_windows(tl, r"^step"))
+    register_section("steps", steps_section, after="breakdown")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from analyses.attribution import breakdown, check_attribution
+from analyses.gaps import DEFAULT_MIN_NS, idle_gaps
+from traceparse.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    """Knobs shared by every section.
+
+    Attributes:
+        top: rows kept in top-N sections.
+        min_gap_ns: shortest idle gap listed.
+    """
+
+    top: int = 10
+    min_gap_ns: int = DEFAULT_MIN_NS
+
+
+SectionFn = Callable[[Timeline, SummaryOptions], pl.DataFrame]
+
+#: Verdict wording per attribution part: (label, what the share is of).
+VERDICTS = {
+    "compute_ns": ("compute-bound", "compute"),
+    "communication_ns": ("communication-bound", "exposed communication"),
+    "memory_ns": ("memory-copy-bound", "memcpy/memset"),
+    "launch_overhead_ns": ("launch-bound", "launch overhead"),
+    "idle_ns": ("idle-bound", "idle (no GPU work queued)"),
+}
+
+
+def window_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """One row: the trace's time span and how many devices, kernels, copies and calls."""
+    span = tl.span_ns() or (0, 0)
+    kinds = tl.gpu["kind"].cast(pl.String)
+    return pl.DataFrame({
+        "start_ns": [span[0]], "end_ns": [span[1]], "dur_ns": [span[1] - span[0]],
+        "devices": [tl.gpu.select("rank", "device_id").unique().height],
+        "kernels": [int((kinds == "kernel").sum())],
+        "memops": [int(kinds.is_in(["memcpy", "memset"]).sum())],
+        "api_calls": [tl.api.height]})
+
+
+def breakdown_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """:func:`analyses.attribution.breakdown` (checked to sum to the window)."""
+    return check_attribution(breakdown(tl))
+
+
+def top_kernels_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Kernels grouped by name: instances, total/avg ns and share of summed kernel time."""
+    k = tl.kernels
+    if k.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "instances": pl.UInt32,
+                                    "total_ns": pl.Int64, "avg_ns": pl.Float64,
+                                    "pct": pl.Float64})
+    total = int(k["dur_ns"].sum())
+    return (k.group_by(pl.col("name").cast(pl.String))
+            .agg(pl.len().alias("instances"), pl.col("dur_ns").sum().alias("total_ns"),
+                 pl.col("dur_ns").mean().alias("avg_ns"))
+            .with_columns((pl.col("total_ns") * 100.0 / max(total, 1)).alias("pct"))
+            .sort(["total_ns", "name"], descending=[True, False])
+            .head(opts.top))
+
+
+def top_gaps_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """The largest idle gaps (:func:`analyses.gaps.idle_gaps`)."""
+    return idle_gaps(tl, min_ns=opts.min_gap_ns).head(opts.top)
+
+
+SECTIONS: dict[str, SectionFn] = {
+    "window": window_section,
+    "breakdown": breakdown_section,
+    "top_kernels": top_kernels_section,
+    "top_gaps": top_gaps_section,
+}
+
+
+def register_section(name: str, fn: SectionFn, *, after: str | None = None) -> None:
+    """Add (or replace) section ``name``; placed after section ``after`` (default: last)."""
+    global SECTIONS
+    items = [(k, v) for k, v in SECTIONS.items() if k != name]
+    pos = len(items) if after is None else [k for k, _ in items].index(after) + 1
+    items.insert(pos, (name, fn))
+    SECTIONS = dict(items)
+
+
+def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
+    """One line naming the largest attribution part over all devices, e.g.
+    ``"launch-bound: 59.2% of the window is launch overhead"``.
+
+    For idle-bound traces the most common cause among ``gaps`` (by time) is appended.
+    """
+    if bd.height == 0 or int(bd["window_ns"].sum()) == 0:
+        return "no GPU activity"
+    window = int(bd["window_ns"].sum())
+    sums = {p: int(bd[p].sum()) for p in VERDICTS}
+    part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
+    label, what = VERDICTS[part]
+    line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
+    if part == "idle_ns" and gaps is not None and gaps.height:
+        causes = (gaps.group_by("cause").agg(pl.col("dur_ns").sum())
+                  .sort(["dur_ns", "cause"], descending=[True, False]))
+        line += f"; largest gaps mostly {causes['cause'][0]}"
+    return line
+
+
+def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS
+              ) -> dict[str, Any]:
+    """Compute every section of :data:`SECTIONS` and the verdict.
+
+    Returns:
+        ``{"sections": {name: frame, ...}, "verdict": str}``, sections in order.
+    """
+    opts = SummaryOptions(top=top, min_gap_ns=min_gap_ns)
+    sections = {name: fn(tl, opts) for name, fn in SECTIONS.items()}
+    return {"sections": sections,
+            "verdict": verdict(sections.get("breakdown", breakdown(tl)),
+                               sections.get("top_gaps"))}

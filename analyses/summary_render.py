@@ -1,0 +1,102 @@
+"""Text rendering of :func:`analyses.summary.summarize` (one screen): pure, returns a str."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import polars as pl
+
+#: Bar glyph per attribution part, in priority order.
+GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
+          "launch_overhead_ns": "L", "idle_ns": "."}
+BAR_WIDTH = 50
+
+
+def fmt_ns(ns: float | int | None) -> str:
+    """Human duration: ``1.50 ms``, ``12.0 us``, ``800 ns``."""
+    if ns is None:
+        return ""
+    v = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} ns"
+
+
+def bar(row: dict[str, Any], width: int = BAR_WIDTH) -> str:
+    """A text bar of the parts of one breakdown row; cells are rounded with the largest
+    remainder method so the bar is always exactly ``width`` wide."""
+    window = row["window_ns"] or 0
+    if window <= 0:
+        return " " * width
+    exact = [(p, row[p] * width / window) for p in GLYPHS]
+    cells = {p: int(x) for p, x in exact}
+    rest = width - sum(cells.values())
+    for p, _ in sorted(exact, key=lambda t: t[1] - int(t[1]), reverse=True)[:rest]:
+        cells[p] += 1
+    return "".join(GLYPHS[p] * cells[p] for p in GLYPHS)
+
+
+def _breakdown(frame: pl.DataFrame) -> list[str]:
+    lines = ["Where the time went (per device; "
+             + ", ".join(f"{g} {p.removesuffix('_ns').replace('_', ' ')}"
+                         for p, g in GLYPHS.items()) + ")"]
+    for r in frame.iter_rows(named=True):
+        w = r["window_ns"] or 1
+        pct = "  ".join(f"{p.removesuffix('_ns').split('_')[0]} {r[p] * 100 / w:.1f}%"
+                        for p in GLYPHS)
+        lines.append(f"  rank {r['rank']} dev {r['device_id']}  [{bar(r)}]  "
+                     f"{fmt_ns(r['window_ns'])}")
+        lines.append(f"      {pct}")
+        if r["comm_overlap_pct"] is not None:
+            lines.append(f"      communication hidden under compute: "
+                         f"{r['comm_overlap_pct']:.1f}% ({fmt_ns(r['overlapped_comm_ns'])})")
+    return lines
+
+
+def _window(frame: pl.DataFrame) -> list[str]:
+    r = frame.row(0, named=True)
+    return [f"Trace: {fmt_ns(r['dur_ns'])} ({r['start_ns']} .. {r['end_ns']} ns), "
+            f"{r['devices']} device(s), {r['kernels']} kernels, {r['memops']} memory ops, "
+            f"{r['api_calls']} API calls"]
+
+
+def _top_kernels(frame: pl.DataFrame) -> list[str]:
+    lines = ["Top kernels (by total time)"]
+    for r in frame.iter_rows(named=True):
+        name = r["name"] if len(r["name"]) <= 70 else r["name"][:69] + "…"
+        lines.append(f"  {r['pct']:5.1f}%  {fmt_ns(r['total_ns']):>10}  x{r['instances']:<5} "
+                     f"{name}")
+    return lines
+
+
+def _top_gaps(frame: pl.DataFrame) -> list[str]:
+    lines = ["Largest idle gaps"]
+    if frame.height == 0:
+        return [*lines, "  (none above the threshold)"]
+    for r in frame.iter_rows(named=True):
+        why = r["cause"] + (f" ({r['cause_name']}, thread {r['cause_thread_id']})"
+                            if r["cause_name"] else "")
+        lines.append(f"  {fmt_ns(r['dur_ns']):>10}  rank {r['rank']} dev {r['device_id']} "
+                     f"at {r['start_ns']} ns  {r['kind']}  {why}")
+    return lines
+
+
+#: Section name -> text renderer; sections without one are printed as a table.
+RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
+    "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
+    "top_gaps": _top_gaps,
+}
+
+
+def render_text(summary: dict[str, Any]) -> str:
+    """The summary as plain text: one block per section, the verdict last."""
+    from traceparse.cli.common import render_table
+
+    blocks = []
+    for name, frame in summary["sections"].items():
+        fn = RENDERERS.get(name)
+        blocks.append("\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}")
+    blocks.append(f"Verdict: {summary['verdict']}")
+    return "\n\n".join(blocks) + "\n"

@@ -1,0 +1,160 @@
+"""Inline SVG figures for the HTML report (matplotlib, Agg, deterministic bytes).
+
+Every figure is drawn from payload data only (never from the timeline), so the report is a
+pure function of its payload. Determinism: ``svg.hashsalt`` is fixed, the date metadata is
+dropped, text is kept as ``<text>`` (``svg.fonttype = none``: smaller, and no font-dependent
+glyph paths), and the ``<metadata>`` block, the XML prologue and the namespace URLs are
+stripped so the SVG can be inlined in HTML5 and the report holds no external URL at all
+(HTML5 parses inline ``<svg>`` without ``xmlns``; ``xlink:href`` becomes plain ``href``).
+Matplotlib escapes the text it writes (``&``, ``<``, ``>``).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+#: Colours per attribution / GPU category (colour-blind friendly palette).
+COLORS = {
+    "compute": "#4C72B0",
+    "memory": "#DD8452",
+    "communication": "#55A868",
+    "launch_overhead": "#C44E52",
+    "sync": "#8172B3",
+    "idle": "#D0D0D0",
+    "overlapped_comm": "#A6D8B0",
+}
+
+_RC = {
+    "svg.hashsalt": "traceparse-report",
+    "svg.fonttype": "none",
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+_STRIP = [
+    (re.compile(r"<\?xml[^>]*\?>\s*"), ""),
+    (re.compile(r"<!DOCTYPE[^>]*>\s*"), ""),
+    (re.compile(r"<metadata>.*?</metadata>\s*", re.S), ""),
+    (re.compile(r'\s+xmlns(:xlink)?="[^"]*"'), ""),
+    (re.compile(r"xlink:href="), "href="),
+]
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with matplotlib.rc_context(_RC):
+        yield
+
+
+def to_svg(fig: Figure) -> str:
+    """Serialise ``fig`` as inline-ready SVG markup and close it."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    for pat, rep in _STRIP:
+        text = pat.sub(rep, text)
+    return text.strip()
+
+
+def _ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def attribution_bars(rows: Sequence[dict[str, Any]], parts: Sequence[str]) -> str:
+    """Horizontal stacked bars, one per (rank, device): where the window's time went (ms).
+
+    Args:
+        rows: payload attribution rows with ``label`` and ``<part>_ns`` for each part.
+        parts: the parts in drawing order (e.g. compute, memory, communication,
+            launch_overhead, idle).
+    """
+    with _style():
+        fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * max(len(rows), 1)))
+        labels = [r["label"] for r in rows]
+        left = [0.0] * len(rows)
+        for part in parts:
+            vals = [_ms(float(r.get(f"{part}_ns") or 0)) for r in rows]
+            ax.barh(labels, vals, left=left, color=COLORS.get(part, "#999999"),
+                    label=part.replace("_", " "), height=0.6)
+            left = [a + b for a, b in zip(left, vals, strict=True)]
+        ax.invert_yaxis()
+        ax.set_xlabel("time in window (ms)")
+        ax.legend(ncol=len(parts), loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
+                  fontsize=8)
+        return to_svg(fig)
+
+
+def timeline_overview(lanes: dict[str, Any]) -> str:
+    """Lane chart of GPU activity per (rank, device, stream) from :func:`reports.lanes.
+    timeline_lanes` data; binned segments are shaded by busy fraction."""
+    cats = lanes["categories"]
+    rows = lanes["lanes"]
+    multi = len({r["rank"] for r in rows}) > 1
+    with _style():
+        fig, ax = plt.subplots(figsize=(11, 0.6 + 0.32 * max(len(rows), 1)))
+        min_w = _ms(lanes["window_ns"]) / 1500  # keep sub-pixel activities visible
+        for y, lane in enumerate(rows):
+            groups: dict[tuple[int, float], list[tuple[float, float]]] = {}
+            for start, dur, ci, level in lane["segments"]:
+                # a segment narrower than the line width still shows as a sliver
+                groups.setdefault((ci, level), []).append((_ms(start), max(_ms(dur), min_w)))
+            for (ci, level), spans in sorted(groups.items()):
+                ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=COLORS.get(cats[ci]),
+                               alpha=level, linewidth=0)
+        labels = [(f"r{r['rank']} " if multi else "") + f"GPU{r['device_id']} s{r['stream_id']}"
+                  for r in rows]
+        ax.set_yticks(range(len(rows)), labels)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.set_xlim(0, max(_ms(lanes["window_ns"]), 1e-6))
+        ax.set_xlabel("time since first GPU activity (ms)")
+        handles = [matplotlib.patches.Patch(color=COLORS[c], label=c) for c in cats]
+        ax.legend(handles=handles, ncol=len(cats), loc="lower left", bbox_to_anchor=(0, 1.0),
+                  frameon=False, fontsize=8)
+        return to_svg(fig)
+
+
+def histogram(edges: Sequence[float], counts: Sequence[int], *, xlabel: str,
+              color: str = "#4C72B0", logx: bool = False) -> str:
+    """Bar histogram from precomputed ``edges`` (len n+1) and ``counts`` (len n)."""
+    with _style():
+        fig, ax = plt.subplots(figsize=(7, 2.6))
+        widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        ax.bar(edges[:-1], counts, width=widths, align="edge", color=color, linewidth=0)
+        if logx:
+            ax.set_xscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count")
+        return to_svg(fig)
+
+
+def step_bars(labels: Sequence[str], values_ms: Sequence[float],
+              marks: dict[str, float]) -> str:
+    """Bars of per-step times (ms) with horizontal lines at the named marks (P50, P95...)."""
+    with _style():
+        fig, ax = plt.subplots(figsize=(9, 2.6))
+        ax.bar(range(len(values_ms)), values_ms, color="#4C72B0", linewidth=0)
+        styles = ["--", ":", "-."]
+        for i, (name, v) in enumerate(sorted(marks.items())):
+            ax.axhline(v, color="#C44E52", linestyle=styles[i % 3], linewidth=1,
+                       label=f"{name} {v:.3f} ms")
+        step = max(1, len(labels) // 20)
+        ax.set_xticks(range(0, len(labels), step), [labels[i] for i in
+                                                    range(0, len(labels), step)],
+                      rotation=45, ha="right", fontsize=7)
+        ax.set_ylabel("step time (ms)")
+        if marks:
+            ax.legend(frameon=False, fontsize=8)
+        return to_svg(fig)

@@ -1,0 +1,190 @@
+"""Render a report payload (:func:`reports.payload.build_payload`) as one self-contained HTML
+file.
+
+The page inlines everything: CSS, a few lines of JS (table sort/search and an error catcher),
+SVG figures drawn by :mod:`reports.figures`, and the payload itself as JSON in a
+``<script type="application/json" id="payload">`` block. It loads nothing from the network
+and holds no external URL, so it works offline and from an e-mail attachment.
+
+Escaping: the jinja2 environment autoescapes every string (kernel names, NVTX text, file
+names come from traces and are untrusted). The embedded JSON is written with ``<``, ``>``
+and ``&`` as ``\\u003c``, ``\\u003e``, ``\\u0026``, so no trace string can close the script
+element. SVG markup from matplotlib is the only markup inserted unescaped, and matplotlib
+escapes the text it writes.
+
+Determinism: the output is a pure function of the payload (no date, no host, no path), so
+the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+import orjson
+from markupsafe import Markup
+
+from reports import figures
+
+ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "idle")
+
+
+def json_for_script(value: Any) -> Markup:
+    """``value`` as JSON safe to place inside a ``<script>`` element.
+
+    Example:
+        >>> str(json_for_script({"k": "</script>&"}))
+        '{"k":"\\\\u003c/script\\\\u003e\\\\u0026"}'
+    """
+    text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
+
+
+def fmt_ms(ns: Any, digits: int = 3) -> str:
+    """Nanoseconds as milliseconds text (``""`` for missing)."""
+    if ns is None:
+        return ""
+    return f"{float(ns) / 1e6:,.{digits}f}"
+
+
+def fmt_us(ns: Any, digits: int = 2) -> str:
+    """Nanoseconds as microseconds text."""
+    if ns is None:
+        return ""
+    return f"{float(ns) / 1e3:,.{digits}f}"
+
+
+def fmt_pct(x: Any, digits: int = 1) -> str:
+    """A percentage value (already in %) as text."""
+    if x is None:
+        return ""
+    return f"{float(x):.{digits}f}%"
+
+
+def fmt_int(x: Any) -> str:
+    """An integer with thousands separators."""
+    if x is None:
+        return ""
+    return f"{int(x):,}"
+
+
+def fmt_num(x: Any, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits."""
+    if x is None:
+        return ""
+    if isinstance(x, int):
+        return f"{x:,}"
+    return f"{float(x):,.{digits}g}" if abs(float(x)) < 1e6 else f"{float(x):,.0f}"
+
+
+def fmt_bytes(x: Any) -> str:
+    """Bytes with a binary unit."""
+    if x is None:
+        return ""
+    v = float(x)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(v) < 1024 or unit == "TiB":
+            return f"{v:,.0f} {unit}" if unit == "B" else f"{v:,.2f} {unit}"
+        v /= 1024
+    return str(x)
+
+
+def environment() -> jinja2.Environment:
+    """The jinja2 environment of the report templates (autoescape on for every template)."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, int=fmt_int, num=fmt_num,
+                       bytes=fmt_bytes, script_json=json_for_script)
+    return env
+
+
+def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
+    """Every SVG figure the payload supports, as markup."""
+    out: dict[str, Markup] = {}
+    tl = payload.get("timeline")
+    if tl and tl.get("lanes"):
+        out["timeline"] = Markup(figures.timeline_overview(tl))
+    attr = payload.get("attribution")
+    if attr and attr.get("rows"):
+        out["attribution"] = Markup(figures.attribution_bars(attr["rows"], ATTRIBUTION_PARTS))
+    launches = payload.get("launches")
+    if launches and launches.get("histogram") and launches["histogram"].get("counts"):
+        h = launches["histogram"]
+        out["launches"] = Markup(figures.histogram(
+            h["edges_us"], h["counts"], xlabel="launch latency: API call start to kernel "
+            "start (µs)", logx=bool(h.get("log"))))
+    steps = payload.get("steps")
+    if steps and steps.get("rows"):
+        vals = [r["dur_ns"] / 1e6 for r in steps["rows"]]
+        labels = [str(r.get("label", i)) for i, r in enumerate(steps["rows"])]
+        marks = {k.upper(): steps["stats"][k] / 1e6 for k in ("p50", "p95", "p99")
+                 if steps.get("stats", {}).get(k) is not None}
+        out["steps"] = Markup(figures.step_bars(labels, vals, marks))
+    roof = payload.get("roofline")
+    if roof and roof.get("svg"):
+        out["roofline"] = Markup(roof["svg"])
+    return out
+
+
+def _c(key: str, label: str, fmt: str = "text") -> dict[str, str]:
+    return {"key": key, "label": label, "fmt": fmt}
+
+
+def _view(payload: dict[str, Any]) -> dict[str, Any]:
+    """Display tables (column specs + rows) for the parts of the payload that the template
+    prints as tables without a section-provided spec."""
+    k = payload["kernels"]
+    kernel_cols = [_c("name", "kernel"), _c("category", "category"),
+                   _c("total_ns", "total (ms)", "ms"), _c("pct", "time %", "pct"),
+                   _c("instances", "instances", "int"), _c("avg_ns", "avg (µs)", "us"),
+                   _c("med_ns", "median (µs)", "us"), _c("min_ns", "min (µs)", "us"),
+                   _c("max_ns", "max (µs)", "us"), _c("std_ns", "stddev (µs)", "us")]
+    other = k.get("other")
+    footer = None
+    if other:
+        footer = {"name": f"other ({other['names']:,} kernels)", "total_ns": other["total_ns"],
+                  "pct": other["pct"], "instances": other["instances"]}
+    dev_rows = payload["devices"]
+    dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
+                ("clock_hz", "max clock (Hz)", "int"), ("memory_bytes", "memory", "bytes"),
+                ("memory_bandwidth_bps", "memory bandwidth (B/s)", "num"),
+                ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),
+                ("activities", "GPU activities", "int"), ("busy_ns", "busy (ms)", "ms")]
+    present = {key for r in dev_rows for key, v in r.items() if v is not None}
+    dev_cols = [_c("rank", "rank", "int"), _c("device_id", "device", "int")] + [
+        _c(key, label, fmt) for key, label, fmt in dev_keys if key in present]
+    prov = payload["provenance"]
+    return payload | {
+        "kernel_table": {"columns": kernel_cols, "rows": k["rows"], "footer": footer},
+        "device_table": {"columns": dev_cols, "rows": dev_rows},
+        "provenance_tables": {
+            "sources": {"columns": [_c("rank", "rank", "int"), _c("file", "file"),
+                                    _c("format", "format"), _c("tool_version", "tool version"),
+                                    _c("format_version", "format version"),
+                                    _c("rank_source", "rank from")],
+                        "rows": prov["sources"]},
+            "parsed": {"columns": [_c("rank", "rank", "int"), _c("table", "table"),
+                                   _c("count", "rows", "int")], "rows": prov["parsed"]},
+            "skipped": {"columns": [_c("rank", "rank", "int"), _c("table", "table"),
+                                    _c("source", "source"), _c("reason", "reason"),
+                                    _c("count", "rows", "int")], "rows": prov["skipped"]},
+        },
+    }
+
+
+def render_html(payload: dict[str, Any]) -> str:
+    """The report page for ``payload`` (a str; write it with :mod:`traceparse.atomic`)."""
+    figs = _figures(payload)
+    data = {k: v for k, v in payload.items() if k != "roofline"} | (
+        {"roofline": {k: v for k, v in payload["roofline"].items() if k != "svg"}}
+        if "roofline" in payload else {})
+    return environment().get_template("report.html.j2").render(
+        p=_view(payload), figs=figs, data=data, parts=ATTRIBUTION_PARTS)

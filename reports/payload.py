@@ -1,0 +1,211 @@
+"""The report payload: every number the HTML report shows, gathered from the analyses.
+
+Reports share one contract: **payload -> template -> file**. :func:`build_payload` calls
+the analysis functions (never re-implementing them), turns their frames into plain JSON-able
+rows, and returns one dict with sorted keys. The renderer (:mod:`reports.html`) draws only
+from this dict, so the payload is also what ``--format json`` style consumers and tests read,
+and the same timeline always gives the same payload (rows are sorted; no clock, host or
+path enters it: input files appear by base name only).
+
+Numbers shared with ``traceparse summary`` come from the same function
+(:func:`analyses.summary.summarize`) and are copied, not recomputed, so the two can never
+disagree.
+
+Sections whose analysis is not part of this build are left out of the payload (the report
+then simply has no such section); sections whose analysis finds nothing to say (no NCCL
+kernels, no steps) are present with an empty ``rows`` list and the report says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import polars as pl
+
+from reports.lanes import timeline_lanes
+from traceparse import __version__, schema
+from traceparse.timeline import Timeline, concat
+
+PAYLOAD_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Knobs of the report (all have defaults that keep a 1M-kernel report under 5 MB).
+
+    Attributes:
+        title: report title (defaults to the input file names).
+        top_n: kernels listed individually; the rest are summed into one "other" row.
+        timeline_budget: most GPU activities drawn exactly in the overview; above it lanes
+            are binned (see :mod:`reports.lanes`) and the report says so.
+        timeline_bins: number of time bins in binned mode.
+        max_lanes: most (rank, device, stream) lanes drawn in the overview.
+        max_gaps: idle gaps listed (longest first).
+        gap_min_ns: shortest idle gap considered.
+    """
+
+    title: str | None = None
+    top_n: int = 50
+    timeline_budget: int = 4000
+    timeline_bins: int = 600
+    max_lanes: int = 32
+    max_gaps: int = 30
+    gap_min_ns: int = 10_000
+
+
+def _module(name: str) -> ModuleType | None:
+    """Import ``name`` if this build has it (a section is added when its analysis exists)."""
+    if importlib.util.find_spec(name.rsplit(".", 1)[0]) is None:
+        return None
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:
+        return None
+    return importlib.import_module(name) if spec is not None else None
+
+
+def clean(value: Any) -> Any:
+    """Make ``value`` JSON-able and deterministic: NaN/inf -> None, tuples -> lists,
+    dict keys sorted (recursively)."""
+    if isinstance(value, float):
+        return None if (math.isnan(value) or math.isinf(value)) else value
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    if isinstance(value, pl.DataFrame):
+        return rows(value)
+    return value
+
+
+def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """Rows of ``frame`` as dicts (categoricals as text, NaN as None), in frame order."""
+    cast = frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    out: list[dict[str, Any]] = clean(cast.to_dicts())
+    return out
+
+
+def combine(timelines: Sequence[Timeline]) -> Timeline:
+    """One timeline from several inputs (one per rank or file).
+
+    If two inputs claim the same rank (e.g. two single-process nsys files, both rank 0),
+    ranks are reassigned by input order (0, 1, ...) and ``sources.rank_source`` says
+    ``file order``.
+    """
+    tls = list(timelines)
+    if len(tls) <= 1:
+        return tls[0] if tls else Timeline()
+    claimed = [set(t.sources["rank"].to_list()) or set(t.gpu["rank"].unique().to_list())
+               for t in tls]
+    if all(len(c) == 1 for c in claimed) and len(set().union(*claimed)) == len(tls):
+        return concat(tls)
+    fixed = []
+    for i, t in enumerate(tls):
+        tables = {name: frame.with_columns(pl.lit(i, dtype=pl.Int32).alias("rank"))
+                  for name, frame in t.tables().items()}
+        tables["sources"] = tables["sources"].with_columns(
+            pl.lit("file order").cast(pl.Categorical).alias("rank_source"))
+        fixed.append(Timeline(**tables, meta=t.meta))
+    return concat(fixed)
+
+
+def _provenance(tl: Timeline) -> dict[str, Any]:
+    ing = tl.ingest
+    skipped = ing.filter(pl.col("outcome") == "skipped").sort("rank", "table", "source",
+                                                             "reason")
+    parsed = (ing.filter(pl.col("outcome") == "parsed")
+              .group_by("rank", "table").agg(pl.col("count").sum()).sort("rank", "table"))
+    return {
+        "sources": rows(tl.sources.sort("rank", "file")),
+        "parsed": rows(parsed),
+        "skipped": rows(skipped.select("rank", "table", "source", "reason", "count")),
+        "schema_version": schema.SCHEMA_VERSION,
+        "traceparse_version": __version__,
+    }
+
+
+def _devices(tl: Timeline) -> list[dict[str, Any]]:
+    d = tl.devices.sort("rank", "device_id")
+    busy = (tl.gpu.group_by("rank", "device_id")
+            .agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("busy_ns")))
+    d = d.join(busy, on=["rank", "device_id"], how="full", coalesce=True) \
+        .sort("rank", "device_id")
+    return rows(d.select([c for c in d.columns if d[c].null_count() < d.height]))
+
+
+_KERN_COLS = {"Time (%)": "pct", "Total Time (ns)": "total_ns", "Instances": "instances",
+              "Avg (ns)": "avg_ns", "Med (ns)": "med_ns", "Min (ns)": "min_ns",
+              "Max (ns)": "max_ns", "StdDev (ns)": "std_ns", "Name": "name"}
+
+
+def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
+    """Top kernels by total time (``nsys stats`` cuda_gpu_kern_sum numbers) plus "other"."""
+    from analyses.nsys_stats import kern_sum
+
+    frame = kern_sum(tl).rename(_KERN_COLS)
+    cats = (tl.kernels.group_by(pl.col("name").cast(pl.String))
+            .agg(pl.col("category").cast(pl.String).mode().sort().first()))
+    frame = frame.join(cats.rename({"category": "category"}), on="name", how="left")
+    frame = frame.sort(["total_ns", "instances", "name"], descending=[True, True, False])
+    top, rest = frame.head(top_n), frame.slice(top_n)
+    other = None
+    if rest.height:
+        other = {"names": rest.height, "instances": int(rest["instances"].sum()),
+                 "total_ns": int(rest["total_ns"].sum()),
+                 "pct": float(rest["pct"].sum())}
+    return {"rows": rows(top), "other": other, "names": frame.height,
+            "instances": int(frame["instances"].sum()) if frame.height else 0,
+            "total_ns": int(frame["total_ns"].sum()) if frame.height else 0}
+
+
+def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | None = None,
+                  options: ReportOptions | None = None) -> dict[str, Any]:
+    """Gather every number the report shows.
+
+    Args:
+        timelines: one timeline or several (one per rank or input file; see
+            :func:`combine`).
+        ncu: an Nsight Compute timeline (its ``ncu`` table) for the roofline section.
+        options: :class:`ReportOptions`.
+
+    Returns:
+        A dict with sorted keys: ``version``, ``title``, ``inputs``, ``provenance``,
+        ``devices``, ``timeline`` always; ``summary``, ``recommendations``,
+        ``attribution``, ``kernels``, ``gaps``, ``launches``, ``comm``, ``steps``,
+        ``roofline`` when this build has the analysis behind them.
+    """
+    from reports import sections
+
+    opts = options or ReportOptions()
+    tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
+    if ncu is not None and ncu.ncu.height:
+        tl = Timeline(**{**tl.tables(), "ncu": pl.concat([tl.ncu, ncu.ncu])}, meta=tl.meta)
+    files = sorted(set(tl.sources["file"].to_list()))
+    if ncu is not None:
+        files += sorted(set(ncu.sources["file"].to_list()) - set(files))
+    out: dict[str, Any] = {
+        "version": PAYLOAD_VERSION,
+        "title": opts.title or ("traceparse report: " + ", ".join(files) if files
+                                else "traceparse report"),
+        "inputs": files,
+        "provenance": _provenance(tl if ncu is None else
+                                  Timeline(**{**tl.tables(),
+                                              "sources": pl.concat([tl.sources, ncu.sources]),
+                                              "ingest": pl.concat([tl.ingest, ncu.ingest])})),
+        "devices": _devices(tl),
+        "timeline": timeline_lanes(tl.gpu, budget=opts.timeline_budget,
+                                   bins=opts.timeline_bins, max_lanes=opts.max_lanes),
+    }
+    out["kernels"] = _kernels(tl, opts.top_n)
+    out.update(sections.analysis_sections(tl, opts))
+    from reports.recommend import recommend
+
+    out["recommendations"] = recommend(out)
+    result: dict[str, Any] = clean(out)
+    return result

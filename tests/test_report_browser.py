@@ -1,0 +1,153 @@
+"""Open real reports in headless Chromium: sections render, no JS error, no injected script
+runs, and a screenshot is taken.
+
+Needs a ``chromium`` (or ``chromium-browser`` / ``google-chrome``) binary; without one the
+tests are skipped with that reason (Debian: ``apt-get install -y chromium``).
+
+JS errors are caught by the page itself: its first script writes every ``error`` /
+``unhandledrejection`` event and ``console.error`` call into ``#js-errors``
+(``data-count``), and its last script sets ``data-js-ready="1"`` on ``<body>`` after the
+tables are wired up. ``--dump-dom`` prints the DOM after load, so both are read from there.
+Screenshots go to ``$TRACEPARSE_SCREENSHOT_DIR`` when set (for a human to look at), else to
+the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import ORACLE, shared_files
+from report_helpers import gpu_rows, timeline
+
+from reports.build import report_html
+from reports.html import render_html
+from reports.payload import build_payload
+
+BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-browser",
+                                                       "google-chrome")) if b), None)
+pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
+                                "apt-get install -y chromium)")
+
+SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "devices", "provenance")
+
+
+def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
+    assert BROWSER is not None
+    cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def _dom(page: Path, tmp: Path) -> str:
+    proc = _chromium(["--virtual-time-budget=3000", "--dump-dom", page.as_uri()],
+                     tmp / "profile-dom")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def _screenshot(page: Path, tmp: Path) -> Path:
+    out_dir = Path(os.environ.get("TRACEPARSE_SCREENSHOT_DIR", tmp))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shot = out_dir / (page.stem + ".png")
+    proc = _chromium([f"--screenshot={shot}", "--window-size=1400,4000",
+                      "--hide-scrollbars", page.as_uri()], tmp / "profile-shot")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return shot
+
+
+def _check_page(html: str, name: str, tmp: Path, sections: tuple[str, ...]) -> str:
+    page = tmp / f"{name}.html"
+    page.write_text(html, encoding="utf-8")
+    dom = _dom(page, tmp)
+    assert 'data-js-ready="1"' in dom, "the page's last script did not finish"
+    errors = re.search(r'<div id="js-errors" data-count="(\d+)"[^>]*>(.*?)</div>', dom, re.S)
+    assert errors is not None
+    assert errors.group(1) == "0", f"JS errors: {errors.group(2)}"
+    for s in sections:
+        assert f'<section id="{s}">' in dom
+    assert "<svg" in dom
+    shot = _screenshot(page, tmp)
+    assert shot.stat().st_size > 10_000  # a real picture, not an empty page
+    return dom
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_files("nsys", "fuser__report1_h200.sqlite"),
+                         ids=lambda p: p.name)
+def test_nsys_report_in_browser(path: Path, tmp_path: Path) -> None:
+    dom = _check_page(report_html([path]), "report_nsys_fuser", tmp_path, SECTIONS)
+    # the top kernel of nsys's own cuda_gpu_kern_sum (oracle) is the first table row, with
+    # its total time printed in ms
+    oracle = ORACLE / "nsys" / path.stem / "cuda_gpu_kern_sum.csv"
+    with open(oracle, newline="") as fh:
+        top = next(csv.DictReader(fh))
+    first_row = dom.split('id="kernel-table"', 1)[1].split("<tbody>", 1)[1].split("</tr>")[0]
+    assert f'>{top["Name"]}</div></td>' in first_row
+    assert f'{int(top["Total Time (ns)"]) / 1e6:,.3f}</td>' in first_row
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_files("torch", "kineto__resnet50_worker0.*"),
+                         ids=lambda p: p.name)
+def test_torch_report_in_browser(path: Path, tmp_path: Path) -> None:
+    _check_page(report_html([path]), "report_torch_resnet50", tmp_path, SECTIONS)
+
+
+def test_sample_report_in_browser(tmp_path: Path) -> None:
+    _check_page(report_html([]), "report_sample", tmp_path, SECTIONS)
+
+
+def test_hostile_names_run_no_script(tmp_path: Path) -> None:
+    marker = "</script><img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"
+    tl = timeline(gpu_rows([(marker, "compute", 0, 100, 7),
+                            ("</script><img src=x onerror=alert(1)>", "compute", 100, 300, 7),
+                            ("<svg onload=\"document.title='pwned'\">", "compute", 300, 350,
+                             7)]), file="<b onmouseover=x>.sqlite")
+    dom = _check_page(render_html(build_payload(tl)), "report_hostile", tmp_path,
+                      ("verdict", "timeline", "kernels", "provenance"))
+    assert "data-pwned" not in dom.split("<body", 1)[1].split(">", 1)[0]
+    assert "<title>pwned" not in dom
+    assert "<img" not in dom  # the names are text, never elements
+    assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in dom
+
+
+def test_table_sort_and_search_work(tmp_path: Path) -> None:
+    """Drive the page's own JS: a script appended for the test clicks the 'total' header
+    twice (ascending) and filters; the DOM dump shows the outcome."""
+    tl = timeline(gpu_rows([("alpha", "compute", 0, 300, 7), ("beta", "compute", 300, 400, 7),
+                            ("gamma", "compute", 400, 600, 7)]))
+    html = render_html(build_payload(tl))
+    probe = """<script>
+var t = document.getElementById('kernel-table');
+var th = t.tHead.rows[0].cells[2]; th.click(); th.click();
+var names = Array.prototype.map.call(t.tBodies[0].rows, function (r) { return r.cells[0].textContent; });
+var inp = document.querySelector('input.search'); inp.value = 'gam';
+inp.dispatchEvent(new Event('input'));
+var shown = Array.prototype.filter.call(t.tBodies[0].rows, function (r) { return !r.hidden; }).length;
+document.body.setAttribute('data-probe', names.join(',') + '|' + shown);
+</script></body>"""
+    page = tmp_path / "probe.html"
+    page.write_text(html.replace("</body>", probe), encoding="utf-8")
+    dom = _dom(page, tmp_path)
+    assert 'data-probe="beta,gamma,alpha|1"' in dom
+    assert 'data-count="0"' in dom
+
+
+def test_error_catcher_reports_a_broken_script(tmp_path: Path) -> None:
+    """Positive control: a failing script and a console.error show up in #js-errors, so a
+    zero count in the other tests means no error happened."""
+    html = render_html(build_payload(timeline(gpu_rows([("k", "compute", 0, 10, 7)]))))
+    page = tmp_path / "broken.html"
+    page.write_text(html.replace("</body>", "<script>null.boom();</script><script>"
+                                 "console.error('seen');</script></body>"), encoding="utf-8")
+    dom = _dom(page, tmp_path)
+    m = re.search(r'<div id="js-errors" data-count="(\d+)"[^>]*>(.*?)</div>', dom, re.S)
+    assert m is not None and m.group(1) == "2"
+    assert "TypeError" in m.group(2) and "console.error: seen" in m.group(2)

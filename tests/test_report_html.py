@@ -1,0 +1,270 @@
+"""HTML report: payload numbers (hand-computed), recommendations, escaping, no external URL,
+determinism, golden file, size budget, CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from report_helpers import gpu_rows, timeline
+
+from reports.build import default_output
+from reports.html import json_for_script, render_html
+from reports.payload import ReportOptions, build_payload
+from traceparse import schema
+from traceparse.cli import main
+from traceparse.samplegen import default_sample, scenario_timeline
+from traceparse.timeline import Timeline
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "golden" / "sample_report.html"
+XSS = "</script><img src=x onerror=alert(1)>"
+
+
+def _payload_json(html: str) -> dict:  # type: ignore[type-arg]
+    m = re.search(r'<script type="application/json" id="payload">(.*?)</script>', html, re.S)
+    assert m is not None
+    out: dict = orjson.loads(m.group(1))  # type: ignore[type-arg]
+    return out
+
+
+# ----------------------------------------------------------------- payload numbers
+def test_top_kernels_and_other_row() -> None:
+    # a: 3 launches 100+200+300 = 600 ns; b: 1 x 500; c: 2 x 50 = 100; total 1200 ns
+    tl = timeline(gpu_rows([("a", "compute", 0, 100, 7), ("a", "compute", 100, 300, 7),
+                            ("a", "compute", 300, 600, 7), ("b", "compute", 600, 1100, 7),
+                            ("c", "compute", 1100, 1150, 7), ("c", "compute", 1150, 1200, 7)]))
+    k = build_payload(tl, options=ReportOptions(top_n=2))["kernels"]
+    assert [(r["name"], r["total_ns"], r["instances"]) for r in k["rows"]] == \
+        [("a", 600, 3), ("b", 500, 1)]
+    a = k["rows"][0]
+    assert (a["avg_ns"], a["med_ns"], a["min_ns"], a["max_ns"]) == (200.0, 200.0, 100, 300)
+    assert a["pct"] == 50.0  # 600 / 1200
+    assert k["other"] == {"names": 1, "instances": 2, "total_ns": 100, "pct": 8.3}
+    assert (k["names"], k["instances"], k["total_ns"]) == (3, 6, 1200)
+
+
+@pytest.mark.parametrize(("name", "first", "saving", "window"), [
+    # launch_bound: kernels [102,114) + ten [112+10i, 115+10i): window [102, 205) = 103 us;
+    # launch windows fill 61 us of the 63 us the GPU ran nothing -> saving 61 us
+    ("launch_bound", "cuda-graphs", 61_000, 103_000),
+    # comm_bound: NCCL [250,700) vs compute [100,300) + [700,800): exposed [300,700) = 400 us
+    ("comm_bound", "overlap-comm", 400_000, 700_000),
+    # memory_bound: copies [100,600) + memset [600,650) + copy [700,1100) = 950 us, minus the
+    # kernel [200,300) that runs over them = 850 us with nothing else running
+    ("memory_bound", "overlap-copies", 850_000, 1_000_000),
+    # sync_bound: 340 us idle (host synchronisation, CPU work) in a 660 us window
+    ("sync_bound", "input-pipeline", 340_000, 660_000),
+])
+def test_first_recommendation_per_scenario(name: str, first: str, saving: int,
+                                           window: int) -> None:
+    p = build_payload(scenario_timeline(name))
+    rec = p["recommendations"]["items"][0]
+    assert (rec["id"], rec["saving_ns"]) == (first, saving)
+    assert p["attribution"]["totals"]["window_ns"] == window
+    assert rec["saving_pct"] == pytest.approx(100 * saving / window)
+    assert rec["evidence"] and rec["estimate"] and rec["how"]
+
+
+def test_compute_bound_has_no_recommendation_and_verdict() -> None:
+    # compute_bound: compute union [120,520) + [530,890) = 760 us of the 800 us window: 95.0%
+    p = build_payload(scenario_timeline("compute_bound"))
+    v = p["recommendations"]["verdict"]
+    assert v["headline"] == ("This run is compute-bound: 95.0% of the GPU time is compute "
+                             "kernels.")
+    assert p["recommendations"]["items"] == []
+
+
+def test_pinned_memory_rule_uses_measured_pinned_bandwidth() -> None:
+    # pageable HtoD: 1,000,000 B in 100 us; pinned HtoD: 1,000,000 B in 25 us (40 GB/s).
+    # saving = 100 us - 1e6 B / 40 B/ns = 100 - 25 = 75 us, of a 200 us window (37.5%)
+    g = gpu_rows([("copy", "memory", 0, 100_000, 7, "memcpy"),
+                  ("copy", "memory", 100_000, 125_000, 7, "memcpy"),
+                  ("k", "compute", 125_000, 200_000, 7)])
+    g[0] |= {"copy_kind": "HtoD", "src_kind": "Pageable", "dst_kind": "Device",
+             "bytes": 1_000_000}
+    g[1] |= {"copy_kind": "HtoD", "src_kind": "Pinned", "dst_kind": "Device",
+             "bytes": 1_000_000}
+    recs = {r["id"]: r for r in build_payload(timeline(g))["recommendations"]["items"]}
+    assert recs["pinned-memory"]["saving_ns"] == 75_000
+    assert recs["pinned-memory"]["saving_pct"] == pytest.approx(37.5)
+
+
+def test_fusion_rule_on_many_tiny_elementwise_kernels() -> None:
+    # 200 elementwise kernels of 2 us back to back + one 100 us gemm: window 500 us,
+    # tiny total 400 us -> saving half = 200 us
+    specs = [(f"void at::native::vectorized_elementwise_kernel<{i % 2}>", "compute",
+              i * 2000, i * 2000 + 2000, 7) for i in range(200)]
+    specs.append(("gemm", "compute", 400_000, 500_000, 7))
+    p = build_payload(timeline(gpu_rows(specs)))
+    tiny = p["evidence"]["tiny_memory_kernels"]
+    assert (tiny["count"], tiny["total_ns"]) == (200, 400_000)
+    rec = next(r for r in p["recommendations"]["items"] if r["id"] == "fusion")
+    assert rec["saving_ns"] == 200_000
+
+
+def test_payload_attribution_matches_breakdown_and_sums() -> None:
+    from analyses.attribution import breakdown
+
+    tl = scenario_timeline("mini_train")
+    p = build_payload(tl)
+    b = breakdown(tl).row(0, named=True)
+    row = p["attribution"]["rows"][0]
+    for key in ("window_ns", "compute_ns", "memory_ns", "communication_ns",
+                "launch_overhead_ns", "idle_ns", "overlapped_comm_ns"):
+        assert row[key] == b[key]
+    parts = sum(row[k] for k in ("compute_ns", "memory_ns", "communication_ns",
+                                 "launch_overhead_ns", "idle_ns"))
+    assert parts == row["window_ns"]
+
+
+def test_multiple_files_same_rank_become_ranks_by_order() -> None:
+    a = timeline(gpu_rows([("k", "compute", 0, 100, 7)]), file="a.sqlite")
+    b = timeline(gpu_rows([("k", "compute", 0, 50, 7)]), file="b.sqlite")
+    p = build_payload([a, b])
+    assert [(r["rank"], r["window_ns"]) for r in p["attribution"]["rows"]] == [(0, 100),
+                                                                                (1, 50)]
+    assert [(s["rank"], s["file"], s["rank_source"]) for s in p["provenance"]["sources"]] == \
+        [(0, "a.sqlite", "file order"), (1, "b.sqlite", "file order")]
+
+
+# ----------------------------------------------------------------- html safety
+def test_hostile_kernel_name_is_escaped_everywhere() -> None:
+    tl = timeline(gpu_rows([(XSS, "compute", 0, 100, 7), ("ok", "compute", 100, 300, 7)]),
+                  file=XSS + ".sqlite")
+    html = render_html(build_payload(tl))
+    assert XSS not in html
+    assert "<img" not in html
+    assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in html  # shown as text
+    data = _payload_json(html)  # embedded JSON still decodes to the raw name
+    assert XSS in [r["name"] for r in data["kernels"]["rows"]]
+    assert html.count("</script>") == html.count("<script")
+
+
+def test_json_for_script_escapes() -> None:
+    assert str(json_for_script({"a": "<&>\u2028"})) == \
+        '{"a":"\\u003c\\u0026\\u003e\\u2028"}'
+
+
+def test_no_external_url_and_deterministic_bytes() -> None:
+    tl = scenario_timeline("mini_train")
+    a = render_html(build_payload(tl))
+    b = render_html(build_payload(scenario_timeline("mini_train")))
+    assert a == b
+    assert "http://" not in a and "https://" not in a
+    assert not re.search(r"""(src|href)=["']?(?!#)""", a.replace('href="#', "")), \
+        "no src/href other than in-page anchors"
+    for section in ("verdict", "attribution", "timeline", "kernels", "gaps", "devices",
+                    "provenance"):
+        assert f'<section id="{section}">' in a
+
+
+def test_binned_timeline_shows_notice() -> None:
+    specs = [("k", "compute", i * 100, i * 100 + 60, 7) for i in range(50)]
+    html = render_html(build_payload(timeline(gpu_rows(specs)),
+                                     options=ReportOptions(timeline_budget=10,
+                                                           timeline_bins=20)))
+    assert 'id="downsample-notice"' in html
+    assert "Downsampled: 50 GPU activities exceed the drawing budget of 10" in html
+    lanes = _payload_json(html)["timeline"]
+    # window [0, 4960): 20 bins of 248 ns; each bin is 60% busy +-, so shade 0.75 or 1.0
+    assert lanes["mode"] == "binned" and lanes["bin_ns"] == 248
+
+
+def test_exact_timeline_has_no_notice() -> None:
+    html = render_html(build_payload(scenario_timeline("compute_bound")))
+    assert "downsample-notice" not in html
+
+
+@pytest.mark.slow
+def test_million_kernel_report_under_5mb() -> None:
+    n = 1_000_000
+    start = pl.int_range(0, n, eager=True) * 1_000
+    g = pl.DataFrame({
+        "rank": pl.Series([0] * n, dtype=pl.Int32), "kind": ["kernel"] * n,
+        "category": ["compute"] * n, "start_ns": start, "end_ns": start + 700,
+        "dur_ns": pl.Series([700] * n), "device_id": pl.Series([0] * n, dtype=pl.Int32),
+        "stream_id": (pl.int_range(0, n, eager=True) % 8),
+        "name": pl.Series([f"kernel_{i % 5000}" for i in range(n)])})
+    tl = Timeline(gpu=schema.conform("gpu", g)).validate()
+    html = render_html(build_payload(tl))
+    size = len(html.encode())
+    assert size < 5 * 1024 * 1024, size
+    assert "Downsampled: 1,000,000 GPU activities" in html
+    assert "other (4,950 kernels)" in html
+
+
+# ----------------------------------------------------------------- golden file
+def test_golden_sample_report() -> None:
+    """The bundled sample's report, byte for byte. Regenerate deliberately with
+    ``TRACEPARSE_REGEN_GOLDEN=1 python3 -m pytest tests/test_report_html.py -k golden``."""
+    from reports.build import report_html
+
+    html = report_html([default_sample()])
+    if os.environ.get("TRACEPARSE_REGEN_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(html, encoding="utf-8")
+    assert GOLDEN.is_file(), "golden file missing: regenerate with TRACEPARSE_REGEN_GOLDEN=1"
+    assert html == GOLDEN.read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------- CLI
+def test_default_output_names() -> None:
+    assert default_output([]) == Path("report.html")
+    assert default_output(["x/run.sqlite"]) == Path("run.html")
+    assert default_output(["a.json", "b.json"]) == Path("report.html")
+
+
+def test_cli_report_sample_and_force(tmp_path: Path) -> None:
+    runner = CliRunner()
+    with runner.isolated_filesystem(temp_dir=tmp_path):
+        r = runner.invoke(main, ["report"])
+        assert r.exit_code == 0, r.output
+        first = Path("report.html").read_bytes()
+        assert first.startswith(b"<!DOCTYPE html>")
+        r = runner.invoke(main, ["report"])
+        assert r.exit_code == 2
+        assert "exists; pass --force" in r.output
+        r = runner.invoke(main, ["report", "--force"])
+        assert r.exit_code == 0
+        assert Path("report.html").read_bytes() == first
+
+
+def test_cli_report_bad_input_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"not sqlite at all")
+    proc = subprocess.run([sys.executable, "-m", "traceparse", "report", str(bad), "-o",
+                           str(tmp_path / "r.html")], capture_output=True, text=True,
+                          cwd=REPO, env=os.environ | {"PYTHONPATH": str(REPO)}, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "bad.sqlite" in proc.stderr
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_cli_convert_chrome(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    r = CliRunner().invoke(main, ["convert", str(default_sample()), "--to", "chrome", "-o",
+                                  str(out)])
+    assert r.exit_code == 0, r.output
+    doc = orjson.loads(out.read_bytes())
+    tl = scenario_timeline("mini_train")
+    kernels = [e for e in doc["traceEvents"] if e["ph"] == "X"
+               and e.get("cat") in ("compute", "memory", "communication")]
+    assert len(kernels) == tl.gpu.filter(pl.col("kind") != "sync").height
+    # the attribution lane's per-category time equals the attribution breakdown
+    from analyses.attribution import breakdown
+
+    b = breakdown(tl).row(0, named=True)
+    lane: dict[str, int] = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "attribution":
+            lane[e["name"]] = lane.get(e["name"], 0) + round(e["dur"] * 1000)
+    assert lane == {k: b[f"{k}_ns"] for k in ("compute", "memory", "communication",
+                                              "launch_overhead", "idle") if b[f"{k}_ns"]}
