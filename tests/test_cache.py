@@ -11,13 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 import traceparse
+from tests.conftest import shared_files
 from traceparse import cache as cache_mod
 from traceparse import loader, schema
 from traceparse.cache import Cache, content_hash, identity
 from traceparse.cli import main
 from traceparse.timeline import Timeline
-
-from tests.conftest import shared_files
 
 BASE = 1_735_632_360_000_000_000
 
