@@ -11,7 +11,8 @@ Measures (medians of ``--repeat`` runs, default 3):
 Usage::
 
     python3 benchmarks/gen_nsys.py /tmp/nsys_1m.sqlite --kernels 1000000
-    python3 benchmarks/bench_nsys_ingest.py /tmp/nsys_1m.sqlite ../shared/traces/nsys/instant-ngp__report13.sqlite
+    python3 benchmarks/bench_nsys_ingest.py /tmp/nsys_1m.sqlite \
+        ../shared/traces/nsys/instant-ngp__report13.sqlite
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from traceparse import nsys  # noqa: E402
-from traceparse.nsys_db import NsysDB  # noqa: E402
+from traceparse import nsys
+from traceparse.nsys_db import NsysDB
 
 
 def _median(fn: Callable[[], object], repeat: int) -> float:
