@@ -34,7 +34,7 @@ from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
 from traceparse.kineto_events import CATEGORIES, FLOW_CATEGORIES, api_frame, gpu_frame, ranges_frame
-from traceparse.kineto_io import NeedsDecimalText, decode, read_bytes
+from traceparse.kineto_io import NeedsDecimalText, decode, needs_decimal_text, read_bytes
 from traceparse.kineto_link import (
     COLL_COLS,
     attach_collectives,
@@ -267,10 +267,13 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     """
     p = Path(path)
     raw = read_bytes(p)
-    header, events = decode(raw, p)
+    quoted = needs_decimal_text(raw)
+    header, events = decode(raw, p, quote_times=quoted)
     try:
         return parse(header, events, p, rank=rank, rank_fallback=_fallback)
     except NeedsDecimalText:
+        if quoted:
+            raise
         del header, events
         header, events = decode(raw, p, quote_times=True)
         return parse(header, events, p, rank=rank, rank_fallback=_fallback)
