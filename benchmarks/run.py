@@ -48,21 +48,54 @@ ANALYSES = (("kernels", []), ("breakdown", []), ("gaps", []), ("summary", []),
             ("launches", []), ("comm", []), ("steps", []))
 
 
+def _tree_rss(pid: int) -> int:
+    """Summed RSS in bytes of ``pid`` and all its descendants (Linux /proc)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/statm") as fh:
+                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{p}/task/{p}/children") as fh:
+                todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            pass
+    return total
+
+
 def measure_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
-    """Run ``cmd``; return (wall s, peak RSS MiB from ``os.wait4``, stdout); raise on failure."""
+    """Run ``cmd``; return (wall s, peak RSS MiB, stdout); raise on failure.
+
+    Peak RSS is the larger of the child's ``ru_maxrss`` (``os.wait4``: the largest single
+    process of the tree) and the summed RSS of the process tree sampled every 20 ms (worker
+    pools run several processes at once).
+    """
+    import threading
+
     out_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tp-bench-{os.getpid()}.out"
+    peak = [0]
     with open(out_path, "wb") as fh:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.PIPE, cwd=REPO, env=env)
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.02):
+                peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+        th = threading.Thread(target=sample, daemon=True)
+        th.start()
         _, status, ru = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t
+        stop.set()
+        th.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode() if proc.stderr else ""
     text = out_path.read_text(errors="replace")
     out_path.unlink()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-800:]}")
-    return wall, ru.ru_maxrss / 1024, text
+    return wall, max(ru.ru_maxrss * 1024, peak[0]) / 2**20, text
 
 
 def median_run(cmd: list[str], repeat: int, env: dict[str, str] | None = None
@@ -278,7 +311,8 @@ def main() -> None:
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
              f"{platform.python_version()}; {datetime.date.today().isoformat()}; medians of "
              f"{a.repeat} runs, each stage a fresh subprocess (wall time includes interpreter "
-             f"start-up and imports; peak RSS = the child's ru_maxrss). Load average at start "
+             f"start-up and imports; peak RSS = max of the child's ru_maxrss and the sampled "
+             f"summed RSS of its process tree). Load average at start "
              f"{load[0]:.1f} (the machine is shared: absolute times are noisy).", ""]
     if "nsys" in suites:
         suite_nsys(a.data, a.repeat, lines, tuple(int(x) for x in a.nsys_sizes.split(",")))
