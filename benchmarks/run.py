@@ -126,6 +126,8 @@ BARE_JSON = ("import sys, time, orjson, pathlib; t=time.perf_counter(); "
              "n=sum(len(orjson.loads(p.read_bytes())['traceEvents']) for p in "
              "sorted(pathlib.Path(sys.argv[1]).glob('*.json'))); "
              "print(time.perf_counter()-t, n)")
+READ_DIR = ("import sys; from traceparse import kineto; "
+            "print(kineto.read_dir(sys.argv[1], workers=int(sys.argv[2])).gpu.height)")
 HTA = ("import sys, time, logging; logging.disable(logging.WARNING); "
        "from hta.trace_analysis import TraceAnalysis; "
        "a=TraceAnalysis(trace_dir=sys.argv[1]); "
@@ -238,6 +240,9 @@ def suite_kineto(data: Path, shared: Path, repeat: int, lines: list[str],
     bare_s = float(bare["out"].split()[0])
     row("bare `orjson.loads` of the 8 files, one process (decode only)", bare)
     lines.append(f"| ... of which decode time | {bare_s:.2f} | | |")
+    for w in (1, 2):
+        r = median_run(py(READ_DIR, str(d), str(w)), repeat, env)
+        row(f"`kineto.read_dir(DIR, workers={w})` (process)", r)
     hta_s = None
     if hta_python:
         hta = median_run([hta_python, "-c", HTA, str(d)], repeat, env)
