@@ -119,9 +119,10 @@ def segments(sets: Mapping[str, pl.DataFrame], *, by: Sequence[str] = ()) -> pl.
                          .select(*by, "_t", *labels))
     if not parts:
         return pl.DataFrame(schema={START: pl.Int64, END: pl.Int64})
-    ev = (pl.concat(parts, how="vertical")
-          .group_by([*by, "_t"]).agg(pl.col(x).sum() for x in labels)
-          .sort([*by, "_t"]))
+    # No group_by on (by, _t): after the sort, the running sums on the LAST of several rows
+    # with equal _t already include all of them, and the earlier ones get END == _t (the
+    # next row's _t) and are dropped by the END > _t filter below. Same rows, ~2x faster.
+    ev = pl.concat(parts, how="vertical").sort([*by, "_t"])
     return (ev.with_columns(*(_over(pl.col(x).cum_sum(), by) for x in labels),
                             _over(pl.col("_t").shift(-1), by).alias(END))
             .filter(pl.col(END).is_not_null() & (pl.col(END) > pl.col("_t")))
