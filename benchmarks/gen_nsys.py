@@ -23,35 +23,30 @@ from pathlib import Path
 
 import numpy as np
 
-KERNEL_COLS = [
-    "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
-    "globalPid", "demangledName", "shortName", "mangledName", "launchType", "cacheConfig",
-    "registersPerThread", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-    "staticSharedMemory", "dynamicSharedMemory", "localMemoryPerThread", "localMemoryTotal",
-    "gridId", "sharedMemoryExecuted", "graphNodeId", "sharedMemoryLimitConfig"
-]
-MEMCPY_COLS = [
-    "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
-    "globalPid", "bytes", "copyKind", "deprecatedSrcId", "srcKind", "dstKind", "srcDeviceId",
-    "srcContextId", "dstDeviceId", "dstContextId", "migrationCause", "graphNodeId", "virtualAddress"
-]
-MEMSET_COLS = [
-    "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
-    "globalPid", "value", "bytes", "graphNodeId", "memKind"
-]
-RUNTIME_COLS = [
-    "start", "end", "eventClass", "globalTid", "correlationId", "nameId", "returnValue",
-    "callchainId"
-]
-SYNC_COLS = [
-    "start", "end", "deviceId", "contextId", "greenContextId", "streamId", "correlationId",
-    "globalPid", "syncType", "eventId"
-]
-NVTX_COLS = [
-    "start", "end", "eventType", "rangeId", "category", "color", "text", "globalTid",
-    "endGlobalTid", "textId", "domainId", "uint64Value", "int64Value", "doubleValue", "uint32Value",
-    "int32Value", "floatValue", "jsonTextId", "jsonText"
-]
+
+def _cols(text: str) -> list[str]:
+    return text.split(", ")
+
+
+KERNEL_COLS = _cols("start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
+               "globalPid, demangledName, shortName, mangledName, launchType, cacheConfig, "
+               "registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+               "staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, "
+               "localMemoryTotal, gridId, sharedMemoryExecuted, graphNodeId, "
+               "sharedMemoryLimitConfig")
+MEMCPY_COLS = _cols("start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
+               "globalPid, bytes, copyKind, deprecatedSrcId, srcKind, dstKind, srcDeviceId, "
+               "srcContextId, dstDeviceId, dstContextId, migrationCause, graphNodeId, "
+               "virtualAddress")
+MEMSET_COLS = _cols("start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
+               "globalPid, value, bytes, graphNodeId, memKind")
+RUNTIME_COLS = _cols("start, end, eventClass, globalTid, correlationId, nameId, returnValue, "
+                     "callchainId")
+SYNC_COLS = _cols("start, end, deviceId, contextId, greenContextId, streamId, correlationId, "
+             "globalPid, syncType, eventId")
+NVTX_COLS = _cols("start, end, eventType, rangeId, category, color, text, globalTid, "
+                  "endGlobalTid, textId, domainId, uint64Value, int64Value, doubleValue, "
+                  "uint32Value, int32Value, floatValue, jsonTextId, jsonText")
 
 
 def _create(con: sqlite3.Connection, table: str, cols: list[str]) -> None:
@@ -79,8 +74,8 @@ def generate(out: Path, kernels: int = 1_000_000, seed: int = 0) -> dict[str, in
     strings: list[str] = []
     for i in range(n_names):
         if i % 50 == 0:
-            nccl = f"ncclDevKernel_AllReduce_Sum_f32_RING_LL_{i}"
-            strings += [f"{nccl}(ncclDevKernelArgsStorage<4096>)", nccl]
+            base = f"ncclDevKernel_AllReduce_Sum_f32_RING_LL_{i}"
+            strings += [f"{base}(ncclDevKernelArgsStorage<4096>)", base]
         else:
             strings += [f"void at::native::kernel_{i}<float, {i % 7}>(int, float const*, float*)",
                         f"kernel_{i}"]
@@ -124,17 +119,16 @@ def generate(out: Path, kernels: int = 1_000_000, seed: int = 0) -> dict[str, in
     corr = np.arange(1, n + 1, dtype=np.int64) * 2  # per-process ids: overlap on purpose
     name_idx = rng.zipf(1.3, n) % n_names
     dem = name_idx * 2 + 1
+    zeros, ones = np.zeros(n, np.int64), np.ones(n, np.int64)
     kern = {"start": start, "end": start + dur, "deviceId": proc, "contextId": proc + 1,
             "streamId": rng.integers(0, 4, n) + 7, "correlationId": corr, "globalPid": gpid,
             "demangledName": dem, "shortName": dem + 1, "launchType": np.zeros(n, np.int64),
-            "cacheConfig": np.zeros(n, np.int64), "registersPerThread": rng.integers(16, 255, n),
+            "cacheConfig": zeros, "registersPerThread": rng.integers(16, 255, n),
             "gridX": rng.integers(1, 4096, n), "gridY": np.ones(n, np.int64),
-            "gridZ": np.ones(n, np.int64), "blockX": np.full(n, 256),
-            "blockY": np.ones(n, np.int64),
+            "gridZ": ones, "blockX": np.full(n, 256), "blockY": np.ones(n, np.int64),
             "blockZ": np.ones(n, np.int64), "staticSharedMemory": np.zeros(n, np.int64),
             "dynamicSharedMemory": rng.integers(0, 4, n) * 16384,
-            "localMemoryPerThread": np.zeros(n, np.int64),
-            "localMemoryTotal": np.zeros(n, np.int64),
+            "localMemoryPerThread": zeros, "localMemoryTotal": np.zeros(n, np.int64),
             "gridId": np.arange(n, dtype=np.int64), "sharedMemoryExecuted": np.full(n, 65536),
             "sharedMemoryLimitConfig": np.zeros(n, np.int64)}
     _create(con, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_COLS)

@@ -337,3 +337,16 @@ def test_other_sqlite_and_directory_rejected(tmp_path: Path) -> None:
         nsys.read(p)
     with pytest.raises(TraceError, match="directory"):
         nsys.read(tmp_path)
+
+
+@pytest.mark.shared
+def test_parallel_chunked_read_equals_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables read in parallel rowid chunks give the same timeline as one plain read."""
+    from traceparse import nsys_db
+
+    path = _file("nsys-ai__mfu_2gpu_before")  # NVTX text with leading NULLs, 2 processes
+    plain = nsys.read(path, use_adbc=False)
+    monkeypatch.setattr(nsys_db, "PARALLEL_MIN_ROWS", 100)
+    chunked = nsys.read(path)
+    for name in ("gpu", "api", "ranges", "devices", "ingest"):
+        assert chunked.table(name).equals(plain.table(name)), name

@@ -140,7 +140,7 @@ def test_cli_csv_equals_oracle_bytes(path: Path) -> None:
 
 @pytest.mark.shared
 def test_kern_sum_by_device_keeps_gpus_apart() -> None:
-    path = [p for p in NSYS if p.stem == "p2p-acc__mpiV100"][0]
+    path = next(p for p in NSYS if p.stem == "p2p-acc__mpiV100")
     tl = _tl(path)
     by = ns.kern_sum(tl, by="device")
     assert "Device" in by.columns
@@ -151,7 +151,7 @@ def test_kern_sum_by_device_keeps_gpus_apart() -> None:
 
 @pytest.mark.shared
 def test_cli_info_and_convert(tmp_path: Path) -> None:
-    path = [p for p in NSYS if p.stem == "nsys-ai__mfu_2gpu_before"][0]
+    path = next(p for p in NSYS if p.stem == "nsys-ai__mfu_2gpu_before")
     runner = CliRunner()
     res = runner.invoke(main, ["info", str(path), "--format", "json"])
     assert res.exit_code == 0, res.output
@@ -170,7 +170,7 @@ def _bad_input(kind: str, tmp: Path) -> Path:
         p = tmp / "junk.sqlite"
         p.write_bytes(b"hello, this is text\n" * 50)
     elif kind == "truncated":
-        src = [p for p in NSYS if p.stem == "casio__nerf_output-file"][0]
+        src = next(p for p in NSYS if p.stem == "casio__nerf_output-file")
         p = tmp / "trunc.sqlite"
         p.write_bytes(src.read_bytes()[: 64 * 1024])
     elif kind == "other app":

@@ -35,7 +35,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import read_gpu
+from traceparse.nsys_gpu import read_gpu, sort_by_start
 from traceparse.nsys_ranges import read_ranges
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
@@ -113,7 +113,7 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
     if "globalTid" in cols:
         parts += ["(globalTid >> 24) & 16777215 AS process_id",
                   "globalTid & 16777215 AS thread_id"]
-    frame = db.frame(f"SELECT {', '.join(parts)} FROM {q(RUNTIME)}")
+    frame = db.table_frame(RUNTIME, ", ".join(parts))
     n0 = frame.height
     skipped: dict[str, int] = {}
     frame = frame.filter(pl.col("start_ns").is_not_null() & pl.col("end_ns").is_not_null())
@@ -148,7 +148,7 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
         frame = frame.with_columns(
             pl.when(pl.col("correlation_id") == 4294967295).then(None)
             .otherwise(pl.col("correlation_id")).alias("correlation_id"))
-    frame = schema.conform("api", frame).sort("start_ns", maintain_order=True)
+    frame = sort_by_start(schema.conform("api", frame))
     return frame, frame.height, skipped
 
 
@@ -159,7 +159,8 @@ def _devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, st
     cols = set(db.columns("TARGET_INFO_GPU"))
     if {"id", "clockRate"} <= cols:
         source = "TARGET_INFO_GPU"
-        spec = (("id", "device_id"), ("name", "name"), ("chipName", "chip_name"),
+        spec: tuple[tuple[str, str], ...] = (
+                ("id", "device_id"), ("name", "name"), ("chipName", "chip_name"),
                 ("smCount", "sm_count"), ("clockRate", "clock_hz"),
                 ("totalMemory", "memory_bytes"), ("memoryBandwidth", "memory_bandwidth_bps"),
                 ("l2CacheSize", "l2_bytes"), ("computeMajor", "compute_major"),

@@ -81,7 +81,7 @@ def _select(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...],
     parts = [f"{q(src)} AS {dst}" for src, dst in pairs + extra if src in cols]
     if "globalPid" in cols:
         parts.append("(globalPid >> 24) & 16777215 AS process_id")
-    return db.frame(f"SELECT {', '.join(parts)} FROM {q(table)}")
+    return db.table_frame(table, ", ".join(parts))
 
 
 def _clean_times(frame: pl.DataFrame, skipped: dict[str, int]) -> pl.DataFrame:
@@ -112,7 +112,8 @@ def _names(strings: pl.DataFrame, ids: pl.Series) -> pl.DataFrame:
 
 def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
     cols = set(db.columns(KERNEL))
-    name_cols = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
+    name_cols: list[str] = [c for c in ("demangledName", "shortName", "mangledName")
+                            if c in cols]
     frame = _select(db, KERNEL, _COMMON + _KERNEL_ONLY,
                     tuple((c, c) for c in name_cols))
     skipped: dict[str, int] = {}
@@ -190,7 +191,18 @@ def _finish(frame: pl.DataFrame, rank: int) -> pl.DataFrame:
         frame = frame.with_columns(device_id=pl.lit(0, dtype=pl.Int32))
     frame = frame.with_columns(pl.col("device_id").fill_null(-1))
     frame = schema.conform("gpu", frame.with_columns(category=pl.lit("compute")))
-    return frame.with_columns(category_expr())
+    # categorize each distinct (kind, copy_kind, name) once, not every row
+    keys = ["kind", "copy_kind", "name"]
+    cats = frame.select(keys).unique().with_columns(category_expr())
+    return frame.drop("category").join(cats, on=keys, how="left", nulls_equal=True,
+                                       maintain_order="left").select(frame.columns)
+
+
+def sort_by_start(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` sorted by ``start_ns`` (stable); free when it already is."""
+    if frame.height < 2 or bool((frame["start_ns"].diff().drop_nulls() >= 0).all()):
+        return frame
+    return frame.sort("start_ns", maintain_order=True)
 
 
 def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
@@ -214,5 +226,8 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
         acct.append((SYNC, 0, {"host-side synchronization wait, not GPU work": n}))
     if not parts:
         return schema.empty("gpu"), acct
-    gpu = pl.concat(parts, how="vertical").sort("start_ns", maintain_order=True)
+    # each part sorted by start (free if the table already is), then an O(n) merge
+    gpu = sort_by_start(parts[0])
+    for part in parts[1:]:
+        gpu = gpu.merge_sorted(sort_by_start(part), key="start_ns")
     return gpu, acct

@@ -26,6 +26,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.nsys_db import NsysDB
+from traceparse.nsys_gpu import sort_by_start
 
 NVTX = "NVTX_EVENTS"
 KIND_BY_TYPE = {34: "nvtx_mark", 59: "nvtx_push_pop", 60: "nvtx_start_end",
@@ -88,7 +89,7 @@ def read_ranges(db: NsysDB, strings: pl.DataFrame, rank: int
                 "globalTid & 16777215 AS thread_id"]
     if "endGlobalTid" in cols:
         sel.append("endGlobalTid & 16777215 AS end_thread_id")
-    raw = db.frame(f"SELECT {', '.join(sel)} FROM {NVTX}")
+    raw = db.table_frame(NVTX, ", ".join(sel))
     total = raw.height
     if total == 0:
         return schema.empty("ranges"), (0, {})
@@ -136,14 +137,14 @@ def read_ranges(db: NsysDB, strings: pl.DataFrame, rank: int
                              .otherwise(pl.col("domain")))
     if "_rid" in ev.columns:
         ev = ev.with_columns(range_id=pl.col("_rid"))
-    ev = ev.sort(["start_ns"], maintain_order=True)
+    ev = sort_by_start(ev)
     pp = pl.col("kind") == "nvtx_push_pop"
     push = ev.filter(pp)
     depth = nesting_depth(push.select("thread_id", "start_ns", "end_ns")) if push.height \
         else pl.Series("depth", [], dtype=pl.Int32)
     push = push.with_columns(depth=depth)
     ev = pl.concat([push, ev.filter(~pp).with_columns(depth=pl.lit(None, dtype=pl.Int32))])
-    ev = ev.sort("start_ns", maintain_order=True)
+    ev = sort_by_start(ev)
     keep = [c.name for c in schema.RANGES if c.name in ev.columns]
     ranges = schema.conform("ranges", ev.select(keep))
     return ranges, (ranges.height, skipped)
