@@ -27,7 +27,8 @@ def _modern() -> dict:
         # cpu_op 10.5 us .. 30.5 us on thread 7 with a nested op (depth 1)
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 7,
          "ts": 10.5, "dur": 20.0,
-         "args": {"External id": 1, "Input Dims": [[4, 8], [8, 2]], "Input type": ["float", "float"],
+         "args": {"External id": 1, "Input Dims": [[4, 8], [8, 2]],
+                  "Input type": ["float", "float"],
                   "Concrete Inputs": ["", ""], "Sequence number": 9, "Call stack": "a.py(1)"}},
         {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 100, "tid": 7,
          "ts": 11.0, "dur": 5.0, "args": {"External id": 2}},

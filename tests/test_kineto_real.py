@@ -42,10 +42,11 @@ def independent(path: Path) -> dict:
         if e.get("ph") == "X" and e.get("cat") in KERNEL:
             args = e.get("args", {})
             stream = args.get("stream", e.get("tid"))
-            per_stream[int(stream)] += int(round(Decimal(e["dur"]) * 1000))
+            per_stream[int(stream)] += round(Decimal(e["dur"]) * 1000)
     count = lambda names: sum(cats[c] for c in names)  # noqa: E731
     return {"kernel": count(KERNEL), "memcpy": count(MEMCPY), "memset": count(MEMSET),
-            "runtime": count(RUNTIME), "cpu_op": count(CPU_OP), "steps": steps, "stream_ns": dict(per_stream),
+            "runtime": count(RUNTIME), "cpu_op": count(CPU_OP), "steps": steps,
+            "stream_ns": dict(per_stream),
             "events": len(events)}
 
 

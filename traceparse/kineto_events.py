@@ -76,7 +76,7 @@ def _int(values: list[Any], name: str) -> pl.Series:
         return pl.Series(name, values, dtype=pl.Int64)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
         pass
-    fixed = []
+    fixed: list[int | None] = []
     for v in values:
         if type(v) is int:
             fixed.append(v)

@@ -164,7 +164,7 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
     if ns_units:
         from decimal import Decimal
 
-        return pl.Series(name, [None if v is None else int(round(Decimal(str(v))))
+        return pl.Series(name, [None if v is None else round(Decimal(str(v)))
                                 for v in values], dtype=pl.Int64)
     text = []
     for v in values:
@@ -199,7 +199,7 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
         out = []
         for v in text.to_list():
             try:
-                out.append(None if v is None else int(round(Decimal(v) * 1000)))
+                out.append(None if v is None else round(Decimal(v) * 1000))
             except (InvalidOperation, ValueError):
                 raise TraceError(path, f"'{name}' is not a number: {v[:40]!r}") from None
         return pl.Series(name, out, dtype=pl.Int64)
@@ -218,5 +218,5 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
     rest = frac.str.slice(3).str.strip_chars_end("0")
     up = (rest > "5") | ((rest == "5") & (ms3 % 2 == 1))
     mag = pl.col("field_0").cast(pl.Int64) * 1000 + ms3 + up.cast(pl.Int64)
-    out = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
-    return out.to_series()
+    signed = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
+    return signed.to_series()

@@ -109,7 +109,7 @@ def nesting_depth(ranges: pl.DataFrame) -> pl.DataFrame:
     depth = [0] * len(lanes)
     stack: list[int] = []
     current: Any = None
-    for i, (ln, s, e) in enumerate(zip(lanes, starts, ends)):
+    for i, (ln, s, e) in enumerate(zip(lanes, starts, ends, strict=False)):
         if ln != current:
             stack = []
             current = ln
