@@ -121,10 +121,15 @@ def segments(sets: Mapping[str, pl.DataFrame], *, by: Sequence[str] = ()) -> pl.
         return pl.DataFrame(schema={START: pl.Int64, END: pl.Int64})
     # No group_by on (by, _t): after the sort, the running sums on the LAST of several rows
     # with equal _t already include all of them, and the earlier ones get END == _t (the
-    # next row's _t) and are dropped by the END > _t filter below. Same rows, ~2x faster.
+    # next row's _t) and are dropped by the END > _t filter below.
     ev = pl.concat(parts, how="vertical").sort([*by, "_t"])
-    return (ev.with_columns(*(_over(pl.col(x).cum_sum(), by) for x in labels),
-                            _over(pl.col("_t").shift(-1), by).alias(END))
+    # Every interval adds +1 and -1 inside its own group, so each group's deltas sum to 0 and
+    # a global cumulative sum restarts at 0 at every group boundary: no window function.
+    same_group = pl.lit(True)
+    for c in by:
+        same_group = same_group & pl.col(c).shift(-1).eq_missing(pl.col(c))
+    nxt = pl.when(same_group).then(pl.col("_t").shift(-1)).otherwise(None)
+    return (ev.with_columns(*(pl.col(x).cum_sum() for x in labels), nxt.alias(END))
             .filter(pl.col(END).is_not_null() & (pl.col(END) > pl.col("_t")))
             .rename({"_t": START})
             .select(*by, START, END, *labels))
