@@ -47,7 +47,8 @@ def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         API 100..110, kernel 105..150 -> launch 10, queue -5, kernel 45, total 50.
         API 100..110, kernel 104..108 -> launch 10, queue -2, kernel 4, total 10.
     """
-    k = launch_join(tl, kinds=("kernel",), unique_calls=unique_calls).filter(pl.col("api_start_ns").is_not_null())
+    k = launch_join(tl, kinds=("kernel",), unique_calls=unique_calls)
+    k = k.filter(pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
         pl.col("api_name").cast(pl.String), "api_start_ns", "api_end_ns", "start_ns", "end_ns",
@@ -78,7 +79,8 @@ def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
     Example:
         Two kernels ``k`` launched by ``cudaLaunchKernel_v7000`` on pid 1 / tid 2, device 0:
         (API 0..10, kernel 15..25) and (API 30..40, kernel 38..48):
-        T = [25 - 0, 48 - 30] = [25, 18] -> TAvg 21.5; A = [10, 10]; Q = [5, -2] -> QCount 1, QAvg 5.0;
+        T = [25 - 0, 48 - 30] = [25, 18] -> TAvg 21.5; A = [10, 10];
+        Q = [5, -2] -> QCount 1, QAvg 5.0;
         K = [10, 10]; API Name ``cudaLaunchKernel``.
     """
     t = launch_table(tl, unique_calls=False)

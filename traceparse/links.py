@@ -77,16 +77,16 @@ def launch_join(tl: Timeline, *, kinds: Sequence[str] | None = None,
 def _range_events(ranges: pl.DataFrame, group: list[str]) -> pl.DataFrame:
     """Start rows of ``ranges`` with their stack level (1 = outermost open range)."""
     r = ranges.with_row_index("_rid")
-    starts = r.select(group + [pl.col("start_ns").alias("_t"), pl.lit(1, pl.Int64).alias("_d"),
-                               pl.col("end_ns").alias("_e"), "_rid"])
-    ends = r.select(group + [pl.col("end_ns").alias("_t"), pl.lit(-1, pl.Int64).alias("_d"),
-                             pl.col("end_ns").alias("_e"), "_rid"])
+    starts = r.select(*group, pl.col("start_ns").alias("_t"), pl.lit(1, pl.Int64).alias("_d"),
+                      pl.col("end_ns").alias("_e"), "_rid")
+    ends = r.select(*group, pl.col("end_ns").alias("_t"), pl.lit(-1, pl.Int64).alias("_d"),
+                    pl.col("end_ns").alias("_e"), "_rid")
     # at equal times: ends before starts (half-open ranges), and among starts the longer
     # range (later end) first so that it is the parent
     ev = (pl.concat([starts, ends])
-          .sort(group + ["_t", "_d", "_e"], descending=[False] * len(group) + [False, False, True])
+          .sort([*group, "_t", "_d", "_e"], descending=[False] * len(group) + [False, False, True])
           .with_columns(_level=pl.col("_d").cum_sum().over(group)))
-    return ev.filter(pl.col("_d") == 1).select(group + ["_t", "_level", "_rid"])
+    return ev.filter(pl.col("_d") == 1).select([*group, "_t", "_level", "_rid"])
 
 
 def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str,
@@ -115,7 +115,8 @@ def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str
         t=60 -> C; t=100 -> none.
     """
     g = list(group)
-    keep = [c for c in ("name", "kind", "domain", "start_ns", "end_ns") if c in ranges.columns]
+    keep: list[str] = [c for c in ("name", "kind", "domain", "start_ns", "end_ns")
+                       if c in ranges.columns]
     r = ranges.filter((pl.col("end_ns") > pl.col("start_ns")) & pl.all_horizontal(
         [pl.col(c).is_not_null() for c in g])).select(g + keep)
     if "domain" not in keep:
@@ -133,9 +134,9 @@ def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str
     # stack height at each query instant: (#starts <= t) - (#ends <= t) per group
     q = p.select(["_pid", *g, pl.col(time_col).alias("_t")]).filter(
         pl.col("_t").is_not_null() & pl.all_horizontal([pl.col(c).is_not_null() for c in g]))
-    cnt_s = r.select(g + [pl.col("start_ns").alias("_t")]).sort(g + ["_t"]).with_columns(
+    cnt_s = r.select([*g, pl.col("start_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
         _ns=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
-    cnt_e = r.select(g + [pl.col("end_ns").alias("_t")]).sort(g + ["_t"]).with_columns(
+    cnt_e = r.select([*g, pl.col("end_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
         _ne=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
     q = q.sort("_t")
     q = q.join_asof(cnt_s.sort("_t"), on="_t", by=g, strategy="backward", check_sortedness=False)
@@ -143,7 +144,7 @@ def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str
     q = q.with_columns(_level=(pl.col("_ns").fill_null(0) - pl.col("_ne").fill_null(0)))
     q = q.filter(pl.col("_level") > 0).select(["_pid", *g, "_t", "_level"])
     hit = q.sort("_t").join_asof(
-        starts.sort("_t"), on="_t", by=g + ["_level"], strategy="backward",
+        starts.sort("_t"), on="_t", by=[*g, "_level"], strategy="backward",
         check_sortedness=False
     ).join(info, on="_rid", how="left")
     hit = hit.filter((pl.col(prefix + "start_ns") <= pl.col("_t"))

@@ -1,0 +1,167 @@
+"""nvtx_sum (hand-made + oracle), gpu_projection, comm exposure/bandwidth/skew, steps."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from conftest import ORACLE, ids, shared_files
+from perf_helpers import api, gpu, ranges, timeline
+
+import traceparse
+from analyses.comm import collective_skew, collectives, comm_summary, straggler_summary
+from analyses.ranges import NO_RANGE, gpu_projection, nvtx_sum
+from analyses.steps import step_summary, step_table
+
+
+def test_nvtx_sum_hand_made() -> None:
+    # push/pop "step" 0..10 and 20..50; MPI domain "MPI_Send" 60..70 (start/end style)
+    tl = timeline(ranges=ranges([
+        {"name": "step", "start_ns": 0, "end_ns": 10},
+        {"name": "step", "start_ns": 20, "end_ns": 50},
+        {"name": "MPI_Send", "domain": "MPI", "start_ns": 60, "end_ns": 70,
+         "kind": "nvtx_start_end"},
+        {"name": "open", "start_ns": 80, "end_ns": None}]))
+    s = nvtx_sum(tl)
+    assert s["Range"].to_list() == ["step", "MPI:MPI_Send"]
+    assert s["Style"].to_list() == ["PushPop", "StartEnd"]
+    r = s.row(0, named=True)
+    # total 40 of 50 -> 80.0 %; sample std of [10, 30] = sqrt(2 * 10^2 / 1) = 14.14 -> 14.1
+    assert (r["Time (%)"], r["Total Time (ns)"], r["Instances"], r["Avg (ns)"],
+            r["StdDev (ns)"]) == pytest.approx((80.0, 40, 2, 20.0, 14.1))
+
+
+def test_gpu_projection_hand_made() -> None:
+    # fwd [0,100) > attn [10,40); kernels 30 ns launched at 20 (attn), 20 ns at 50 (fwd),
+    # 50 ns at 200 (no range) -> attn 0.3, (no range) 0.5, fwd 0.2
+    tl = timeline(
+        ranges=ranges([{"name": "fwd", "start_ns": 0, "end_ns": 100},
+                       {"name": "attn", "start_ns": 10, "end_ns": 40}]),
+        api=api([{"start_ns": t, "end_ns": t + 2, "correlation_id": i}
+                 for i, t in enumerate([20, 50, 200])]),
+        gpu=gpu([{"name": "k", "start_ns": 300, "end_ns": 330, "correlation_id": 0},
+                 {"name": "k", "start_ns": 330, "end_ns": 350, "correlation_id": 1},
+                 {"name": "k", "start_ns": 350, "end_ns": 400, "correlation_id": 2}]))
+    p = gpu_projection(tl)
+    assert p["range"].to_list() == [NO_RANGE, "attn", "fwd"]
+    assert p["gpu_ns"].to_list() == [50, 30, 20]
+    assert p["share"].to_list() == pytest.approx([0.5, 0.3, 0.2])
+
+
+NVTX = [p for p in shared_files("nsys", "*.sqlite")
+        if (ORACLE / "nsys" / p.stem / "nvtx_sum.csv").is_file()]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", NVTX, ids=ids(NVTX))
+def test_nvtx_sum_matches_nsys_oracle(path: Path) -> None:
+    want = pl.read_csv(ORACLE / "nsys" / path.stem / "nvtx_sum.csv", infer_schema_length=None)
+    got = nvtx_sum(traceparse.load(path))
+    key = ["Style", "Range", "Total Time (ns)"]
+    assert got.height == want.height
+    a, b = got.sort(key), want.sort(key)
+    for col in want.columns:
+        if col in ("Time (%)", "Avg (ns)", "Med (ns)", "StdDev (ns)"):
+            assert (a[col] - b[col].cast(pl.Float64)).abs().max() <= 0.05 + 1e-6, col
+        else:
+            assert a[col].cast(pl.String).to_list() == b[col].cast(pl.String).to_list(), col
+
+
+def test_collectives_exposure_and_bandwidth() -> None:
+    # compute [0,100) on device 0; allreduce [60,160) of 25 floats, group 4 -> overlap 40,
+    # exposed 60, bytes 100, algbw 100 B / 100 ns = 1.0 GB/s, busbw 1.0 * 2*3/4 = 1.5.
+    # allgather kernel by name only on device 1 (no compute there): exposed = all 50.
+    tl = timeline(gpu=gpu([
+        {"name": "gemm", "start_ns": 0, "end_ns": 100},
+        {"name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", "start_ns": 60, "end_ns": 160,
+         "coll_name": "allreduce", "coll_in_nelems": 25, "coll_out_nelems": 25,
+         "coll_dtype": "Float", "coll_group_size": 4, "stream_id": 9},
+        {"name": "ncclKernel_AllGather_RING_LL_Sum_int8_t(x)", "start_ns": 0, "end_ns": 50,
+         "device_id": 1}]))
+    c = collectives(tl)
+    assert c["collective"].to_list() == ["allreduce", "allgather"]
+    assert c["overlapped_ns"].to_list() == [40, 0]
+    assert c["exposed_ns"].to_list() == [60, 50]
+    assert c["bytes"].to_list() == [100, None]
+    assert c["algbw_gbps"][0] == pytest.approx(1.0)
+    assert c["busbw_gbps"][0] == pytest.approx(1.5)
+    s = comm_summary(tl).row(0, named=True)
+    assert (s["collective"], s["time_ns"], s["exposed_pct"]) == ("allreduce", 100, 60.0)
+
+
+def test_skew_and_straggler_hand_made() -> None:
+    # allreduce #0 starts at 100 (rank 0), 130 (rank 1), 110 (rank 2): skew 30, straggler 1,
+    # wait (130-100) + (130-110) = 50. #1 starts at 300, 305, 340: skew 40, straggler 2.
+    rows = []
+    for rank, starts in ((0, (100, 300)), (1, (130, 305)), (2, (110, 340))):
+        rows += [{"rank": rank, "name": "ncclKernel_AllReduce_RING_LL_Sum_float(x)",
+                  "start_ns": s, "end_ns": 400 + s // 100} for s in starts]
+    s = collective_skew(timeline(gpu=gpu(rows)))
+    assert s["seq"].to_list() == [1, 0]
+    assert s["skew_ns"].to_list() == [40, 30]
+    assert s["straggler_rank"].to_list() == [2, 1]
+    assert s["wait_ns"].to_list() == [(340 - 300) + (340 - 305), 50]
+    st = straggler_summary(timeline(gpu=gpu(rows)))
+    assert st["straggler_rank"].to_list() == [2, 1] and st["calls"].to_list() == [1, 1]
+
+
+DLRM = shared_files("torch", "param__dlrm_8rank__worker*.json")
+
+
+def _first_nccl_start(path: Path, prefix: str) -> int:
+    """Independent of the parser: the earliest ts (us) of a kernel named ``prefix``..."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        doc = json.load(fh)
+    ts = [e["ts"] for e in doc["traceEvents"]
+          if e.get("cat") == "kernel" and str(e.get("name", "")).startswith(prefix)]
+    return round(min(ts) * 1000)
+
+
+@pytest.mark.shared
+def test_dlrm_eight_ranks_skew_and_straggler(tmp_path: Path) -> None:
+    assert len(DLRM) == 8
+    for f in DLRM:
+        (tmp_path / f.name).symlink_to(f)
+    tl = traceparse.load(tmp_path)
+    skew = collective_skew(tl)
+    assert set(skew["participants"].to_list()) == {8}
+    first = skew.filter((pl.col("collective") == "sendrecv") & (pl.col("seq") == 0))
+    row = first.row(0, named=True)
+    starts = {int(f.name.split("worker")[1].split("_")[0]):
+              _first_nccl_start(f, "ncclKernel_SendRecv") for f in DLRM}
+    late = max(starts, key=starts.__getitem__)
+    assert row["straggler_rank"] == late
+    assert row["skew_ns"] == max(starts.values()) - min(starts.values())
+    # the others wait inside the kernel for the straggler, so the kernels END together:
+    assert row["end_skew_ns"] * 100 < row["skew_ns"]
+    steps = step_table(tl)
+    assert steps.height == 8 and steps["step"].unique().to_list() == ["ProfilerStep#10"]
+    parts = ["compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns", "idle_ns"]
+    assert (steps.select(pl.sum_horizontal(parts).alias("s"))["s"] == steps["wall_ns"]).all()
+    assert (steps["gpu_busy_ns"] <= steps["wall_ns"]).all()
+
+
+def test_steps_hand_made() -> None:
+    # five steps: 0..100 (kernels 10..30 and 20..50 -> busy 40), 100..400 (kernel 100..130
+    # -> busy 30), then three of 100 ns. Walls [100, 300, 100, 100, 100]: median 100, MAD 0
+    # -> the 300 ns step is the only outlier.
+    bounds = [(0, 100), (100, 400), (400, 500), (500, 600), (600, 700)]
+    tl = timeline(
+        ranges=ranges([{"name": f"ProfilerStep#{i}", "kind": "profiler_step", "start_ns": s,
+                        "end_ns": e} for i, (s, e) in enumerate(bounds)]),
+        gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30},
+                 {"name": "k", "start_ns": 20, "end_ns": 50, "stream_id": 8},
+                 {"name": "k", "start_ns": 100, "end_ns": 130}]))
+    s = step_table(tl)
+    assert s["wall_ns"].to_list() == [100, 300, 100, 100, 100]
+    assert s["gpu_busy_ns"].to_list() == [40, 30, 0, 0, 0]
+    assert s["outlier"].to_list() == [False, True, False, False, False]
+    assert s["compute_ns"].to_list()[:2] == [40, 30]
+    summ = step_summary(s).row(0, named=True)
+    assert (summ["steps"], summ["outliers"], summ["p50"], summ["max"]) == (5, 1, 100.0, 300.0)
+    # the regex path picks NVTX ranges instead
+    assert step_table(tl, step_regex=r"#1$", attribution=False)["wall_ns"].to_list() == [300]
