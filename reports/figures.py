@@ -12,6 +12,7 @@ Matplotlib escapes the text it writes (``&``, ``<``, ``>``).
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -20,8 +21,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 #: Colours per attribution / GPU category (colour-blind friendly palette).
 COLORS = {
@@ -34,7 +35,7 @@ COLORS = {
     "overlapped_comm": "#A6D8B0",
 }
 
-_RC = {
+_RC: dict[str, Any] = {
     "svg.hashsalt": "traceparse-report",
     "svg.fonttype": "none",
     "font.family": "DejaVu Sans",
@@ -54,7 +55,7 @@ _STRIP = [
 
 @contextmanager
 def _style() -> Iterator[None]:
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(_RC):  # type: ignore[arg-type]
         yield
 
 
@@ -131,7 +132,7 @@ def histogram(edges: Sequence[float], counts: Sequence[int], *, xlabel: str,
     """Bar histogram from precomputed ``edges`` (len n+1) and ``counts`` (len n)."""
     with _style():
         fig, ax = plt.subplots(figsize=(7, 2.6))
-        widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+        widths = [b - a for a, b in itertools.pairwise(edges)]
         ax.bar(edges[:-1], counts, width=widths, align="edge", color=color, linewidth=0)
         if logx:
             ax.set_xscale("log")
@@ -158,3 +159,19 @@ def step_bars(labels: Sequence[str], values_ms: Sequence[float],
         if marks:
             ax.legend(frameon=False, fontsize=8)
         return to_svg(fig)
+
+
+def roofline(points: Sequence[dict[str, Any]], ceilings: Sequence[dict[str, Any]]) -> str:
+    """The roofline chart of :mod:`roofline.chart` from payload rows, as inline SVG."""
+    import polars as pl
+
+    from roofline.chart import render
+
+    pts = pl.DataFrame(list(points), infer_schema_length=None)
+    ceil = pl.DataFrame(list(ceilings), infer_schema_length=None)
+    with _style():
+        data = render(pts, ceil, fmt="svg", title="Roofline (DRAM)")
+    text = data.decode("utf-8")
+    for pat, rep in _STRIP:
+        text = pat.sub(rep, text)
+    return text.strip()

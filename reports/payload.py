@@ -164,6 +164,15 @@ def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
             "total_ns": int(frame["total_ns"].sum()) if frame.height else 0}
 
 
+def _title(files: list[str]) -> str:
+    """Report title from the input names (the first and last of many)."""
+    if not files:
+        return "traceparse report"
+    if len(files) <= 2:
+        return "traceparse report: " + ", ".join(files)
+    return f"traceparse report: {len(files)} inputs ({files[0]} ... {files[-1]})"
+
+
 def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | None = None,
                   options: ReportOptions | None = None) -> dict[str, Any]:
     """Gather every number the report shows.
@@ -185,19 +194,16 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
     opts = options or ReportOptions()
     tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
     if ncu is not None and ncu.ncu.height:
-        tl = Timeline(**{**tl.tables(), "ncu": pl.concat([tl.ncu, ncu.ncu])}, meta=tl.meta)
+        tables: dict[str, Any] = tl.tables()
+        for name in ("ncu", "sources", "ingest"):
+            tables[name] = pl.concat([tables[name], ncu.table(name)])
+        tl = Timeline(**tables, meta=tl.meta)
     files = sorted(set(tl.sources["file"].to_list()))
-    if ncu is not None:
-        files += sorted(set(ncu.sources["file"].to_list()) - set(files))
     out: dict[str, Any] = {
         "version": PAYLOAD_VERSION,
-        "title": opts.title or ("traceparse report: " + ", ".join(files) if files
-                                else "traceparse report"),
+        "title": opts.title or _title(files),
         "inputs": files,
-        "provenance": _provenance(tl if ncu is None else
-                                  Timeline(**{**tl.tables(),
-                                              "sources": pl.concat([tl.sources, ncu.sources]),
-                                              "ingest": pl.concat([tl.ingest, ncu.ingest])})),
+        "provenance": _provenance(tl),
         "devices": _devices(tl),
         "timeline": timeline_lanes(tl.gpu, budget=opts.timeline_budget,
                                    bins=opts.timeline_bins, max_lanes=opts.max_lanes),

@@ -31,6 +31,12 @@ Rules and their savings estimates:
 ``overlap-comm`` (exposed NCCL time)
     Fires when exposed communication is at least 2% of the window. Saving = the exposed
     communication time (if all of it were hidden under compute).
+``tensor-cores`` (GEMMs far under their roof; only with roofline data)
+    Fires for GEMM/convolution kernels (names matching :data:`reports.sections.GEMM_RE`)
+    that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
+    at least 2% of the time. Saving = for each such kernel ``time * (1 - pct_of_roof / 50)``:
+    the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
+    lower-precision kernel).
 ``overlap-copies`` (exposed memcpy/memset)
     Fires when copies/memsets with nothing else running are at least 10% of the window.
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
@@ -41,8 +47,8 @@ Rules and their savings estimates:
     work such as data loading, preprocessing or synchronisation).
 
 The verdict names the part of the attribution that dominates the window. When the payload
-has a ``summary`` section (``traceparse summary``), its verdict text is used verbatim, so the
-report and the command line say the same thing.
+has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
+verbatim, so the report and the command line say the same thing.
 """
 
 from __future__ import annotations
@@ -71,19 +77,18 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
+def _short(name: str, n: int = 70) -> str:
+    """A kernel name cut to its base (no parameter list) and at most ``n`` characters."""
+    base = name.split("(")[0].removeprefix("void ").strip() or name
+    return base if len(base) <= n else base[: n - 3] + "..."
+
+
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
 def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     """Headline of the report: what bounds this run."""
-    summary = payload.get("summary")
-    if summary and summary.get("verdict"):
-        v = summary["verdict"]
-        if isinstance(v, dict):
-            return {"headline": v.get("headline") or v.get("text") or str(v),
-                    "detail": v.get("detail"), "bound": v.get("bound")}
-        return {"headline": str(v), "detail": None, "bound": None}
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
         k = payload.get("kernels", {})
@@ -96,8 +101,11 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     bound, what = _BOUND[key]
     parts = ", ".join(f"{_BOUND[p][1].split(' (')[0]} {_pct(t[p], w):.1f}%"
                       for p in sorted(_BOUND, key=lambda p: (-t[p], p)) if t[p])
-    return {"headline": f"This run is {bound}: {_pct(t[key], w):.1f}% of the GPU time is "
-                        f"{what}.",
+    headline = f"This run is {bound}: {_pct(t[key], w):.1f}% of the GPU time is {what}."
+    summary = payload.get("summary")
+    if summary and summary.get("verdict"):
+        headline = str(summary["verdict"])  # verbatim: `traceparse summary` says the same
+    return {"headline": headline,
             "detail": f"GPU window {_ms(w)} (summed over devices): {parts}.",
             "bound": bound}
 
@@ -115,6 +123,12 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
         return []
     ev = [f"Launch overhead {_ms(lo)} = {_pct(lo, w):.1f}% of the GPU window: the GPU was idle "
           "while the host was still inside a launch call for the next kernel."]
+    la = payload.get("launches")
+    if la and la.get("linked"):
+        ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
+                  "shorter than their own launch call; CUDA graphs could recover about "
+                  f"{_ms(la['graph_recoverable_ns'])} of launch gaps on "
+                  f"{la['launch_bound_kernels']:,} launch-bound kernels.")
     k = payload.get("kernels")
     if k and k.get("instances"):
         ev.append(f"{k['instances']:,} kernel launches, average kernel "
@@ -130,7 +144,7 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     tiny = payload["evidence"]["tiny_memory_kernels"]
     if tiny["count"] < FUSION_MIN_COUNT or tiny["total_ns"] < FUSION_MIN_FRAC * w:
         return []
-    names = "; ".join(f"{r['name']} x{r['count']:,}" for r in tiny["top"])
+    names = "; ".join(f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"])
     ev = [f"{tiny['count']:,} memory-bound kernels shorter than {tiny['max_ns'] / 1e3:g} µs "
           f"take {_ms(tiny['total_ns'])} ({_pct(tiny['total_ns'], w):.1f}% of the window).",
           f"Most frequent: {names}."]
@@ -202,6 +216,37 @@ def _copies(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
                  "the copy/memset time during which no kernel ran.")]
 
 
+ROOF_MAX_PCT = 30.0
+ROOF_TARGET_PCT = 50.0
+
+
+def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
+    import re
+
+    from reports.sections import GEMM_RE
+
+    roof = payload.get("roofline")
+    if not roof:
+        return []
+    slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None
+            and p["pct_of_roof"] < ROOF_MAX_PCT and re.search(GEMM_RE, p["kernel_name"])]
+    total = sum(p["time_ns"] for p in roof["points"] if p.get("time_ns"))
+    base = w or total
+    saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)
+    if not slow or saving < FUSION_MIN_FRAC * base:
+        return []
+    ev = [f"{_short(p['kernel_name'])}: {p['pct_of_roof']:.1f}% of its roof "
+          f"({p.get('precision') or '?'}), {p['time_ns'] / 1e3:,.1f} µs"
+          for p in sorted(slow, key=lambda p: -p["time_ns"])[:3]]
+    return [_rec("tensor-cores", "GEMMs far under their roof: use tensor cores / lower "
+                 "precision", saving, base, ev,
+                 "Run GEMMs in BF16/FP16 or TF32 (torch.backends.cuda.matmul.allow_tf32, "
+                 "autocast) with tensor-core friendly shapes (multiples of 8/16), or pick a "
+                 "better kernel (cuBLASLt heuristics, CUTLASS).",
+                 "for each such kernel, time x (1 - % of roof / 50): the time saved at 50% "
+                 "of its roof.")]
+
+
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     idle = t["idle_ns"]
     if idle < IDLE_MIN_FRAC * w:
@@ -212,7 +257,11 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
     if gaps:
         g = gaps[0]
         ev.append(f"Longest gap: {g.get('dur_ns', 0) / 1e3:,.1f} µs"
-                  + (f", cause: {g['cause']}" if g.get("cause") else "") + ".")
+                  + (f", cause: {g['cause']}" if g.get("cause") else "")
+                  + (f" ({g['cause_name']})" if g.get("cause_name") else "") + ".")
+        for c in payload["gaps"].get("by_cause", [])[:3]:
+            ev.append(f"Gaps caused by {c['cause']}: {c['count']:,} totalling "
+                      f"{_ms(c['total_ns'])}.")
     return [_rec("input-pipeline", "GPU idle waiting for the host: feed it faster", idle, w,
                  ev, "Look at what the host does in the gaps (data loading, preprocessing, "
                  ".item()/synchronize calls): more DataLoader workers, prefetching, "
@@ -232,5 +281,6 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _comm(payload, t, w)
         items += _copies(payload, t, w)
         items += _idle(payload, t, w)
+    items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     return {"verdict": verdict(payload), "items": items}

@@ -9,6 +9,7 @@ the row keys and how to print them (``ms``, ``us``, ``pct``, ``int``, ``num``, `
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -34,12 +35,9 @@ def col(key: str, label: str, fmt: str = "text") -> dict[str, str]:
     return {"key": key, "label": label, "fmt": fmt}
 
 
-def _attribution(tl: Timeline) -> dict[str, Any] | None:
-    mod = _module("analyses.attribution")
-    if mod is None:
-        return None
-    frame: pl.DataFrame = mod.breakdown(tl).sort("rank", "device_id")
-    mod.check_attribution(frame)
+def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
+    """Attribution section from the summary's (checked) breakdown frame."""
+    frame = frame.sort("rank", "device_id")
     data = rows(frame)
     for r in data:
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
@@ -145,16 +143,221 @@ def _gaps(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
     }
 
 
+def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None
+                 ) -> list[dict[str, str]]:
+    """Column specs for ``frame`` from names and dtypes: ``*_ns`` -> µs, ``*_pct`` -> %,
+    ``*bytes`` -> bytes, integers -> int, floats -> num, the rest text."""
+    labels = labels or {}
+    out = []
+    for name, dtype in frame.schema.items():
+        if name.endswith("_ns"):
+            fmt, label = "us", name[:-3].replace("_", " ") + " (µs)"
+        elif name.endswith("_pct"):
+            fmt, label = "pct", name[:-4].replace("_", " ") + " %"
+        elif name.endswith("bytes"):
+            fmt, label = "bytes", name.replace("_", " ")
+        elif dtype.is_integer():
+            fmt, label = "int", name.replace("_", " ")
+        elif dtype.is_float():
+            fmt, label = "num", name.replace("_", " ")
+        else:
+            fmt, label = "text", name.replace("_", " ")
+        out.append(col(name, labels.get(name, label), fmt))
+    return out
+
+
+def _summary(tl: Timeline, opts: ReportOptions) -> tuple[dict[str, Any], pl.DataFrame] | None:
+    """``traceparse summary``'s result (verdict and shared sections) and its breakdown."""
+    mod = _module("analyses.summary")
+    if mod is None:
+        return None
+    res = mod.summarize(tl, top=opts.top_n, min_gap_ns=opts.gap_min_ns)
+    secs = res["sections"]
+    out = {"verdict": res["verdict"],
+           "window": rows(secs["window"])[0] if secs["window"].height else {},
+           "top_kernels": rows(secs["top_kernels"])}
+    return out, secs["breakdown"]
+
+
+def _launches(tl: Timeline) -> dict[str, Any] | None:
+    mod = _module("analyses.launches")
+    if mod is None:
+        return None
+    import numpy as np
+
+    summ: pl.DataFrame = mod.launch_summary(tl)
+    table: pl.DataFrame = mod.launch_table(tl)
+    lat = (table["start_ns"] - table["api_start_ns"]).to_numpy() if table.height else \
+        np.array([], dtype=np.int64)
+    hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
+    pos = lat[lat > 0]
+    if pos.size:
+        lo, hi = max(float(pos.min()), 100.0), max(float(pos.max()), 101.0)
+        edges = np.geomspace(lo, hi * 1.0001, 41) if hi > lo * 1.5 else \
+            np.linspace(lo * 0.9, hi * 1.1, 21)
+        counts, _ = np.histogram(np.clip(pos, edges[0], edges[-1]), bins=edges)
+        hist = {"edges_us": [float(e) / 1e3 for e in edges],
+                "counts": [int(c) for c in counts], "log": bool(hi > lo * 1.5),
+                "non_positive": int((lat <= 0).sum())}
+    metrics = summ.filter(pl.col("metric").str.ends_with("_ns")
+                          & (pl.col("metric") != "graph_recoverable_ns"))
+    extra = {r["metric"]: r for r in rows(summ.filter(~pl.col("metric").is_in(
+        metrics["metric"].to_list())))}
+    spec = [col("metric", "metric"), col("count", "kernels", "int"),
+            col("mean", "mean (µs)", "us"), col("p50", "P50 (µs)", "us"),
+            col("p95", "P95 (µs)", "us"), col("p99", "P99 (µs)", "us"),
+            col("min", "min (µs)", "us"), col("max", "max (µs)", "us")]
+    rec = extra.get("graph_recoverable_ns", {})
+    short = extra.get("kernels_shorter_than_launch", {})
+    return {
+        "linked": table.height,
+        "histogram": hist,
+        "graph_recoverable_ns": int(rec.get("sum") or 0),
+        "launch_bound_kernels": int(rec.get("count") or 0),
+        "kernels_shorter_than_launch": int(short.get("count") or 0),
+        "table": {"columns": spec, "rows": rows(metrics)},
+        "note": (f"{table.height:,} kernels linked to their launch call. launch = API call "
+                 "duration; queue = kernel start - call return (negative: the GPU was waiting "
+                 "for the host); histogram: call entry to kernel start. "
+                 f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
+                 f"call; CUDA graphs could recover about {int(rec.get('sum') or 0) / 1e3:,.1f}"
+                 f" µs of launch gaps on {int(rec.get('count') or 0):,} launch-bound kernels."),
+    }
+
+
+def _comm(tl: Timeline) -> dict[str, Any] | None:
+    mod = _module("analyses.comm")
+    if mod is None:
+        return None
+    tables = []
+    summ: pl.DataFrame = mod.comm_summary(tl)
+    if summ.height:
+        tables.append({"title": "Per collective", "columns": auto_columns(
+            summ, {"algbw_gbps": "algbw (GB/s)", "busbw_gbps": "busbw (GB/s)"}),
+            "rows": rows(summ)})
+        strag: pl.DataFrame = mod.straggler_summary(tl)
+        if strag.height:
+            tables.append({"title": "Stragglers (rank that started collectives last)",
+                           "columns": auto_columns(strag), "rows": rows(strag)})
+        skew: pl.DataFrame = mod.collective_skew(tl)
+        if skew.height:
+            worst = skew.sort(["skew_ns", "seq"], descending=[True, False]).head(20)
+            tables.append({"title": "Largest cross-rank start skews",
+                           "columns": auto_columns(worst), "rows": rows(worst)})
+    return {"tables": tables, "collectives": rows(summ),
+            "note": ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
+                     "overlapped time, algorithm and bus bandwidth where message sizes are "
+                     "known, and cross-rank skew (who arrives last) for multi-rank inputs.")}
+
+
+#: Fallback step ranges when no ``ProfilerStep#N`` exists (NVTX step ranges in nsys).
+STEP_REGEX = r"(?i)^(train[ _-]?)?(step|iter|iteration)[ _#:-]*\d+$"
+
+
+def _steps(tl: Timeline) -> dict[str, Any] | None:
+    mod = _module("analyses.steps")
+    if mod is None:
+        return None
+    st: pl.DataFrame = mod.step_table(tl)
+    source = "ProfilerStep ranges"
+    if st.height == 0:
+        st = mod.step_table(tl, step_regex=STEP_REGEX)
+        source = f"host ranges matching {STEP_REGEX}"
+    summ: pl.DataFrame = mod.step_summary(st)
+    wall = rows(summ.filter(pl.col("metric") == "wall_ns"))
+    stats = wall[0] if wall else {}
+    data = rows(st)
+    for r in data:
+        r["label"] = f"r{r['rank']} {r['step']}"
+        r["dur_ns"] = r["wall_ns"]
+    keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
+                        "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
+                        "idle_ns") if c in st.columns]
+    columns = [c if c["key"] != "wall_ns" else col("wall_ns", "step time (ms)", "ms")
+               for c in auto_columns(st.select(keep))]
+    return {
+        "rows": data, "stats": stats, "source": source,
+        "summary": rows(summ),
+        "table": {"columns": columns, "rows": data},
+        "summary_table": {"columns": [col("metric", "metric"), col("steps", "steps", "int"),
+                                      col("outliers", "outliers", "int"),
+                                      col("mean", "mean (ms)", "ms"),
+                                      col("p50", "P50 (ms)", "ms"),
+                                      col("p95", "P95 (ms)", "ms"),
+                                      col("p99", "P99 (ms)", "ms"), col("min", "min (ms)", "ms"),
+                                      col("max", "max (ms)", "ms")],
+                          "rows": rows(summ)},
+        "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
+                 "rank's GPU activity inside the step. Outlier: step time > median + 3 MAD."),
+    }
+
+
+#: Kernel names that are GEMMs / convolutions (tensor-core candidates).
+GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
+
+
+def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
+    if _module("roofline.build") is None:
+        return None
+    from roofline.build import build
+
+    ncu = Timeline(ncu=tl.ncu, devices=tl.devices) if tl.ncu.height else None
+    points, ceilings, notes = build(tl, ncu=ncu)
+    if points.height == 0:
+        return None
+    pts = points.sort(["time_ns", "kernel_name"], descending=[True, False])
+    keep = [c for c in ("kernel_name", "launches", "time_ns", "precision", "flop_per_s",
+                        "dram_bytes_per_s", "ai_dram", "attainable_flop_per_s", "pct_of_roof",
+                        "bound", "provenance") if c in pts.columns]
+    shown = pts.head(top).select(keep)
+    columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
+               col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
+               col("dram_bytes_per_s", "DRAM B/s", "num"),
+               col("ai_dram", "FLOP/byte", "num"),
+               col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
+               col("provenance", "provenance")]
+    ceil_rows = rows(ceilings)
+    for r in ceil_rows:  # keep the datasheet's name, not its web address
+        if isinstance(r.get("source"), str):
+            r["source"] = re.sub(r":?\s*https?://\S+", "", r["source"]).strip()
+    return {"points": rows(shown), "ceilings": ceil_rows,
+            "notes": clean_notes(notes), "count": pts.height,
+            "table": {"columns": [c for c in columns if c["key"] in keep],
+                      "rows": rows(shown)},
+            "note": (f"{pts.height:,} kernels placed on the roofline of "
+                     f"{notes.get('ceiling_table_row') or notes.get('gpu') or 'the GPU'}; "
+                     "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
+                     "attainable FLOP/s at the kernel's arithmetic intensity."
+                     + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
+                        "device description in the inputs), so no chart and no % of roof."))}
+
+
+def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:
+    """Roofline build notes as JSON-able values."""
+    out: dict[str, Any] = {}
+    for k, v in notes.items():
+        out[k] = v if isinstance(v, str | int | float | dict | list) or v is None else str(v)
+    return out
+
+
 def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
     out: dict[str, Any] = {
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
                      "pageable_copies": pageable_copies(tl)},
     }
-    attr = _attribution(tl)
-    if attr is not None:
-        out["attribution"] = attr
+    summ = _summary(tl, opts)
+    if summ is not None:
+        out["summary"], bd = summ
+        out["attribution"] = _attribution(bd)
+    for name, fn in (("launches", _launches), ("comm", _comm), ("steps", _steps)):
+        sec = fn(tl)
+        if sec is not None:
+            out[name] = sec
     gaps = _gaps(tl, opts)
     if gaps is not None:
         out["gaps"] = gaps
+    roof = _roofline(tl, opts.top_n)
+    if roof is not None:
+        out["roofline"] = roof
     return out

@@ -34,7 +34,8 @@ BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-brow
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
                                 "apt-get install -y chromium)")
 
-SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "devices", "provenance")
+SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "comm",
+            "steps", "devices", "provenance")
 
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
@@ -127,10 +128,12 @@ def test_table_sort_and_search_work(tmp_path: Path) -> None:
     probe = """<script>
 var t = document.getElementById('kernel-table');
 var th = t.tHead.rows[0].cells[2]; th.click(); th.click();
-var names = Array.prototype.map.call(t.tBodies[0].rows, function (r) { return r.cells[0].textContent; });
+var names = Array.prototype.map.call(t.tBodies[0].rows,
+  function (r) { return r.cells[0].textContent; });
 var inp = document.querySelector('input.search'); inp.value = 'gam';
 inp.dispatchEvent(new Event('input'));
-var shown = Array.prototype.filter.call(t.tBodies[0].rows, function (r) { return !r.hidden; }).length;
+var shown = Array.prototype.filter.call(t.tBodies[0].rows,
+  function (r) { return !r.hidden; }).length;
 document.body.setAttribute('data-probe', names.join(',') + '|' + shown);
 </script></body>"""
     page = tmp_path / "probe.html"

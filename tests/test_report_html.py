@@ -77,8 +77,9 @@ def test_compute_bound_has_no_recommendation_and_verdict() -> None:
     # compute_bound: compute union [120,520) + [530,890) = 760 us of the 800 us window: 95.0%
     p = build_payload(scenario_timeline("compute_bound"))
     v = p["recommendations"]["verdict"]
-    assert v["headline"] == ("This run is compute-bound: 95.0% of the GPU time is compute "
-                             "kernels.")
+    assert v["headline"] == "compute-bound: 95.0% of the window is compute"
+    assert v["detail"].startswith("GPU window 0.800 ms (summed over devices): compute kernels "
+                                  "95.0%")
     assert p["recommendations"]["items"] == []
 
 
@@ -123,6 +124,35 @@ def test_payload_attribution_matches_breakdown_and_sums() -> None:
     parts = sum(row[k] for k in ("compute_ns", "memory_ns", "communication_ns",
                                  "launch_overhead_ns", "idle_ns"))
     assert parts == row["window_ns"]
+
+
+def test_report_and_summary_agree_on_every_shared_number() -> None:
+    """The CLI's ``summary --format json`` and the report payload: same verdict, same
+    attribution per device, same top kernels, same window counts."""
+    runner = CliRunner()
+    r = runner.invoke(main, ["summary", str(default_sample()), "--format", "json", "--top",
+                             "50"])
+    assert r.exit_code == 0, r.output
+    cli = orjson.loads(r.output)
+    p = build_payload(scenario_timeline("mini_train"))
+    html = render_html(p)
+    assert p["recommendations"]["verdict"]["headline"] == cli["verdict"]
+    assert f"<b>{cli['verdict']}</b>" in html
+    for got, want in zip(p["attribution"]["rows"], cli["sections"]["breakdown"], strict=True):
+        for key, val in want.items():
+            assert got[key] == val, key
+    for got, want in zip(p["summary"]["top_kernels"], cli["sections"]["top_kernels"],
+                         strict=True):
+        assert (got["name"], got["instances"], got["total_ns"]) == \
+            (want["name"], want["instances"], want["total_ns"])
+    # the report's kernel table (nsys-stats numbers) agrees with the summary's top kernels
+    table = {r["name"]: (r["instances"], r["total_ns"]) for r in p["kernels"]["rows"]}
+    for want in cli["sections"]["top_kernels"]:
+        assert table[want["name"]] == (want["instances"], want["total_ns"])
+    assert p["summary"]["window"] == cli["sections"]["window"][0]
+    # the html prints the summary's per-device window in ms
+    w = cli["sections"]["breakdown"][0]["window_ns"]
+    assert f">{w / 1e6:,.3f}</td>" in html
 
 
 def test_multiple_files_same_rank_become_ranks_by_order() -> None:
@@ -268,3 +298,65 @@ def test_cli_convert_chrome(tmp_path: Path) -> None:
             lane[e["name"]] = lane.get(e["name"], 0) + round(e["dur"] * 1000)
     assert lane == {k: b[f"{k}_ns"] for k in ("compute", "memory", "communication",
                                               "launch_overhead", "idle") if b[f"{k}_ns"]}
+
+
+def test_tensor_core_rule_hand_computed() -> None:
+    # two GEMMs under 30% of their roof, one non-GEMM ignored, window 1 ms:
+    # gemm_a 400 us at 10% -> 400 * (1 - 10/50) = 320 us; gemm_b 100 us at 25% -> 50 us
+    from reports.recommend import recommend
+
+    payload = {
+        "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
+                                   "memory_ns": 0, "communication_ns": 0,
+                                   "launch_overhead_ns": 0, "idle_ns": 0,
+                                   "overlapped_comm_ns": 0}},
+        "evidence": {"tiny_memory_kernels": {"count": 0, "total_ns": 0, "max_ns": 10_000,
+                                             "top": []},
+                     "pageable_copies": {"pageable": {"count": 0, "bytes": 0, "total_ns": 0,
+                                                      "gbps": None},
+                                         "pinned": {"count": 0, "bytes": 0, "total_ns": 0,
+                                                    "gbps": None}}},
+        "roofline": {"points": [
+            {"kernel_name": "ampere_sgemm_128x64_nn", "time_ns": 400_000, "pct_of_roof": 10.0,
+             "precision": "fp32"},
+            {"kernel_name": "cutlass::Kernel<Gemm>", "time_ns": 100_000, "pct_of_roof": 25.0,
+             "precision": "fp32"},
+            {"kernel_name": "softmax_kernel", "time_ns": 300_000, "pct_of_roof": 5.0}]},
+    }
+    items = recommend(payload)["items"]
+    assert [(r["id"], r["saving_ns"]) for r in items] == [("tensor-cores", 370_000)]
+    assert items[0]["saving_pct"] == pytest.approx(37.0)
+    assert "ampere_sgemm_128x64_nn: 10.0% of its roof (fp32)" in items[0]["evidence"][0]
+
+
+@pytest.mark.shared
+def test_report_with_ncu_csv_has_measured_roofline(tmp_path: Path) -> None:
+    from conftest import shared_files
+
+    csvs = shared_files("ncu", "rsmall__sgemm.raw.csv")
+    traces = shared_files("nsys", "fuser__report1_h200.sqlite")
+    assert csvs and traces
+    r = CliRunner().invoke(main, ["report", str(traces[0]), "--ncu", str(csvs[0]), "-o",
+                                  str(tmp_path / "r.html")])
+    assert r.exit_code == 0, r.output
+    html = (tmp_path / "r.html").read_text()
+    data = _payload_json(html)
+    assert '<section id="roofline">' in html
+    assert {p["provenance"] for p in data["roofline"]["points"]} == {"measured (ncu)"}
+    assert "rsmall__sgemm.raw.csv" in data["inputs"]
+    assert "http://" not in html and "https://" not in html
+
+
+@pytest.mark.shared
+def test_torch_trace_without_device_info_renders() -> None:
+    """A bare-list Kineto trace has op shapes (estimated roofline points) but no device
+    description, so no ceilings: the roofline section keeps its table and draws no chart."""
+    from conftest import shared_files
+
+    from reports.build import report_html
+
+    files = shared_files("torch", "kineto__resnet50_worker0_bare-list.pt.trace.json.gz")
+    assert files
+    html = report_html(files)
+    assert "No ceilings: the GPU is not known" in html
+    assert '<section id="roofline">' in html
