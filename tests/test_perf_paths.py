@@ -25,3 +25,16 @@ def test_sqlite3_reader_equals_adbc_on_generated_export(tmp_path: Path) -> None:
     for name in ("gpu", "api", "ranges"):
         assert plain.table(name).equals(adbc.table(name)), name
     assert adbc.ingest.equals(plain.ingest)
+
+
+def test_launch_summary_with_a_precomputed_table_is_identical() -> None:
+    from analyses import launches
+    from traceparse import samplegen
+
+    for name in ("launch_bound", "mini_train"):
+        tl = samplegen.scenario_timeline(name)
+        table = launches.launch_table(tl)
+        assert table.height > 0
+        assert launches.launch_summary(tl, table=table).equals(launches.launch_summary(tl))
+        assert launches.graph_recoverable(tl, table=table).equals(
+            launches.graph_recoverable(tl))
