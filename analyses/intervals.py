@@ -119,9 +119,10 @@ def segments(sets: Mapping[str, pl.DataFrame], *, by: Sequence[str] = ()) -> pl.
                          .select(*by, "_t", *labels))
     if not parts:
         return pl.DataFrame(schema={START: pl.Int64, END: pl.Int64})
-    ev = (pl.concat(parts, how="vertical")
-          .group_by([*by, "_t"]).agg(pl.col(x).sum() for x in labels)
-          .sort([*by, "_t"]))
+    # No group_by on (by, _t): after the sort, the running sums on the LAST of several rows
+    # with equal _t already include all of them, and the earlier ones get END == _t (the
+    # next row's _t) and are dropped by the END > _t filter below.
+    ev = pl.concat(parts, how="vertical").sort([*by, "_t"])
     # Every interval adds +1 and -1 inside its own group, so each group's deltas sum to 0 and
     # a global cumulative sum restarts at 0 at every group boundary: no window function.
     same_group = pl.lit(True)

@@ -109,7 +109,8 @@ def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
     return round_half_up(out, KERN_EXEC_FLOAT_COLS)
 
 
-def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
+def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
+                      table: pl.DataFrame | None = None) -> pl.DataFrame:
     """Estimate, per (rank, device, stream), the GPU idle time CUDA graphs could recover.
 
     The estimate (documented in docs/analyses.md): a kernel is **launch-bound** when its
@@ -133,8 +134,12 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame
         k2: API began at 30 >= 15 (k1 end) -> launch-bound, gap 40 - 15 = 25,
         recoverable 25 - 1 = 24 with graph_gap_ns=1. k3: API began at 12 < 50 -> not
         launch-bound. Totals: launch_bound_kernels 1, gap 25, recoverable 24.
+
+    ``table`` is :func:`launch_table` of ``tl`` when the caller already has it (the
+    kernel-to-launch join is the expensive part: ~1 s per 1M kernels).
     """
-    t = launch_table(tl).sort("rank", "device_id", "stream_id", "start_ns")
+    t = (launch_table(tl) if table is None else table).sort(
+        "rank", "device_id", "stream_id", "start_ns")
     grp = ["rank", "device_id", "stream_id"]
     t = t.with_columns(prev_end=pl.col("end_ns").shift(1).over(grp))
     t = t.with_columns(prev_end=pl.col("prev_end").cum_max().over(grp))
@@ -153,7 +158,8 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame
             .sort(grp))
 
 
-def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
+def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
+                   table: pl.DataFrame | None = None) -> pl.DataFrame:
     """Distributions of launch, queue and kernel time over all launched kernels.
 
     Returns:
@@ -166,8 +172,10 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
     Example:
         Kernels with (launch, kernel) = (10, 5), (10, 20): one kernel of two is shorter
         than its launch -> count 1, mean 0.5.
+
+    ``table``: a precomputed :func:`launch_table` of ``tl`` (see :func:`graph_recoverable`).
     """
-    t = launch_table(tl)
+    t = launch_table(tl) if table is None else table
     cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
     rows = []
     for c in cols:
@@ -180,7 +188,7 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
     out = pl.concat(rows, how="vertical_relaxed")
     n = t.height
     short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
-    rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns)
+    rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t)
     extra = pl.DataFrame({
         "metric": ["kernels_shorter_than_launch", "graph_recoverable_ns"],
         "count": [short, int(rec["launch_bound_kernels"].sum())],

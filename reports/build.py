@@ -14,6 +14,7 @@ from pathlib import Path
 from reports.html import render_html
 from reports.payload import ReportOptions, build_payload
 from traceparse import loader
+from traceparse.cache import CacheArg
 
 #: Suffixes stripped (longest first) when naming the report after its input.
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite3",
@@ -49,14 +50,16 @@ def sample_trace() -> Path:
 
 def report_html(traces: Sequence[str | os.PathLike[str]], *,
                 ncu: str | os.PathLike[str] | None = None,
-                options: ReportOptions | None = None) -> str:
+                options: ReportOptions | None = None, cache: CacheArg = None) -> str:
     """Load ``traces`` (several = several ranks/files; none = the bundled sample), an
     optional Nsight Compute CSV, and return the HTML report text.
+
+    ``cache`` is passed to :func:`traceparse.load` (None = parse every input).
 
     Raises:
         TraceError: an input is missing or malformed.
     """
     paths = list(traces) or [sample_trace()]
-    timelines = [loader.load(p) for p in paths]
-    ncu_tl = loader.load(ncu) if ncu is not None else None
+    timelines = [loader.load(p, cache=cache) for p in paths]
+    ncu_tl = loader.load(ncu, cache=cache) if ncu is not None else None
     return render_html(build_payload(timelines, ncu=ncu_tl, options=options))

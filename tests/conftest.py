@@ -40,3 +40,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def ids(paths: list[Path]) -> list[str]:
     return [p.name for p in paths]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_timeline_cache(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Keep every test's timeline cache (CLI default: ~/.cache/traceparse) in a temporary
+    directory: tests must never write to the real home cache. Subprocesses inherit it."""
+    old = os.environ.get("TRACEPARSE_CACHE_DIR")
+    os.environ["TRACEPARSE_CACHE_DIR"] = str(tmp_path_factory.mktemp("timeline-cache"))
+    yield
+    if old is None:
+        os.environ.pop("TRACEPARSE_CACHE_DIR", None)
+    else:
+        os.environ["TRACEPARSE_CACHE_DIR"] = old

@@ -35,7 +35,7 @@ from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
 from traceparse.kineto_events import CATEGORIES, FLOW_CATEGORIES, api_frame, gpu_frame, ranges_frame
-from traceparse.kineto_io import NeedsDecimalText, decode, read_bytes
+from traceparse.kineto_io import NeedsDecimalText, decode, needs_decimal_text, read_bytes
 from traceparse.kineto_link import (
     COLL_COLS,
     attach_collectives,
@@ -301,10 +301,14 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        header, events = decode(raw, p)
+        # absolute decimal timestamps: decode once with exact text (no decode-reject-decode)
+        quoted = needs_decimal_text(raw)
+        header, events = decode(raw, p, quote_times=quoted)
         try:
             return parse(header, events, p, rank=rank, rank_fallback=_fallback)
         except NeedsDecimalText:
+            if quoted:
+                raise
             del header, events
             header, events = decode(raw, p, quote_times=True)
             return parse(header, events, p, rank=rank, rank_fallback=_fallback)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from traceparse.cache import CacheArg, identity, resolve
 from traceparse.errors import TraceError
+from traceparse.progress import Progress
 from traceparse.timeline import Timeline
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -49,8 +51,16 @@ def detect(path: str | os.PathLike[str]) -> str:
     return "ncu-csv"
 
 
-def load(path: str | os.PathLike[str]) -> Timeline:
+def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
     """Load any supported trace into a validated :class:`Timeline` (format detected).
+
+    Args:
+        path: an nsys SQLite export, a Kineto JSON (or a directory of per-rank ones), an
+            Nsight Compute CSV, or a saved timeline directory.
+        cache: None/False (default) parses every time; True uses the default cache
+            directory; a path or a :class:`traceparse.cache.Cache` uses that cache. A cached
+            timeline is returned when the input's identity (size, mtime, content hash,
+            schema version) matches; otherwise the input is parsed and the cache filled.
 
     Raises:
         TraceError: the input is missing, unreadable, of an unknown kind or malformed.
@@ -58,6 +68,27 @@ def load(path: str | os.PathLike[str]) -> Timeline:
     kind = detect(path)
     if kind == "timeline":
         return Timeline.load(path)
+    store = resolve(cache)
+    key = identity(path, kind) if store is not None else None
+    if store is not None and key is not None:
+        hit = store.lookup(key)
+        if hit is not None:
+            return hit
+    with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
+        tl = _parse(path, kind)
+    if store is not None and key is not None:
+        store.store(key, tl)
+    return tl
+
+
+def _input_bytes(path: str | os.PathLike[str]) -> int:
+    p = Path(path)
+    if p.is_dir():
+        return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+    return p.stat().st_size
+
+
+def _parse(path: str | os.PathLike[str], kind: str) -> Timeline:
     if kind == "nsys-sqlite":
         from traceparse.nsys import read as read_nsys
 

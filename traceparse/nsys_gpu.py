@@ -146,6 +146,8 @@ def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame
                     tuple((c, c) for c in name_cols))
     skipped: dict[str, int] = {}
     frame = _clean_times(frame, skipped, db, KERNEL)
+    # an all-NULL id column comes back as dtype Null from the sqlite3 reader: make it joinable
+    frame = frame.with_columns(pl.col(name_cols).cast(pl.Int64))
     for c in name_cols:
         names = _names(strings, frame[c]).rename({"id": c, "value": f"_{c}"})
         frame = frame.join(names, on=c, how="left", maintain_order="left")

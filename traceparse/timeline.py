@@ -87,24 +87,32 @@ class Timeline:
         return self.table(name).to_pandas()
 
     # ---------------------------------------------------------------- persistence
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, compression: str = "zstd") -> Path:
         """Save to a directory of Parquet files (one per table) plus ``timeline.json``.
 
         The write is atomic: a temporary directory is renamed onto ``path``.
+        ``compression`` is the Parquet codec (``"uncompressed"`` reads ~40% faster and is
+        ~2.5x larger: the timeline cache uses it).
         """
         self.validate()
         target = Path(path)
         with atomic_path(target, directory=True) as tmp:
             for name, frame in self.tables().items():
-                frame.write_parquet(tmp / f"{name}.parquet", statistics=False)
+                frame.write_parquet(tmp / f"{name}.parquet", statistics=False,
+                                    compression=compression)  # type: ignore[arg-type]
             info = {"schema_version": schema.SCHEMA_VERSION, "meta": self.meta}
             (tmp / _META_FILE).write_text(json.dumps(info, sort_keys=True, indent=1))
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Timeline:
+    def load(cls, path: str | os.PathLike[str], *, validate: bool = True) -> Timeline:
         """Load a timeline saved by :meth:`save`; raise :class:`TraceError` if it is not one
-        or was written with another schema version."""
+        or was written with another schema version.
+
+        ``validate=False`` checks only each table's column names and dtypes, not the values
+        (``dur_ns == end_ns - start_ns`` etc.): for trusted copies such as the cache, which
+        validated them when writing.
+        """
         src = Path(path)
         meta_file = src / _META_FILE
         if not meta_file.is_file():
@@ -125,7 +133,12 @@ class Timeline:
             tables[name] = frame
         tl = cls(**tables, meta=info.get("meta", {}))
         try:
-            tl.validate()
+            if validate:
+                tl.validate()
+            else:
+                for name, frame in tl.tables().items():
+                    if frame.schema != schema.polars_schema(name):
+                        raise schema.SchemaError(f"{name}: schema {dict(frame.schema)}")
         except schema.SchemaError as exc:
             raise TraceError(src, f"saved timeline does not match the schema: {exc}") from None
         return tl

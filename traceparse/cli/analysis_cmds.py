@@ -15,19 +15,13 @@ from typing import Any
 import click
 import polars as pl
 
-from traceparse.cli.common import emit, output_options, render, render_csv
+from traceparse.cli.common import emit, load_trace, output_options, render, render_csv
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
-from traceparse.timeline import Timeline
 
 _TRACE = click.Path(exists=False, dir_okay=True)
 _PCT = {"comm_overlap_pct": 2, "pct": 2, "avg_ns": 1}
 
-
-def _load(path: str) -> Timeline:
-    from traceparse.loader import load
-
-    return load(path)
 
 
 def _window(text: str | None) -> tuple[int, int] | None:
@@ -57,7 +51,7 @@ def breakdown(trace: str, window: str | None, steps: str | None, by_stream: bool
     launch overhead and idle (parts sum to the window; priority in that order)."""
     from analyses import attribution as at
 
-    tl = _load(trace)
+    tl = load_trace(trace)
     group = ("rank", "device_id", "stream_id") if by_stream else at.DEFAULT_GROUP
     if steps is not None:
         frame = at.breakdown_windows(tl, at.range_windows(tl, steps), group=group)
@@ -76,7 +70,7 @@ def gaps(trace: str, min_us: float, top: int | None, fmt: str, output: str | Non
     """Idle gaps per device, largest first, with their cause (host sync, CPU work)."""
     from analyses.gaps import idle_gaps
 
-    frame = idle_gaps(_load(trace), min_ns=round(min_us * 1000))
+    frame = idle_gaps(load_trace(trace), min_ns=round(min_us * 1000))
     emit(render(frame if top is None else frame.head(top), fmt), output)
 
 
@@ -104,7 +98,7 @@ def summary(trace: str | None, top: int, min_gap_us: float, fmt: str,
         from traceparse.samplegen import default_sample
 
         trace = str(default_sample())
-    result = summarize(_load(trace), top=top, min_gap_ns=round(min_gap_us * 1000))
+    result = summarize(load_trace(trace), top=top, min_gap_ns=round(min_gap_us * 1000))
     if fmt == "json":
         payload = {"trace": trace, "verdict": result["verdict"],
                    "sections": {k: _jsonable(v) for k, v in result["sections"].items()}}

@@ -11,6 +11,8 @@ import click
 import polars as pl
 
 from traceparse.atomic import write_text
+from traceparse.cache import Cache
+from traceparse.timeline import Timeline
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,3 +95,24 @@ def emit(text: str, output: str | None) -> None:
         click.echo(text, nl=False)
     else:
         write_text(output, text)
+
+
+def cache_of(ctx: click.Context | None = None) -> Cache | None:
+    """The timeline cache chosen by the global ``--no-cache`` / ``--cache-dir`` options
+    (None = do not cache). Outside a ``traceparse`` invocation: the default cache."""
+    ctx = ctx or click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    if root is not None and isinstance(root.obj, dict) and "cache" in root.obj:
+        cache: Cache | None = root.obj["cache"]
+        return cache
+    from traceparse.cache import default_dir
+
+    return Cache(default_dir())
+
+
+def load_trace(path: str, ctx: click.Context | None = None) -> Timeline:
+    """Load ``path`` the way every command does: format detected, through the cache chosen
+    by the global options (see :func:`cache_of`)."""
+    from traceparse.loader import load
+
+    return load(path, cache=cache_of(ctx))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -36,8 +37,23 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="traceparse")
-def main() -> None:
-    """traceparse: where the GPU time went, from nsys, ncu and PyTorch profiler traces."""
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Parse inputs again instead of reusing (or filling) the timeline cache.")
+@click.option("--cache-dir", "cache_dir", type=click.Path(file_okay=False), default=None,
+              envvar="TRACEPARSE_CACHE_DIR", show_envvar=True,
+              help="Where parsed timelines are cached (default ~/.cache/traceparse).")
+@click.pass_context
+def main(ctx: click.Context, no_cache: bool, cache_dir: str | None) -> None:
+    """traceparse: where the GPU time went, from nsys, ncu and PyTorch profiler traces.
+
+    Parsed traces are cached as Parquet keyed by the input's size, mtime and content hash,
+    so a second command on the same trace starts in a fraction of a second.
+    """
+    from traceparse.cache import Cache, default_dir
+
+    ctx.ensure_object(dict)
+    ctx.obj["cache"] = None if no_cache else Cache(Path(cache_dir) if cache_dir
+                                                     else default_dir())
 
 
 def run() -> None:

@@ -6,9 +6,8 @@ from __future__ import annotations
 import click
 import polars as pl
 
-from traceparse.cli.common import emit, output_options, render
+from traceparse.cli.common import emit, load_trace, output_options, render
 from traceparse.cli.main import main
-from traceparse.loader import load
 
 _TRACE = click.argument("trace", type=click.Path(exists=False))
 
@@ -41,7 +40,7 @@ def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """Kernel launch cost, queueing latency and what CUDA graphs could recover."""
     from analyses import launches
 
-    tl = load(trace)
+    tl = load_trace(trace)
     if report == "kern_exec_sum":
         frame = launches.kern_exec_sum(tl)
         decimals = dict.fromkeys(launches.KERN_EXEC_FLOAT_COLS, 1)
@@ -66,7 +65,7 @@ def comm_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """NCCL collectives: time, exposed vs overlapped, bandwidth, cross-rank skew."""
     from analyses import comm
 
-    tl = load(trace)
+    tl = load_trace(trace)
     fn = {"summary": comm.comm_summary, "kernels": comm.collectives,
           "skew": comm.collective_skew, "stragglers": comm.straggler_summary}[report]
     emit(render(fn(tl), fmt), output)
@@ -83,7 +82,7 @@ def steps_cmd(trace: str, step_regex: str | None, summary: bool, fmt: str,
     """Per-step wall time, GPU busy time, attribution and outlier steps."""
     from analyses import steps
 
-    table = steps.step_table(load(trace), step_regex=step_regex)
+    table = steps.step_table(load_trace(trace), step_regex=step_regex)
     emit(render(steps.step_summary(table) if summary else table, fmt), output)
 
 
@@ -96,7 +95,7 @@ def nvtx_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """NVTX range statistics (as nsys nvtx_sum) or GPU time per innermost range."""
     from analyses import ranges
 
-    tl = load(trace)
+    tl = load_trace(trace)
     if report == "gpu":
         emit(render(ranges.gpu_projection(tl), fmt), output)
         return

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from traceparse.atomic import write_text
+from traceparse.cli.common import cache_of
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
@@ -38,6 +39,7 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     if out.exists() and not force:
         raise UsageError(out, "exists; pass --force to overwrite it or -o to choose another "
                               "name")
-    html = report_html(traces, ncu=ncu_csv, options=ReportOptions(top_n=top, title=title))
+    html = report_html(traces, ncu=ncu_csv, options=ReportOptions(top_n=top, title=title),
+                       cache=cache_of())
     write_text(out, html)
     click.echo(f"wrote {out} ({len(html.encode('utf-8')):,} bytes)", err=True)

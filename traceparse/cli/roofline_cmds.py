@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from traceparse.atomic import write_bytes
-from traceparse.cli.common import emit, render
+from traceparse.cli.common import emit, load_trace, render
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
@@ -33,10 +33,9 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
                  ceilings_file: str | None, fmt: str, output: str | None) -> None:
     """Roofline of TRACE (an ncu CSV, or an nsys/torch trace with --ncu or op shapes)."""
     from roofline.build import build
-    from traceparse.loader import load
 
-    tl = load(trace)
-    extra = load(ncu_csv) if ncu_csv else None
+    tl = load_trace(trace)
+    extra = load_trace(ncu_csv) if ncu_csv else None
     points, ceil, _notes = build(tl, ncu=extra, gpu=gpu, ceilings_file=ceilings_file)
     if fmt == "chart":
         from roofline.chart import render as draw

@@ -1,0 +1,137 @@
+"""Batch ingest: dataset partitions, summary rows, failures, local and Dask executors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+import traceparse
+from traceparse import samplegen
+from traceparse.batch import discover, parse_executor, run_batch, trace_ids
+from traceparse.cli import main
+from traceparse.errors import TraceError
+
+SCENARIOS = ("compute_bound", "memory_bound", "launch_bound", "comm_bound", "sync_bound")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Five generated nsys exports in two sub-directories (plus a non-trace file)."""
+    root = tmp_path_factory.mktemp("fleet")
+    for i, name in enumerate(SCENARIOS):
+        sub = root / ("job_a" if i < 3 else "job_b")
+        sub.mkdir(exist_ok=True)
+        samplegen.write_sqlite(name, sub / f"{name}.sqlite")
+    (root / "README.txt").write_text("not a trace")
+    return root
+
+
+def _expected(paths: list[Path]) -> dict[str, dict[str, int]]:
+    out = {}
+    for p in paths:
+        tl = traceparse.load(p)
+        out[p.name] = {t: tl.table(t).height for t in ("gpu", "api", "ranges")}
+        out[p.name]["kernels"] = tl.kernels.height
+        out[p.name]["kernel_time_ns"] = int(tl.kernels["dur_ns"].sum())
+    return out
+
+
+def _check(out: Path, summary: pl.DataFrame, paths: list[Path]) -> None:
+    want = _expected(paths)
+    assert summary.height == len(paths)
+    assert summary["status"].to_list() == ["ok"] * len(paths)
+    for table in ("gpu", "api", "ranges"):
+        ds = pl.scan_parquet(out / table / "**" / "*.parquet", hive_partitioning=True).collect()
+        # dataset rows = sum of the per-trace row counts, and per partition exactly the trace's
+        assert ds.height == sum(w[table] for w in want.values()), table
+        per = dict(ds.group_by("trace").len().iter_rows())
+        for row in summary.iter_rows(named=True):
+            name = Path(row["file"]).name
+            assert per.get(row["trace"], 0) == want[name][table], (table, name)
+    for row in summary.iter_rows(named=True):
+        w = want[Path(row["file"]).name]
+        assert row["kernels"] == w["kernels"]
+        assert row["kernel_time_ns"] == w["kernel_time_ns"]
+        parts = [row[f"{p}_pct"] for p in ("compute", "communication", "memory",
+                                           "launch_overhead", "idle")]
+        assert sum(parts) == pytest.approx(100.0)
+    on_disk = pl.read_parquet(out / "summary.parquet")
+    assert on_disk.equals(summary)
+
+
+def test_discover_directory_recursive_and_glob(fleet: Path) -> None:
+    found = discover(fleet)
+    assert [p.name for p in found] == [f"{n}.sqlite" for n in
+                                       ("compute_bound", "launch_bound", "memory_bound",
+                                        "comm_bound", "sync_bound")]
+    assert [p.name for p in discover(str(fleet / "job_b" / "*.sqlite"))] == [
+        "comm_bound.sqlite", "sync_bound.sqlite"]
+    with pytest.raises(TraceError, match="no trace files"):
+        discover(str(fleet / "nothing*.sqlite"))
+
+
+def test_trace_ids_are_unique_and_safe() -> None:
+    ids = trace_ids([Path("/r/a b/x.json"), Path("/r/a_b/x.json"), Path("/r/c/y.json")])
+    assert ids == ["a_b_x.json", "a_b_x.json~1", "c_y.json"]
+
+
+def test_local_executor_dataset_counts_equal_per_trace_counts(fleet: Path, tmp_path: Path) -> None:
+    paths = discover(fleet)
+    out = tmp_path / "out"
+    done: list[int] = []
+    summary = run_batch(paths, out, executor="local", workers=2,
+                        on_done=lambda: done.append(1))
+    assert len(done) == len(paths)
+    _check(out, summary, paths)
+    # the launch_bound scenario: 11 kernels (samplegen ground truth)
+    lb = summary.filter(pl.col("trace").str.contains("launch_bound")).row(0, named=True)
+    assert lb["kernels"] == 11
+    assert sorted(summary["trace"].to_list())[0] == "job_a_compute_bound.sqlite"
+
+
+def test_failed_trace_is_an_error_row(fleet: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.sqlite"
+    bad.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
+    paths = [*discover(fleet / "job_b"), bad]
+    summary = run_batch(paths, tmp_path / "out", workers=1)
+    row = summary.filter(pl.col("status") == "error").row(0, named=True)
+    assert row["trace"].endswith("broken.sqlite")
+    assert "broken.sqlite" in row["error"]
+    assert row["kernels"] is None
+    assert summary.filter(pl.col("status") == "ok").height == 2
+    assert not (tmp_path / "out" / "gpu" / f"trace={row['trace']}").exists()
+    assert len(list((tmp_path / "out" / "gpu").iterdir())) == 2
+
+
+def test_cli_batch_and_exit_code(fleet: Path, tmp_path: Path) -> None:
+    res = CliRunner().invoke(main, ["--no-cache", "batch", str(fleet / "job_a"), "-o",
+                                    str(tmp_path / "o"), "-j", "1"])
+    assert res.exit_code == 0, res.output
+    assert "compute_bound.sqlite" in res.output
+    assert pl.read_csv(tmp_path / "o" / "summary.csv").height == 3
+    res = CliRunner().invoke(main, ["batch", str(fleet), "-o", str(tmp_path / "p"),
+                                    "--executor", "spark"])
+    assert res.exit_code == 2
+    assert "--executor must be" in res.output
+
+
+def test_parse_executor() -> None:
+    assert parse_executor("local") == ("local", None)
+    assert parse_executor("dask") == ("dask", None)
+    assert parse_executor("dask=tcp://10.0.0.1:8786") == ("dask", "tcp://10.0.0.1:8786")
+    with pytest.raises(TraceError):
+        parse_executor("local=x")
+
+
+def test_dask_executor_on_a_local_cluster(fleet: Path, tmp_path: Path) -> None:
+    distributed = pytest.importorskip(
+        "dask.distributed",
+        reason="Dask distributed not installed (pip install 'traceparse[dask]')")
+    paths = discover(fleet)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        summary = run_batch(paths, tmp_path / "out", executor=f"dask={cluster.scheduler_address}")
+    _check(tmp_path / "out", summary, paths)

@@ -1,0 +1,40 @@
+"""Reader paths used by the benchmarks: the sqlite3 fallback equals the ADBC reader on a
+generated export whose mangledName column is all NULL (as in real nsys exports)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+from traceparse import nsys
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from gen_nsys import generate
+
+
+def test_sqlite3_reader_equals_adbc_on_generated_export(tmp_path: Path) -> None:
+    path = tmp_path / "g.sqlite"
+    counts = generate(path, kernels=2000, seed=1)
+    adbc = nsys.read(path)
+    plain = nsys.read(path, use_adbc=False)
+    # 2,000 kernels + one memcpy per 50 (40) + one memset per 200 (10)
+    assert counts["CUPTI_ACTIVITY_KIND_KERNEL"] == 2000
+    assert adbc.gpu.height == 2000 + 40 + 10
+    assert adbc.kernels["name"].null_count() == 0
+    for name in ("gpu", "api", "ranges"):
+        assert plain.table(name).equals(adbc.table(name)), name
+    assert adbc.ingest.equals(plain.ingest)
+
+
+def test_launch_summary_with_a_precomputed_table_is_identical() -> None:
+    from analyses import launches
+    from traceparse import samplegen
+
+    for name in ("launch_bound", "mini_train"):
+        tl = samplegen.scenario_timeline(name)
+        table = launches.launch_table(tl)
+        assert table.height > 0
+        assert launches.launch_summary(tl, table=table).equals(launches.launch_summary(tl))
+        assert launches.graph_recoverable(tl, table=table).equals(
+            launches.graph_recoverable(tl))
