@@ -9,7 +9,7 @@ more entry there.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +29,13 @@ class SummaryOptions:
     Attributes:
         top: rows kept in top-N sections.
         min_gap_ns: shortest idle gap listed.
+        gaps: :func:`analyses.gaps.idle_gaps` already computed with ``min_gap_ns`` (the
+            report passes its own so the gaps are found once), or None to compute them.
     """
 
     top: int = 10
     min_gap_ns: int = DEFAULT_MIN_NS
+    gaps: pl.DataFrame | None = None
 
 
 SectionFn = Callable[[Timeline, SummaryOptions], pl.DataFrame]
@@ -82,7 +85,8 @@ def top_kernels_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
 
 def top_gaps_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """The largest idle gaps (:func:`analyses.gaps.idle_gaps`)."""
-    return idle_gaps(tl, min_ns=opts.min_gap_ns).head(opts.top)
+    gaps = opts.gaps if opts.gaps is not None else idle_gaps(tl, min_ns=opts.min_gap_ns)
+    return gaps.head(opts.top)
 
 
 def launches_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
@@ -125,16 +129,26 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
     return line
 
 
-def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS
+def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
+              sections: Sequence[str] | None = None, gaps: pl.DataFrame | None = None
               ) -> dict[str, Any]:
-    """Compute every section of :data:`SECTIONS` and the verdict.
+    """Compute the sections of :data:`SECTIONS` (all, or those named in ``sections``, in
+    table order) and the verdict.
+
+    Args:
+        tl: the timeline.
+        top: rows kept in top-N sections.
+        min_gap_ns: shortest idle gap listed.
+        sections: names of the sections wanted; None for all.
+        gaps: precomputed :func:`analyses.gaps.idle_gaps` (same ``min_gap_ns``), if any.
 
     Returns:
         ``{"sections": {name: frame, ...}, "verdict": str}``, sections in order.
     """
-    opts = SummaryOptions(top=top, min_gap_ns=min_gap_ns)
-    sections = {name: fn(tl, opts) for name, fn in SECTIONS.items()}
-    # not sections.get("breakdown", breakdown(tl)): that evaluates the default eagerly and
-    # computed the whole attribution a second time (a third of summarize's run time)
-    bd = sections["breakdown"] if "breakdown" in sections else breakdown(tl)
-    return {"sections": sections, "verdict": verdict(bd, sections.get("top_gaps"))}
+    opts = SummaryOptions(top=top, min_gap_ns=min_gap_ns, gaps=gaps)
+    wanted = SECTIONS if sections is None else {k: v for k, v in SECTIONS.items()
+                                                 if k in sections}
+    out = {name: fn(tl, opts) for name, fn in wanted.items()}
+    bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
+    top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
+    return {"sections": out, "verdict": verdict(bd, top_gaps)}

@@ -18,12 +18,9 @@ kernels, no steps) are present with an empty ``rows`` list and the report says s
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -57,17 +54,6 @@ class ReportOptions:
     max_lanes: int = 32
     max_gaps: int = 30
     gap_min_ns: int = 10_000
-
-
-def _module(name: str) -> ModuleType | None:
-    """Import ``name`` if this build has it (a section is added when its analysis exists)."""
-    if importlib.util.find_spec(name.rsplit(".", 1)[0]) is None:
-        return None
-    try:
-        spec = importlib.util.find_spec(name)
-    except ModuleNotFoundError:
-        return None
-    return importlib.import_module(name) if spec is not None else None
 
 
 def clean(value: Any) -> Any:

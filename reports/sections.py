@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from reports.payload import _module, rows
+from analyses import comm as comm_mod
+from analyses import launches as launches_mod
+from analyses import steps as steps_mod
+from analyses import summary as summary_mod
+from analyses.gaps import idle_gaps
+from reports.payload import rows
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -101,11 +106,8 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
     return {"pageable": agg(pageable), "pinned": agg(pinned)}
 
 
-def _gaps(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
-    mod = _module("analyses.gaps")
-    if mod is None:
-        return None
-    frame: pl.DataFrame = mod.idle_gaps(tl, min_ns=opts.gap_min_ns)
+def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, Any]:
+    """The gaps section from ``frame`` (:func:`analyses.gaps.idle_gaps`, computed once)."""
     by_cause = (frame.group_by("cause").agg(pl.len().alias("count"),
                                             pl.col("dur_ns").sum().alias("total_ns"),
                                             pl.col("idle_ns").sum().alias("idle_ns"),
@@ -166,12 +168,12 @@ def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None
     return out
 
 
-def _summary(tl: Timeline, opts: ReportOptions) -> tuple[dict[str, Any], pl.DataFrame] | None:
-    """``traceparse summary``'s result (verdict and shared sections) and its breakdown."""
-    mod = _module("analyses.summary")
-    if mod is None:
-        return None
-    res = mod.summarize(tl, top=opts.top_n, min_gap_ns=opts.gap_min_ns)
+def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
+             ) -> tuple[dict[str, Any], pl.DataFrame]:
+    """``traceparse summary``'s result (verdict and shared sections) and its breakdown; the
+    summary's own gap list is ``gaps`` (already computed), so nothing is computed twice."""
+    res = summary_mod.summarize(tl, top=opts.top_n, min_gap_ns=opts.gap_min_ns, gaps=gaps,
+                                sections=("window", "breakdown", "top_kernels", "top_gaps"))
     secs = res["sections"]
     out = {"verdict": res["verdict"],
            "window": rows(secs["window"])[0] if secs["window"].height else {},
@@ -180,13 +182,10 @@ def _summary(tl: Timeline, opts: ReportOptions) -> tuple[dict[str, Any], pl.Data
 
 
 def _launches(tl: Timeline) -> dict[str, Any] | None:
-    mod = _module("analyses.launches")
-    if mod is None:
-        return None
     import numpy as np
 
-    table: pl.DataFrame = mod.launch_table(tl)
-    summ: pl.DataFrame = mod.launch_summary(tl, table=table)  # one launch join, not three
+    table: pl.DataFrame = launches_mod.launch_table(tl)
+    summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table)  # one launch join, not three
     lat = (table["start_ns"] - table["api_start_ns"]).to_numpy() if table.height else \
         np.array([], dtype=np.int64)
     hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
@@ -226,20 +225,17 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
 
 
 def _comm(tl: Timeline) -> dict[str, Any] | None:
-    mod = _module("analyses.comm")
-    if mod is None:
-        return None
     tables = []
-    summ: pl.DataFrame = mod.comm_summary(tl)
+    summ: pl.DataFrame = comm_mod.comm_summary(tl)
     if summ.height:
         tables.append({"title": "Per collective", "columns": auto_columns(
             summ, {"algbw_gbps": "algbw (GB/s)", "busbw_gbps": "busbw (GB/s)"}),
             "rows": rows(summ)})
-        strag: pl.DataFrame = mod.straggler_summary(tl)
+        strag: pl.DataFrame = comm_mod.straggler_summary(tl)
         if strag.height:
             tables.append({"title": "Stragglers (rank that started collectives last)",
                            "columns": auto_columns(strag), "rows": rows(strag)})
-        skew: pl.DataFrame = mod.collective_skew(tl)
+        skew: pl.DataFrame = comm_mod.collective_skew(tl)
         if skew.height:
             worst = skew.sort(["skew_ns", "seq"], descending=[True, False]).head(20)
             tables.append({"title": "Largest cross-rank start skews",
@@ -255,15 +251,12 @@ STEP_REGEX = r"(?i)^(train[ _-]?)?(step|iter|iteration)[ _#:-]*\d+$"
 
 
 def _steps(tl: Timeline) -> dict[str, Any] | None:
-    mod = _module("analyses.steps")
-    if mod is None:
-        return None
-    st: pl.DataFrame = mod.step_table(tl)
+    st: pl.DataFrame = steps_mod.step_table(tl)
     source = "ProfilerStep ranges"
     if st.height == 0:
-        st = mod.step_table(tl, step_regex=STEP_REGEX)
+        st = steps_mod.step_table(tl, step_regex=STEP_REGEX)
         source = f"host ranges matching {STEP_REGEX}"
-    summ: pl.DataFrame = mod.step_summary(st)
+    summ: pl.DataFrame = steps_mod.step_summary(st)
     wall = rows(summ.filter(pl.col("metric") == "wall_ns"))
     stats = wall[0] if wall else {}
     data = rows(st)
@@ -297,8 +290,6 @@ GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
 
 
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
-    if _module("roofline.build") is None:
-        return None
     from roofline.build import build
 
     ncu = Timeline(ncu=tl.ncu, devices=tl.devices) if tl.ncu.height else None
@@ -346,17 +337,14 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
                      "pageable_copies": pageable_copies(tl)},
     }
-    summ = _summary(tl, opts)
-    if summ is not None:
-        out["summary"], bd = summ
-        out["attribution"] = _attribution(bd)
+    gap_frame = idle_gaps(tl, min_ns=opts.gap_min_ns)
+    out["summary"], bd = _summary(tl, opts, gap_frame)
+    out["attribution"] = _attribution(bd)
     for name, fn in (("launches", _launches), ("comm", _comm), ("steps", _steps)):
         sec = fn(tl)
         if sec is not None:
             out[name] = sec
-    gaps = _gaps(tl, opts)
-    if gaps is not None:
-        out["gaps"] = gaps
+    out["gaps"] = _gaps(tl, opts, gap_frame)
     roof = _roofline(tl, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
