@@ -83,14 +83,17 @@ def _pct(frame: pl.DataFrame) -> pl.Expr:
     return _ratio_half_up(pl.col("total").cast(pl.Int128) * 100, grand, 10)
 
 
+def _group_keys(name_col: str, by: ByChoice) -> tuple[list[str], list[pl.Expr]]:
+    """Grouping keys (the name, plus the ``--by`` column) and the printed ``--by`` column."""
+    if by is None:
+        return [name_col], []
+    col, title = _BY_COLS[by]
+    return [name_col, col], [pl.col(col).alias(title)]
+
+
 def _summary(frame: pl.DataFrame, value: str, name_col: str, label: str, count_label: str,
              by: ByChoice) -> pl.DataFrame:
-    keys = [name_col]
-    extra: list[pl.Expr] = []
-    if by is not None:
-        col, title = _BY_COLS[by]
-        keys.append(col)
-        extra.append(pl.col(col).alias(title))
+    keys, extra = _group_keys(name_col, by)
     if frame.height == 0:
         stats = pl.DataFrame(schema={k: frame.schema[k] for k in keys} | {
             "total": pl.Int64, "count": pl.UInt32, "avg": pl.Float64, "med": pl.Float64,
@@ -149,12 +152,7 @@ def mem_size_sum(tl: Timeline, *, by: ByChoice = None) -> pl.DataFrame:
     Count 3, Avg 0.833, Med 1.000, Min 0.500, Max 1.000, StdDev 0.289.
     """
     m = _memops(tl).filter(pl.col("bytes").is_not_null())
-    keys = ["name"]
-    extra: list[pl.Expr] = []
-    if by is not None:
-        col, title = _BY_COLS[by]
-        keys.append(col)
-        extra.append(pl.col(col).alias(title))
+    keys, extra = _group_keys("name", by)
     if m.height == 0:
         stats = pl.DataFrame(schema={k: m.schema[k] for k in keys} | {
             "total": pl.Float64, "count": pl.UInt32, "avg": pl.Float64, "med": pl.Float64,
