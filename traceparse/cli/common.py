@@ -28,13 +28,23 @@ def output_options(func: F) -> F:
     return func
 
 
-def _cell(value: Any, decimals: int | None) -> str:
+def _cell(value: Any, decimals: int | None, *, human: bool = False) -> str:
+    """One cell as text. Floats: ``decimals`` places when given; otherwise, for people
+    (``human``), 3 significant digits below 1000, thousands separators up to 1e9 and
+    scientific notation above; for machines, the shortest text that round-trips."""
     if value is None:
         return ""
     if isinstance(value, float):
         if decimals is not None:
             return f"{value:.{decimals}f}"
-        return f"{value:g}"
+        if not human or value != value or value in (float("inf"), float("-inf")):
+            return repr(value)
+        mag = abs(value)
+        if mag >= 1e9:
+            return f"{value:.3e}"
+        if mag >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}"
     return str(value)
 
 
@@ -44,7 +54,7 @@ def render_table(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None,
     to ``max_width`` characters)."""
     decimals = decimals or {}
     cols = frame.columns
-    rows = [[_cell(v, decimals.get(c)) for c, v in zip(cols, r, strict=True)]
+    rows = [[_cell(v, decimals.get(c), human=True) for c, v in zip(cols, r, strict=True)]
             for r in frame.iter_rows()]
     rows = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
