@@ -4,7 +4,8 @@
   exports, see ``tests/test_ranges.py``).
 * :func:`gpu_projection` answers "which range or op owns which GPU time": each kernel
   belongs to the **innermost** range of the chosen kinds that was open on the launching
-  thread when its launch call started (:func:`traceparse.links.kernel_ranges`), the rule of
+  thread (NVTX start/end ranges: in the launching process) when its launch call started
+  (:func:`traceparse.links.kernel_ranges`), the rule of
   ``nsys stats --report cuda_gpu_kern_sum:nvtx-name``.
 """
 
@@ -75,7 +76,9 @@ def gpu_projection(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
     """GPU time projected onto ranges / ops: one row per innermost range name.
 
     Each GPU row of ``gpu_kinds`` is owned by the innermost range of ``kinds`` open on its
-    launching thread when the launch call started (NVTX domains are shown as
+    launching thread when the launch call started; NVTX start/end ranges are process-wide
+    and own launches of every thread of their process, and where they and a thread-local
+    range both enclose a launch the one that started last wins (NVTX domains are shown as
     ``domain:name``). Kernels with no launch call, or launched outside every range, are
     reported as :data:`NO_RANGE`, so ``gpu_ns`` sums to the total GPU time of
     ``gpu_kinds``.

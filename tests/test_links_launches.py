@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -63,6 +64,90 @@ def test_kernel_ranges_equal_starts_parent_first() -> None:
         gpu=gpu([{"name": "k1", "start_ns": 10, "end_ns": 20, "correlation_id": 1},
                  {"name": "k2", "start_ns": 60, "end_ns": 70, "correlation_id": 2}]))
     assert kernel_ranges(tl)["range_name"].cast(pl.String).to_list() == ["Q", "P"]
+
+
+def test_start_end_ranges_are_process_wide() -> None:
+    # pid 1: start/end "req" [30,200) opened on thread 9; push/pop on thread 2: A [0,100)
+    # > B [10,50). pid 2, thread 2: nothing. Launches (pid, thread, t):
+    #   (1,2,20): B (thread-local, started 10; req not open yet) level 2
+    #   (1,2,40): req (opened 30 > B's 10: started last) level 2 (A, B) + 1 (req) = 3
+    #   (1,2,55): req (B closed; req 30 > A 0) level 1 + 1 = 2
+    #   (1,5,60): req, thread 5 has no ranges of its own -> level 1
+    #   (1,2,100): req (A closed, half-open) level 1
+    #   (2,2,60): None (req belongs to process 1 only)
+    #   (1,9,200): None (req half-open)
+    tl = timeline(
+        ranges=ranges([{"name": "A", "start_ns": 0, "end_ns": 100},
+                       {"name": "B", "start_ns": 10, "end_ns": 50},
+                       {"name": "req", "start_ns": 30, "end_ns": 200, "thread_id": 9,
+                        "kind": "nvtx_start_end"}]),
+        api=api([{"start_ns": t, "end_ns": t + 1, "correlation_id": i, "process_id": pid,
+                  "thread_id": th}
+                 for i, (pid, th, t) in enumerate([(1, 2, 20), (1, 2, 40), (1, 2, 55),
+                                                   (1, 5, 60), (1, 2, 100), (2, 2, 60),
+                                                   (1, 9, 200)])]),
+        gpu=gpu([{"name": f"k{i}", "start_ns": 300 + 10 * i, "end_ns": 305 + 10 * i,
+                  "correlation_id": i, "process_id": pid}
+                 for i, pid in enumerate([1, 1, 1, 1, 1, 2, 1])]))
+    want = ["B", "req", "req", "req", "req", None, None]
+    e = enclosing_ranges(tl)
+    assert e["range_name"].cast(pl.String).to_list() == want
+    assert e["range_level"].to_list() == [2, 3, 2, 1, 1, None, None]
+    k = kernel_ranges(tl)
+    assert k["range_name"].cast(pl.String).to_list() == want
+    # push/pop only: the thread-local answers are unchanged by the start/end range
+    pp = enclosing_ranges(tl, kinds=("nvtx_push_pop",))
+    assert pp["range_name"].cast(pl.String).to_list() == ["B", "B", "A", None, None, None,
+                                                           None]
+
+
+def test_start_end_crossing_and_ties() -> None:
+    # process-wide ranges on different threads that cross (not a stack):
+    # X [0,100) thread 3, Y [50,150) thread 4, Z [50,80) thread 3 (starts with Y, shorter:
+    # the child). Queries on thread 7: 10 -> X; 60 -> Z (last started; Z before Y at the
+    # tie because it ends sooner); 90 -> Y (Z closed; Y 50 > X 0); 120 -> Y (X closed);
+    # 150 -> None. A push/pop P [50,80) on thread 7 ties Z exactly: the thread-local wins.
+    se = [{"name": "X", "start_ns": 0, "end_ns": 100, "thread_id": 3},
+          {"name": "Y", "start_ns": 50, "end_ns": 150, "thread_id": 4},
+          {"name": "Z", "start_ns": 50, "end_ns": 80, "thread_id": 3}]
+    calls = api([{"start_ns": t, "end_ns": t + 1, "correlation_id": i, "thread_id": 7}
+                 for i, t in enumerate([10, 60, 90, 120, 150])])
+    tl = timeline(ranges=ranges([{**r, "kind": "nvtx_start_end"} for r in se]), api=calls)
+    e = enclosing_ranges(tl)
+    assert e["range_name"].cast(pl.String).to_list() == ["X", "Z", "Y", "Y", None]
+    # open start/end ranges: 10 -> 1; 60 -> 3; 90 -> 2; 120 -> 1
+    assert e["range_level"].to_list() == [1, 3, 2, 1, None]
+    tl2 = timeline(ranges=ranges([{**r, "kind": "nvtx_start_end"} for r in se]
+                                 + [{"name": "P", "start_ns": 50, "end_ns": 80,
+                                     "thread_id": 7}]), api=calls)
+    assert enclosing_ranges(tl2)["range_name"].cast(pl.String).to_list() == [
+        "X", "P", "Y", "Y", None]
+
+
+def test_start_end_matches_brute_force() -> None:
+    # random crossing start/end ranges in 2 processes; every answer must be the range that
+    # started last among those containing t (ties: shorter), computed here by a plain loop
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(300):
+        s = int(rng.integers(0, 5000))
+        rows.append({"name": f"r{i}", "start_ns": s, "end_ns": s + int(rng.integers(1, 800)),
+                     "process_id": int(rng.integers(1, 3)), "thread_id": int(rng.integers(1, 4)),
+                     "kind": "nvtx_start_end"})
+    qs = [(int(rng.integers(1, 4)), int(rng.integers(-10, 5900))) for _ in range(500)]
+    tl = timeline(ranges=ranges(rows), api=api([
+        {"start_ns": t, "end_ns": t + 1, "correlation_id": i, "process_id": pid,
+         "thread_id": 1} for i, (pid, t) in enumerate(qs)]))
+    got = enclosing_ranges(tl)
+    want, lvl = [], []
+    for pid, t in qs:
+        inside = [r for r in rows if r["process_id"] == pid and r["start_ns"] <= t < r["end_ns"]]
+        best = max(inside, key=lambda r: (r["start_ns"], -r["end_ns"]), default=None)
+        want.append(best["name"] if best else None)
+        lvl.append(len(inside) if inside else None)
+    assert got["range_name"].cast(pl.String).to_list() == want
+    assert got["range_level"].to_list() == lvl
+    assert sum(w is not None for w in want) > 200  # the check exercises real answers
 
 
 def _two_kernels():

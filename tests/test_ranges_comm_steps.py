@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
 from pathlib import Path
 
 import polars as pl
@@ -68,6 +69,48 @@ def test_nvtx_sum_matches_nsys_oracle(path: Path) -> None:
             assert (a[col] - b[col].cast(pl.Float64)).abs().max() <= 0.05 + 1e-6, col
         else:
             assert a[col].cast(pl.String).to_list() == b[col].cast(pl.String).to_list(), col
+
+
+def _start_end_files() -> list[Path]:
+    out = []
+    for p in shared_files("nsys", "*.sqlite"):
+        con = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        try:
+            n = con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType=60").fetchone()[0]
+        except sqlite3.OperationalError:  # no NVTX_EVENTS table
+            n = 0
+        finally:
+            con.close()
+        if n:
+            out.append(p)
+    return out
+
+
+START_END = _start_end_files()
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", START_END, ids=ids(START_END))
+def test_gpu_projection_start_end_process_wide(path: Path) -> None:
+    # independent count in SQL: kernels whose runtime launch call (same process, same
+    # correlationId) starts inside a start/end range (eventType 60) of the same process,
+    # on any thread; their time must be what the projection gives start/end ranges, and
+    # the projection must still sum to the total kernel time
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    n_in, ns_in = con.execute("""
+        SELECT COUNT(*), COALESCE(SUM(k.end - k.start), 0) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        WHERE EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN NVTX_EVENTS n
+                      ON n.eventType = 60 AND (n.globalTid >> 24) = (r.globalTid >> 24)
+                      AND n.start <= r.start AND r.start < n.end
+                      WHERE r.correlationId = k.correlationId
+                      AND (r.globalTid >> 24) = (k.globalPid >> 24))""").fetchone()
+    n_all, ns_all = con.execute(
+        "SELECT COUNT(*), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    con.close()
+    p = gpu_projection(traceparse.load(path), kinds=("nvtx_start_end",))
+    assert (p["kernels"].sum(), p["gpu_ns"].sum()) == (n_all, ns_all)
+    se = p.filter(pl.col("range_kind") == "nvtx_start_end")
+    assert (se["kernels"].sum(), se["gpu_ns"].sum()) == (n_in, ns_in)
 
 
 def test_collectives_exposure_and_bandwidth() -> None:

@@ -8,8 +8,9 @@ Two joins every attribution needs:
   kernels, so the join is a many-to-one left join (GPU rows are never duplicated or lost).
 * :func:`enclosing_ranges` — each API call with the innermost range (NVTX push/pop, torch
   ``cpu_op``, ``user_annotation``, ``profiler_step``) that was open on the same
-  ``(rank, process_id, thread_id)`` when the call started. Together they say which op,
-  module and step owns a kernel.
+  ``(rank, process_id, thread_id)`` when the call started; NVTX start/end ranges are
+  process-wide and match any thread of the same ``(rank, process_id)``. Together they say
+  which op, module and step owns a kernel.
 
 Both are vectorised (sorts, cumulative sums and ``join_asof``), never per-row Python.
 
@@ -22,12 +23,19 @@ before ``t``**: one ``join_asof`` by ``(group, level)``. Ranges that are not pro
 (process-wide NVTX start/end ranges that cross, torch ops with rounded timestamps) can
 break the stack; every answer is therefore checked (``range start <= t < range end``) and
 set to null when the check fails, so an answer is never wrong, at worst missing.
+
+Process-wide NVTX start/end ranges are not a stack (they may cross, and start and end on
+different threads), so they use an exact rule instead: the enclosing range that **started
+last**, found by binary lifting over running maxima of range ends (:func:`_latest_hits`).
+Where a thread-local and a process-wide range both enclose a call, the innermost is again
+the one that started last.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from traceparse.timeline import Timeline
@@ -35,6 +43,9 @@ from traceparse.timeline import Timeline
 #: Range kinds that describe host-side code regions (the default for :func:`enclosing_ranges`).
 HOST_RANGE_KINDS = ("nvtx_push_pop", "nvtx_start_end", "cpu_op", "user_annotation",
                     "profiler_step")
+
+#: Range kinds that are process-wide: they own calls of every thread of their process.
+PROCESS_RANGE_KINDS = ("nvtx_start_end",)
 
 _KEY = ["rank", "process_id", "correlation_id"]
 _API_COLS = {"name": "api_name", "kind": "api_kind", "start_ns": "api_start_ns",
@@ -75,12 +86,11 @@ def launch_join(tl: Timeline, *, kinds: Sequence[str] | None = None,
 
 
 def _range_events(ranges: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Start rows of ``ranges`` with their stack level (1 = outermost open range)."""
-    r = ranges.with_row_index("_rid")
-    starts = r.select(*group, pl.col("start_ns").alias("_t"), pl.lit(1, pl.Int64).alias("_d"),
-                      pl.col("end_ns").alias("_e"), "_rid")
-    ends = r.select(*group, pl.col("end_ns").alias("_t"), pl.lit(-1, pl.Int64).alias("_d"),
-                    pl.col("end_ns").alias("_e"), "_rid")
+    """Start rows of ``ranges`` (which carry ``_rid``) with their stack level (1 = outermost)."""
+    starts = ranges.select(*group, pl.col("start_ns").alias("_t"),
+                           pl.lit(1, pl.Int64).alias("_d"), pl.col("end_ns").alias("_e"), "_rid")
+    ends = ranges.select(*group, pl.col("end_ns").alias("_t"), pl.lit(-1, pl.Int64).alias("_d"),
+                         pl.col("end_ns").alias("_e"), "_rid")
     # at equal times: ends before starts (half-open ranges), and among starts the longer
     # range (later end) first so that it is the parent
     ev = (pl.concat([starts, ends])
@@ -89,13 +99,97 @@ def _range_events(ranges: pl.DataFrame, group: list[str]) -> pl.DataFrame:
     return ev.filter(pl.col("_d") == 1).select([*group, "_t", "_level", "_rid"])
 
 
+def _open_count(q: pl.DataFrame, r: pl.DataFrame, g: list[str]) -> pl.DataFrame:
+    """``q`` (sorted by ``_t``) plus ``_h``: ranges of ``r`` open at ``_t`` in the same group.
+
+    ``_h = (#starts <= t) - (#ends <= t)``: two backward ``join_asof`` on running counts.
+    """
+    cnt_s = r.select([*g, pl.col("start_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
+        _ns=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
+    cnt_e = r.select([*g, pl.col("end_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
+        _ne=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
+    q = q.join_asof(cnt_s.sort("_t"), on="_t", by=g, strategy="backward", check_sortedness=False)
+    q = q.join_asof(cnt_e.sort("_t"), on="_t", by=g, strategy="backward", check_sortedness=False)
+    return q.with_columns(_h=pl.col("_ns").fill_null(0) - pl.col("_ne").fill_null(0)).drop(
+        "_ns", "_ne")
+
+
+def _stack_hits(q: pl.DataFrame, r: pl.DataFrame, g: list[str]) -> pl.DataFrame:
+    """Thread-local rule: the innermost range by the stack walk (see the module docstring).
+
+    Returns ``_pid``, ``_h`` (open ranges at the instant) and ``_rid`` (the answer; null
+    where no range is open or improper nesting broke the stack).
+    """
+    q = _open_count(q, r, g).filter(pl.col("_h") > 0)
+    hit = q.join_asof(_range_events(r, g).sort("_t"), left_on="_t", right_on="_t",
+                      by_left=[*g, "_h"], by_right=[*g, "_level"], strategy="backward",
+                      check_sortedness=False)
+    hit = hit.join(r.select("_rid", pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e")),
+                   on="_rid", how="left")
+    ok = (pl.col("_s") <= pl.col("_t")) & (pl.col("_t") < pl.col("_e"))
+    return hit.select("_pid", "_h", pl.when(ok).then(pl.col("_rid")).alias("_rid"))
+
+
+def _latest_hits(q: pl.DataFrame, r: pl.DataFrame, g: list[str]) -> pl.DataFrame:
+    """Process-wide rule: the range that started last among those containing the instant.
+
+    Exact for any set of intervals (crossing start/end ranges included). Ranges are sorted
+    by (group, start, end descending), so among equal starts the shorter comes later. For a
+    query ``t`` let ``k`` be the last range of its group with ``start <= t``; the answer is
+    the largest index ``i <= k`` with ``end_i > t`` (then ``start_i <= t < end_i``). It is
+    found for all queries at once by binary lifting over a sparse table of running maxima
+    of ``end``: ``M[j][i] = max(end[i - 2^j + 1 .. i])``; from ``k``, skip each block of
+    length ``2^j`` (largest first) whose maximum end is ``<= t``. O((ranges + queries) log
+    ranges). An answer before the group's first index belongs to another group: null.
+
+    Returns ``_pid``, ``_h`` (open ranges at the instant) and ``_rid`` (null if none).
+    """
+    rs = (r.select(*g, "start_ns", "end_ns", "_rid")
+          .sort([*g, "start_ns", "end_ns"], descending=[False] * len(g) + [False, True])
+          .with_row_index("_pos").with_columns(pl.col("_pos").cast(pl.Int64)))
+    rs = rs.with_columns(_g0=pl.col("_pos").min().over(g))
+    last = (rs.group_by([*g, "start_ns"]).agg(pl.col("_pos").max().alias("_k"),
+                                               pl.col("_g0").first())
+            .rename({"start_ns": "_t"}).sort("_t"))
+    q = _open_count(q, r, g).filter(pl.col("_h") > 0)
+    q = q.join_asof(last, on="_t", by=g, strategy="backward", check_sortedness=False)
+    ends = rs["end_ns"].to_numpy()
+    t = q["_t"].to_numpy()
+    cur = q["_k"].fill_null(-1).to_numpy().astype(np.int64)
+    table = [ends]
+    while (1 << len(table)) <= ends.size:
+        prev, w = table[-1], 1 << (len(table) - 1)
+        nxt = prev.copy()
+        nxt[w:] = np.maximum(prev[w:], prev[:-w])  # window [i - 2w + 1, i], clamped at 0
+        table.append(nxt)
+    for j in range(len(table) - 1, -1, -1):
+        live = cur >= 0
+        skip = np.zeros_like(live)
+        skip[live] = table[j][cur[live]] <= t[live]
+        cur = np.where(skip, cur - (1 << j), cur)
+    g0 = q["_g0"].fill_null(0).to_numpy()
+    found = (cur >= 0) & (cur >= g0)
+    rid = rs["_rid"].to_numpy()[np.where(found, cur, 0)]
+    return q.select("_pid", "_h").with_columns(
+        _rid=pl.Series(rid, dtype=rs.schema["_rid"]).set(pl.Series(~found), None))
+
+
 def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str,
-                    group: Sequence[str], prefix: str = "range_") -> pl.DataFrame:
+                    group: Sequence[str], prefix: str = "range_",
+                    wide_kinds: Sequence[str] = (),
+                    wide_group: Sequence[str] | None = None) -> pl.DataFrame:
     """For each row of ``points``, the innermost range of ``ranges`` open at ``time_col``.
 
     ``points`` and ``ranges`` must both carry the ``group`` columns (e.g. ``rank``,
     ``process_id``, ``thread_id``); a range contains instant ``t`` when
     ``start_ns <= t < end_ns``. Ranges without ``end_ns`` are ignored.
+
+    Ranges whose ``kind`` is in ``wide_kinds`` (NVTX start/end ranges) are matched on the
+    coarser ``wide_group`` instead (e.g. ``rank``, ``process_id``: any thread of the
+    process), by the exact "started last" rule of :func:`_latest_hits`. When both a
+    ``group`` range and a ``wide_group`` range contain ``t``, the innermost is **the one
+    that started last**; at equal starts the shorter (earlier end), and at equal starts and
+    ends the ``group`` (thread-local) one.
 
     Args:
         points: any frame; its rows are returned unchanged and in order.
@@ -104,63 +198,85 @@ def innermost_range(points: pl.DataFrame, ranges: pl.DataFrame, *, time_col: str
         time_col: column of ``points`` holding the query instant (ns).
         group: columns that must be equal between a point and its range.
         prefix: prefix for the added columns.
+        wide_kinds: range kinds matched on ``wide_group`` instead of ``group``.
+        wide_group: the coarser key for ``wide_kinds``; required when they are given.
 
     Returns:
         ``points`` plus ``{prefix}name``, ``{prefix}kind``, ``{prefix}domain``,
-        ``{prefix}start_ns``, ``{prefix}end_ns``, ``{prefix}level`` (1 = outermost).
+        ``{prefix}start_ns``, ``{prefix}end_ns``, ``{prefix}level``. The level is the
+        number of ranges open at ``t`` that apply to the point (thread-local stack height
+        plus open wide ranges), so 1 = outermost; null where no range was found.
 
     Example:
         Ranges on one thread: A [0, 100), B [10, 50) inside A, C [60, 90) inside A.
         Query t=20 -> B (level 2); t=55 -> A (level 1: B closed, C not yet open);
-        t=60 -> C; t=100 -> none.
+        t=60 -> C; t=100 -> none. Add a wide range W [30, 200) opened on another thread
+        of the process: t=20 -> B (level 2); t=40 -> W (started after B; level 3);
+        t=55 -> W (level 2); t=100 -> W (level 1).
     """
     g = list(group)
+    gw = list(wide_group) if wide_group is not None else []
+    if wide_kinds and not gw:
+        raise ValueError("wide_kinds needs wide_group")
     keep: list[str] = [c for c in ("name", "kind", "domain", "start_ns", "end_ns")
                        if c in ranges.columns]
-    r = ranges.filter((pl.col("end_ns") > pl.col("start_ns")) & pl.all_horizontal(
-        [pl.col(c).is_not_null() for c in g])).select(g + keep)
+    r = ranges.filter(pl.col("end_ns") > pl.col("start_ns")).select(
+        list(dict.fromkeys(g + gw + keep)))
     if "domain" not in keep:
         r = r.with_columns(domain=pl.lit(None, pl.String))
-    info = r.with_row_index("_rid").select(
-        ["_rid"] + [pl.col(c).alias(prefix + c) for c in ("name", "kind", "domain",
-                                                            "start_ns", "end_ns")])
+    r = r.with_row_index("_rid")
+    info = r.select(["_rid"] + [pl.col(c).alias(prefix + c) for c in ("name", "kind", "domain",
+                                                                      "start_ns", "end_ns")])
     out_cols = [prefix + c for c in ("name", "kind", "domain", "start_ns", "end_ns", "level")]
+    is_wide = (pl.col("kind").cast(pl.String).is_in(list(wide_kinds)) if wide_kinds
+               else pl.lit(False))
+    sides = [(r.filter(~is_wide), g, _stack_hits), (r.filter(is_wide), gw, _latest_hits)]
     p = points.with_row_index("_pid")
-    if r.height == 0 or p.height == 0:
+    found = []
+    for i, (rr, key, fn) in enumerate(sides):
+        if not key:
+            continue
+        rr = rr.filter(pl.all_horizontal([pl.col(c).is_not_null() for c in key]))
+        if rr.height == 0 or p.height == 0:
+            continue
+        q = p.select(["_pid", *key, pl.col(time_col).alias("_t")]).filter(
+            pl.col("_t").is_not_null()
+            & pl.all_horizontal([pl.col(c).is_not_null() for c in key])).sort("_t")
+        hit = fn(q, rr, key).join(r.select("_rid", "start_ns", "end_ns"), on="_rid", how="left")
+        found.append(hit.rename({"_h": f"_h{i}", "_rid": f"_rid{i}", "start_ns": f"_s{i}",
+                                 "end_ns": f"_e{i}"}))
+    if not found:
         return points.with_columns(
             [pl.lit(None, dtype=info.schema[c] if c in info.columns else pl.Int64).alias(c)
              for c in out_cols])
-    starts = _range_events(r, g)  # g, _t, _level, _rid
-    # stack height at each query instant: (#starts <= t) - (#ends <= t) per group
-    q = p.select(["_pid", *g, pl.col(time_col).alias("_t")]).filter(
-        pl.col("_t").is_not_null() & pl.all_horizontal([pl.col(c).is_not_null() for c in g]))
-    cnt_s = r.select([*g, pl.col("start_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
-        _ns=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
-    cnt_e = r.select([*g, pl.col("end_ns").alias("_t")]).sort([*g, "_t"]).with_columns(
-        _ne=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(g))
-    q = q.sort("_t")
-    q = q.join_asof(cnt_s.sort("_t"), on="_t", by=g, strategy="backward", check_sortedness=False)
-    q = q.join_asof(cnt_e.sort("_t"), on="_t", by=g, strategy="backward", check_sortedness=False)
-    q = q.with_columns(_level=(pl.col("_ns").fill_null(0) - pl.col("_ne").fill_null(0)))
-    q = q.filter(pl.col("_level") > 0).select(["_pid", *g, "_t", "_level"])
-    hit = q.sort("_t").join_asof(
-        starts.sort("_t"), on="_t", by=[*g, "_level"], strategy="backward",
-        check_sortedness=False
-    ).join(info, on="_rid", how="left")
-    hit = hit.filter((pl.col(prefix + "start_ns") <= pl.col("_t"))
-                     & (pl.col("_t") < pl.col(prefix + "end_ns")))
-    hit = hit.select(["_pid", *[pl.col(c) for c in out_cols[:-1]],
-                      pl.col("_level").alias(prefix + "level")])
+    if len(found) == 1:
+        hit = found[0].rename({c: c[:-1] for c in found[0].columns if c != "_pid"})
+        hit = hit.with_columns(_level=pl.col("_h"))
+    else:
+        a, b = found
+        hit = a.join(b, on="_pid", how="full", coalesce=True)
+        # the wide range wins when it started later, or started together and ends sooner
+        wide = pl.col("_rid1").is_not_null() & (
+            pl.col("_rid0").is_null() | (pl.col("_s1") > pl.col("_s0"))
+            | ((pl.col("_s1") == pl.col("_s0")) & (pl.col("_e1") < pl.col("_e0"))))
+        hit = hit.select(
+            "_pid", _rid=pl.when(wide).then(pl.col("_rid1")).otherwise(pl.col("_rid0")),
+            _level=pl.col("_h0").fill_null(0) + pl.col("_h1").fill_null(0))
+    hit = hit.filter(pl.col("_rid").is_not_null()).join(info, on="_rid", how="left")
+    hit = hit.select(["_pid", *out_cols[:-1], pl.col("_level").alias(prefix + "level")])
     return p.join(hit, on="_pid", how="left", maintain_order="left").drop("_pid")
 
 
 def enclosing_ranges(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
                      prefix: str = "range_") -> pl.DataFrame:
-    """Each API call with the innermost range of ``kinds`` open on its thread at call entry.
+    """Each API call with the innermost range of ``kinds`` enclosing its entry.
 
-    The match is on ``(rank, process_id, thread_id)`` and the call's ``start_ns``. NVTX
-    start/end ranges are matched on the thread that opened them (nsys projects them
-    process-wide; here they only own calls of their opening thread).
+    Thread-local kinds (NVTX push/pop, torch ops) match on ``(rank, process_id,
+    thread_id)`` and the call's ``start_ns``. NVTX start/end ranges
+    (:data:`PROCESS_RANGE_KINDS`) are process-wide, as in nsys's projection: they match on
+    ``(rank, process_id)``, so a range opened on thread A owns calls made on thread B. When
+    a thread-local and a process-wide range both enclose a call, the one that started last
+    is the innermost (see :func:`innermost_range`).
 
     Args:
         tl: the timeline.
@@ -174,7 +290,8 @@ def enclosing_ranges(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
     """
     ranges = tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
     return innermost_range(tl.api, ranges, time_col="start_ns",
-                           group=("rank", "process_id", "thread_id"), prefix=prefix)
+                           group=("rank", "process_id", "thread_id"), prefix=prefix,
+                           wide_kinds=PROCESS_RANGE_KINDS, wide_group=("rank", "process_id"))
 
 
 def kernel_ranges(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
@@ -183,10 +300,12 @@ def kernel_ranges(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
     """GPU rows with their launch call and the innermost range enclosing that call.
 
     :func:`launch_join` followed by :func:`innermost_range` at ``api_start_ns`` on
-    ``(rank, process_id, api_thread_id)``. GPU rows without a launch call get null ranges.
+    ``(rank, process_id, api_thread_id)`` (``(rank, process_id)`` for NVTX start/end
+    ranges, which are process-wide). GPU rows without a launch call get null ranges.
     """
     rows = launch_join(tl, kinds=gpu_kinds)
     ranges = tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
     ranges = ranges.rename({"thread_id": "api_thread_id"})
     return innermost_range(rows, ranges, time_col="api_start_ns",
-                           group=("rank", "process_id", "api_thread_id"), prefix=prefix)
+                           group=("rank", "process_id", "api_thread_id"), prefix=prefix,
+                           wide_kinds=PROCESS_RANGE_KINDS, wide_group=("rank", "process_id"))
