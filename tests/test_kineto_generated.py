@@ -174,3 +174,31 @@ def test_gzip_bomb_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("TRACEPARSE_MAX_JSON_BYTES", "1000000")
     with pytest.raises(TraceError, match="gzip bomb"):
         read(p)
+
+
+def test_ns_int_rewrite_edge_values(tmp_path: Path) -> None:
+    """The fast exact path (times rewritten as ns ints before decoding) agrees with exact
+    decimal arithmetic on the values it converts and on those it leaves as text.
+
+    Worked out by hand (ns = round(us * 1000), ties to even):
+      1694128201545123.456 -> 1694128201545123456   (16-digit whole, converted)
+      0.045 dur -> 45; 7 dur -> 7000; 2.5 dur -> 2500 (short fractions padded)
+      1694128201545123.4565 (4 decimals, stays text) -> ...123456 (tie -> even 6)
+      1.5e3 dur (exponent, stays text) -> 1500000
+      -0.000 dur (negative text) -> skipped as a negative duration, as before.
+    """
+    times = [("a", "1694128201545123.456", "0.045"), ("b", "1694128201545124.1", "7"),
+             ("c", "1694128201545125.4565", "1.5e3"), ("d", "1694128201545126", "2.5"),
+             ("e", "1694128201545127.000", "-0.000")]
+    body = ", ".join(
+        f'{{"ph": "X", "cat": "cpu_op", "name": "{n}", "pid": 1, "tid": 1, "ts": {ts}, '
+        f'"dur": {dur}}}' for n, ts, dur in times)
+    text = '{"traceEvents": [' + body + "]}"
+    path = tmp_path / "edge.json"
+    path.write_text(text)
+    tl = read(path)
+    got = tl.ranges.sort("start_ns").select("name", "start_ns", "dur_ns").rows()
+    assert got == [("a", 1694128201545123456, 45), ("b", 1694128201545124100, 7000),
+                   ("c", 1694128201545125456, 1500000), ("d", 1694128201545126000, 2500)]
+    skipped = tl.ingest.filter(pl.col("reason") == "negative duration")
+    assert skipped["count"].sum() == 1

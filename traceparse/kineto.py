@@ -139,9 +139,14 @@ def _rpc_frame(ops: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
-          rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default")
-          ) -> Timeline:
-    """Build a validated Timeline from a decoded trace (see :func:`read`)."""
+          rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default"),
+          ns_ints: bool = False) -> Timeline:
+    """Build a validated Timeline from a decoded trace (see :func:`read`).
+
+    ``ns_ints``: the events come from :func:`~traceparse.kineto_io.decode` with
+    ``ns_ints=True`` (int times are already ns). Raises
+    :class:`~traceparse.kineto_io.NeedsDecimalText` when the times must be read as text.
+    """
     dist = raw_header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     if rank is not None:
@@ -186,10 +191,13 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
                                "negative duration": n_timed - len(good)})
 
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
-    ns_units = _looks_like_ns(picked, base)
-    gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, ns_units)
-    api = api_frame(picked["api"], kinds["api"], path, ns_units)
-    ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, ns_units)
+    ns_units = _looks_like_ns(picked, base, ns_ints)
+    if ns_units and ns_ints:
+        raise NeedsDecimalText("ts")  # a file in ns: its times are read as text instead
+    unit = "ns" if ns_units else "ns_int" if ns_ints else "us"
+    gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, unit)
+    api = api_frame(picked["api"], kinds["api"], path, unit)
+    ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, unit)
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
@@ -198,7 +206,7 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
     rpc = _rpc_frame(comm_ops)
     if rpc.height:
         rpc_times = _to_epoch(api_frame(comm_ops_with_coll(comm_ops), ["x"] * rpc.height,
-                                        path, ns_units), base)
+                                        path, unit), base)
         comms = rpc_times.select("process_id", "thread_id", "start_ns", "end_ns").hstack(
             rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
         gpu = attach_collectives(gpu, api, comms)
@@ -240,7 +248,8 @@ def comm_ops_with_coll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and isinstance(e.get("args"), dict) and e["args"].get("Collective name") is not None]
 
 
-def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
+def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int,
+                   ns_ints: bool = False) -> bool:
     """True for traces whose ``ts`` are already nanoseconds (non-Kineto Chrome writers).
 
     Kineto always writes microseconds; an absolute ``ts`` above 1e17 can only be epoch ns
@@ -249,6 +258,8 @@ def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
     if base:
         return False
     sample = [e.get("ts") for evs in picked.values() for e in evs[:100]]
+    if ns_ints:  # ints are ns already (their us value is what the file says)
+        sample = [v / 1000 if type(v) is int else v for v in sample]
     values = [float(v) for v in sample if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
@@ -301,17 +312,21 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # absolute decimal timestamps: decode once with exact text (no decode-reject-decode)
-        quoted = needs_decimal_text(raw)
-        header, events = decode(raw, p, quote_times=quoted)
-        try:
-            return parse(header, events, p, rank=rank, rank_fallback=_fallback)
-        except NeedsDecimalText:
-            if quoted:
-                raise
-            del header, events
-            header, events = decode(raw, p, quote_times=True)
-            return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+        # Absolute decimal timestamps: decode once with the times rewritten as exact ns
+        # ints (no decode-reject-decode). Plain numbers that float64 cannot hold -> ns
+        # ints; a file whose times are ns -> decimal text (the general exact path).
+        modes = ["ns_int", "text"] if needs_decimal_text(raw) else ["us", "ns_int", "text"]
+        for i, mode in enumerate(modes):
+            header, events = decode(raw, p, quote_times=mode == "text",
+                                    ns_ints=mode == "ns_int")
+            try:
+                return parse(header, events, p, rank=rank, rank_fallback=_fallback,
+                             ns_ints=mode == "ns_int")
+            except NeedsDecimalText:
+                if i == len(modes) - 1:
+                    raise
+                del header, events
+        raise AssertionError("unreachable")
     finally:
         if was_enabled:
             gc.enable()

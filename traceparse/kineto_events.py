@@ -108,9 +108,12 @@ def _json(values: list[Any], name: str) -> pl.Series:
 
 
 def _times(events: list[dict[str, Any]], path: Path | str,
-           ns: bool) -> dict[str, pl.Series]:
-    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns)
-    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns)
+           unit: str) -> dict[str, pl.Series]:
+    """``unit``: ``"us"`` (Kineto), ``"ns"`` (a file written in ns) or ``"ns_int"`` (ints
+    already ns, text us: :func:`traceparse.kineto_io.decode` with ``ns_ints``)."""
+    ns, ns_ints = unit == "ns", unit == "ns_int"
+    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns, ns_ints=ns_ints)
+    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns, ns_ints=ns_ints)
     return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
 
 
@@ -129,7 +132,7 @@ def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
 
 
 def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
-              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+              path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
     ``device_id`` comes from ``args.device`` (else ``pid``), ``stream_id`` from
@@ -137,7 +140,7 @@ def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
     """
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     cols["device_id"] = _int(_get(args, "device"), "a").fill_null(
         _int([e.get("pid") for e in events], "b")).fill_null(0)
@@ -177,11 +180,11 @@ def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
 
 
 def api_frame(events: list[dict[str, Any]], kinds: list[str],
-              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+              path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     cols["process_id"] = _int([e.get("pid") for e in events], "process_id")
     cols["thread_id"] = _int([e.get("tid") for e in events], "thread_id")
@@ -192,7 +195,7 @@ def api_frame(events: list[dict[str, Any]], kinds: list[str],
 
 
 def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
-                 path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+                 path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
     CPU ranges keep ``pid``/``tid`` as process/thread; GPU user annotations keep the device
@@ -202,7 +205,7 @@ def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
     """
     args = _args(events)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     pid = _int([e.get("pid") for e in events], "pid")
     tid = _int([e.get("tid") for e in events], "tid")

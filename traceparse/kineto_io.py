@@ -40,7 +40,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: variable ``TRACEPARSE_MAX_JSON_BYTES``). 16 GiB is far above any real trace we know of.
 MAX_JSON_BYTES = 16 << 30
 
-_TIME_NUMBER = re.compile(rb'"(ts|dur)":\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+_TIME_NUMBER = re.compile(rb'"(ts|dur)"\s*:\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
+#: Largest integer-part text (16 digits) whose value * 1000 + 999 still fits in int64.
+_NS_WHOLE_LIMIT = b"9223372036854775"
 #: A ``ts`` of 13+ integer digits with a fraction: beyond float64's 1 ns resolution.
 _BIG_DECIMAL_TS = re.compile(rb'"ts":\s*-?\d{13,}\.\d')
 #: :func:`needs_decimal_text` looks at this many leading bytes.
@@ -145,15 +147,37 @@ def needs_decimal_text(raw: bytes) -> bool:
     return _BIG_DECIMAL_TS.search(raw, 0, DECIMAL_PROBE_BYTES) is not None
 
 
-def decode(raw: bytes, path: Path | str, *,
-           quote_times: bool = False) -> tuple[dict[str, Any], list[Any]]:
+def _ns_int(m: re.Match[bytes]) -> bytes:
+    """Regex callback: a plain non-negative time with <= 3 decimals becomes its exact ns
+    value as a JSON integer (``1694128201545123.45`` -> ``1694128201545123450``); any other
+    number (negative, exponent, > 3 decimals, beyond int64 ns) becomes quoted text."""
+    num = m[2]
+    whole, _, frac = num.partition(b".")
+    if (len(frac) <= 3 and whole.isdigit() and (not frac or frac.isdigit())
+            and (len(whole) < 16 or (len(whole) == 16 and whole < _NS_WHOLE_LIMIT))):
+        return b'"' + m[1] + b'":' + ((whole + frac.ljust(3, b"0")).lstrip(b"0") or b"0")
+    return b'"' + m[1] + b'":"' + num + b'"'
+
+
+def decode(raw: bytes, path: Path | str, *, quote_times: bool = False,
+           ns_ints: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """Decode JSON text into ``(header, events)``.
 
     ``header`` holds every top-level key except ``traceEvents`` (empty for a bare list).
     With ``quote_times`` every ``ts``/``dur`` number comes back as its exact decimal text
-    (a string); otherwise as orjson decodes it (int or float).
+    (a string). With ``ns_ints`` every plain non-negative ``ts``/``dur`` with at most 3
+    decimals comes back as an int of **nanoseconds** (rewritten in the raw bytes before
+    decoding, so no float ever holds it), any other number as its decimal text (us); this
+    is the fast exact path (no text-to-ns conversion of ~100k strings afterwards).
+    Otherwise the numbers come back as orjson decodes them (int or float, microseconds).
+
+    Example:
+        >>> decode(b'[{"ts": 1694128201545123.45, "dur": -1}]', "t", ns_ints=True)[1]
+        [{'ts': 1694128201545123450, 'dur': '-1'}]
     """
-    if quote_times:
+    if ns_ints:
+        raw = _TIME_NUMBER.sub(_ns_int, raw)
+    elif quote_times:
         # one pass, callable replacement: ~30% faster than two template substitutions
         raw = _TIME_NUMBER.sub(lambda m: b'"' + m[1] + b'":"' + m[2] + b'"', raw)
     try:
@@ -174,13 +198,17 @@ def decode(raw: bytes, path: Path | str, *,
 
 
 def us_to_ns(values: list[Any], name: str, path: Path | str, *,
-             ns_units: bool = False) -> pl.Series:
+             ns_units: bool = False, ns_ints: bool = False) -> pl.Series:
     """Microsecond values (ints, decimal strings or None) -> exact int64 ns (Int64 Series).
 
     Ints are multiplied by 1000; decimal text goes through :func:`us_text_to_ns`. With
-    ``ns_units`` the values are already nanoseconds (rounded half to even).
-    Anything else (a bool, a list, text that is not a number) raises :class:`TraceError`.
+    ``ns_units`` the values are already nanoseconds (rounded half to even). With
+    ``ns_ints`` (a :func:`decode` with ``ns_ints=True``) ints are already nanoseconds and
+    text is microseconds. Anything else (a bool, a list, text that is not a number) raises
+    :class:`TraceError`.
     """
+    if ns_ints:
+        return _ns_ints_to_ns(values, name, path)
     if all(type(v) is int for v in values):
         top = MAX_US if not ns_units else 2**63 - 1
         big = next((v for v in values if not -top <= v <= top), None)
@@ -221,6 +249,20 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
             raise TraceError(path, f"'{name}' holds a {t.__name__} ({str(v)[:40]}), "
                                    "expected a number")
     return us_text_to_ns(pl.Series(name, text, dtype=pl.String), path)
+
+
+def _ns_ints_to_ns(values: list[Any], name: str, path: Path | str) -> pl.Series:
+    """:func:`us_to_ns` for ``ns_ints`` values: ints are ns, text (and stray floats) us."""
+    try:
+        if all(type(v) is int for v in values):
+            return pl.Series(name, values, dtype=pl.Int64)
+        ints = pl.Series(name, [v if type(v) is int else None for v in values],
+                         dtype=pl.Int64)
+    except OverflowError:
+        big = next(v for v in values if type(v) is int and not -(2**63) <= v < 2**63)
+        raise _out_of_range(path, name, big // 1000) from None
+    rest = [None if type(v) is int else v for v in values]
+    return ints.fill_null(us_to_ns(rest, name, path))
 
 
 def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
