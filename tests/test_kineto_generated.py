@@ -202,3 +202,23 @@ def test_ns_int_rewrite_edge_values(tmp_path: Path) -> None:
                    ("c", 1694128201545125456, 1500000), ("d", 1694128201545126000, 2500)]
     skipped = tl.ingest.filter(pl.col("reason") == "negative duration")
     assert skipped["count"].sum() == 1
+
+
+def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five small ranks parsed by one helper process plus this one (the pool threshold is
+    lowered to 0) give the same timeline as a serial parse: rank k has one kernel of
+    k + 1 us, so the gpu durations sorted by rank are 1000, 2000, ... 5000 ns."""
+    for k in range(5):
+        _write(tmp_path / f"rank_{k}.json", {"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
+             "dur": k + 1}]})
+    serial = read_dir(tmp_path, workers=1)
+    monkeypatch.setattr(traceparse.kineto, "PARALLEL_MIN_BYTES", 0)
+    shared = read_dir(tmp_path, workers=2)
+    assert shared.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
+    assert shared.gpu.sort("rank").equals(serial.gpu.sort("rank"))
+    assert shared.meta["ranks"] == [0, 1, 2, 3, 4]
+    (tmp_path / "rank_2.json").write_bytes(b'{"traceEvents": [')
+    with pytest.raises(TraceError, match="invalid JSON"):
+        read_dir(tmp_path, workers=2)
