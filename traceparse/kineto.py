@@ -140,13 +140,12 @@ def _rpc_frame(ops: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
-          rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default"),
-          ns_ints: bool = False) -> Timeline:
+          rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default")
+          ) -> Timeline:
     """Build a validated Timeline from a decoded trace (see :func:`read`).
 
-    ``ns_ints``: the events come from :func:`~traceparse.kineto_io.decode` with
-    ``ns_ints=True`` (int times are already ns). Raises
-    :class:`~traceparse.kineto_io.NeedsDecimalText` when the times must be read as text.
+    Raises :class:`~traceparse.kineto_io.NeedsDecimalText` when a float time is too large
+    for float64 to hold its ns digits (decode again with more times as text).
     """
     dist = raw_header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
@@ -192,10 +191,7 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
                                "negative duration": n_timed - len(good)})
 
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
-    ns_units = _looks_like_ns(picked, base, ns_ints)
-    if ns_units and ns_ints:
-        raise NeedsDecimalText("ts")  # a file in ns: its times are read as text instead
-    unit = "ns" if ns_units else "ns_int" if ns_ints else "us"
+    unit = "ns" if _looks_like_ns(picked, base) else "us"
     gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, unit)
     api = api_frame(picked["api"], kinds["api"], path, unit)
     ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, unit)
@@ -237,7 +233,7 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
         "format": "kineto-json", "file": path.name, "rank": rank, "rank_source": rank_source,
         "world_size": _int_or_none(dist.get("world_size")),
         "backend": dist.get("backend") if isinstance(dist.get("backend"), str) else None,
-        "base_time_ns": base or None, "time_unit_in_file": "ns" if ns_units else "us",
+        "base_time_ns": base or None, "time_unit_in_file": unit,
         "events": len(events), "correlation_link": stats,
     }
     return tl.validate()
@@ -249,8 +245,7 @@ def comm_ops_with_coll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
             and isinstance(e.get("args"), dict) and e["args"].get("Collective name") is not None]
 
 
-def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int,
-                   ns_ints: bool = False) -> bool:
+def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
     """True for traces whose ``ts`` are already nanoseconds (non-Kineto Chrome writers).
 
     Kineto always writes microseconds; an absolute ``ts`` above 1e17 can only be epoch ns
@@ -259,8 +254,6 @@ def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int,
     if base:
         return False
     sample = [e.get("ts") for evs in picked.values() for e in evs[:100]]
-    if ns_ints:  # ints are ns already (their us value is what the file says)
-        sample = [v / 1000 if type(v) is int else v for v in sample]
     values = [float(v) for v in sample if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
@@ -313,16 +306,15 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        # Absolute decimal timestamps: decode once with the times rewritten as exact ns
-        # ints (no decode-reject-decode). Plain numbers that float64 cannot hold -> ns
-        # ints; a file whose times are ns -> decimal text (the general exact path).
-        modes = ["ns_int", "text"] if needs_decimal_text(raw) else ["us", "ns_int", "text"]
+        # Absolute decimal timestamps: decode once with the times float64 cannot hold
+        # quoted as text (no decode-reject-decode); a float the fast patterns missed
+        # (odd spacing) raises NeedsDecimalText and every time is read as text.
+        modes = ["big", "text"] if needs_decimal_text(raw) else ["us", "big", "text"]
         for i, mode in enumerate(modes):
             header, events = decode(raw, p, quote_times=mode == "text",
-                                    ns_ints=mode == "ns_int")
+                                    quote_big=mode == "big")
             try:
-                return parse(header, events, p, rank=rank, rank_fallback=_fallback,
-                             ns_ints=mode == "ns_int")
+                return parse(header, events, p, rank=rank, rank_fallback=_fallback)
             except NeedsDecimalText:
                 if i == len(modes) - 1:
                     raise

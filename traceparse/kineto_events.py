@@ -109,11 +109,10 @@ def _json(values: list[Any], name: str) -> pl.Series:
 
 def _times(events: list[dict[str, Any]], path: Path | str,
            unit: str) -> dict[str, pl.Series]:
-    """``unit``: ``"us"`` (Kineto), ``"ns"`` (a file written in ns) or ``"ns_int"`` (ints
-    already ns, text us: :func:`traceparse.kineto_io.decode` with ``ns_ints``)."""
-    ns, ns_ints = unit == "ns", unit == "ns_int"
-    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns, ns_ints=ns_ints)
-    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns, ns_ints=ns_ints)
+    """``unit``: ``"us"`` (Kineto) or ``"ns"`` (a Chrome trace written in ns)."""
+    ns = unit == "ns"
+    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns)
+    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns)
     return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
 
 

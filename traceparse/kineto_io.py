@@ -41,8 +41,10 @@ GZIP_MAGIC = b"\x1f\x8b"
 MAX_JSON_BYTES = 16 << 30
 
 _TIME_NUMBER = re.compile(rb'"(ts|dur)"\s*:\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)')
-#: Largest integer-part text (16 digits) whose value * 1000 + 999 still fits in int64.
-_NS_WHOLE_LIMIT = b"9223372036854775"
+#: Times float64 cannot hold exactly (13+ integer digits with a fraction, > 3 decimals,
+#: exponents). Literal ``"ts":`` / ``"dur":`` prefixes let the regex engine skip ahead fast.
+_BIG_TS = re.compile(rb'"ts":\s*(-?(?:\d{13,}\.\d+|\d+\.\d{4,}|\d+(?:\.\d*)?[eE][-+]?\d+))')
+_ODD_DUR = re.compile(rb'"dur":\s*(-?(?:\d{13,}\.\d+|\d+\.\d{4,}|\d+(?:\.\d*)?[eE][-+]?\d+))')
 #: A ``ts`` of 13+ integer digits with a fraction: beyond float64's 1 ns resolution.
 _BIG_DECIMAL_TS = re.compile(rb'"ts":\s*-?\d{13,}\.\d')
 #: :func:`needs_decimal_text` looks at this many leading bytes.
@@ -147,36 +149,26 @@ def needs_decimal_text(raw: bytes) -> bool:
     return _BIG_DECIMAL_TS.search(raw, 0, DECIMAL_PROBE_BYTES) is not None
 
 
-def _ns_int(m: re.Match[bytes]) -> bytes:
-    """Regex callback: a plain non-negative time with <= 3 decimals becomes its exact ns
-    value as a JSON integer (``1694128201545123.45`` -> ``1694128201545123450``); any other
-    number (negative, exponent, > 3 decimals, beyond int64 ns) becomes quoted text."""
-    num = m[2]
-    whole, _, frac = num.partition(b".")
-    if (len(frac) <= 3 and whole.isdigit() and (not frac or frac.isdigit())
-            and (len(whole) < 16 or (len(whole) == 16 and whole < _NS_WHOLE_LIMIT))):
-        return b'"' + m[1] + b'":' + ((whole + frac.ljust(3, b"0")).lstrip(b"0") or b"0")
-    return b'"' + m[1] + b'":"' + num + b'"'
-
-
 def decode(raw: bytes, path: Path | str, *, quote_times: bool = False,
-           ns_ints: bool = False) -> tuple[dict[str, Any], list[Any]]:
+           quote_big: bool = False) -> tuple[dict[str, Any], list[Any]]:
     """Decode JSON text into ``(header, events)``.
 
     ``header`` holds every top-level key except ``traceEvents`` (empty for a bare list).
     With ``quote_times`` every ``ts``/``dur`` number comes back as its exact decimal text
-    (a string). With ``ns_ints`` every plain non-negative ``ts``/``dur`` with at most 3
-    decimals comes back as an int of **nanoseconds** (rewritten in the raw bytes before
-    decoding, so no float ever holds it), any other number as its decimal text (us); this
-    is the fast exact path (no text-to-ns conversion of ~100k strings afterwards).
-    Otherwise the numbers come back as orjson decodes them (int or float, microseconds).
+    (a string). With ``quote_big`` only the numbers a float64 may not hold exactly (a
+    ``ts``/``dur`` with 13+ integer digits and a fraction, more than 3 decimals, or an
+    exponent) come back as text, the rest as numbers: the fast exact path (two regex
+    passes with literal prefixes, half the matches of ``quote_times``, and ints/floats
+    need no text conversion). Otherwise every number comes back as orjson decodes it.
 
     Example:
-        >>> decode(b'[{"ts": 1694128201545123.45, "dur": -1}]', "t", ns_ints=True)[1]
-        [{'ts': 1694128201545123450, 'dur': '-1'}]
+        >>> decode(b'[{"ts": 1694128201545123.45, "dur": 2.5}]', "t", quote_big=True)[1]
+        [{'ts': '1694128201545123.45', 'dur': 2.5}]
     """
-    if ns_ints:
-        raw = _TIME_NUMBER.sub(_ns_int, raw)
+    if quote_big:
+        raw = _BIG_TS.sub(lambda m: b'"ts":"' + m[1] + b'"', raw)
+        if _ODD_DUR.search(raw):
+            raw = _ODD_DUR.sub(lambda m: b'"dur":"' + m[1] + b'"', raw)
     elif quote_times:
         # one pass, callable replacement: ~30% faster than two template substitutions
         raw = _TIME_NUMBER.sub(lambda m: b'"' + m[1] + b'":"' + m[2] + b'"', raw)
@@ -198,17 +190,17 @@ def decode(raw: bytes, path: Path | str, *, quote_times: bool = False,
 
 
 def us_to_ns(values: list[Any], name: str, path: Path | str, *,
-             ns_units: bool = False, ns_ints: bool = False) -> pl.Series:
+             ns_units: bool = False) -> pl.Series:
     """Microsecond values (ints, decimal strings or None) -> exact int64 ns (Int64 Series).
 
     Ints are multiplied by 1000; decimal text goes through :func:`us_text_to_ns`. With
-    ``ns_units`` the values are already nanoseconds (rounded half to even). With
-    ``ns_ints`` (a :func:`decode` with ``ns_ints=True``) ints are already nanoseconds and
-    text is microseconds. Anything else (a bool, a list, text that is not a number) raises
-    :class:`TraceError`.
+    ``ns_units`` the values are already nanoseconds (rounded half to even). A mix of ints,
+    floats and text (:func:`decode` with ``quote_big``) is converted per type. Anything
+    else (a bool, a list, text that is not a number) raises :class:`TraceError`.
     """
-    if ns_ints:
-        return _ns_ints_to_ns(values, name, path)
+    types = set(map(type, values))
+    if len(types) > 1 and types <= {int, float, str}:
+        return _mixed_to_ns(values, name, path, ns_units)
     if all(type(v) is int for v in values):
         top = MAX_US if not ns_units else 2**63 - 1
         big = next((v for v in values if not -top <= v <= top), None)
@@ -251,18 +243,19 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
     return us_text_to_ns(pl.Series(name, text, dtype=pl.String), path)
 
 
-def _ns_ints_to_ns(values: list[Any], name: str, path: Path | str) -> pl.Series:
-    """:func:`us_to_ns` for ``ns_ints`` values: ints are ns, text (and stray floats) us."""
-    try:
-        if all(type(v) is int for v in values):
-            return pl.Series(name, values, dtype=pl.Int64)
-        ints = pl.Series(name, [v if type(v) is int else None for v in values],
-                         dtype=pl.Int64)
-    except OverflowError:
-        big = next(v for v in values if type(v) is int and not -(2**63) <= v < 2**63)
-        raise _out_of_range(path, name, big // 1000) from None
-    rest = [None if type(v) is int else v for v in values]
-    return ints.fill_null(us_to_ns(rest, name, path))
+def _mixed_to_ns(values: list[Any], name: str, path: Path | str,
+                 ns_units: bool) -> pl.Series:
+    """:func:`us_to_ns` for a mix of ints, floats and text: each type is converted by its
+    own vectorised path and the results put back in place."""
+    where: dict[type, list[int]] = {int: [], float: [], str: []}
+    for i, v in enumerate(values):
+        where[type(v)].append(i)
+    out = np.empty(len(values), dtype=np.int64)
+    for pos in where.values():
+        if pos:
+            part = us_to_ns([values[i] for i in pos], name, path, ns_units=ns_units)
+            out[pos] = part.to_numpy()
+    return pl.Series(name, out, dtype=pl.Int64)
 
 
 def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
