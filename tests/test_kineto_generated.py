@@ -176,20 +176,20 @@ def test_gzip_bomb_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         read(p)
 
 
-def test_ns_int_rewrite_edge_values(tmp_path: Path) -> None:
-    """The fast exact path (times rewritten as ns ints before decoding) agrees with exact
-    decimal arithmetic on the values it converts and on those it leaves as text.
+def test_exact_times_edge_values(tmp_path: Path) -> None:
+    """The fast exact path (only the times float64 cannot hold are quoted as text before
+    decoding) agrees with exact decimal arithmetic, for numbers and text alike.
 
     Worked out by hand (ns = round(us * 1000), ties to even):
-      1694128201545123.456 -> 1694128201545123456   (16-digit whole, converted)
-      0.045 dur -> 45; 7 dur -> 7000; 2.5 dur -> 2500 (short fractions padded)
-      1694128201545123.4565 (4 decimals, stays text) -> ...123456 (tie -> even 6)
-      1.5e3 dur (exponent, stays text) -> 1500000
-      -0.000 dur (negative text) -> skipped as a negative duration, as before.
+      1694128201545123.456 -> 1694128201545123456   (16-digit ts with a fraction: text)
+      0.045 dur -> 45; 7 dur -> 7000; 2.5 dur -> 2500 (floats/ints below 2**43 us)
+      1694128201545125.4565 (4 decimals, text) -> ...125456 (tie -> even 6)
+      1.5e3 dur (exponent, text) -> 1500000; 1694128201545126 (int) -> ...126000
+      -0.000 dur is zero (kept, 0 ns); -1.5 dur is skipped as a negative duration.
     """
     times = [("a", "1694128201545123.456", "0.045"), ("b", "1694128201545124.1", "7"),
              ("c", "1694128201545125.4565", "1.5e3"), ("d", "1694128201545126", "2.5"),
-             ("e", "1694128201545127.000", "-0.000")]
+             ("e", "1694128201545127.000", "-0.000"), ("f", "1694128201545128.5", "-1.5")]
     body = ", ".join(
         f'{{"ph": "X", "cat": "cpu_op", "name": "{n}", "pid": 1, "tid": 1, "ts": {ts}, '
         f'"dur": {dur}}}' for n, ts, dur in times)
@@ -199,7 +199,8 @@ def test_ns_int_rewrite_edge_values(tmp_path: Path) -> None:
     tl = read(path)
     got = tl.ranges.sort("start_ns").select("name", "start_ns", "dur_ns").rows()
     assert got == [("a", 1694128201545123456, 45), ("b", 1694128201545124100, 7000),
-                   ("c", 1694128201545125456, 1500000), ("d", 1694128201545126000, 2500)]
+                   ("c", 1694128201545125456, 1500000), ("d", 1694128201545126000, 2500),
+                   ("e", 1694128201545127000, 0)]
     skipped = tl.ingest.filter(pl.col("reason") == "negative duration")
     assert skipped["count"].sum() == 1
 
