@@ -218,7 +218,9 @@ def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
     monkeypatch.setattr(traceparse.kineto, "PARALLEL_MIN_BYTES", 0)
     shared = read_dir(tmp_path, workers=2)
     assert shared.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
-    assert shared.gpu.sort("rank").equals(serial.gpu.sort("rank"))
+    for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
+        assert getattr(shared, table).equals(getattr(serial, table)), table
+    assert shared.meta == serial.meta
     assert shared.meta["ranks"] == [0, 1, 2, 3, 4]
     (tmp_path / "rank_2.json").write_bytes(b'{"traceEvents": [')
     with pytest.raises(TraceError, match="invalid JSON"):
