@@ -24,9 +24,8 @@ import gc
 import os
 import re
 import tempfile
-import threading
 from collections import defaultdict
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -337,61 +336,67 @@ def _read_indexed(args: tuple[str, int]) -> Timeline:
     return read(path, _fallback=(order, "file order"))
 
 
-def _read_to_dir(args: tuple[str, int, str]) -> str:
-    """Helper-process job: parse one file and save its timeline (uncompressed Parquet)
-    under the given directory; return that path. Sending a ~10 MB pickled timeline back
-    through the pool's pipe stalled the helper until this process's busy thread drained
-    it (~0.5 s per file on 2 cores); a file hand-off costs ~0.05 s."""
-    path, order, out = args
-    return str(_read_indexed((path, order)).save(out, compression="uncompressed"))
+#: Shared [next front job, one past the last back job] of :func:`_read_shared`, set in each
+#: helper process by :func:`_init_helper`.
+_BOUNDS: Any = None
+
+
+def _init_helper(bounds: Any) -> None:
+    global _BOUNDS
+    _BOUNDS = bounds
+
+
+def _claim(bounds: Any, front: bool) -> int | None:
+    """Atomically take the next job index from the front (helpers) or back (this process)
+    of the shared bounds; None when every job is taken."""
+    with bounds.get_lock():
+        if bounds[0] >= bounds[1]:
+            return None
+        if front:
+            bounds[0] += 1
+            return int(bounds[0] - 1)
+        bounds[1] -= 1
+        return int(bounds[1])
+
+
+def _helper(jobs: list[tuple[str, int]], tmp: str) -> list[tuple[int, str]]:
+    """Helper-process loop: claim jobs from the front until none is left; save each
+    timeline as uncompressed Parquet under ``tmp`` and return ``(job, directory)`` pairs.
+    (Sending ~10 MB pickled timelines back through the pool's pipe stalled the helper
+    until this process's busy thread drained it, ~0.5 s per file on 2 cores.)"""
+    done = []
+    while (i := _claim(_BOUNDS, front=True)) is not None:
+        tl = _read_indexed(jobs[i])
+        done.append((i, str(tl.save(f"{tmp}/part{i}", compression="uncompressed"))))
+    return done
 
 
 def _read_shared(jobs: list[tuple[str, int]], helpers: int) -> list[Timeline]:
     """Parse ``jobs`` in ``helpers`` spawned processes **and** this one.
 
-    Helpers take jobs from the front of the list, each with one job running and one queued
-    (a finished job queues the next; queueing only on completion left a helper idle
-    ~0.2 s per job, waiting for this process's busy thread to run the callback), while
-    this process takes them from the back, so no process sits idle: this one works while
-    the helpers start (spawning re-imports polars, ~0.5 s each), and on a busy machine the
-    directory is not slower than a serial parse.
+    Helpers claim jobs from the front of the list and this process from the back, through
+    a shared pair of bounds, so no process sits idle and no job waits in a queue: this
+    process works while the helpers start (spawning re-imports polars, ~0.5 s each), the
+    last jobs go to whoever is free, and on a busy machine the directory is not slower
+    than a serial parse.
     """
+    ctx = get_context("spawn")
+    bounds = ctx.Array("q", [0, len(jobs)])
     parts: list[Timeline | None] = [None] * len(jobs)
-    futures: dict[int, Future[str]] = {}
-    lock = threading.Lock()
-    bounds = [0, len(jobs)]  # next front job, one past the last back job
-
     with (tempfile.TemporaryDirectory(prefix="traceparse-") as tmp,
-          ProcessPoolExecutor(max_workers=helpers, mp_context=get_context("spawn")) as pool):
-
-        def feed(done: Future[str] | None = None) -> None:
-            if done is not None and (done.cancelled() or done.exception() is not None):
-                return
-            with lock:
-                if bounds[0] >= bounds[1]:
-                    return
-                i = bounds[0]
-                bounds[0] += 1
-                futures[i] = pool.submit(_read_to_dir, (*jobs[i], f"{tmp}/part{i}"))
-            futures[i].add_done_callback(feed)
-
+          ProcessPoolExecutor(max_workers=helpers, mp_context=ctx, initializer=_init_helper,
+                              initargs=(bounds,)) as pool):
+        futures = [pool.submit(_helper, jobs, tmp) for _ in range(helpers)]
         try:
-            for _ in range(2 * helpers):  # one running, one queued: no gap between jobs
-                feed()
-            while True:
-                with lock:
-                    if bounds[0] >= bounds[1]:
-                        break
-                    bounds[1] -= 1
-                    i = bounds[1]
+            while (i := _claim(bounds, front=False)) is not None:
                 parts[i] = _read_indexed(jobs[i])
-            with lock:
-                taken = dict(futures)
-            for i, fut in taken.items():
-                parts[i] = Timeline.load(fut.result(), validate=False)
+            for fut in futures:
+                for i, saved in fut.result():
+                    parts[i] = Timeline.load(saved, validate=False)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            with bounds.get_lock():
+                bounds[0] = bounds[1]  # helpers stop after their current job (the pool
+            raise                      # waits for them: they hold the shared lock)
     return [t for t in parts if t is not None]
 
 
