@@ -9,9 +9,11 @@ This is the byte-level half of the Kineto parser (see :mod:`traceparse.kineto`):
   as decimals with nanosecond digits (``"ts": 1712195495505583.123``). Below 2**43 us
   (relative timestamps, durations) a float64 still resolves 1 ns, and ``floor(x)*1000 +
   rint(frac*1000)`` is exact for Kineto's 3-decimal text. Above it (absolute epoch us with
-  decimals) a float64 cannot hold the value (spacing 0.25 us at 1.7e15), so the file is
-  decoded again with those numbers quoted in the raw bytes, and the decimal text is
-  converted by :func:`us_text_to_ns` with integer arithmetic only.
+  decimals) a float64 cannot hold the value (spacing 0.25 us at 1.7e15), so those numbers
+  (and any with > 3 decimals or an exponent) are quoted in the raw bytes before decoding
+  (``decode(quote_big=True)``; a 1 MiB probe picks this path up front), and the decimal
+  text is converted by :func:`us_text_to_ns` with integer arithmetic only. The other
+  times stay numbers; :func:`us_to_ns` converts a mix of ints, floats and text per type.
 
 Example:
     >>> doc = b'{"traceEvents": [{"ph": "X", "ts": 1.5, "dur": 2}]}'
