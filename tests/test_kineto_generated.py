@@ -174,3 +174,54 @@ def test_gzip_bomb_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("TRACEPARSE_MAX_JSON_BYTES", "1000000")
     with pytest.raises(TraceError, match="gzip bomb"):
         read(p)
+
+
+def test_exact_times_edge_values(tmp_path: Path) -> None:
+    """The fast exact path (only the times float64 cannot hold are quoted as text before
+    decoding) agrees with exact decimal arithmetic, for numbers and text alike.
+
+    Worked out by hand (ns = round(us * 1000), ties to even):
+      1694128201545123.456 -> 1694128201545123456   (16-digit ts with a fraction: text)
+      0.045 dur -> 45; 7 dur -> 7000; 2.5 dur -> 2500 (floats/ints below 2**43 us)
+      1694128201545125.4565 (4 decimals, text) -> ...125456 (tie -> even 6)
+      1.5e3 dur (exponent, text) -> 1500000; 1694128201545126 (int) -> ...126000
+      -0.000 dur is zero (kept, 0 ns); -1.5 dur is skipped as a negative duration.
+    """
+    times = [("a", "1694128201545123.456", "0.045"), ("b", "1694128201545124.1", "7"),
+             ("c", "1694128201545125.4565", "1.5e3"), ("d", "1694128201545126", "2.5"),
+             ("e", "1694128201545127.000", "-0.000"), ("f", "1694128201545128.5", "-1.5")]
+    body = ", ".join(
+        f'{{"ph": "X", "cat": "cpu_op", "name": "{n}", "pid": 1, "tid": 1, "ts": {ts}, '
+        f'"dur": {dur}}}' for n, ts, dur in times)
+    text = '{"traceEvents": [' + body + "]}"
+    path = tmp_path / "edge.json"
+    path.write_text(text)
+    tl = read(path)
+    got = tl.ranges.sort("start_ns").select("name", "start_ns", "dur_ns").rows()
+    assert got == [("a", 1694128201545123456, 45), ("b", 1694128201545124100, 7000),
+                   ("c", 1694128201545125456, 1500000), ("d", 1694128201545126000, 2500),
+                   ("e", 1694128201545127000, 0)]
+    skipped = tl.ingest.filter(pl.col("reason") == "negative duration")
+    assert skipped["count"].sum() == 1
+
+
+def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five small ranks parsed by one helper process plus this one (the pool threshold is
+    lowered to 0) give the same timeline as a serial parse: rank k has one kernel of
+    k + 1 us, so the gpu durations sorted by rank are 1000, 2000, ... 5000 ns."""
+    for k in range(5):
+        _write(tmp_path / f"rank_{k}.json", {"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
+             "dur": k + 1}]})
+    serial = read_dir(tmp_path, workers=1)
+    monkeypatch.setattr(traceparse.kineto, "PARALLEL_MIN_BYTES", 0)
+    shared = read_dir(tmp_path, workers=2)
+    assert shared.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
+    for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
+        assert getattr(shared, table).equals(getattr(serial, table)), table
+    assert shared.meta == serial.meta
+    assert shared.meta["ranks"] == [0, 1, 2, 3, 4]
+    (tmp_path / "rank_2.json").write_bytes(b'{"traceEvents": [')
+    with pytest.raises(TraceError, match="invalid JSON"):
+        read_dir(tmp_path, workers=2)

@@ -12,6 +12,7 @@ Time: ``start_ns = round(ts * 1000)`` and ``dur_ns = round(dur * 1000)`` exactly
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,19 @@ def _get(args: list[dict[str, Any]], *keys: str) -> list[Any]:
     return out
 
 
+def _getter(args: list[dict[str, Any]]) -> Callable[..., list[Any]]:
+    """:func:`_get` bound to ``args``, skipping keys that no event has (one C-level union
+    of the key sets instead of a ``dict.get`` per event for an absent key)."""
+    present: set[str] = set().union(*args)
+    nothing = [None] * len(args)
+
+    def get(*keys: str) -> list[Any]:
+        have = [k for k in keys if k in present]
+        return _get(args, *have) if have else nothing.copy()
+
+    return get
+
+
 def _int(values: list[Any], name: str) -> pl.Series:
     """Int64 column from ints / digit strings ("7", "0x0" -> null); other values -> null."""
     try:
@@ -108,7 +122,9 @@ def _json(values: list[Any], name: str) -> pl.Series:
 
 
 def _times(events: list[dict[str, Any]], path: Path | str,
-           ns: bool) -> dict[str, pl.Series]:
+           unit: str) -> dict[str, pl.Series]:
+    """``unit``: ``"us"`` (Kineto) or ``"ns"`` (a Chrome trace written in ns)."""
+    ns = unit == "ns"
     start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns)
     dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns)
     return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
@@ -129,38 +145,39 @@ def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
 
 
 def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
-              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+              path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
     ``device_id`` comes from ``args.device`` (else ``pid``), ``stream_id`` from
     ``args.stream`` (else ``tid``; legacy ``"stream 7"`` strings are understood).
     """
     args = _args(events)
+    get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
-    cols["device_id"] = _int(_get(args, "device"), "a").fill_null(
+    cols["device_id"] = _int(get("device"), "a").fill_null(
         _int([e.get("pid") for e in events], "b")).fill_null(0)
-    cols["stream_id"] = _int(_get(args, "stream"), "a").fill_null(
+    cols["stream_id"] = _int(get("stream"), "a").fill_null(
         _int([e.get("tid") for e in events], "b"))
-    cols["context_id"] = _int(_get(args, "context"), "context_id")
-    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
-    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
+    cols["context_id"] = _int(get("context"), "context_id")
+    cols["correlation_id"] = _int(get("correlation"), "correlation_id")
+    cols["external_id"] = _int(get(*_EXT), "external_id")
     gx, gy, gz = _dims(args, "grid")
     bx, by, bz = _dims(args, "block")
     cols.update(grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz)
-    cols["registers_per_thread"] = _int(_get(args, "registers per thread"), "r")
+    cols["registers_per_thread"] = _int(get("registers per thread"), "r")
     # Kineto writes only static + dynamic shared memory combined ("shared memory"): it is
     # stored as static_smem_bytes with dynamic_smem_bytes left null (see docs/kineto.md).
-    cols["static_smem_bytes"] = _int(_get(args, "shared memory"), "s")
-    cols["bytes"] = _int(_get(args, "bytes"), "bytes")
-    cols["graph_id"] = _int(_get(args, "graph id"), "g")
-    cols["graph_node_id"] = _int(_get(args, "graph node id"), "gn")
+    cols["static_smem_bytes"] = _int(get("shared memory"), "s")
+    cols["bytes"] = _int(get("bytes"), "bytes")
+    cols["graph_id"] = _int(get("graph id"), "g")
+    cols["graph_node_id"] = _int(get("graph node id"), "gn")
     for col, key in _COLL:
-        cols[col] = (_str(_get(args, key), col) if col in ("coll_name", "coll_dtype")
-                     else _int(_get(args, key), col))
-    cols["coll_pg"] = _str(_get(args, "Process Group Name", "Process Group ID"), "coll_pg")
-    cols["rocm_kind"] = _str(_get(args, "kind"), "rocm_kind")
+        cols[col] = (_str(get(key), col) if col in ("coll_name", "coll_dtype")
+                     else _int(get(key), col))
+    cols["coll_pg"] = _str(get("Process Group Name", "Process Group ID"), "coll_pg")
+    cols["rocm_kind"] = _str(get("kind"), "rocm_kind")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     name = pl.col("name")
     copy = name.str.extract_groups(r"^Memcpy (\w+) \((\w[\w ]*?) -> (\w[\w ]*?)\)")
@@ -177,22 +194,23 @@ def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
 
 
 def api_frame(events: list[dict[str, Any]], kinds: list[str],
-              path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+              path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
     args = _args(events)
+    get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     cols["process_id"] = _int([e.get("pid") for e in events], "process_id")
     cols["thread_id"] = _int([e.get("tid") for e in events], "thread_id")
-    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
-    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
+    cols["correlation_id"] = _int(get("correlation"), "correlation_id")
+    cols["external_id"] = _int(get(*_EXT), "external_id")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
 def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
-                 path: Path | str, ns_units: bool = False) -> pl.DataFrame:
+                 path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
     CPU ranges keep ``pid``/``tid`` as process/thread; GPU user annotations keep the device
@@ -201,25 +219,26 @@ def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
     JSON object in ``payload``.
     """
     args = _args(events)
+    get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, ns_units))
+    cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     pid = _int([e.get("pid") for e in events], "pid")
     tid = _int([e.get("tid") for e in events], "tid")
     on_gpu = pl.Series([k == "gpu_user_annotation" for k in kinds], dtype=pl.Boolean)
     cols["process_id"] = pid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
     cols["thread_id"] = tid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
-    dev = _int(_get(args, "device"), "d").fill_null(pid)
+    dev = _int(get("device"), "d").fill_null(pid)
     cols["device_id"] = dev.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
     cols["stream_id"] = tid.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
-    cols["external_id"] = _int(_get(args, *_EXT), "external_id")
-    cols["correlation_id"] = _int(_get(args, "correlation"), "correlation_id")
-    cols["sequence_number"] = _int(_get(args, "Sequence number"), "sequence_number")
+    cols["external_id"] = _int(get(*_EXT), "external_id")
+    cols["correlation_id"] = _int(get("correlation"), "correlation_id")
+    cols["sequence_number"] = _int(get("Sequence number"), "sequence_number")
     cols["flops"] = pl.Series("flops", [v if isinstance(v, (int, float)) else None
-                                        for v in _get(args, "flops")], dtype=pl.Float64)
-    cols["input_dims"] = _json(_get(args, "Input Dims", "Input dims"), "input_dims")
-    cols["input_types"] = _json(_get(args, "Input type"), "input_types")
-    cols["concrete_inputs"] = _json(_get(args, "Concrete Inputs"), "concrete_inputs")
+                                        for v in get("flops")], dtype=pl.Float64)
+    cols["input_dims"] = _json(get("Input Dims", "Input dims"), "input_dims")
+    cols["input_types"] = _json(get("Input type"), "input_types")
+    cols["concrete_inputs"] = _json(get("Concrete Inputs"), "concrete_inputs")
     rest = [{k: v for k, v in a.items() if k not in _RANGE_OWN_ARGS} if a else None
             for a in args]
     cols["payload"] = _json([r if r else None for r in rest], "payload")
