@@ -31,14 +31,10 @@ SHARED = REPO.parent / "shared"
 
 def union_ns(frame: pl.DataFrame) -> int:
     """Total length of the union of [start_ns, end_ns) intervals."""
-    if not frame.height:
-        return 0
-    f = frame.sort("start_ns").with_columns(
-        prev_end=pl.col("end_ns").cum_max().shift(1))
-    f = f.with_columns(new=(pl.col("start_ns") > pl.col("prev_end")).fill_null(True)
-                       .cum_sum())
-    spans = f.group_by("new").agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-    return int((spans["end_ns"] - spans["start_ns"]).sum())
+    from analyses.intervals import union
+
+    u = union(frame)
+    return int((u["end_ns"] - u["start_ns"]).sum()) if u.height else 0
 
 
 def with_launch_time(tl: object) -> pl.DataFrame:

@@ -80,12 +80,20 @@ def test_deterministic(tmp_path: Path) -> None:
 
 
 def test_default_sample_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TRACEPARSE_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     p = samplegen.default_sample()
     assert p.parent == tmp_path / "traceparse" and p.is_file()
     mtime = p.stat().st_mtime_ns
     assert samplegen.default_sample() == p and p.stat().st_mtime_ns == mtime
     assert traceparse.load(p).kernels.height == 69
+
+
+def test_default_sample_follows_traceparse_cache_dir(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TRACEPARSE_CACHE_DIR", str(tmp_path / "tp"))
+    assert samplegen.default_sample().parent == tmp_path / "tp"
 
 
 def test_unknown_scenario() -> None:

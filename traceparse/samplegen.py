@@ -461,10 +461,11 @@ def write_sqlite(name: str, path: str | os.PathLike[str]) -> Path:
 
 
 def cache_dir() -> Path:
-    """Per-user cache directory for generated samples (``$XDG_CACHE_HOME/traceparse`` or
-    ``~/.cache/traceparse``; a temp directory if neither is writable)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    d = Path(base) / "traceparse"
+    """Per-user directory for generated samples: traceparse's cache directory
+    (:func:`traceparse.cache.default_dir`), or a temp directory if it is not writable."""
+    from traceparse.cache import default_dir
+
+    d = default_dir()
     try:
         d.mkdir(parents=True, exist_ok=True)
         if os.access(d, os.W_OK):
