@@ -83,15 +83,37 @@ def render_csv(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None) -
     return buf.getvalue()
 
 
+def render_nsys_csv(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None) -> str:
+    """CSV exactly as ``nsys stats --format csv`` writes it: a field is quoted only when it
+    holds a comma or a line break (a bare ``"`` stays as is); floats to ``decimals``."""
+    decimals = decimals or {}
+
+    def cell(col: str, v: object) -> str:
+        if v is None:
+            return ""
+        text = f"{v:.{decimals[col]}f}" if isinstance(v, float) and col in decimals else str(v)
+        if "," in text or "\n" in text:
+            return '"' + text.replace('"', '""') + '"'
+        return text
+
+    lines = [",".join(frame.columns)]
+    lines += [",".join(cell(c, v) for c, v in zip(frame.columns, row, strict=True))
+              for row in frame.iter_rows()]
+    return "\n".join(lines) + "\n"
+
+
 def render_json(frame: pl.DataFrame) -> str:
     """Render ``frame`` as a JSON list of row objects."""
     return json.dumps(frame.to_dicts(), default=str, indent=1) + "\n"
 
 
 def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = None,
-           title: str | None = None) -> str:
-    """Render ``frame`` in ``fmt`` (table, csv or json)."""
+           title: str | None = None, nsys_csv: bool = False) -> str:
+    """Render ``frame`` in ``fmt`` (table, csv or json); with ``nsys_csv`` the CSV is
+    written exactly as ``nsys stats`` writes its reports (:func:`render_nsys_csv`)."""
     if fmt == "csv":
+        if nsys_csv:
+            return render_nsys_csv(frame, decimals=decimals)
         return render_csv(frame, decimals=decimals)
     if fmt == "json":
         return render_json(frame)

@@ -4,29 +4,11 @@ function, renders and writes."""
 from __future__ import annotations
 
 import click
-import polars as pl
 
 from traceparse.cli.common import emit, load_trace, output_options, render
 from traceparse.cli.main import main
 
 _TRACE = click.argument("trace", type=click.Path(exists=False))
-
-
-def render_nsys_csv(frame: pl.DataFrame, decimals: dict[str, int]) -> str:
-    """CSV exactly as ``nsys stats --format csv`` writes it: a field is quoted only when it
-    holds a comma or a line break (a bare ``"`` stays as is); floats to ``decimals``."""
-    def cell(col: str, v: object) -> str:
-        if v is None:
-            return ""
-        text = f"{v:.{decimals[col]}f}" if isinstance(v, float) and col in decimals else str(v)
-        if "," in text or "\n" in text:
-            return '"' + text.replace('"', '""') + '"'
-        return text
-
-    lines = [",".join(frame.columns)]
-    lines += [",".join(cell(c, v) for c, v in zip(frame.columns, row, strict=True))
-              for row in frame.iter_rows()]
-    return "\n".join(lines) + "\n"
 
 
 @main.command("launches")
@@ -44,16 +26,13 @@ def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     if report == "kern_exec_sum":
         frame = launches.kern_exec_sum(tl)
         decimals = dict.fromkeys(launches.KERN_EXEC_FLOAT_COLS, 1)
-        if fmt == "csv":
-            emit(render_nsys_csv(frame, decimals), output)
-            return
     elif report == "kernels":
         frame, decimals = launches.launch_table(tl), {}
     elif report == "graphs":
         frame, decimals = launches.graph_recoverable(tl), {}
     else:
         frame, decimals = launches.launch_summary(tl), {}
-    emit(render(frame, fmt, decimals=decimals), output)
+    emit(render(frame, fmt, decimals=decimals, nsys_csv=report == "kern_exec_sum"), output)
 
 
 @main.command("comm")
@@ -101,5 +80,4 @@ def nvtx_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
         return
     dec = dict.fromkeys(["Time (%)", "Avg (ns)", "Med (ns)", "StdDev (ns)"], 1)
     frame = ranges.nvtx_sum(tl)
-    emit(render_nsys_csv(frame, dec) if fmt == "csv" else render(frame, fmt, decimals=dec),
-         output)
+    emit(render(frame, fmt, decimals=dec, nsys_csv=True), output)

@@ -118,7 +118,7 @@ def info(trace: str | None, fmt: str, output: str | None) -> None:
 def kernels(trace: str, name: str, by: str | None, fmt: str, output: str | None) -> None:
     """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
     frame = nsys_stats.kern_sum(load_trace(trace), name=name, by=by)  # type: ignore[arg-type]
-    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS), output)
+    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS, nsys_csv=True), output)
 
 
 @main.command()
@@ -134,10 +134,11 @@ def memops(trace: str, report: str | None, fmt: str, output: str | None) -> None
     parts = []
     if report in ("time", "both"):
         parts.append(render(nsys_stats.mem_time_sum(tl), fmt, decimals=nsys_stats.DECIMALS_NS,
-                            title="GPU memory operations by time"))
+                            title="GPU memory operations by time", nsys_csv=True))
     if report in ("size", "both"):
         parts.append(render(nsys_stats.mem_size_sum(tl), fmt, decimals=nsys_stats.DECIMALS_MB,
-                            title="GPU memory operations by size (MB = 10^6 bytes)"))
+                            title="GPU memory operations by size (MB = 10^6 bytes)",
+                            nsys_csv=True))
     emit("\n".join(parts), output)
 
 
@@ -147,7 +148,7 @@ def memops(trace: str, report: str | None, fmt: str, output: str | None) -> None
 def api(trace: str, fmt: str, output: str | None) -> None:
     """Host API (CUDA runtime + driver) time per call name (nsys stats cuda_api_sum)."""
     frame = nsys_stats.api_sum(load_trace(trace))
-    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS), output)
+    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS, nsys_csv=True), output)
 
 
 @main.command()
