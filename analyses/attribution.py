@@ -21,7 +21,7 @@ window **to the nanosecond**:
     returned, with no other launch in flight, is idle, not launch overhead.
 ``idle_ns``
     The rest: nothing ran and no launch was in flight (host synchronisation, CPU work, data
-    loading, ...; :func:`analyses.gaps.idle_gaps` explains the stretches).
+    loading, ...; :func:`traceparse.analyses.gaps.idle_gaps` explains the stretches).
 
 Priority where streams overlap (each nanosecond goes to the first that applies):
 **compute > communication > memory > launch overhead > idle**. Activities of kind ``sync``
@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from analyses import intervals
+from traceparse.analyses import intervals
 from traceparse.timeline import Timeline
 
 #: Attribution parts in priority order (first wins where they overlap).

@@ -10,10 +10,11 @@ dict (schema ``traceparse.calibration``, version :data:`VERSION`, JSON Schema in
   before the previous kernel on its stream ended: the gap is the GPU's own dispatch cost),
   P50/P95, separately for ``eager`` launches and ``graph`` launches (``graph_id`` set or a
   ``*GraphLaunch*`` call);
-* ``kernels`` - per class and dtype (:mod:`analyses.kclass`): count, time, duration
+* ``kernels`` - per class and dtype (:mod:`traceparse.analyses.kclass`): count, time, duration
   percentiles and, where the work of kernels is known (FLOPs/bytes from op shapes via
-  :mod:`roofline.estimate`, or from ncu counters), the achieved efficiency against the
-  ceiling and a saturating fit ``eff(w) = e_max * w / (w + w_half)`` (:mod:`analyses.fit`);
+  :mod:`traceparse.roofline.estimate`, or from ncu counters), the achieved efficiency against the
+  ceiling and a saturating fit ``eff(w) = e_max * w / (w + w_half)``
+  (:mod:`traceparse.analyses.fit`);
 * ``kernel_table`` - per kernel name: count and duration P50/P95/mean (the lookup model);
 * ``memcpy`` / ``memset`` - alpha-beta fits per direction and host memory kind;
 * ``collectives`` - alpha-beta fits per collective and group size on the message bytes;
@@ -21,7 +22,7 @@ dict (schema ``traceparse.calibration``, version :data:`VERSION`, JSON Schema in
   one instance and its duration is the **minimum** over ranks (the others waited for a
   straggler; the minimum is closest to the transfer time);
 * ``ceilings`` - the ceilings used, their clocks and where they came from
-  (:func:`roofline.gpus.ceilings`: datasheet table, ncu-measured, or none).
+  (:func:`traceparse.roofline.gpus.ceilings`: datasheet table, ncu-measured, or none).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analyses import fit
-from analyses.comm import collectives
-from analyses.kclass import COMPUTE_CLASSES, ceiling_for, class_expr, dtype_expr
-from analyses.launches import launch_table
 from traceparse import __version__
+from traceparse.analyses import fit
+from traceparse.analyses.comm import collectives
+from traceparse.analyses.kclass import COMPUTE_CLASSES, ceiling_for, class_expr, dtype_expr
+from traceparse.analyses.launches import launch_table
 from traceparse.timeline import Timeline
 
 SCHEMA = "traceparse.calibration"
@@ -77,7 +78,8 @@ def _tag(frame: pl.DataFrame, models: pl.DataFrame) -> pl.DataFrame:
 
 # ------------------------------------------------------------------ launch overhead
 def launch_stats(lt: pl.DataFrame) -> dict[str, Any]:
-    """Launch overhead of the kernels of :func:`analyses.launches.launch_table` rows ``lt``.
+    """Launch overhead of the kernels of :func:`traceparse.analyses.launches.launch_table` rows
+    ``lt``.
 
     Returns ``{"eager": {...} | None, "graph": {...} | None}``; each has ``count``,
     ``launch_call_ns``, ``launch_to_start_ns`` and ``busy_gap_ns`` (P50/P95) and
@@ -155,12 +157,12 @@ def kernel_work(tl: Timeline) -> pl.DataFrame:
     """Work points: ``rank, device_id, kclass, kdtype, work, metric, time_ns, source``.
 
     * ``shapes``: one point per torch op with an estimated FLOP count
-      (:func:`roofline.estimate.estimate_ops`), time = summed duration of its kernels
+      (:func:`traceparse.roofline.estimate.estimate_ops`), time = summed duration of its kernels
       (linked by ``(rank, external_id)``), class of its longest kernel, dtype from the op.
     * ``ncu``: one point per ncu launch: FLOPs (tensor, else fp16+fp32+fp64) for compute
       classes, DRAM bytes for the others.
     """
-    from roofline.estimate import estimate_ops
+    from traceparse.roofline.estimate import estimate_ops
 
     cols = {"rank": pl.Int32, "device_id": pl.Int32, "kclass": pl.String,
             "kdtype": pl.String, "work": pl.Float64, "metric": pl.String,
@@ -287,7 +289,7 @@ def collective_instances(tl: Timeline) -> pl.DataFrame:
     dur_ns`` (minimum over the ranks that ran it), ``ranks``, ``device_model``.
 
     The *i*-th kernel of a collective in a process group on each (rank, device) is instance
-    ``seq = i`` (as :func:`analyses.comm.collective_skew` matches them).
+    ``seq = i`` (as :func:`traceparse.analyses.comm.collective_skew` matches them).
     """
     models = device_models(tl)
     c = _tag(collectives(tl), models).with_columns(pl.col("coll_pg").fill_null("(default)"))
@@ -319,7 +321,7 @@ def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------ entry point
 def _ceilings(tl: Timeline, model: str, models: pl.DataFrame) -> pl.DataFrame:
-    from roofline import gpus
+    from traceparse.roofline import gpus
 
     if model == UNKNOWN:
         return gpus.ceilings(ncu=tl.ncu if tl.ncu.height else None)
@@ -340,7 +342,7 @@ def calibrate(tl: Timeline, *, window: tuple[int, int] | None = None) -> dict[st
     Returns:
         A dict following ``analyses/data/calibration.schema.json``.
     """
-    from roofline import gpus
+    from traceparse.roofline import gpus
 
     models = device_models(tl)
     g = _tag(_in_window(tl.gpu, window), models)
@@ -381,7 +383,8 @@ def calibrate(tl: Timeline, *, window: tuple[int, int] | None = None) -> dict[st
 
 def merge(calibrations: list[dict[str, Any]]) -> dict[str, Any]:
     """Combine per-trace calibrations (``calibrate TRACE...``): device entries are listed
-    per source; the first entry of a device model is the one :mod:`analyses.predict` uses."""
+    per source; the first entry of a device model is the one :mod:`traceparse.analyses.predict`
+    uses."""
     if len(calibrations) == 1:
         return calibrations[0]
     out = dict(calibrations[0])

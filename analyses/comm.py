@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyses import intervals
+from traceparse.analyses import intervals
 from traceparse.timeline import Timeline
 
 #: Bytes per element for the dtype strings of Kineto's ``record_param_comms``.

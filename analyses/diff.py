@@ -74,7 +74,7 @@ def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
 
 def instances(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
     """Instance durations of every level: ``level, name, dur_ns``."""
-    from analyses.steps import step_windows
+    from traceparse.analyses.steps import step_windows
 
     g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
     parts = [

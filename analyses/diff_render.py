@@ -1,4 +1,4 @@
-"""Render a :func:`analyses.diff.diff` frame as Markdown or self-contained HTML.
+"""Render a :func:`traceparse.analyses.diff.diff` frame as Markdown or self-contained HTML.
 
 HTML goes through jinja2 with autoescaping on (kernel names contain ``<`` and ``&``), with
 inline CSS and no external resources. Both show the flagged rows first, then up to ``top``

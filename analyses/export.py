@@ -25,7 +25,7 @@ import io
 import json
 from typing import Any
 
-from analyses import fit
+from traceparse.analyses import fit
 
 SIZES = [1 << p for p in range(10, 31, 2)]
 

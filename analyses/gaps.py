@@ -1,6 +1,7 @@
 """Idle gaps: stretches where a device ran nothing, and what the host was doing meanwhile.
 
-A **gap** is a maximal stretch inside the window (as in :func:`analyses.attribution.breakdown`)
+A **gap** is a maximal stretch inside the window (as in
+:func:`traceparse.analyses.attribution.breakdown`)
 where no non-sync GPU activity ran on any stream of the device. Gaps shorter than ``min_ns``
 are dropped; the rest are listed largest first with:
 
@@ -29,8 +30,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from analyses import intervals
-from analyses.attribution import DEFAULT_GROUP, busy_activities, launch_windows
+from traceparse.analyses import intervals
+from traceparse.analyses.attribution import DEFAULT_GROUP, busy_activities, launch_windows
 from traceparse.timeline import Timeline
 
 #: Host API calls that block the calling thread until the GPU catches up.
@@ -57,7 +58,7 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
         tl: the timeline.
         min_ns: shortest gap reported (default 10 us).
         window: ``(start_ns, end_ns)``; default each device's first to last activity.
-        group: as in :func:`analyses.attribution.breakdown`.
+        group: as in :func:`traceparse.analyses.attribution.breakdown`.
 
     Returns:
         The ``group`` columns, ``start_ns``, ``end_ns``, ``dur_ns``, ``launch_overhead_ns``,

@@ -8,7 +8,8 @@ are exact integers: nothing passes through floats.
 The workhorse is :func:`segments`, a sweep line: every interval contributes ``+1`` at its start
 and ``-1`` at its end for its label; a cumulative sum per group gives, for every elementary
 segment between two consecutive boundaries, how many intervals of each label cover it. Union,
-intersection, subtraction and the priority attribution of :mod:`analyses.attribution` are all
+intersection, subtraction and the priority attribution of :mod:`traceparse.analyses.attribution`
+are all
 filters over those segments.
 
 Example:

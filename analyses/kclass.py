@@ -16,7 +16,7 @@ wins (case-insensitive; patterns are data in :data:`CLASS_RULES`):
   cat_|gather|scatter`` (``vectorized_elementwise_kernel``);
 * ``other``: every other compute kernel.
 
-Memcpy and memset rows are not classified here (see :mod:`analyses.calibrate`).
+Memcpy and memset rows are not classified here (see :mod:`traceparse.analyses.calibrate`).
 
 :func:`dtype_expr` reads the dtype from the name (first match): ``bf16|bfloat16`` -> bf16,
 ``fp8|e4m3|e5m2`` -> fp8, ``int8|imma|i8816|s8s8`` -> int8,
@@ -64,7 +64,7 @@ DTYPE_RULES: tuple[tuple[str, str], ...] = (
 #: Classes whose efficiency is FLOP/s relative to a compute ceiling; the others use bytes/s.
 COMPUTE_CLASSES = ("gemm", "attention", "conv")
 
-#: dtype -> compute ceiling name (roofline.gpus) for tensor-core classes.
+#: dtype -> compute ceiling name (traceparse.roofline.gpus) for tensor-core classes.
 TENSOR_CEILING = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "tf32": "tf32_tensor",
                   "fp8": "fp8_tensor", "int8": "int8_tensor", "fp64": "fp64_tensor",
                   "fp32": "fp32", "unknown": "fp16_tensor"}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyses._dist import nsys_stats, percentiles, round_half_up
+from traceparse.analyses._dist import nsys_stats, percentiles, round_half_up
 from traceparse.links import launch_join
 from traceparse.timeline import Timeline
 

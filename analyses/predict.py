@@ -1,11 +1,12 @@
 """Predict a trace's time from a calibration, and project what-ifs, with one replay engine.
 
 * :func:`model_durations` - one predicted duration per GPU activity from a calibration
-  (:mod:`analyses.calibrate`): memcpy/memset by their alpha-beta fit on bytes; collectives
+  (:mod:`traceparse.analyses.calibrate`): memcpy/memset by their alpha-beta fit on bytes;
+  collectives
   by the alpha-beta fit of (collective, group size) on message bytes; other kernels by the
   P50 of their name in ``kernel_table``, else of their (class, dtype); anything the model
   cannot price keeps its measured duration (``source = measured``).
-* :func:`predict` - replay (:func:`analyses.replay.replay`) with those durations; the
+* :func:`predict` - replay (:func:`traceparse.analyses.replay.replay`) with those durations; the
   window, per-step and per-category times, measured vs predicted.
 * :func:`holdout` - calibrate on the first steps, predict every step; errors for the
   calibration steps and the held-out steps separately.
@@ -25,12 +26,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from analyses import fit
-from analyses.calibrate import UNKNOWN, calibrate, device_models, host_memory_expr
-from analyses.comm import DTYPE_BYTES, collective_expr
-from analyses.kclass import class_expr, dtype_expr
-from analyses.replay import replay
-from analyses.steps import step_windows
+from traceparse.analyses import fit
+from traceparse.analyses.calibrate import UNKNOWN, calibrate, device_models, host_memory_expr
+from traceparse.analyses.comm import DTYPE_BYTES, collective_expr
+from traceparse.analyses.kclass import class_expr, dtype_expr
+from traceparse.analyses.replay import replay
+from traceparse.analyses.steps import step_windows
 from traceparse.errors import TraceError
 from traceparse.timeline import Timeline
 

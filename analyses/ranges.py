@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from analyses._dist import nsys_stats, round_half_up
+from traceparse.analyses._dist import nsys_stats, round_half_up
 from traceparse.links import HOST_RANGE_KINDS, kernel_ranges
 from traceparse.timeline import Timeline
 

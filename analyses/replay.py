@@ -103,8 +103,8 @@ def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
     """Per activity: time in its pre-gap ``[prev_end, start)`` covered by communication
     activities of the same (rank, device)."""
-    from analyses import intervals
-    from analyses.comm import _overlap_ns
+    from traceparse.analyses import intervals
+    from traceparse.analyses.comm import _overlap_ns
 
     comm = acts.filter(pl.col("category").cast(pl.String) == "communication")
     cover = intervals.union(comm, by=["rank", "device_id"])

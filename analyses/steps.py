@@ -12,7 +12,7 @@ e.g. ``r"^step \\d+$"``). Each step is a window ``[start, end)`` on its rank.
   by default. MAD is robust: one very slow step does not hide itself by inflating the
   spread, as it would with a standard deviation. With MAD = 0 (all steps equal but the
   outliers) any step above the median is an outlier.
-* When :func:`analyses.attribution.breakdown_windows` is available, :func:`step_table`
+* When :func:`traceparse.analyses.attribution.breakdown_windows` is available, :func:`step_table`
   adds its per-step attribution (compute, memory, communication, launch overhead, idle)
   summed over the rank's devices.
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from analyses import intervals
-from analyses._dist import percentiles
+from traceparse.analyses import intervals
+from traceparse.analyses._dist import percentiles
 from traceparse.timeline import Timeline
 
 #: Default: Kineto's profiler step ranges.
@@ -67,7 +67,8 @@ def step_table(tl: Timeline, *, step_regex: str | None = None, mad_k: float = 3.
     Returns:
         ``rank, step, start_ns, end_ns, wall_ns, gpu_busy_ns, gpu_busy_pct, outlier`` and,
         with ``attribution``, ``compute_ns, memory_ns, communication_ns,
-        launch_overhead_ns, idle_ns`` (from :func:`analyses.attribution.breakdown_windows`,
+        launch_overhead_ns, idle_ns`` (from
+        :func:`traceparse.analyses.attribution.breakdown_windows`,
         summed over the rank's devices; a device's parts sum to the step's wall time).
 
     Example:
@@ -88,7 +89,7 @@ def step_table(tl: Timeline, *, step_regex: str | None = None, mad_k: float = 3.
     else:
         w = w.with_columns(outlier=pl.lit(False))
     if attribution and w.height:
-        from analyses.attribution import PARTS, breakdown_windows
+        from traceparse.analyses.attribution import PARTS, breakdown_windows
 
         wins = w.select("rank", pl.col("_wid").cast(pl.Int64).alias("window_name"),
                         pl.col("start_ns").alias("window_start_ns"),

@@ -2,7 +2,7 @@
 launch statistics, communication and a one-line verdict.
 
 :func:`summarize` returns a plain dict ``{"sections": {name: frame}, "verdict": str}``; the
-renderers (:mod:`analyses.summary_render`, the CLI's csv/json, the HTML report) draw it.
+renderers (:mod:`traceparse.analyses.summary_render`, the CLI's csv/json, the HTML report) draw it.
 Sections are computed by the functions in :data:`SECTIONS`, in order; a new section is one
 more entry there.
 """
@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from analyses.attribution import breakdown, check_attribution
-from analyses.comm import comm_summary
-from analyses.gaps import DEFAULT_MIN_NS, idle_gaps
-from analyses.launches import launch_summary
+from traceparse.analyses.attribution import breakdown, check_attribution
+from traceparse.analyses.comm import comm_summary
+from traceparse.analyses.gaps import DEFAULT_MIN_NS, idle_gaps
+from traceparse.analyses.launches import launch_summary
 from traceparse.timeline import Timeline
 
 
@@ -29,7 +29,7 @@ class SummaryOptions:
     Attributes:
         top: rows kept in top-N sections.
         min_gap_ns: shortest idle gap listed.
-        gaps: :func:`analyses.gaps.idle_gaps` already computed with ``min_gap_ns`` (the
+        gaps: :func:`traceparse.analyses.gaps.idle_gaps` already computed with ``min_gap_ns`` (the
             report passes its own so the gaps are found once), or None to compute them.
     """
 
@@ -63,7 +63,7 @@ def window_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
 
 
 def breakdown_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
-    """:func:`analyses.attribution.breakdown` (checked to sum to the window)."""
+    """:func:`traceparse.analyses.attribution.breakdown` (checked to sum to the window)."""
     return check_attribution(breakdown(tl))
 
 
@@ -84,18 +84,20 @@ def top_kernels_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
 
 
 def top_gaps_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
-    """The largest idle gaps (:func:`analyses.gaps.idle_gaps`)."""
+    """The largest idle gaps (:func:`traceparse.analyses.gaps.idle_gaps`)."""
     gaps = opts.gaps if opts.gaps is not None else idle_gaps(tl, min_ns=opts.min_gap_ns)
     return gaps.head(opts.top)
 
 
 def launches_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
-    """Launch, queue and kernel time distributions (:func:`analyses.launches.launch_summary`)."""
+    """Launch, queue and kernel time distributions
+    (:func:`traceparse.analyses.launches.launch_summary`)."""
     return launch_summary(tl)
 
 
 def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
-    """NCCL/RCCL time per collective, exposed vs overlapped (:func:`analyses.comm.comm_summary`)."""
+    """NCCL/RCCL time per collective, exposed vs overlapped
+    (:func:`traceparse.analyses.comm.comm_summary`)."""
     return comm_summary(tl).head(opts.top)
 
 
@@ -140,7 +142,7 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
         top: rows kept in top-N sections.
         min_gap_ns: shortest idle gap listed.
         sections: names of the sections wanted; None for all.
-        gaps: precomputed :func:`analyses.gaps.idle_gaps` (same ``min_gap_ns``), if any.
+        gaps: precomputed :func:`traceparse.analyses.gaps.idle_gaps` (same ``min_gap_ns``), if any.
 
     Returns:
         ``{"sections": {name: frame, ...}, "verdict": str}``, sections in order.

@@ -1,4 +1,5 @@
-"""Text rendering of :func:`analyses.summary.summarize` (one screen): pure, returns a str."""
+"""Text rendering of :func:`traceparse.analyses.summary.summarize` (one screen): pure, returns a
+str."""
 
 from __future__ import annotations
 

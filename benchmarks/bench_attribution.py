@@ -18,9 +18,9 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analyses.attribution import breakdown, check_attribution
-from analyses.gaps import idle_gaps
 from traceparse import schema
+from traceparse.analyses.attribution import breakdown, check_attribution
+from traceparse.analyses.gaps import idle_gaps
 from traceparse.categorize import category_expr
 from traceparse.timeline import Timeline
 

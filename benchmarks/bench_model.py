@@ -11,9 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from analyses.calibrate import calibrate
-from analyses.diff import diff
-from analyses.replay import replay
+from traceparse.analyses.calibrate import calibrate
+from traceparse.analyses.diff import diff
+from traceparse.analyses.replay import replay
 from traceparse.loader import load
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces"

@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-from analyses import comm, launches, ranges
+from traceparse.analyses import comm, launches, ranges
 from traceparse.links import enclosing_ranges
 from traceparse.loader import load
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import polars as pl
 
-from reports.chrome import attribution_intervals, to_chrome
-from reports.html import render_html
-from reports.payload import build_payload
 from traceparse import schema
+from traceparse.reports.chrome import attribution_intervals, to_chrome
+from traceparse.reports.html import render_html
+from traceparse.reports.payload import build_payload
 from traceparse.samplegen import scenario_timeline
 from traceparse.timeline import Timeline
 

@@ -31,7 +31,7 @@ SHARED = REPO.parent / "shared"
 
 def union_ns(frame: pl.DataFrame) -> int:
     """Total length of the union of [start_ns, end_ns) intervals."""
-    from analyses.intervals import union
+    from traceparse.analyses.intervals import union
 
     u = union(frame)
     return int((u["end_ns"] - u["start_ns"]).sum()) if u.height else 0

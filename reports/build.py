@@ -1,7 +1,7 @@
 """Library entry points behind ``traceparse report``: load the inputs, build the payload,
 render the page.
 
-Kept apart from :mod:`reports.html` so the CLI calls one function and tests can build
+Kept apart from :mod:`traceparse.reports.html` so the CLI calls one function and tests can build
 reports from paths exactly as the command does.
 """
 
@@ -11,10 +11,10 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from reports.html import render_html
-from reports.payload import ReportOptions, build_payload
 from traceparse import loader
 from traceparse.cache import CacheArg
+from traceparse.reports.html import render_html
+from traceparse.reports.payload import ReportOptions, build_payload
 
 #: Suffixes stripped (longest first) when naming the report after its input.
 _SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json", ".sqlite3",

@@ -220,7 +220,8 @@ def _metadata(tl: Timeline, multi: bool, with_attribution: bool) -> list[dict[st
 def attribution_intervals(tl: Timeline) -> pl.DataFrame:
     """Each device's window cut into classified intervals for the attribution lane.
 
-    Uses :mod:`analyses.attribution`'s definitions (busy activities, launch windows, window =
+    Uses :mod:`traceparse.analyses.attribution`'s definitions (busy activities, launch windows,
+    window =
     first to last busy activity) and its priority compute > communication > memory >
     launch overhead > idle; adjacent intervals of one category are merged. Per (rank,
     device) the interval lengths of each category sum to the matching ``breakdown`` part
@@ -230,8 +231,8 @@ def attribution_intervals(tl: Timeline) -> pl.DataFrame:
         ``rank``, ``device_id``, ``start_ns``, ``end_ns``, ``category`` (compute,
         communication, memory, launch_overhead, idle), sorted.
     """
-    from analyses import intervals
-    from analyses.attribution import busy_activities, launch_windows
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, launch_windows
 
     group = ["rank", "device_id"]
     acts = busy_activities(tl)

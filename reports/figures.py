@@ -99,7 +99,7 @@ def attribution_bars(rows: Sequence[dict[str, Any]], parts: Sequence[str]) -> st
 
 
 def timeline_overview(lanes: dict[str, Any]) -> str:
-    """Lane chart of GPU activity per (rank, device, stream) from :func:`reports.lanes.
+    """Lane chart of GPU activity per (rank, device, stream) from :func:`traceparse.reports.lanes.
     timeline_lanes` data; binned segments are shaded by busy fraction."""
     cats = lanes["categories"]
     rows = lanes["lanes"]
@@ -162,10 +162,10 @@ def step_bars(labels: Sequence[str], values_ms: Sequence[float],
 
 
 def roofline(points: Sequence[dict[str, Any]], ceilings: Sequence[dict[str, Any]]) -> str:
-    """The roofline chart of :mod:`roofline.chart` from payload rows, as inline SVG."""
+    """The roofline chart of :mod:`traceparse.roofline.chart` from payload rows, as inline SVG."""
     import polars as pl
 
-    from roofline.chart import render
+    from traceparse.roofline.chart import render
 
     pts = pl.DataFrame(list(points), infer_schema_length=None)
     ceil = pl.DataFrame(list(ceilings), infer_schema_length=None)

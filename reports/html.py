@@ -1,8 +1,9 @@
-"""Render a report payload (:func:`reports.payload.build_payload`) as one self-contained HTML
+"""Render a report payload (:func:`traceparse.reports.payload.build_payload`) as one self-contained
+HTML
 file.
 
 The page inlines everything: CSS, a few lines of JS (table sort/search and an error catcher),
-SVG figures drawn by :mod:`reports.figures`, and the payload itself as JSON in a
+SVG figures drawn by :mod:`traceparse.reports.figures`, and the payload itself as JSON in a
 ``<script type="application/json" id="payload">`` block. It loads nothing from the network
 and holds no external URL, so it works offline and from an e-mail attachment.
 
@@ -24,7 +25,7 @@ import jinja2
 import orjson
 from markupsafe import Markup, escape
 
-from reports import figures
+from traceparse.reports import figures
 
 ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "idle")
 

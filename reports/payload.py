@@ -2,13 +2,14 @@
 
 Reports share one contract: **payload -> template -> file**. :func:`build_payload` calls
 the analysis functions (never re-implementing them), turns their frames into plain JSON-able
-rows, and returns one dict with sorted keys. The renderer (:mod:`reports.html`) draws only
+rows, and returns one dict with sorted keys. The renderer (:mod:`traceparse.reports.html`) draws
+only
 from this dict, so the payload is also what ``--format json`` style consumers and tests read,
 and the same timeline always gives the same payload (rows are sorted; no clock, host or
 path enters it: input files appear by base name only).
 
 Numbers shared with ``traceparse summary`` come from the same function
-(:func:`analyses.summary.summarize`) and are copied, not recomputed, so the two can never
+(:func:`traceparse.analyses.summary.summarize`) and are copied, not recomputed, so the two can never
 disagree.
 
 Sections whose analysis is not part of this build are left out of the payload (the report
@@ -25,8 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from reports.lanes import timeline_lanes
 from traceparse import __version__, schema
+from traceparse.reports.lanes import timeline_lanes
 from traceparse.timeline import Timeline, concat
 
 PAYLOAD_VERSION = "1"
@@ -40,7 +41,7 @@ class ReportOptions:
         title: report title (defaults to the input file names).
         top_n: kernels listed individually; the rest are summed into one "other" row.
         timeline_budget: most GPU activities drawn exactly in the overview; above it lanes
-            are binned (see :mod:`reports.lanes`) and the report says so.
+            are binned (see :mod:`traceparse.reports.lanes`) and the report says so.
         timeline_bins: number of time bins in binned mode.
         max_lanes: most (rank, device, stream) lanes drawn in the overview.
         max_gaps: idle gaps listed (longest first).
@@ -132,7 +133,7 @@ _KERN_COLS = {"Time (%)": "pct", "Total Time (ns)": "total_ns", "Instances": "in
 
 def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
     """Top kernels by total time (``nsys stats`` cuda_gpu_kern_sum numbers) plus "other"."""
-    from analyses.nsys_stats import kern_sum
+    from traceparse.analyses.nsys_stats import kern_sum
 
     frame = kern_sum(tl).rename(_KERN_COLS)
     cats = (tl.kernels.group_by(pl.col("name").cast(pl.String))
@@ -175,7 +176,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
         ``attribution``, ``kernels``, ``gaps``, ``launches``, ``comm``, ``steps``,
         ``roofline`` when this build has the analysis behind them.
     """
-    from reports import sections
+    from traceparse.reports import sections
 
     opts = options or ReportOptions()
     tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
@@ -196,7 +197,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
     }
     out["kernels"] = _kernels(tl, opts.top_n)
     out.update(sections.analysis_sections(tl, opts))
-    from reports.recommend import recommend
+    from traceparse.reports.recommend import recommend
 
     out["recommendations"] = recommend(out)
     result: dict[str, Any] = clean(out)

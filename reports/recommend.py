@@ -15,7 +15,8 @@ Rules and their savings estimates:
     so at most this time comes back.
 ``fusion`` (many tiny memory-bound kernels)
     Fires when at least 100 kernels shorter than 10 µs whose names mark them as
-    memory-bound elementwise/reduction/copy work (:data:`reports.sections.MEMORY_BOUND_RE`) ran
+    memory-bound elementwise/reduction/copy work
+    (:data:`traceparse.reports.sections.MEMORY_BOUND_RE`) ran
     and they
     take at least 2% of the window. Saving = half their total time: fusing chains of
     elementwise kernels removes the intermediate global-memory write + read of each fused
@@ -32,7 +33,7 @@ Rules and their savings estimates:
     Fires when exposed communication is at least 2% of the window. Saving = the exposed
     communication time (if all of it were hidden under compute).
 ``tensor-cores`` (GEMMs far under their roof; only with roofline data)
-    Fires for GEMM/convolution kernels (names matching :data:`reports.sections.GEMM_RE`)
+    Fires for GEMM/convolution kernels (names matching :data:`traceparse.reports.sections.GEMM_RE`)
     that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
     at least 2% of the time. Saving = for each such kernel ``time * (1 - pct_of_roof / 50)``:
     the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
@@ -223,7 +224,7 @@ ROOF_TARGET_PCT = 50.0
 def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     import re
 
-    from reports.sections import GEMM_RE
+    from traceparse.reports.sections import GEMM_RE
 
     roof = payload.get("roofline")
     if not roof:

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analyses import comm as comm_mod
-from analyses import launches as launches_mod
-from analyses import steps as steps_mod
-from analyses import summary as summary_mod
-from analyses.gaps import idle_gaps
-from reports.payload import rows
+from traceparse.analyses import comm as comm_mod
+from traceparse.analyses import launches as launches_mod
+from traceparse.analyses import steps as steps_mod
+from traceparse.analyses import summary as summary_mod
+from traceparse.analyses.gaps import idle_gaps
+from traceparse.reports.payload import rows
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
-    from reports.payload import ReportOptions
+    from traceparse.reports.payload import ReportOptions
 
 #: Kernels shorter than this (ns) count as "tiny" for the fusion recommendation.
 TINY_KERNEL_NS = 10_000
@@ -107,7 +107,8 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
 
 
 def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, Any]:
-    """The gaps section from ``frame`` (:func:`analyses.gaps.idle_gaps`, computed once)."""
+    """The gaps section from ``frame`` (:func:`traceparse.analyses.gaps.idle_gaps`, computed
+    once)."""
     by_cause = (frame.group_by("cause").agg(pl.len().alias("count"),
                                             pl.col("dur_ns").sum().alias("total_ns"),
                                             pl.col("idle_ns").sum().alias("idle_ns"),
@@ -290,7 +291,7 @@ GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
 
 
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
-    from roofline.build import build
+    from traceparse.roofline.build import build
 
     ncu = Timeline(ncu=tl.ncu, devices=tl.devices) if tl.ncu.height else None
     points, ceilings, notes = build(tl, ncu=ncu)

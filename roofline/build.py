@@ -13,10 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from roofline import gpus
-from roofline.estimate import estimated_points
-from roofline.join import join_ncu
-from roofline.model import measured_points
+from traceparse.roofline import gpus
+from traceparse.roofline.estimate import estimated_points
+from traceparse.roofline.join import join_ncu
+from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
 
 

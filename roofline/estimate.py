@@ -187,7 +187,7 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame,
                      ceil: pl.DataFrame) -> pl.DataFrame:
     """Roofline points for ops with shapes: kernel time from ``gpu`` kernels with the same
     ``(rank, external_id)``; one point per op name and precision (summed)."""
-    from roofline.model import classify
+    from traceparse.roofline.model import classify
 
     est = estimate_ops(ranges)
     k = (gpu.filter((pl.col("kind") == "kernel") & pl.col("external_id").is_not_null())

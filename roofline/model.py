@@ -12,7 +12,8 @@ Compute's roofline does (see :mod:`traceparse.ncu_roofline`): per precision
   ``latency_fraction`` * bandwidth; else ``compute`` when AI_dram >= ridge, else ``memory``.
 
 Provenance is ``measured (ncu)`` for these points; estimated points come from
-:mod:`roofline.estimate` and are never mixed in silently (the column says which is which).
+:mod:`traceparse.roofline.estimate` and are never mixed in silently (the column says which is
+which).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
 
     Args:
         ncu: the timeline's ``ncu`` table.
-        ceil: ceilings from :func:`roofline.gpus.ceilings`.
+        ceil: ceilings from :func:`traceparse.roofline.gpus.ceilings`.
         by: ``"launch"`` (one point per launch) or ``"kernel"`` (launches of one kernel name
             merged: rates weighted by duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.

@@ -10,8 +10,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from analyses.attribution import breakdown, breakdown_windows, check_attribution, range_windows
-from analyses.gaps import idle_gaps
+from traceparse.analyses.attribution import (
+    breakdown,
+    breakdown_windows,
+    check_attribution,
+    range_windows,
+)
+from traceparse.analyses.gaps import idle_gaps
 from traceparse.samplegen import scenario_timeline
 
 US = 1000
@@ -106,7 +111,7 @@ def test_breakdown_per_step_sums_and_names() -> None:
 def test_breakdown_by_stream() -> None:
     # comm_bound per stream: stream 20 (NCCL [250,700)) window 450: compute on *its* stream
     # is 0, so all 450 us are exposed communication.
-    from analyses.attribution import breakdown_by_stream
+    from traceparse.analyses.attribution import breakdown_by_stream
 
     b = check_attribution(breakdown_by_stream(scenario_timeline("comm_bound")))
     s20 = b.filter(pl.col("stream_id") == 20).row(0, named=True)

@@ -12,9 +12,9 @@ import polars as pl
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from analyses import intervals
-from analyses.attribution import PARTS, breakdown, check_attribution
 from traceparse import schema
+from traceparse.analyses import intervals
+from traceparse.analyses.attribution import PARTS, breakdown, check_attribution
 from traceparse.timeline import Timeline
 
 SETTINGS = settings(max_examples=40, deadline=None,

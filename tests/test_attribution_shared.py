@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 
 import traceparse
-from analyses.attribution import check_attribution
-from analyses.summary import summarize
 from tests.conftest import ids, shared_files
+from traceparse.analyses.attribution import check_attribution
+from traceparse.analyses.summary import summarize
 
 NSYS = shared_files("nsys", "*.sqlite")
 

@@ -3,7 +3,7 @@
 ``gpt_profile.py --device cpu`` with a tiny model writes a genuine torch.profiler trace (no
 GPU, so no kernels); these tests check that traceparse ingests it, that its steps, shapes and
 FLOPs are what the script's arguments imply (worked out below by hand), and that the
-shape-based FLOPs of ``roofline.estimate`` agree with the profiler's own ``flops``.
+shape-based FLOPs of ``traceparse.roofline.estimate`` agree with the profiler's own ``flops``.
 
 Finding (torch 2.13.0+cpu): ``export_chrome_trace`` does not write ``flops`` even with
 ``with_flops=True``; the profiler computes them (``FunctionEvent.flops``) and
@@ -29,7 +29,7 @@ import polars as pl
 import pytest
 
 import traceparse
-from roofline.estimate import estimate_ops, op_flops
+from traceparse.roofline.estimate import estimate_ops, op_flops
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"

@@ -13,7 +13,8 @@ and committed ``sample_traces/h100/`` (or ``h200/``). Then, for each captured di
   kernel time or the FLOPs are wrong);
 * ncu: the tensor FLOPs ncu counted (``sm__ops_path_tensor_src_*``, summed by traceparse
   into ``flop_tensor``) for the ``tp_gemm_bf16`` and ``tp_sdpa_bf16`` NVTX ranges agree with
-  ``roofline.estimate.op_flops`` on the recorded shapes within ``NCU_FACTOR``; both shapes
+  ``traceparse.roofline.estimate.op_flops`` on the recorded shapes within ``NCU_FACTOR``; both
+  shapes
   divide into whole tiles and the attention is not causal, so the hardware does exactly the
   counted multiply-adds. FORMATS.md B.6 leaves open whether the counter counts an FMA as 1
   or 2 ops: a ratio near 0.5 means 1, and is a finding to fix in traceparse (scale
@@ -33,9 +34,9 @@ import polars as pl
 import pytest
 
 import traceparse
-from analyses.summary import summarize
-from roofline.build import build
-from roofline.estimate import estimate_ops, op_flops
+from traceparse.analyses.summary import summarize
+from traceparse.roofline.build import build
+from traceparse.roofline.estimate import estimate_ops, op_flops
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_traces"

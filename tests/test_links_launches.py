@@ -10,7 +10,12 @@ from conftest import ORACLE, ids, shared_files
 from perf_helpers import api, gpu, ranges, timeline
 
 import traceparse
-from analyses.launches import graph_recoverable, kern_exec_sum, launch_summary, launch_table
+from traceparse.analyses.launches import (
+    graph_recoverable,
+    kern_exec_sum,
+    launch_summary,
+    launch_table,
+)
 from traceparse.cli import main
 from traceparse.links import enclosing_ranges, kernel_ranges, launch_join
 

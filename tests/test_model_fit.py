@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import shared_files
 
-from analyses import fit
-from analyses.calibrate import calibrate, launch_stats, schema_path, to_json
-from analyses.kclass import class_expr, dtype_expr
+from traceparse.analyses import fit
+from traceparse.analyses.calibrate import calibrate, launch_stats, schema_path, to_json
+from traceparse.analyses.kclass import class_expr, dtype_expr
 
 
 def test_alpha_beta_recovers_hand_set_parameters() -> None:

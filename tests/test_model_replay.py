@@ -9,10 +9,10 @@ import polars as pl
 import pytest
 from conftest import shared_files
 
-from analyses.calibrate import calibrate
-from analyses.predict import holdout, parse_speedup, predict, whatif
-from analyses.replay import replay
 from traceparse import samplegen, schema
+from traceparse.analyses.calibrate import calibrate
+from traceparse.analyses.predict import holdout, parse_speedup, predict, whatif
+from traceparse.analyses.replay import replay
 from traceparse.errors import TraceError
 from traceparse.timeline import Timeline
 

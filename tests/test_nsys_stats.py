@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from analyses import nsys_stats as ns
 from tests.conftest import ORACLE, REPO, ids, shared_files
 from traceparse import nsys, schema
+from traceparse.analyses import nsys_stats as ns
 from traceparse.cli.common import render_csv
 from traceparse.cli.main import main
 from traceparse.timeline import Timeline

@@ -28,8 +28,8 @@ def test_sqlite3_reader_equals_adbc_on_generated_export(tmp_path: Path) -> None:
 
 
 def test_launch_summary_with_a_precomputed_table_is_identical() -> None:
-    from analyses import launches
     from traceparse import samplegen
+    from traceparse.analyses import launches
 
     for name in ("launch_bound", "mini_train"):
         tl = samplegen.scenario_timeline(name)

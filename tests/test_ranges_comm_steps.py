@@ -13,9 +13,9 @@ from conftest import ORACLE, ids, shared_files
 from perf_helpers import api, gpu, ranges, timeline
 
 import traceparse
-from analyses.comm import collective_skew, collectives, comm_summary, straggler_summary
-from analyses.ranges import NO_RANGE, gpu_projection, nvtx_sum
-from analyses.steps import step_summary, step_table
+from traceparse.analyses.comm import collective_skew, collectives, comm_summary, straggler_summary
+from traceparse.analyses.ranges import NO_RANGE, gpu_projection, nvtx_sum
+from traceparse.analyses.steps import step_summary, step_table
 
 
 def test_nvtx_sum_hand_made() -> None:

@@ -25,9 +25,9 @@ import pytest
 from conftest import ORACLE, shared_files
 from report_helpers import gpu_rows, timeline
 
-from reports.build import report_html
-from reports.html import render_html
-from reports.payload import build_payload
+from traceparse.reports.build import report_html
+from traceparse.reports.html import render_html
+from traceparse.reports.payload import build_payload
 
 BROWSER = next((b for b in (shutil.which(n) for n in ("chromium", "chromium-browser",
                                                        "google-chrome")) if b), None)

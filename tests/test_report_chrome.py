@@ -1,4 +1,4 @@
-"""Chrome-trace export (reports.chrome) on hand-built timelines and a real nsys file."""
+"""Chrome-trace export (traceparse.reports.chrome) on hand-built timelines and a real nsys file."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from conftest import shared_files
 from report_helpers import gpu_rows, timeline
 
-from reports.chrome import HOST_PID_BASE, to_chrome
 from traceparse import schema
+from traceparse.reports.chrome import HOST_PID_BASE, to_chrome
 from traceparse.timeline import Timeline, concat
 
 EPOCH = 1_700_000_000_123_456_789  # an epoch-ns clock (Kineto) : doubles lose the ns here

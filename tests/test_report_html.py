@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 from report_helpers import gpu_rows, timeline
 
-from reports.build import default_output
-from reports.html import json_for_script, render_html
-from reports.payload import ReportOptions, build_payload
 from traceparse import schema
 from traceparse.cli import main
+from traceparse.reports.build import default_output
+from traceparse.reports.html import json_for_script, render_html
+from traceparse.reports.payload import ReportOptions, build_payload
 from traceparse.samplegen import default_sample, scenario_timeline
 from traceparse.timeline import Timeline
 
@@ -112,7 +112,7 @@ def test_fusion_rule_on_many_tiny_elementwise_kernels() -> None:
 
 
 def test_payload_attribution_matches_breakdown_and_sums() -> None:
-    from analyses.attribution import breakdown
+    from traceparse.analyses.attribution import breakdown
 
     tl = scenario_timeline("mini_train")
     p = build_payload(tl)
@@ -235,7 +235,7 @@ def test_million_kernel_report_under_5mb() -> None:
 def test_golden_sample_report() -> None:
     """The bundled sample's report, byte for byte. Regenerate deliberately with
     ``TRACEPARSE_REGEN_GOLDEN=1 python3 -m pytest tests/test_report_html.py -k golden``."""
-    from reports.build import report_html
+    from traceparse.reports.build import report_html
 
     html = report_html([default_sample()])
     if os.environ.get("TRACEPARSE_REGEN_GOLDEN") == "1":
@@ -289,7 +289,7 @@ def test_cli_convert_chrome(tmp_path: Path) -> None:
                and e.get("cat") in ("compute", "memory", "communication")]
     assert len(kernels) == tl.gpu.filter(pl.col("kind") != "sync").height
     # the attribution lane's per-category time equals the attribution breakdown
-    from analyses.attribution import breakdown
+    from traceparse.analyses.attribution import breakdown
 
     b = breakdown(tl).row(0, named=True)
     lane: dict[str, int] = {}
@@ -303,7 +303,7 @@ def test_cli_convert_chrome(tmp_path: Path) -> None:
 def test_tensor_core_rule_hand_computed() -> None:
     # two GEMMs under 30% of their roof, one non-GEMM ignored, window 1 ms:
     # gemm_a 400 us at 10% -> 400 * (1 - 10/50) = 320 us; gemm_b 100 us at 25% -> 50 us
-    from reports.recommend import recommend
+    from traceparse.reports.recommend import recommend
 
     payload = {
         "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
@@ -353,7 +353,7 @@ def test_torch_trace_without_device_info_renders() -> None:
     description, so no ceilings: the roofline section keeps its table and draws no chart."""
     from conftest import shared_files
 
-    from reports.build import report_html
+    from traceparse.reports.build import report_html
 
     files = shared_files("torch", "kineto__resnet50_worker0_bare-list.pt.trace.json.gz")
     assert files

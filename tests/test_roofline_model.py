@@ -9,15 +9,15 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from roofline import gpus
-from roofline.chart import render
-from roofline.estimate import estimate_ops, estimated_points, op_flops
-from roofline.join import join_ncu
-from roofline.model import classify, measured_points
 from tests.conftest import shared_files
 from traceparse import ncu
 from traceparse.cli.main import main
 from traceparse.errors import TraceError
+from traceparse.roofline import gpus
+from traceparse.roofline.chart import render
+from traceparse.roofline.estimate import estimate_ops, estimated_points, op_flops
+from traceparse.roofline.join import join_ncu
+from traceparse.roofline.model import classify, measured_points
 
 # Every name string of FORMATS D.4 -> expected table row.
 D4 = [

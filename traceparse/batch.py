@@ -119,7 +119,7 @@ def _attribution(tl: Any) -> dict[str, float]:
     """Percent of the summed device windows per attribution part ({} when the attribution
     analysis is unavailable or the trace has no GPU activity)."""
     try:
-        from analyses import attribution
+        from traceparse.analyses import attribution
     except ImportError:
         return {}
     if tl.gpu.height == 0:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 CAT = pl.Categorical()
 I32 = pl.Int32()
@@ -243,12 +243,50 @@ INGEST = (
     _c("count", I64, "count", "Number of source rows.", required=True),
 )
 
+METRICS = (
+    RANK,
+    _c("device_id", I32, "", "Device ordinal the sample was taken on.", required=True),
+    _c("start_ns", I64, "ns", "Sample time on the trace clock (start of the sampling period).",
+       required=True),
+    _c("end_ns", I64, "ns", "End of the sampling period (next sample of the same metric on the "
+       "device; the last sample's period is the median period).", required=True),
+    _c("dur_ns", I64, "ns", "end_ns - start_ns.", required=True),
+    _c("metric", CAT, "", "Metric name as the source names it, e.g. 'SM Active', "
+       "'DRAM Read Bandwidth', 'GPC Clock Frequency'.", required=True),
+    _c("value", F64, "", "Sample value in ``unit``.", required=True),
+    _c("unit", CAT, "", "Unit of ``value``: '%', 'Hz', 'bytes/s', 'count', ... "
+       "(normalised from the source's own unit)."),
+    _c("source", CAT, "", "Where the sample came from: 'nsys GPU_METRICS', ..."),
+)
+
+MEMORY = (
+    RANK,
+    _c("device_id", I32, "", "Device ordinal of the allocation (-1 for host memory).",
+       required=True),
+    _c("ts_ns", I64, "ns", "Event time on the trace clock.", required=True),
+    _c("kind", CAT, "", "alloc, free or other (a usage sample with no size change).",
+       required=True),
+    _c("bytes", I64, "bytes", "Size change: positive for alloc, negative for free.",
+       required=True),
+    _c("allocated_bytes", I64, "bytes", "Total allocated on the device after the event, as "
+       "the source recorded it (null when it does not)."),
+    _c("reserved_bytes", I64, "bytes", "Total reserved by the caching allocator after the "
+       "event (null when not recorded)."),
+    _c("address", I64, "", "Address of the block (pairs frees with allocs)."),
+    _c("process_id", I64, "", "OS process id."),
+    _c("thread_id", I64, "", "OS thread id."),
+    _c("source", CAT, "", "Where the event came from: 'kineto [memory]', "
+       "'nsys CUDA_GPU_MEMORY_USAGE_EVENTS', ..."),
+)
+
 TABLES: dict[str, tuple[Column, ...]] = {
     "gpu": GPU,
     "api": API,
     "ranges": RANGES,
     "devices": DEVICES,
     "ncu": NCU,
+    "metrics": METRICS,
+    "memory": MEMORY,
     "sources": SOURCES,
     "ingest": INGEST,
 }

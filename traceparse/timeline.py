@@ -33,6 +33,8 @@ class Timeline:
         ranges: host and GPU ranges (NVTX, torch ops, annotations, steps).
         devices: one row per (rank, device).
         ncu: per-launch Nsight Compute metrics.
+        metrics: sampled GPU hardware metrics (nsys GPU_METRICS), one row per sample.
+        memory: device memory events (allocations, frees, usage samples).
         sources: one row per input file.
         ingest: accounting of source rows parsed and skipped, with reasons.
         meta: free-form facts a parser wants to keep (JSON-serialisable).
@@ -43,6 +45,8 @@ class Timeline:
     ranges: pl.DataFrame = field(default_factory=lambda: schema.empty("ranges"))
     devices: pl.DataFrame = field(default_factory=lambda: schema.empty("devices"))
     ncu: pl.DataFrame = field(default_factory=lambda: schema.empty("ncu"))
+    metrics: pl.DataFrame = field(default_factory=lambda: schema.empty("metrics"))
+    memory: pl.DataFrame = field(default_factory=lambda: schema.empty("memory"))
     sources: pl.DataFrame = field(default_factory=lambda: schema.empty("sources"))
     ingest: pl.DataFrame = field(default_factory=lambda: schema.empty("ingest"))
     meta: dict[str, Any] = field(default_factory=dict)

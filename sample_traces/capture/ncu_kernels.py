@@ -15,7 +15,7 @@ loading, allocator growth), then once inside ``cudaProfilerStart/Stop``
 
 ``--json`` writes a sidecar with each range's op name, input shapes and dtypes in Kineto's
 spelling (``aten::mm``, ``[[M, K], [K, N]]``, ``c10::BFloat16``): the tests feed these to
-``roofline.estimate.op_flops`` and compare with the FLOPs ncu counted.
+``traceparse.roofline.estimate.op_flops`` and compare with the FLOPs ncu counted.
 
 ``--device cpu`` runs the same ops without NVTX or the profiler window (a smoke test of the
 script and sidecar on machines without a GPU; it measures nothing).

@@ -49,7 +49,7 @@ def breakdown(trace: str, window: str | None, steps: str | None, by_stream: bool
               output: str | None) -> None:
     """Where each device's time went: compute, exposed communication, memory copies,
     launch overhead and idle (parts sum to the window; priority in that order)."""
-    from analyses import attribution as at
+    from traceparse.analyses import attribution as at
 
     tl = load_trace(trace)
     group = ("rank", "device_id", "stream_id") if by_stream else at.DEFAULT_GROUP
@@ -68,7 +68,7 @@ def breakdown(trace: str, window: str | None, steps: str | None, by_stream: bool
 @output_options
 def gaps(trace: str, min_us: float, top: int | None, fmt: str, output: str | None) -> None:
     """Idle gaps per device, largest first, with their cause (host sync, CPU work)."""
-    from analyses.gaps import idle_gaps
+    from traceparse.analyses.gaps import idle_gaps
 
     frame = idle_gaps(load_trace(trace), min_ns=round(min_us * 1000))
     emit(render(frame if top is None else frame.head(top), fmt), output)
@@ -91,8 +91,8 @@ def summary(trace: str | None, top: int, min_gap_us: float, fmt: str,
 
     Without TRACE, summarise the bundled sample trace.
     """
-    from analyses.summary import summarize
-    from analyses.summary_render import render_text
+    from traceparse.analyses.summary import summarize
+    from traceparse.analyses.summary_render import render_text
 
     if trace is None:
         from traceparse.samplegen import default_sample

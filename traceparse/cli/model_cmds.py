@@ -17,7 +17,7 @@ from traceparse.cli.main import main
 def calibrate_cmd(traces: tuple[str, ...], output: str, export: str | None) -> None:
     """Fit a performance model (launch overhead, kernel efficiency, copies, collectives)
     from TRACE... and write calibration.json (docs/calibration.md)."""
-    from analyses.calibrate import calibrate, merge, to_json
+    from traceparse.analyses.calibrate import calibrate, merge, to_json
     from traceparse.loader import load
 
     cal = merge([calibrate(load(t)) for t in traces])
@@ -26,7 +26,7 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, export: str | None) -> N
 
         emit(to_json(cal), output)
         return
-    from analyses.export import export_files
+    from traceparse.analyses.export import export_files
     from traceparse.atomic import atomic_path
 
     files = export_files(cal, export)
@@ -57,8 +57,8 @@ def predict_cmd(trace: str, calibration: str | None, holdout_steps: int | None,
                 step_regex: str | None, fmt: str, output: str | None) -> None:
     """Replay TRACE with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md)."""
-    from analyses import calibrate as cal_mod
-    from analyses import predict as pr
+    from traceparse.analyses import calibrate as cal_mod
+    from traceparse.analyses import predict as pr
     from traceparse.loader import load
 
     tl = load(trace)
@@ -84,7 +84,7 @@ def whatif_cmd(trace: str, no_launch_overhead: bool, overlap_comm: bool,
                speedups: tuple[str, ...], step_regex: str | None, fmt: str,
                output: str | None) -> None:
     """Projected window and step time of TRACE under the chosen changes."""
-    from analyses import predict as pr
+    from traceparse.analyses import predict as pr
     from traceparse.errors import UsageError
     from traceparse.loader import load
 
@@ -117,8 +117,8 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None, 
     run-to-run noise does not explain are flagged. Exit 1 when --fail-above is exceeded."""
     import os
 
-    from analyses import diff as df
-    from analyses import diff_render
+    from traceparse.analyses import diff as df
+    from traceparse.analyses import diff_render
     from traceparse.cli.common import emit
     from traceparse.loader import load
 

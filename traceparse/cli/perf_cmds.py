@@ -20,7 +20,7 @@ _TRACE = click.argument("trace", type=click.Path(exists=False))
 @output_options
 def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """Kernel launch cost, queueing latency and what CUDA graphs could recover."""
-    from analyses import launches
+    from traceparse.analyses import launches
 
     tl = load_trace(trace)
     if report == "kern_exec_sum":
@@ -42,7 +42,7 @@ def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
 @output_options
 def comm_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """NCCL collectives: time, exposed vs overlapped, bandwidth, cross-rank skew."""
-    from analyses import comm
+    from traceparse.analyses import comm
 
     tl = load_trace(trace)
     fn = {"summary": comm.comm_summary, "kernels": comm.collectives,
@@ -59,7 +59,7 @@ def comm_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
 def steps_cmd(trace: str, step_regex: str | None, summary: bool, fmt: str,
               output: str | None) -> None:
     """Per-step wall time, GPU busy time, attribution and outlier steps."""
-    from analyses import steps
+    from traceparse.analyses import steps
 
     table = steps.step_table(load_trace(trace), step_regex=step_regex)
     emit(render(steps.step_summary(table) if summary else table, fmt), output)
@@ -72,7 +72,7 @@ def steps_cmd(trace: str, step_regex: str | None, summary: bool, fmt: str,
 @output_options
 def nvtx_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
     """NVTX range statistics (as nsys nvtx_sum) or GPU time per innermost range."""
-    from analyses import ranges
+    from traceparse.analyses import ranges
 
     tl = load_trace(trace)
     if report == "gpu":

@@ -32,8 +32,8 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     verdict: what bounds the run and which fixes could save the most time. An existing
     output file is kept unless --force is given.
     """
-    from reports.build import default_output, report_html
-    from reports.payload import ReportOptions
+    from traceparse.reports.build import default_output, report_html
+    from traceparse.reports.payload import ReportOptions
 
     out = Path(output) if output else default_output(traces)
     if out.exists() and not force:

@@ -32,13 +32,13 @@ POINT_COLS = ["kernel_name", "launches", "time_ns", "precision", "provenance", "
 def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
                  ceilings_file: str | None, fmt: str, output: str | None) -> None:
     """Roofline of TRACE (an ncu CSV, or an nsys/torch trace with --ncu or op shapes)."""
-    from roofline.build import build
+    from traceparse.roofline.build import build
 
     tl = load_trace(trace)
     extra = load_trace(ncu_csv) if ncu_csv else None
     points, ceil, _notes = build(tl, ncu=extra, gpu=gpu, ceilings_file=ceilings_file)
     if fmt == "chart":
-        from roofline.chart import render as draw
+        from traceparse.roofline.chart import render as draw
 
         if not output:
             raise UsageError(None, "--format chart needs -o FILE.png or FILE.svg")
@@ -54,6 +54,6 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
 @click.option("-o", "--output", default=None, type=click.Path(dir_okay=False))
 def gpus_cmd(fmt: str, output: str | None) -> None:
     """The shipped GPU ceiling table (dense peaks, bandwidth, clocks, sources)."""
-    from roofline.gpus import table
+    from traceparse.roofline.gpus import table
 
     emit(render(table(), fmt), output)

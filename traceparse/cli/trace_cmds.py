@@ -18,7 +18,7 @@ import os
 import click
 import polars as pl
 
-from analyses import nsys_stats
+from traceparse.analyses import nsys_stats
 from traceparse.cli.common import emit, load_trace, output_options, render
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -169,7 +169,7 @@ def convert(trace: str, output: str, to: str, force: bool) -> None:
         click.echo(f"wrote {path} ({tl.gpu.height} gpu, {tl.api.height} api, "
                    f"{tl.ranges.height} ranges rows)")
     elif to == "chrome":
-        from reports.chrome import write_chrome
+        from traceparse.reports.chrome import write_chrome
 
         size = write_chrome(tl, output)
         click.echo(f"wrote {output} ({size:,} bytes; open it in the Perfetto UI)")
