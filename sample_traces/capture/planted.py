@@ -158,7 +158,7 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
              "step is steady state",
         verdict_part=None,
         verdict_re=r"(?i)warm-?up|compil|idle-bound|host-bound",
-        rec_ids=("warmup", "input-pipeline"),
+        rec_ids=("input-pipeline",),
         rec_re=r"(?i)warm-?up|compil",
         first_step_outlier=True),
 )}
