@@ -274,3 +274,77 @@ def test_tool_command_lines(tmp_path: Path) -> None:
         assert flag in joined, flag
     assert export == ["ncu", "--import", str(tmp_path / "g.ncu-rep"), "--csv", "--page",
                       "raw", "--print-units", "base"]
+
+
+STUB_NSYS = r"""#!/usr/bin/env bash
+# Test double for nsys: logs its arguments, writes placeholder files where nsys would write
+# its report and export. Never a measurement.
+echo "$*" >> "$STUB_LOG"
+case "$1" in
+  profile) while [ "$1" != "-o" ]; do shift; done; echo rep > "$2.nsys-rep";;
+  export) while [ "$1" != "--output" ]; do shift; done; echo "STUB SQLITE" > "$2";;
+esac
+"""
+STUB_NCU = r"""#!/usr/bin/env bash
+# Test double for ncu: logs, lists two tensor counters, writes a placeholder report/CSV.
+echo "$*" >> "$STUB_LOG"
+case "$1" in
+  --query-metrics) echo "sm__ops_path_tensor_src_bf16_dst_fp32  ops";;
+  --import) echo '"STUB CSV"';;
+  *) [ -n "$STUB_FAIL" ] && exit 7; while [ "$1" != "-o" ]; do shift; done
+     echo rep > "$2.ncu-rep";;
+esac
+"""
+
+
+def _stub(path: Path, text: str) -> str:
+    path.write_text(text)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("ncu_fails", [False, True])
+def test_run_tools_files_and_commands_with_stubs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 ncu_fails: bool) -> None:
+    """run_tools' file handling on a (pretend) GPU machine, with nsys/ncu replaced by stubs
+    that only log and write placeholders: names, gzip, clean-up, logged commands, and a
+    failing ncu recorded as skipped instead of aborting the capture."""
+    import argparse
+
+    sc = _runner()
+    log = tmp_path / "argv.log"
+    monkeypatch.setenv("STUB_LOG", str(log))
+    if ncu_fails:
+        monkeypatch.setenv("STUB_FAIL", "1")
+    out = tmp_path / "gpu"
+    out.mkdir()
+    a = argparse.Namespace(device="cuda", size="full", out=str(out), steps=None,
+                           nsys=_stub(tmp_path / "nsys", STUB_NSYS),
+                           ncu=_stub(tmp_path / "ncu", STUB_NCU), keep_reports=False)
+    meta: dict[str, Any] = {"skipped": [], "tool_commands": [], "files": {"torch": "t"},
+                            "steps": {"profiled": 6}}
+    sc.run_tools(a, "gemm_roofline", "sweep", meta)
+    left = sorted(p.name for p in out.iterdir())
+    assert gzip.decompress((out / "gemm_roofline-sweep.sqlite.gz").read_bytes()) == \
+        b"STUB SQLITE\n"
+    if ncu_fails:
+        assert left == ["gemm_roofline-sweep.sqlite.gz"]
+        assert meta["files"] == {"torch": "t", "nsys_sqlite": "gemm_roofline-sweep.sqlite.gz"}
+        assert [s["what"] for s in meta["skipped"]] == ["ncu capture"]
+        assert "exited with 7" in meta["skipped"][0]["reason"]
+        assert len(meta["tool_commands"]) == 3  # nsys profile, nsys export, ncu profile
+        return
+    assert left == ["gemm_roofline-sweep.ncu.csv.gz", "gemm_roofline-sweep.sqlite.gz"]
+    assert gzip.decompress((out / "gemm_roofline-sweep.ncu.csv.gz").read_bytes()) == \
+        b'"STUB CSV"\n'
+    assert meta["skipped"] == [] and meta["steps"]["ncu_profiled"] == 1
+    cmds = meta["tool_commands"]
+    assert len(cmds) == 4 and not any(str(tmp_path) in c for c in cmds)  # no machine path
+    assert cmds[0].startswith("nsys profile --trace=cuda,nvtx,osrt,cublas,cudnn "
+                              "--gpu-metrics-devices=all ")
+    assert "--mode nvtx" in cmds[0] and "--steps" not in cmds[0]  # nsys: every step
+    assert cmds[2].startswith("ncu --clock-control none --set roofline ")
+    assert "--metrics sm__ops_path_tensor_src_bf16_dst_fp32.sum " in cmds[2]
+    assert "--steps 1 " in cmds[2]  # ncu: one step, one launch per GEMM range
+    assert cmds[3] == ("ncu --import gemm_roofline-sweep.ncu-rep --csv --page raw "
+                       "--print-units base > gemm_roofline-sweep.ncu.csv")

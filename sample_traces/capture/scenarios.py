@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gzip
 import json
 import os
@@ -81,6 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scenario", action="append", choices=SCENARIOS,
                    help="run only this scenario (repeatable; default: all)")
     p.add_argument("--variant", action="append", help="run only this variant (repeatable)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="profiled steps (default: the size preset's; ncu runs use 1)")
     p.add_argument("--out", required=True, help="directory for traces and sidecars")
     p.add_argument("--nsys", default=os.environ.get("NSYS", "nsys"),
                    help="nsys binary, or 'off' (default: nsys on PATH; env NSYS)")
@@ -109,12 +112,14 @@ def _runs(a: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def run_workload(scenario: str, variant: str, dev: torch.device, size: str, mode: str,
-                 trace: Path | None) -> dict[str, Any]:
+                 trace: Path | None, steps: int | None = None) -> dict[str, Any]:
     """Set the scenario up, run its warm-up steps, then its profiled steps under
     torch.profiler (``mode='torch'``, trace written to ``trace``) or between
     cudaProfilerStart/Stop with NVTX labels (``mode='nvtx'``). Returns the sidecar's
     run-dependent part."""
     sz = SIZES[size]
+    if steps is not None:
+        sz = dataclasses.replace(sz, steps=steps)
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 GEMMs are fp32 unless stated
     label = record_function if mode == "torch" else nvtx_range
@@ -185,7 +190,9 @@ def sidecar(a: argparse.Namespace, scenario: str, variant: str, part: dict[str, 
         "steps": part["steps"],
         "command": portable_command([str(HERE / "scenarios.py"), "--device", a.device,
                                      "--size", a.size, "--scenario", scenario,
-                                     "--variant", variant, "--out", a.out]),
+                                     "--variant", variant,
+                                     *(["--steps", str(a.steps)] if a.steps else []),
+                                     "--out", a.out]),
         "tool_commands": [],
         "captured_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "gpu": gpu_info(), "software": software_info(), "timings_ms": part["timings_ms"],
@@ -203,10 +210,12 @@ def _show(cmd: list[str]) -> str:
     return shlex.join([_rel(c) if os.path.isabs(c) else c for c in cmd])
 
 
-def worker_cmd(a: argparse.Namespace, scenario: str, variant: str) -> list[str]:
+def worker_cmd(a: argparse.Namespace, scenario: str, variant: str,
+               steps: int | None = None) -> list[str]:
     """The command a tool (nsys, ncu) profiles: this script, NVTX mode, one run."""
     return [sys.executable, str(HERE / "scenarios.py"), "--mode", "nvtx", "--device",
             a.device, "--size", a.size, "--scenario", scenario, "--variant", variant,
+            *(["--steps", str(steps)] if steps else []),
             "--out", a.out, "--nsys", "off", "--ncu", "off"]
 
 
@@ -246,6 +255,19 @@ def _gzip(src: Path, dst: Path) -> None:
         shutil.copyfileobj(fh, gz)
 
 
+def _tool(meta: dict[str, Any], what: str, cmd: list[str], stdout: Path | None = None) -> bool:
+    """Run one nsys/ncu command, logged in ``meta["tool_commands"]``; on failure record it in
+    ``meta["skipped"]`` (the capture goes on without that file) and return False."""
+    meta["tool_commands"].append(_show(cmd) + (f" > {_rel(stdout)}" if stdout else ""))
+    with open(stdout, "w") if stdout else contextlib.nullcontext() as fh:
+        proc = subprocess.run(cmd, stdout=fh, check=False)
+    if proc.returncode:
+        meta["skipped"].append({"what": what, "reason": f"{Path(cmd[0]).name} exited with "
+                                f"{proc.returncode} (ncu: ERR_NVGPUCTRPERM means counters "
+                                "need root or NVreg_RestrictProfilingToAdminUsers=0)"})
+    return proc.returncode == 0
+
+
 def run_tools(a: argparse.Namespace, scenario: str, variant: str, meta: dict[str, Any]) -> None:
     """Run the nsys (every scenario) and ncu (gemm_roofline) captures where possible; record
     their files and commands, or why they were skipped, in ``meta``."""
@@ -255,17 +277,15 @@ def run_tools(a: argparse.Namespace, scenario: str, variant: str, meta: dict[str
         meta["skipped"].append({"what": "nsys and ncu captures", "reason": "--device cpu: "
                                 "nsys/ncu trace GPU work and there is none"})
         return
-    worker = worker_cmd(a, scenario, variant)
     if a.nsys != "off" and shutil.which(a.nsys):
         rep, sql = out / f"{stem}.nsys-rep", out / f"{stem}.sqlite"
-        for cmd in nsys_cmds(a.nsys, rep, sql, worker):
-            meta["tool_commands"].append(_show(cmd))
-            subprocess.run(cmd, check=True)
-        _gzip(sql, out / f"{stem}.sqlite.gz")
-        sql.unlink()
+        prof, export = nsys_cmds(a.nsys, rep, sql, worker_cmd(a, scenario, variant))
+        if _tool(meta, "nsys capture", prof) and _tool(meta, "nsys capture", export):
+            _gzip(sql, out / f"{stem}.sqlite.gz")
+            meta["files"]["nsys_sqlite"] = f"{stem}.sqlite.gz"
+        sql.unlink(missing_ok=True)
         if not a.keep_reports:
             rep.unlink(missing_ok=True)
-        meta["files"]["nsys_sqlite"] = f"{stem}.sqlite.gz"
     else:
         meta["skipped"].append({"what": "nsys capture", "reason": f"'{a.nsys}' not on PATH"
                                 if a.nsys != "off" else "--nsys off"})
@@ -273,17 +293,16 @@ def run_tools(a: argparse.Namespace, scenario: str, variant: str, meta: dict[str
         return
     if a.ncu != "off" and shutil.which(a.ncu):
         rep, csv = out / f"{stem}.ncu-rep", out / f"{stem}.ncu.csv"
-        prof, export = ncu_cmds(a.ncu, rep, csv, worker, ncu_tensor_metrics(a.ncu))
-        meta["tool_commands"].append(_show(prof))
-        subprocess.run(prof, check=True)
-        meta["tool_commands"].append(_show(export) + f" > {_rel(csv)}")
-        with open(csv, "w") as fh:
-            subprocess.run(export, check=True, stdout=fh)
-        _gzip(csv, out / f"{stem}.ncu.csv.gz")
-        csv.unlink()
+        # One profiled step: each GEMM range holds exactly one launch of its GEMM.
+        prof, export = ncu_cmds(a.ncu, rep, csv, worker_cmd(a, scenario, variant, steps=1),
+                                ncu_tensor_metrics(a.ncu))
+        if _tool(meta, "ncu capture", prof) and _tool(meta, "ncu capture", export, csv):
+            _gzip(csv, out / f"{stem}.ncu.csv.gz")
+            meta["files"]["ncu_raw_csv"] = f"{stem}.ncu.csv.gz"
+            meta["steps"]["ncu_profiled"] = 1
+        csv.unlink(missing_ok=True)
         if not a.keep_reports:
             rep.unlink(missing_ok=True)
-        meta["files"]["ncu_raw_csv"] = f"{stem}.ncu.csv.gz"
     else:
         meta["skipped"].append({"what": "ncu capture", "reason": f"'{a.ncu}' not on PATH"
                                 if a.ncu != "off" else "--ncu off"})
@@ -296,10 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for scenario, variant in _runs(a):
         if a.mode == "nvtx":  # profiled by nsys/ncu from run_tools: no files of its own
-            run_workload(scenario, variant, dev, a.size, "nvtx", None)
+            run_workload(scenario, variant, dev, a.size, "nvtx", None, a.steps)
             continue
         trace = out / f"{run_name(scenario, variant)}.json.gz"
-        part = run_workload(scenario, variant, dev, a.size, "torch", trace)
+        part = run_workload(scenario, variant, dev, a.size, "torch", trace, a.steps)
         meta = sidecar(a, scenario, variant, part, trace)
         run_tools(a, scenario, variant, meta)
         meta["diagnosable"] = a.device == "cuda" and not [
