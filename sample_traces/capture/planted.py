@@ -152,8 +152,9 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
         rec_re=r"(?i)input|data.?load|prefetch"),
     Expectation(
         cause="warmup",
-        planted="the first profiled step compiles the model (torch.compile, max-autotune-"
-                "no-cudagraphs) and runs cuDNN autotuning; later steps are steady state",
+        planted="the first profiled step compiles the model (torch.compile, default mode, "
+                "caches disabled) and runs cuDNN autotuning (cudnn.benchmark); later steps "
+                "are steady state",
         twin="the same model compiled and autotuned before profiling starts: every profiled "
              "step is steady state",
         verdict_part=None,

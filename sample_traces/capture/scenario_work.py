@@ -299,8 +299,11 @@ def make_gemm_roofline(ctx: Ctx, variant: str) -> Work:
                 b8 = _randn(ctx, n, n).to(torch.float8_e4m3fn).t()  # column-major, as required
                 one = torch.ones((), device=ctx.dev)
                 op = "aten::_scaled_mm"
-                cases.append((name, lambda a8=a8, b8=b8, one=one: torch._scaled_mm(
-                    a8, b8, one, one, out_dtype=torch.bfloat16)))
+
+                def mm8(a8: torch.Tensor = a8, b8: torch.Tensor = b8,
+                        one: torch.Tensor = one) -> Any:
+                    return torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16)
+                cases.append((name, mm8))
             else:
                 a = _randn(ctx, n, n, dtype=torch.bfloat16 if dt == "bf16" else torch.float32)
                 b = torch.randn_like(a)
@@ -384,6 +387,11 @@ def make_warmup(ctx: Ctx, variant: str) -> Work:
     fn: Callable[[torch.Tensor], torch.Tensor] = model
     if ctx.cuda:
         torch.backends.cudnn.benchmark = True
+        # A cold compile every time: no FX-graph/autotune cache from an earlier run of
+        # this scenario (on disk) or of the bottleneck (in memory) may shorten it.
+        import torch._inductor.config as inductor_config
+
+        inductor_config.force_disable_caches = True
         fn = torch.compile(model)  # type: ignore[assignment]
     else:
         ctx.skip("torch.compile and cuDNN autotuning", "CUDA-only here (see "

@@ -120,8 +120,11 @@ def run_workload(scenario: str, variant: str, dev: torch.device, size: str, mode
     sz = SIZES[size]
     if steps is not None:
         sz = dataclasses.replace(sz, steps=steps)
+    # Runs share one process: undo what an earlier run may have switched on.
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 GEMMs are fp32 unless stated
+    torch.backends.cudnn.benchmark = False
+    torch._dynamo.reset()  # no compiled code carried over from an earlier scenario
     label = record_function if mode == "torch" else nvtx_range
     ctx = Ctx(dev=dev, size=sz, label=label)
     t0 = time.perf_counter()
