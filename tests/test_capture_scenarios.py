@@ -107,7 +107,8 @@ def _names(events: list[dict[str, Any]], cat: str) -> Counter[str]:
 def test_every_run_has_a_complete_sidecar(out: Path,
                                           runs: dict[tuple[str, str], dict[str, Any]]) -> None:
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"{planted.run_name(s, v)}{ext}" for s, v in RUNS for ext in (".json.gz", ".meta.json"))
+        [f"{planted.run_name(s, v)}{ext}" for s, v in RUNS for ext in (".json.gz", ".meta.json")]
+        + ["README.md"])
     for (s, v), r in runs.items():
         m = r["meta"]
         assert set(planted.SIDECAR_KEYS) <= set(m), (s, v, set(planted.SIDECAR_KEYS) - set(m))
@@ -127,6 +128,19 @@ def test_every_run_has_a_complete_sidecar(out: Path,
         assert m["command"] == (f"python3 sample_traces/capture/scenarios.py --device cpu "
                                 f"--size tiny --scenario {s} --variant {v} --out {out.name}")
         assert str(out.parent) not in json.dumps(m)  # no machine path
+
+
+def test_readme_from_the_sidecars(out: Path, runs: dict[tuple[str, str], dict[str, Any]]
+                                  ) -> None:
+    text = (out / "README.md").read_text()
+    assert "* A CPU-only run: no GPU was involved, nothing here is diagnosable." in text
+    for (s, v), r in runs.items():
+        cause = s if v != planted.TWIN else "none (twin)"
+        kb = r["trace"].stat().st_size / 1e6
+        assert f"| {s}-{v} | {cause} | no | `{r['trace'].name}` ({kb:.2f} MB) |" in text
+        assert f"* {s}-{v}: `{r['meta']['command']}`" in text
+    assert text.count("nsys and ncu captures: --device cpu") == len(RUNS)
+    assert str(out) not in text
 
 
 def test_cpu_runs_list_what_they_could_not_plant(

@@ -11,6 +11,8 @@ this runner writes, into ``--out``:
 * ``<scenario>-<variant>.meta.json``: the sidecar (keys: ``planted.SIDECAR_KEYS``): planted
   cause, expected verdict/recommendation keys, sizes, measured times, what was skipped and
   why, files, exact commands, GPU and software;
+* ``README.md``: GPU, driver, versions, files and exact commands of every run in ``--out``
+  (``scenario_readme.py``);
 * on CUDA with ``nsys`` on ``PATH``: the same workload under
   ``nsys profile --gpu-metrics-devices=all`` (NVTX ranges instead of record_function; only
   the profiled steps, via ``--capture-range=cudaProfilerApi``) exported with
@@ -61,6 +63,7 @@ from planted import (
     TWIN,
     run_name,
 )
+from scenario_readme import write_readme
 from scenario_work import MAKERS, SIZES, Ctx, nvtx_range
 
 HERE = Path(__file__).resolve().parent
@@ -331,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {_rel(trace)} ({trace.stat().st_size:,} bytes) and {side.name}"
               + (f"; skipped: {', '.join(s['what'] for s in meta['skipped'])}"
                  if meta["skipped"] else ""))
+    if a.mode == "torch":
+        print(f"wrote {_rel(write_readme(out))}")
     return 0
 
 
