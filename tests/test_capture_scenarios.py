@@ -19,7 +19,8 @@ tests check the plumbing against numbers worked out by hand from the tiny sizes:
 Finding while writing these: traceparse does not ingest Kineto's ``[memory]`` instant events
 (``profile_memory=True``) into the ``memory`` table yet; the raw events are checked instead.
 
-torch is not a traceparse dependency: without it these tests skip.
+torch is not a traceparse dependency: without it these tests skip, except under ``.ci/run``
+(which installs the CPU build and sets ``TRACEPARSE_REQUIRE_TORCH=1``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,11 @@ from traceparse.roofline.estimate import op_flops
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
+#: .ci/run installs torch and sets this: there, a missing torch fails the tests instead.
+REQUIRE_TORCH = os.environ.get("TRACEPARSE_REQUIRE_TORCH") == "1"
 pytestmark = pytest.mark.skipif(
-    not HAVE_TORCH, reason="PyTorch is not installed (not a traceparse dependency; "
+    not HAVE_TORCH and not REQUIRE_TORCH,
+    reason="PyTorch is not installed (not a traceparse dependency; "
     "`pip install torch` to run the scenario runner on the CPU)")
 
 sys.path.insert(0, str(CAPTURE))
