@@ -213,7 +213,7 @@ def test_gap_cause_is_the_planted_one(judged: dict[tuple[str, str, str], Any], c
     g = b["gaps"]
     by = g.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
     assert by.height and by["cause"][0] == e.gap_cause, by
-    if e.gap_cause_name:
+    if e.gap_cause_name and source == "torch":  # nsys: the NVTX step range wins (planted.py)
         top = g.filter(pl.col("cause") == e.gap_cause).sort("dur_ns", descending=True)
         assert top["cause_name"][0] == e.gap_cause_name, top.head(3)
 

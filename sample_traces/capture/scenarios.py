@@ -147,8 +147,8 @@ def run_workload(scenario: str, variant: str, dev: torch.device, size: str, mode
                 warnings.simplefilter("ignore", UserWarning)
                 sched = schedule(wait=0, warmup=0, active=sz.steps, repeat=1)
             with profile(activities=acts, schedule=sched, record_shapes=True,
-                         with_stack=True, with_modules=True, profile_memory=True,
-                         with_flops=True) as prof:
+                         with_stack=work.no_stack_reason is None, with_modules=True,
+                         profile_memory=True, with_flops=True) as prof:
                 for i in range(sz.steps):
                     s0 = time.perf_counter()
                     work.step(i)
@@ -172,7 +172,7 @@ def run_workload(scenario: str, variant: str, dev: torch.device, size: str, mode
             "steps": {"warm_unprofiled": work.warm_steps, "profiled": sz.steps},
             "timings_ms": {"setup": round(setup_ms, 3),
                            "steps_host": [round(x, 3) for x in step_ms]},
-            "trace": written}
+            "trace": written, "no_stack_reason": work.no_stack_reason}
 
 
 def sidecar(a: argparse.Namespace, scenario: str, variant: str, part: dict[str, Any],
@@ -190,8 +190,11 @@ def sidecar(a: argparse.Namespace, scenario: str, variant: str, part: dict[str, 
         "device": a.device, "diagnosable": cuda and not skipped,
         "skipped": skipped, "sizes": part["sizes"],
         "profiler": {"activities": ["CPU"] + (["CUDA"] if cuda else []),
-                     "record_shapes": True, "with_stack": True, "with_modules": True,
-                     "profile_memory": True, "with_flops": True, **part["trace"]},
+                     "record_shapes": True, "with_stack": part["no_stack_reason"] is None,
+                     "with_modules": True, "profile_memory": True, "with_flops": True,
+                     **({"with_stack_off": part["no_stack_reason"]}
+                        if part["no_stack_reason"] else {}),
+                     **part["trace"]},
         "files": {"torch": trace.name},
         "steps": part["steps"],
         "command": portable_command([str(HERE / "scenarios.py"), "--device", a.device,
