@@ -269,7 +269,8 @@ def test_tool_command_lines(tmp_path: Path) -> None:
     worker = ["python3", "scenarios.py", "--mode", "nvtx"]
     prof, export = sc.nsys_cmds("nsys", tmp_path / "x.nsys-rep", tmp_path / "x.sqlite", worker)
     assert prof == ["nsys", "profile", "--trace=cuda,nvtx,osrt,cublas,cudnn",
-                    "--gpu-metrics-devices=all", "--capture-range=cudaProfilerApi",
+                    "--gpu-metrics-devices=all", "--gpu-metrics-frequency=2000",
+                    "--capture-range=cudaProfilerApi",
                     "--capture-range-end=stop", "--sample=none", "--cpuctxsw=none",
                     "--force-overwrite=true", "-o", str(tmp_path / "x"), *worker]
     assert export == ["nsys", "export", "--type", "sqlite", "--force-overwrite", "true",

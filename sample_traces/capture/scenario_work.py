@@ -38,7 +38,9 @@ class Size:
         sync_iters: iterations per step (host_sync).
         host_factor: host bookkeeping time / GPU unit time (host_sync).
         tiny_kernels: elementwise kernels per step (launch_bound), on tiny_numel elements.
-        chain_ops: elementwise ops in the chain (unfused_elementwise), on chain_numel.
+        chain_ops: elementwise ops in the chain (unfused_elementwise), on chain_numel
+            (full: 2 M floats, 16 MB moved per op: about 5 µs on an H100's 3.35 TB/s, under
+            the fusion rule's 10 µs "tiny kernel" limit with room to spare).
         gemm_sizes: square GEMM sides of the sweep (gemm_roofline).
         batch_rows, batch_cols: host batch shape (input_starved).
         batch_factor: batch preparation time / GPU unit time (input_starved).
@@ -71,7 +73,7 @@ SIZES = {
                  gemm_sizes=(32, 64), batch_rows=8, batch_cols=16, batch_factor=3.0,
                  workers=4, conv_batch=2, conv_channels=4, conv_hw=8),
     "full": Size(steps=6, unit_n=4096, copy_n=4096, sync_iters=4, host_factor=1.5,
-                 tiny_kernels=400, tiny_numel=1024, chain_ops=24, chain_numel=1 << 22,
+                 tiny_kernels=400, tiny_numel=1024, chain_ops=24, chain_numel=1 << 21,
                  gemm_sizes=(1024, 4096, 8192), batch_rows=64, batch_cols=1024,
                  batch_factor=3.0, workers=4, conv_batch=32, conv_channels=64, conv_hw=56),
 }
