@@ -367,3 +367,18 @@ def test_run_tools_files_and_commands_with_stubs(tmp_path: Path, monkeypatch: py
     assert "--steps 1 " in cmds[2]  # ncu: one step, one launch per GEMM range
     assert cmds[3] == ("ncu --import gemm_roofline-sweep.ncu-rep --csv --page raw "
                        "--print-units base > gemm_roofline-sweep.ncu.csv")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--mode", "nvtx", "--device", "cpu"], "--mode nvtx is the run under nsys/ncu and needs "
+     "--device cuda"),
+    (["--device", "cpu", "--steps", "0"], "--steps must be at least 1"),
+    (["--device", "cpu", "--scenario", "nope"], "invalid choice: 'nope'"),
+])
+def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: list[str], message: str
+                                            ) -> None:
+    p = subprocess.run([sys.executable, str(CAPTURE / "scenarios.py"), *args, "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, env=_env(),
+                       timeout=300)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not (tmp_path / "o").exists()

@@ -101,6 +101,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="keep the .nsys-rep/.ncu-rep reports (not committed: large)")
     a = p.parse_args(argv)
     a.size = a.size or ("full" if a.device == "cuda" else "tiny")
+    if a.mode == "nvtx" and a.device != "cuda":
+        p.error("--mode nvtx is the run under nsys/ncu and needs --device cuda")
+    if a.steps is not None and a.steps < 1:
+        p.error("--steps must be at least 1")
     if a.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda but torch.cuda.is_available() is False "
                 f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
