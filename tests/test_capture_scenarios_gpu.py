@@ -121,6 +121,34 @@ def test_todays_verdict_wording_matches_the_table(cause: str) -> None:
         assert not re.search(e.verdict_re, twin), (cause, twin)
 
 
+def test_metric_in_ranges_reads_inline_and_registered_nvtx_text(tmp_path: Path) -> None:
+    """The sqlite3 helper of the tensor-activity check on a hand-made export: samples every
+    100 ns; ``gemm_bf16_64`` [200, 450) inline text, ``gemm_fp32_64`` [600, 800) via
+    ``textId`` -> ``StringIds``; an 'SM Active' metric that must not be read."""
+    db = tmp_path / "m.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript("""
+        CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, sourceId INT, typeName TEXT,
+                                              metricId INT, metricName TEXT);
+        CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT);
+        CREATE TABLE StringIds (id INT, value TEXT);
+        INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GPU', 5, 'SM Active'),
+                                                   (1, 0, 'GPU', 14, 'Tensor Active');
+        INSERT INTO NVTX_EVENTS VALUES (200, 450, 'gemm_bf16_64', NULL),
+                                       (600, 800, NULL, 7);
+        INSERT INTO StringIds VALUES (7, 'gemm_fp32_64');
+    """)
+    for t in range(100, 1000, 100):
+        con.execute("INSERT INTO GPU_METRICS VALUES (?, 1, 14, ?)", (t, t // 10))
+        con.execute("INSERT INTO GPU_METRICS VALUES (?, 1, 5, 99)", (t,))
+    con.commit()
+    con.close()
+    assert _metric_in_ranges(db, "Tensor Active%", "gemm_bf16_%") == [20.0, 30.0, 40.0]
+    assert _metric_in_ranges(db, "Tensor Active%", "gemm_fp32_%") == [60.0, 70.0]
+    assert _metric_in_ranges(db, "SM Active%", "gemm_fp32_%") == [99.0, 99.0]
+
+
 # ---------------------------------------------------------------- 2. real captures
 
 def _sidecars() -> dict[tuple[str, str], dict[str, Any]]:
@@ -290,7 +318,7 @@ def _metric_in_ranges(db: Path, metric_like: str, range_like: str) -> list[float
         rows = con.execute(
             "SELECT m.value FROM GPU_METRICS m JOIN NVTX_EVENTS n ON m.timestamp >= n.start "
             "AND m.timestamp < n.end LEFT JOIN StringIds s ON s.id = n.textId "
-            "WHERE m.metricId = ? AND COALESCE(n.text, s.value) LIKE ?",
+            "WHERE m.metricId = ? AND COALESCE(n.text, s.value) LIKE ? ORDER BY m.timestamp",
             (ids[0][0], range_like)).fetchall()
     finally:
         con.close()
