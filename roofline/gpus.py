@@ -173,6 +173,22 @@ def ncu_ceilings(ncu: pl.DataFrame) -> list[Ceiling]:
     return out
 
 
+def ncu_tensor_ceilings(ncu: pl.DataFrame, clock: float | None) -> list[Ceiling]:
+    """Tensor roofs ncu measured (ops counter peak_sustained x SM clock), one per dtype seen
+    in ``tensor_dtype`` (median over its launches)."""
+    if "peak_tensor_flop_per_s" not in ncu.columns or "tensor_dtype" not in ncu.columns:
+        return []
+    f = ncu.filter(pl.col("peak_tensor_flop_per_s").is_not_null()
+                   & pl.col("tensor_dtype").is_not_null())
+    out = []
+    for (dtype,), g in f.group_by(pl.col("tensor_dtype").cast(pl.String), maintain_order=True):
+        out.append(Ceiling(f"{dtype}_tensor", "compute",
+                           float(g["peak_tensor_flop_per_s"].median()),  # type: ignore[arg-type]
+                           clock, "measured SM clock during profiling",
+                           "measured (ncu ops-path peak_sustained x clock)"))
+    return out
+
+
 def read_overrides(path: str | os.PathLike[str]) -> list[Ceiling]:
     """User ceilings from CSV (columns ``name,kind,value`` [+ ``clock_hz``, ``source``]) or
     JSON (a list of such objects, or ``{name: value}`` with kind guessed from the name:
@@ -217,7 +233,18 @@ def ceilings(*, ncu: pl.DataFrame | None = None, gpu: str | None = None,
     for c in datasheet_ceilings(row) if row else []:
         chosen[c.name] = c
     if ncu is not None and ncu.height:
-        for c in ncu_ceilings(ncu):
+        measured = ncu_ceilings(ncu)
+        clk = next((c.clock_hz for c in measured if c.kind == "compute" and c.clock_hz), None)
+        if clk:  # one clock per chart: datasheet compute roofs rescaled to the ncu SM clock
+            for name, c in list(chosen.items()):
+                if c.kind == "compute" and c.clock_hz:
+                    chosen[name] = Ceiling(
+                        c.name, c.kind, c.value * clk / c.clock_hz, clk,
+                        f"datasheet x {clk / 1e6:,.0f}/{c.clock_hz / 1e6:,.0f} MHz "
+                        "(rescaled to the measured SM clock)", c.source)
+        for c in measured:
+            chosen[c.name] = c
+        for c in ncu_tensor_ceilings(ncu, clk):
             chosen[c.name] = c
     for c in overrides or []:
         chosen[c.name] = c
