@@ -115,7 +115,10 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
                                     "for datasheet ceilings")
     clk = ceil.filter(pl.col("kind") == "compute")["clock_hz"].drop_nulls()
     notes["sm_clock_hz"] = float(clk.median()) if clk.len() else None  # type: ignore[arg-type]
-    kernels = trace.gpu.filter(pl.col("kind") == "kernel") if trace.gpu.height else None
+    # measured points: coverage of the profiled launches (ncu durations); estimated points:
+    # of the timeline's kernel time
+    kernels = trace.gpu.filter(pl.col("kind") == "kernel") \
+        if trace.gpu.height and not launches.height else None
     notes["coverage"] = coverage(points, kernels)
     un = points.filter(~pl.col("placed")) if "placed" in points.columns else points.head(0)
     notes["unplaced"] = {str(k): int(v) for k, v in

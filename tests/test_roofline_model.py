@@ -204,7 +204,7 @@ def test_cli_roofline_and_gpus(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert out.stat().st_size > 1000
     r = CliRunner().invoke(main, ["roofline", str(SGEMM[0]), "--format", "json"])
-    rows = json.loads(r.output)
+    rows = json.loads(r.stdout)
     assert rows[0]["bound"] == "compute" and rows[0]["provenance"] == "measured (ncu)"
     r = CliRunner().invoke(main, ["gpus", "--format", "csv"])
     assert r.exit_code == 0 and "H100 SXM5 80GB" in r.output
