@@ -112,7 +112,7 @@ def test_corpus_has_34_ncu_files() -> None:
 @pytest.mark.shared
 @pytest.mark.parametrize("path", NCU, ids=ids(NCU))
 def test_every_ncu_csv_places_points_or_names_missing_counters(path: Path) -> None:
-    points, ceil, notes = build(load(path), by="launch")
+    points, _ceil, _notes = build(load(path), by="launch")
     assert points.height > 0
     unplaced = points.filter(~pl.col("placed"))
     assert unplaced["note"].null_count() == 0  # every kernel off the chart says why
@@ -306,7 +306,7 @@ def test_resnet50_convolutions_are_placed() -> None:
              and e.get("args", {}).get("Input Dims")]
     assert len(convs) == 318
     kernel_us = sum(e["dur"] for e in ev if e.get("cat") in KERNEL)
-    n_conv, conv_us = _gemm_kernel_time_us(ev, {"aten::cudnn_convolution"})
+    _n_conv, conv_us = _gemm_kernel_time_us(ev, {"aten::cudnn_convolution"})
     pts, _, notes = build(load(path))
     conv = pts.filter(pl.col("kernel_name") == "aten::cudnn_convolution").row(0, named=True)
     assert conv["time_ns"] == pytest.approx(conv_us * 1e3)
