@@ -313,3 +313,22 @@ def test_resnet50_convolutions_are_placed() -> None:
     cov = notes["coverage"]
     assert cov["total_ns"] == pytest.approx(kernel_us * 1e3)
     assert cov["estimated_ns"] > 0.8 * cov["total_ns"]
+
+
+@pytest.mark.shared
+def test_report_roofline_banner_coverage_and_gpu_title(tmp_path: Path) -> None:
+    """The report's roofline: mismatch banner, coverage line, unplaced reasons, and a chart
+    titled with the ncu GPU (H800) and its clock, never the timeline's A100."""
+    ncu_csv = next(p for p in NCU if p.name == "sglang__profile.raw.csv")
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(main, ["report", str(SGLANG_NSYS[0]), "--ncu", str(ncu_csv), "-o",
+                                  str(out)])
+    assert r.exit_code == 0, r.output
+    html = out.read_text(encoding="utf-8")
+    sec = html[html.index('<section id="roofline">'):]
+    sec = sec[:sec.index("</section>")]
+    assert "GPU mismatch:</strong> ncu measured on NVIDIA H800" in sec
+    assert "<strong>Coverage:</strong> kernel time" in sec
+    assert "not placed (1): no FLOP counters" in sec
+    assert "Roofline: H800 SXM5 80GB @ " in sec and "MHz SM clock" in sec
+    assert "roofline of A100" not in sec
