@@ -31,7 +31,25 @@ def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
     if not d.height:
         return None, None, None
     r = d.row(0, named=True)
+    if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus._GENERIC:
+        row, _ = gpus.identify(r["name"], sm_count=r["sm_count"],
+                               memory_bytes=r["memory_bytes"],
+                               compute=(r.get("compute_major"), r.get("compute_minor")),
+                               vendor=str(r.get("vendor") or ""))
+        return (str(row["name"]) if row else None), r["sm_count"], r["memory_bytes"]
     return r["name"], r["sm_count"], r["memory_bytes"]
+
+
+def _unknown_device(tl: Timeline) -> str | None:
+    """Why the trace's device is not in the ceiling table (None when it is, or none)."""
+    d = tl.devices
+    if not d.height:
+        return None
+    r = d.row(0, named=True)
+    _, why = gpus.identify(r["name"], sm_count=r["sm_count"], memory_bytes=r["memory_bytes"],
+                           compute=(r.get("compute_major"), r.get("compute_minor")),
+                           vendor=str(r.get("vendor") or ""))
+    return why
 
 
 def _ncu_device(ncu: pl.DataFrame) -> str | None:
@@ -111,8 +129,10 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
         points = estimated_points(trace.ranges, trace.gpu, ceil, trace.api)
         if gpu is None:
-            notes["gpu_unknown"] = ("unknown GPU: no device name in the trace; pass --gpu NAME "
-                                    "for datasheet ceilings")
+            notes["gpu_unknown"] = _unknown_device(trace) or (
+                "unknown GPU: no device in the trace; pass --gpu NAME for datasheet ceilings")
+        elif row is None:
+            notes["gpu_unknown"] = f"unknown GPU {gpu!r}: not in the ceiling table; use --gpu NAME"
     clk = ceil.filter(pl.col("kind") == "compute")["clock_hz"].drop_nulls()
     notes["sm_clock_hz"] = float(clk.median()) if clk.len() else None  # type: ignore[arg-type]
     # measured points: coverage of the profiled launches (ncu durations); estimated points:

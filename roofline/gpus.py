@@ -119,6 +119,55 @@ def match(name: str | None, *, sm_count: int | None = None,
     return cands[0]
 
 
+#: AMD devices that Kineto names generically ("AMD Radeon Graphics", or ""): (GFXIP major,
+#: minor, CUs per device, memory GiB per device) -> table row. GFXIP versions, CU counts and
+#: VRAM from the ROCm GPU specifications table (rocm.docs.amd.com/en/latest/reference/
+#: gpu-specs.html); MI250/MI250X show one device per GCD (FORMATS C, deviceProperties).
+AMD_SIGNATURES = {
+    (9, 0, 104, 64): "MI250 GCD / MI210",
+    (9, 0, 110, 64): "MI250X GCD",
+    (9, 4, 304, 192): "MI300X",
+}
+_GENERIC = ("amd radeon graphics", "radeon graphics", "")
+
+
+def identify(name: str | None, *, sm_count: int | None = None,
+             memory_bytes: int | None = None,
+             compute: tuple[int | None, int | None] | None = None,
+             vendor: str | None = None) -> tuple[dict[str, object] | None, str | None]:
+    """(table row, None) for a device, or (None, why) when it cannot be identified.
+
+    Named devices go through :func:`match`. AMD devices with a generic or empty name are
+    resolved from the GFXIP version (Kineto's ``computeMajor/Minor``), the CU count and the
+    memory size the trace records (``AMD_SIGNATURES``).
+
+    Example:
+        >>> identify("AMD Radeon Graphics", sm_count=104, memory_bytes=68702699520,
+        ...          compute=(9, 0), vendor="amd")[0]["name"]
+        'MI250 GCD / MI210'
+        >>> identify("AMD Radeon Graphics", sm_count=60, memory_bytes=16 << 30,
+        ...          compute=(9, 0), vendor="amd")[1][:19]
+        'unknown GPU: AMD gf'
+    """
+    generic = name is None or name.strip().lower() in _GENERIC
+    is_amd = (vendor or "").lower() == "amd" or (name or "").lower().startswith("amd")
+    if not generic:
+        row = match(name, sm_count=sm_count, memory_bytes=memory_bytes)
+        return (row, None) if row else (None, f"unknown GPU {name!r}: use --gpu NAME")
+    if not is_amd:
+        return None, "unknown GPU: the trace names no device; use --gpu NAME"
+    major, minor = compute or (None, None)
+    gib = round(memory_bytes / 2**30) if memory_bytes else None
+    key = (major, minor, sm_count, gib)
+    want = AMD_SIGNATURES.get(key)  # type: ignore[arg-type]
+    if want:
+        rows = [r for r in table().to_dicts() if r["name"] == want]
+        if rows:
+            return rows[0], None
+    return None, (f"unknown GPU: AMD gfx{major}{minor or 0}x with {sm_count} CUs and "
+                  f"{gib} GiB is not in the ceiling table; use --gpu NAME")
+
+
 @dataclass(frozen=True)
 class Ceiling:
     """One roof: ``kind`` is ``compute`` (FLOP/s) or ``memory`` (B/s)."""

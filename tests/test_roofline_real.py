@@ -332,3 +332,28 @@ def test_report_roofline_banner_coverage_and_gpu_title(tmp_path: Path) -> None:
     assert "not placed (1): no FLOP counters" in sec
     assert "Roofline: H800 SXM5 80GB @ " in sec and "MHz SM clock" in sec
     assert "roofline of A100" not in sec
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name,row", [
+    # deviceProperties: "AMD Radeon Graphics", computeMajor/Minor 9/0 (gfx90a), 104 CUs,
+    # 68,702,699,520 bytes = 64 GiB per GCD: an MI250 GCD (= MI210)
+    ("hta__mi250_minitoy_train_ROCm6_2_kineto.json.gz", "MI250 GCD / MI210"),
+    # empty name, 9/4 (gfx942), 304 CUs, 192 GiB: MI300X
+    ("tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz", "MI300X"),
+    ("tracelens__sglang_Qwen3-8B_decode.json.gz", "MI300X"),
+])
+def test_amd_devices_resolve_from_gfx_cus_and_memory(name: str, row: str) -> None:
+    path = TORCH[name]
+    with gzip.open(path, "rt") as fh:
+        props = json.load(fh)["deviceProperties"][0]
+    assert props["name"] in ("AMD Radeon Graphics", "", "AMD Instinct MI300X")
+    _, ceil, notes = build(load(path))
+    assert notes["ceiling_table_row"] == row and ceil.height > 0
+
+
+@pytest.mark.shared
+def test_unknown_gpu_says_use_gpu(tmp_path: Path) -> None:
+    path = TORCH["hta__sampled_rank-0.json.gz"]  # no deviceProperties at all
+    _, ceil, notes = build(load(path))
+    assert ceil.height == 0 and "--gpu NAME" in notes["gpu_unknown"]
