@@ -57,6 +57,9 @@ def test_table_has_required_gpus_and_sources() -> None:
     assert t["source"].null_count() == 0
     for col in ("fp32_tflops", "mem_bandwidth_gbs", "sm_count"):
         assert t[col].null_count() == 0, col
+    # every row cites a datasheet or whitepaper page, none is "from memory"
+    assert all("http" in s or "datasheet" in s for s in t["source"])
+    assert not any("from memory" in s.lower() for s in t["source"])
 
 
 def test_overrides_csv_and_json(tmp_path: Path) -> None:
