@@ -133,6 +133,9 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
                 "unknown GPU: no device in the trace; pass --gpu NAME for datasheet ceilings")
         elif row is None:
             notes["gpu_unknown"] = f"unknown GPU {gpu!r}: not in the ceiling table; use --gpu NAME"
+    if not ceil.height and "gpu_unknown" not in notes:
+        notes["gpu_unknown"] = (f"unknown GPU {gpu!r}" if gpu else "unknown GPU") + (
+            ": no ceilings (no device attributes or peak metrics in the input); use --gpu NAME")
     clk = ceil.filter(pl.col("kind") == "compute")["clock_hz"].drop_nulls()
     notes["sm_clock_hz"] = float(clk.median()) if clk.len() else None  # type: ignore[arg-type]
     # measured points: coverage of the profiled launches (ncu durations); estimated points:

@@ -15,6 +15,7 @@ Same input -> same bytes (fixed SVG hash salt, no dates).
 from __future__ import annotations
 
 import io
+import re
 
 import matplotlib
 
@@ -31,7 +32,20 @@ LEVEL_COL = {"dram": "dram_bytes_per_s", "l2": "l2_bytes_per_s", "l1": "l1_bytes
 
 
 def _short(name: str, n: int = 36) -> str:
-    base = name.split("(")[0].split("<")[0].replace("void ", "").strip()
+    """Kernel label: template arguments and parameters dropped, last scope component kept.
+
+    Example:
+        >>> _short("void at::native::<unnamed>::distribution_kernel<float, 4>(int, T1)")
+        'distribution_kernel'
+    """
+    base = name.replace("void ", "", 1).strip()
+    prev = None
+    while prev != base:  # drop innermost <...> groups until none is left
+        prev = base
+        base = re.sub(r"<[^<>]*>", "", base)
+    base = base.split("(")[0].strip()
+    parts = [p for p in base.split("::") if p]
+    base = parts[-1] if parts else name.strip()
     return base if len(base) <= n else base[: n - 1] + "…"
 
 
@@ -73,7 +87,7 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     ai = pts["ai_dram"].to_list()
     fl = pts["flop_per_s"].to_list()
     x_lo = min([*ai, 0.05]) / 4
-    x_hi = max([*ai, 500.0]) * 4
+    x_hi = max([*ai, 100.0]) * 40  # room on the right for the roof labels
     comp = ceilings.filter(pl.col("kind") == "compute").sort("value", descending=True)
     if pts.height and "precision" in pts.columns and comp.height:
         # the roofs of the precisions on the chart, plus the highest roof for reference
@@ -153,8 +167,11 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     if pts.height:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  title="precision, provenance", title_fontsize=7, markerscale=0.6)
+        leg = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                        frameon=False, title="precision, provenance", title_fontsize=7)
+        for h in leg.legend_handles:  # legend markers at one size (the data's vary by time)
+            if hasattr(h, "set_sizes"):
+                h.set_sizes([40.0])
     fig.tight_layout()
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}

@@ -284,6 +284,9 @@ def ceilings(*, ncu: pl.DataFrame | None = None, gpu: str | None = None,
     if ncu is not None and ncu.height:
         measured = ncu_ceilings(ncu)
         clk = next((c.clock_hz for c in measured if c.kind == "compute" and c.clock_hz), None)
+        if clk is None and "sm_clock_hz" in ncu.columns:  # no ncu peaks: its measured clock
+            sm = ncu["sm_clock_hz"].drop_nulls()
+            clk = float(sm.median()) if sm.len() else None  # type: ignore[arg-type]
         if clk:  # one clock per chart: datasheet compute roofs rescaled to the ncu SM clock
             for name, c in list(chosen.items()):
                 if c.kind == "compute" and c.clock_hz:
