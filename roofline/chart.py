@@ -170,8 +170,9 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
         leg = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                         frameon=False, title="precision, provenance", title_fontsize=7)
         for h in leg.legend_handles:  # legend markers at one size (the data's vary by time)
-            if hasattr(h, "set_sizes"):
-                h.set_sizes([40.0])
+            set_sizes = getattr(h, "set_sizes", None)
+            if set_sizes is not None:
+                set_sizes([40.0])
     fig.tight_layout()
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}
