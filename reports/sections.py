@@ -324,6 +324,7 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
             "banner": notes.get("gpu_mismatch"),
             "coverage": notes.get("coverage"), "coverage_line": coverage_line(notes["coverage"]),
             "unplaced": unplaced,
+            "steps_table": _roofline_steps(notes.get("steps") or []),
             "table": {"columns": [c for c in columns if c["key"] in keep],
                       "rows": rows(shown)},
             "note": (f"{pts.height:,} kernels placed on the roofline of {gpu or 'the GPU'}; "
@@ -333,6 +334,24 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                      "when under 5% of both roofs."
                      + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
                         "device description in the inputs), so no chart and no % of roof."))}
+
+
+def _roofline_steps(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per-step kernel time split by bound, achieved TFLOP/s and MFU (roofline section)."""
+    if not steps:
+        return None
+    rows_ = [{**s, "placed_pct": 100.0 * s["placed_ns"] / s["kernel_ns"] if s["kernel_ns"]
+              else None, "mfu_pct": 100.0 * s["mfu"] if s.get("mfu") is not None else None}
+             for s in steps]
+    return {"columns": [col("rank", "rank", "int"), col("step", "step"),
+                        col("kernel_ns", "kernel time (ms)", "ms"),
+                        col("placed_pct", "placed %", "pct"),
+                        col("compute_ns", "compute-bound (ms)", "ms"),
+                        col("memory_ns", "memory-bound (ms)", "ms"),
+                        col("latency_ns", "latency-bound (ms)", "ms"),
+                        col("achieved_flop_per_s", "FLOP/s over the step", "num"),
+                        col("mfu_pct", "MFU %", "pct")],
+            "rows": rows_}
 
 
 def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:

@@ -18,9 +18,10 @@ from typing import Any
 
 import polars as pl
 
+from traceparse.analyses.steps import step_windows
 from traceparse.roofline import gpus
-from traceparse.roofline.coverage import coverage
-from traceparse.roofline.estimate import estimated_points
+from traceparse.roofline.coverage import coverage, step_split
+from traceparse.roofline.estimate import estimated_kernels, estimated_points
 from traceparse.roofline.join import join_ncu
 from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
@@ -127,7 +128,11 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         points = measured_points(launches, ceil, by=by)
     else:
         ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
-        points = estimated_points(trace.ranges, trace.gpu, ceil, trace.api)
+        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
+        points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
+        if linked[1].height and points.height:
+            notes["steps"] = step_split(linked[1], points, step_windows(trace),
+                                        trace.gpu.filter(pl.col("kind") == "kernel"))
         if gpu is None:
             notes["gpu_unknown"] = _unknown_device(trace) or (
                 "unknown GPU: no device in the trace; pass --gpu NAME for datasheet ceilings")

@@ -79,11 +79,93 @@ def coverage_line(c: dict[str, Any]) -> str:
 
     b = c["bound_ns"]
     s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}, estimated "
-         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}; placed time "
-         f"compute-bound {pct(b['compute'])}, memory-bound {pct(b['memory'])}, "
-         f"latency-bound {pct(b['latency'])}")
+         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}; by bound "
+         f"(share of kernel time): compute {pct(b['compute'])}, memory {pct(b['memory'])}, "
+         f"latency {pct(b['latency'])}")
     if c.get("achieved_flop_per_s"):
         s += f"; achieved {c['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s"
     if c.get("mfu") is not None:
         s += f", {100.0 * c['mfu']:.1f}% of peak (placed work)"
+    return s
+
+
+def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
+               all_kernels: pl.DataFrame) -> list[dict[str, Any]]:
+    """Per (rank, device, step): kernel time, placed time split by bound, FLOPs, achieved
+    FLOP/s over the step's wall time and MFU.
+
+    A kernel belongs to the step whose ``[start, end)`` on its rank contains its start. Its
+    bound is the bound of its point (op name and precision); its FLOPs are its op's FLOPs
+    shared among the op's kernels by duration. ``mfu`` = FLOPs / (wall time x peak of the
+    precision that carries most of the step's FLOPs).
+
+    Example (one step of 10 us, one 4 us kernel of a memory-bound point with 8e6 FLOPs):
+        >>> k = pl.DataFrame({"rank": [0], "device_id": [0], "start_ns": [2000],
+        ...     "dur_ns": [4000], "name": ["aten::add"], "precision": ["fp32"],
+        ...     "flops": [8e6]})
+        >>> p = pl.DataFrame({"kernel_name": ["aten::add"], "precision": ["fp32"],
+        ...     "bound": ["memory"], "peak_flop_per_s": [1e13]})
+        >>> s = pl.DataFrame({"rank": [0], "step": ["s1"], "start_ns": [0], "end_ns": [10000]})
+        >>> a = pl.DataFrame({"rank": [0, 0], "device_id": [0, 0], "start_ns": [2000, 7000],
+        ...     "dur_ns": [4000, 1000]})
+        >>> r = step_split(k, p, s, a)[0]
+        >>> r["kernel_ns"], r["memory_ns"], r["not_placed_ns"], round(r["achieved_flop_per_s"])
+        (5000.0, 4000.0, 1000.0, 800000000000)
+    """
+    if not steps.height or not all_kernels.height:
+        return []
+    w = steps.select("rank", "step", pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"))
+
+    def in_step(f: pl.DataFrame) -> pl.DataFrame:
+        f = f.with_columns(pl.col("device_id").fill_null(0))
+        return (f.join(w, on="rank", how="inner")
+                .filter((pl.col("start_ns") >= pl.col("_s")) & (pl.col("start_ns") < pl.col("_e"))))
+
+    tot = (in_step(all_kernels.select("rank", "device_id", "start_ns", "dur_ns"))
+           .group_by("rank", "device_id", "step", "_s", "_e")
+           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("kernel_ns")))
+    op_prec = "op_precision" if "op_precision" in points.columns else "precision"
+    pb = points.select(pl.col("kernel_name").alias("name"), pl.col(op_prec).alias("precision"),
+                       "bound", "peak_flop_per_s")
+    k = in_step(kernels.join(pb, on=["name", "precision"], how="left"))
+    out = []
+    for r in tot.sort("rank", "device_id", "_s").iter_rows(named=True):
+        g = k.filter((pl.col("rank") == r["rank"]) & (pl.col("device_id") == r["device_id"])
+                     & (pl.col("step") == r["step"]))
+        by = {b: float(g.filter(pl.col("bound") == b)["dur_ns"].sum())
+              for b in ("compute", "memory", "latency")}
+        placed = float(g["dur_ns"].sum())
+        wall = float(r["_e"] - r["_s"])
+        flops = float(g["flops"].sum())
+        peak = None
+        if g.height and flops > 0:
+            dom = g.group_by("precision").agg(pl.col("flops").sum(),
+                                              pl.col("peak_flop_per_s").first())
+            top = dom.sort("flops", descending=True).row(0, named=True)
+            peak = top["peak_flop_per_s"]
+        ach = flops / (wall * 1e-9) if wall > 0 and flops > 0 else None
+        out.append({"rank": r["rank"], "device_id": r["device_id"], "step": r["step"],
+                    "wall_ns": wall, "kernel_ns": r["kernel_ns"], "placed_ns": placed,
+                    "not_placed_ns": max(0.0, r["kernel_ns"] - placed),
+                    **{f"{b}_ns": v for b, v in by.items()}, "flops": flops,
+                    "achieved_flop_per_s": ach,
+                    "mfu": ach / peak if ach and peak else None})
+    return out
+
+
+def step_line(st: dict[str, Any]) -> str:
+    """One line per step for the CLI: kernel time, placed share, bound split, TFLOP/s, MFU."""
+    k = st["kernel_ns"] or 1.0
+
+    def pct(v: float) -> str:
+        return f"{100.0 * v / k:.0f}%"
+
+    s = (f"{st['step']} (rank {st['rank']}, device {st['device_id']}): kernels "
+         f"{st['kernel_ns'] / 1e6:,.2f} ms, placed {pct(st['placed_ns'])} (compute "
+         f"{pct(st['compute_ns'])}, memory {pct(st['memory_ns'])}, latency "
+         f"{pct(st['latency_ns'])})")
+    if st.get("achieved_flop_per_s"):
+        s += f"; {st['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s over the step"
+    if st.get("mfu") is not None:
+        s += f", MFU {100.0 * st['mfu']:.1f}%"
     return s

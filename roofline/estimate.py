@@ -286,18 +286,43 @@ def estimate_ops(ranges: pl.DataFrame, *, memory_ops: bool = False) -> pl.DataFr
     return pl.DataFrame(rows, schema=OPS_SCHEMA)
 
 
-def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame,
-                     api: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Roofline points for ops with shapes: each kernel is linked to the innermost estimated
-    op around its launch (:func:`traceparse.roofline.link.link_kernels`); one point per op
-    name and precision (FLOPs and bytes summed over the ops, time over their kernels)."""
+def estimated_kernels(ranges: pl.DataFrame, gpu: pl.DataFrame,
+                      api: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(estimated ops with ``op_row``, linked kernels). Linked kernels carry ``rank,
+    device_id, start_ns, dur_ns, op_row, name, precision`` and ``flops``: their op's FLOPs
+    shared among its kernels by duration."""
     from traceparse.roofline.link import link_kernels
-    from traceparse.roofline.model import classify
 
     est = estimate_ops(ranges, memory_ops=True).with_row_index("op_row")
     linked = link_kernels(est, gpu, api)
-    k = linked.group_by("op_row").agg(pl.col("dur_ns").sum().alias("time_ns"),
-                                      pl.len().alias("kernels"))
+    if not linked.height:
+        return est, linked
+    op_t = linked.group_by("op_row").agg(pl.col("dur_ns").sum().alias("_op_ns"))
+    kern = (linked.select([c for c in ("rank", "device_id", "start_ns", "dur_ns", "op_row")
+                           if c in linked.columns])
+            .join(op_t, on="op_row")
+            .join(est.select("op_row", "name", "precision", pl.col("flops").alias("_fl")),
+                  on="op_row")
+            .with_columns(pl.when(pl.col("_op_ns") > 0)
+                          .then(pl.col("_fl") * pl.col("dur_ns") / pl.col("_op_ns"))
+                          .otherwise(0.0).alias("flops"))
+            .drop("_op_ns", "_fl"))
+    return est, kern
+
+
+def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame,
+                     api: pl.DataFrame | None = None,
+                     linked: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """Roofline points for ops with shapes: each kernel is linked to the innermost estimated
+    op around its launch (:func:`traceparse.roofline.link.link_kernels`); one point per op
+    name and precision (FLOPs and bytes summed over the ops, time over their kernels).
+    ``linked`` reuses the result of :func:`estimated_kernels`."""
+    from traceparse.roofline.model import classify
+
+    est, kern = linked if linked is not None else estimated_kernels(ranges, gpu, api)
+    k = (kern.group_by("op_row").agg(pl.col("dur_ns").sum().alias("time_ns"),
+                                     pl.len().alias("kernels")) if kern.height else
+         pl.DataFrame(schema={"op_row": pl.UInt32, "time_ns": pl.Int64, "kernels": pl.UInt32}))
     j = est.join(k, on="op_row", how="inner")
     pts = (j.group_by("name", "precision", "op_kind", maintain_order=True)
            .agg(pl.col("kernels").sum().alias("launches"),
@@ -307,7 +332,7 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
     roof = dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True))
     bw = roof.get("dram")
     pts = pts.with_columns(
-        pl.col("name").alias("kernel_name"),
+        pl.col("name").alias("kernel_name"), pl.col("precision").alias("op_precision"),
         (pl.col("flops") / (pl.col("time_ns") * 1e-9)).alias("flop_per_s"),
         (pl.col("bytes") / (pl.col("time_ns") * 1e-9)).alias("dram_bytes_per_s"),
         pl.col("precision").replace_strict(roof, default=None, return_dtype=pl.Float64)

@@ -357,3 +357,25 @@ def test_unknown_gpu_says_use_gpu(tmp_path: Path) -> None:
     path = TORCH["hta__sampled_rank-0.json.gz"]  # no deviceProperties at all
     _, ceil, notes = build(load(path))
     assert ceil.height == 0 and "--gpu NAME" in notes["gpu_unknown"]
+
+
+@pytest.mark.shared
+def test_resnet50_per_step_split_and_mfu() -> None:
+    """Per ProfilerStep: kernel time = kernels starting in the step (summed from the JSON
+    here), placed + not placed = kernel time, bound parts <= placed, MFU in (0, 1]."""
+    path = TORCH["kineto__resnet50_worker0.1623143089861.pt.trace.json.gz"]
+    ev = _events(path)
+    steps = sorted((e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
+                   if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X")
+    assert len(steps) == 6
+    want = {name: sum(k["dur"] for k in ev if k.get("cat") in KERNEL and s <= k["ts"] < e)
+            for s, e, name in steps}
+    _, _, notes = build(load(path))
+    got = {r["step"]: r for r in notes["steps"]}
+    assert set(got) == set(want)
+    for name, us in want.items():
+        r = got[name]
+        assert r["kernel_ns"] == pytest.approx(us * 1e3)
+        assert r["placed_ns"] + r["not_placed_ns"] == pytest.approx(r["kernel_ns"])
+        assert r["compute_ns"] + r["memory_ns"] + r["latency_ns"] <= r["placed_ns"] + 1
+        assert 0 < r["mfu"] <= 1 and r["achieved_flop_per_s"] > 0

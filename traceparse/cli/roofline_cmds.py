@@ -33,7 +33,7 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
                  ceilings_file: str | None, fmt: str, output: str | None) -> None:
     """Roofline of TRACE (an ncu CSV, or an nsys/torch trace with --ncu or op shapes)."""
     from traceparse.roofline.build import build
-    from traceparse.roofline.coverage import coverage_line
+    from traceparse.roofline.coverage import coverage_line, step_line
 
     tl = load_trace(trace)
     extra = load_trace(ncu_csv) if ncu_csv else None
@@ -42,6 +42,8 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
         if notes.get(key):
             click.echo(f"traceparse: warning: {notes[key]}", err=True)
     click.echo(f"roofline: {coverage_line(notes['coverage'])}", err=True)
+    for st in notes.get("steps", [])[:20]:
+        click.echo(f"roofline: {step_line(st)}", err=True)
     for reason, n in notes.get("unplaced", {}).items():
         click.echo(f"roofline: not placed ({n} kernel{'s' if n != 1 else ''}): {reason}",
                    err=True)
