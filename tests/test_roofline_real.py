@@ -379,3 +379,30 @@ def test_resnet50_per_step_split_and_mfu() -> None:
         assert r["placed_ns"] + r["not_placed_ns"] == pytest.approx(r["kernel_ns"])
         assert r["compute_ns"] + r["memory_ns"] + r["latency_ns"] <= r["placed_ns"] + 1
         assert 0 < r["mfu"] <= 1 and r["achieved_flop_per_s"] > 0
+
+
+@pytest.mark.shared
+def test_half_precision_counts_hfma2_as_four_like_ncu() -> None:
+    """rsmall rmsnorm raw_base (ncu 2023+ prints derived ..._hfma_pred_on_x4): FP16 FLOP/s =
+    (hadd_x2 + hmul_x2 + hfma_x4) x SMSP clock, i.e. packed HFMA2 = 4 FLOPs, and the FP16 roof
+    = derived__sm__..._hfma_pred_on_x4 x SM clock."""
+    path = next(p for p in NCU if p.name == "rsmall__rmsnorm.raw_base.csv")
+    head, rows = _rows(path)
+    ix = {h: i for i, h in enumerate(head)}
+    d = "derived__{}__sass_thread_inst_executed_op_{}_pred_on_{}"
+
+    def g(r: list[str], name: str) -> float:
+        try:  # ncu prints "no data" for a derived metric with no events: nothing counted
+            return float(r[ix[name]])
+        except (KeyError, ValueError):
+            return 0.0
+
+    n = load(path).ncu
+    for r in rows:
+        want = ((g(r, d.format("smsp", "hadd", "x2")) + g(r, d.format("smsp", "hmul", "x2"))
+                 + g(r, d.format("smsp", "hfma", "x4")))
+                * g(r, "smsp__cycles_elapsed.avg.per_second"))
+        peak = g(r, d.format("sm", "hfma", "x4")) * g(r, "sm__cycles_elapsed.avg.per_second")
+        got = n.filter(pl.col("launch_id") == int(r[0])).row(0, named=True)
+        assert want > 0 and got["fp16_flop_per_s"] == pytest.approx(want, rel=1e-9)
+        assert got["peak_fp16_flop_per_s"] == pytest.approx(peak, rel=1e-9)
