@@ -63,7 +63,7 @@ def title_for(gpu: str | None, clock_hz: float | None, *, what: str = "Roofline"
         >>> title_for("NVIDIA H800", 1.485e9)
         'Roofline: NVIDIA H800 @ 1,485 MHz SM clock'
     """
-    s = f"{what}: {gpu or 'unknown GPU'}"
+    s = f"{what}: {gpu or 'GPU not named in the input'}"
     return s + (f" @ {clock_hz / 1e6:,.0f} MHz SM clock" if clock_hz else "")
 
 
