@@ -6,7 +6,9 @@ Definitions (docs/roofline.md):
   alone, the sum of the profiled launch durations (ncu clocks).
 * ``measured_ns`` / ``estimated_ns``: kernel time of points on the chart (``placed``) with
   provenance ``measured (ncu)`` / ``estimated (shapes)``.
-* ``not_placed_ns = total_ns - measured_ns - estimated_ns`` (never negative).
+* ``not_placed_ns = total_ns - measured_ns - estimated_ns`` (never negative);
+  ``communication_ns``: the part of the kernel time in communication kernels (NCCL/RCCL,
+  ``gpu.category``), which no FLOP roofline places.
 * ``bound_ns``: placed time split by the point's ``bound`` (compute, memory, latency; see
   :func:`traceparse.roofline.model.classify`), ``unknown`` when a roof is missing.
 * ``achieved_flop_per_s`` = placed FLOPs / placed time; ``mfu`` = that over the time-weighted
@@ -45,6 +47,10 @@ def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[
                      .select(t.sum()).item())
 
     measured, estimated = by_prov("measured"), by_prov("estimated")
+    comm = 0.0
+    if kernels is not None and kernels.height and "category" in kernels.columns:
+        comm = float(kernels.filter(pl.col("category").cast(pl.String) == "communication")
+                     ["dur_ns"].sum())
     bound: dict[str, float] = {"compute": 0.0, "memory": 0.0, "latency": 0.0, "unknown": 0.0}
     flops = secs = peak_w = 0.0
     for r in placed.iter_rows(named=True):
@@ -61,6 +67,7 @@ def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[
     return {
         "total_ns": total, "measured_ns": measured, "estimated_ns": estimated,
         "not_placed_ns": max(0.0, total - measured - estimated),
+        "communication_ns": comm,
         "placed_pct": 100.0 * (measured + estimated) / total if total else None,
         "points": int(placed.height), "not_placed_points": int(points.height - placed.height),
         "bound_ns": bound, "achieved_flop_per_s": achieved,
@@ -79,7 +86,9 @@ def coverage_line(c: dict[str, Any]) -> str:
 
     b = c["bound_ns"]
     s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}, estimated "
-         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}; by bound "
+         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}"
+         + (f" (communication kernels {pct(c['communication_ns'])})"
+            if c.get("communication_ns") else "") + "; by bound "
          f"(share of kernel time): compute {pct(b['compute'])}, memory {pct(b['memory'])}, "
          f"latency {pct(b['latency'])}")
     if c.get("achieved_flop_per_s"):

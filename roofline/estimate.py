@@ -40,6 +40,9 @@ MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::ma
               "aten::linear"}
 CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
             "aten::conv3d", "aten::cudnn_convolution"}
+#: Gather ops: (table[V, D], ..., indices): FLOPs = gathered elements, bytes = indices
+#: (int64) + gathered rows read + output written.
+GATHER_OPS = {"aten::embedding", "aten::index_select"}
 CONV_BWD_OPS = {"aten::cudnn_convolution_backward", "aten::convolution_backward_cudnn"}
 GROUPED_MM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm"}
 #: Memory-bound ops: FLOPs per output element (bytes = tensor inputs read + output written).
@@ -198,6 +201,14 @@ def memory_op_work(name: str, dims: list[Any], types: list[Any]) -> tuple[float,
     per = MEMORY_OPS.get(name)
     if per is None:
         return None
+    if name in GATHER_OPS:  # reads only the gathered rows, not the whole table
+        table = next((d for d in dims if isinstance(d, list) and len(d) == 2), None)
+        idx = [d for d in dims if isinstance(d, list) and d and d is not table]
+        ty = next((t for t, d in zip(types, dims, strict=False) if d is table), None)
+        if table and idx and ty in DTYPES:
+            rows = _prod(idx[0])
+            out = rows * table[1] * DTYPES[str(ty)][0]
+            return float(rows * table[1]), float(rows * 8 + 2 * out)
     tens = [(_prod(d), DTYPES[ty][0]) for d, ty in zip(dims, types, strict=False)
             if isinstance(d, list) and d and ty in DTYPES]
     if not tens:

@@ -239,3 +239,19 @@ def test_estimates_on_real_torch_trace() -> None:
                                & pl.col("input_dims").str.starts_with("[[32,3,224,224],"
                                                                       "[64,3,7,7]")).height
     assert conv1.height == n_conv1 > 0
+
+
+def test_memory_op_models() -> None:
+    """Elementwise: 1 FLOP per output element, inputs read + output written; embedding reads
+    only the gathered rows: 512 indices x 64 dims fp32 = 32,768 FLOPs,
+    512*8 (indices) + 2 * 512*64*4 (rows read, output written) = 266,240 bytes."""
+    from traceparse.roofline.estimate import memory_op_work
+
+    assert memory_op_work("aten::mul", [[256, 128], [256, 128]], ["float", "float"]) == (
+        256 * 128.0, 3 * 256 * 128 * 4.0)
+    assert memory_op_work("aten::layer_norm", [[8, 1024], [1024], [1024]],
+                          ["c10::BFloat16"] * 3) == (5 * 8 * 1024.0,
+                                                     (2 * 8 * 1024 + 2 * 1024) * 2.0)
+    assert memory_op_work("aten::embedding", [[100000, 64], [512]], ["float", "long int"]) == (
+        512 * 64.0, 512 * 8 + 2 * 512 * 64 * 4.0)
+    assert memory_op_work("aten::conv2d", [[1]], ["float"]) is None
