@@ -121,8 +121,15 @@ def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
         >>> r["kernel_ns"], r["memory_ns"], r["not_placed_ns"], round(r["achieved_flop_per_s"])
         (5000.0, 4000.0, 1000.0, 800000000000)
     """
-    if not steps.height or not all_kernels.height:
+    if not all_kernels.height:
         return []
+    if not steps.height:  # no step ranges: one window per rank over all its kernels
+        steps = (all_kernels.group_by("rank")
+                 .agg(pl.col("start_ns").min(), (pl.col("start_ns") + pl.col("dur_ns")).max()
+                      .alias("end_ns"))
+                 .with_columns(pl.lit("(whole trace)").alias("step"),
+                               (pl.col("end_ns") + 1).alias("end_ns"))
+                 .select("rank", "step", "start_ns", "end_ns"))
     w = steps.select("rank", "step", pl.col("start_ns").alias("_s"), pl.col("end_ns").alias("_e"))
 
     def in_step(f: pl.DataFrame) -> pl.DataFrame:

@@ -406,3 +406,28 @@ def test_half_precision_counts_hfma2_as_four_like_ncu() -> None:
         got = n.filter(pl.col("launch_id") == int(r[0])).row(0, named=True)
         assert want > 0 and got["fp16_flop_per_s"] == pytest.approx(want, rel=1e-9)
         assert got["peak_fp16_flop_per_s"] == pytest.approx(peak, rel=1e-9)
+
+
+@pytest.mark.shared
+def test_nsys_without_ncu_or_shapes_is_one_line_error(tmp_path: Path) -> None:
+    out = tmp_path / "r.png"
+    r = CliRunner().invoke(main, ["roofline", str(SGLANG_NSYS[0]), "-o", str(out)])
+    assert r.exit_code == 2 and not out.exists()
+    assert "no kernel placed on the roofline, no chart written" in r.stderr
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.shared
+def test_dlrm_rank_without_steps_gets_gemm_points_and_a_whole_trace_split() -> None:
+    """param DLRM rank 0 (2023 trace, 23 GEMM ops with shapes, counted in the JSON): GEMM
+    points now exist; with no ProfilerStep the split covers the whole trace per rank."""
+    path = next(p for n, p in TORCH.items() if n.startswith("param__dlrm_8rank__worker0"))
+    ev = _events(path)
+    n_gemm, gemm_us = _gemm_kernel_time_us(ev, GEMM)
+    assert n_gemm == 23
+    pts, _, notes = build(load(path))
+    g = pts.filter(pl.col("kernel_name").is_in(list(GEMM)) & pl.col("placed"))
+    assert g.height > 0 and g["time_ns"].sum() == pytest.approx(gemm_us * 1e3)
+    steps = notes["steps"]
+    kernel_us = sum(e["dur"] for e in ev if e.get("cat") in KERNEL)
+    assert sum(s["kernel_ns"] for s in steps) == pytest.approx(kernel_us * 1e3)
