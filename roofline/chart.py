@@ -37,16 +37,30 @@ def _short(name: str, n: int = 36) -> str:
     Example:
         >>> _short("void at::native::<unnamed>::distribution_kernel<float, 4>(int, T1)")
         'distribution_kernel'
+        >>> _short("void cutlass::Kernel<cutlass::gemm::kernel::B2bGemm<int, 3>>(Params)")
+        'Kernel<B2bGemm>'
     """
-    base = name.replace("void ", "", 1).strip()
-    prev = None
-    while prev != base:  # drop innermost <...> groups until none is left
-        prev = base
-        base = re.sub(r"<[^<>]*>", "", base)
-    base = base.split("(")[0].strip()
+    full = name.replace("void ", "", 1).strip()
+    base = _strip_templates(full).split("(")[0].strip()
     parts = [p for p in base.split("::") if p]
-    base = parts[-1] if parts else name.strip()
+    base = parts[-1] if parts else full
+    if base in GENERIC_KERNEL_NAMES and "<" in full:  # cutlass::Kernel<...B2bGemm<...>>
+        inner = re.split(r"[,>]", _strip_templates(full[full.index("<") + 1:]))[0]
+        parts = [p.strip() for p in inner.split("::") if p.strip()]
+        base = f"{base}<{parts[-1]}>" if parts else base
     return base if len(base) <= n else base[: n - 1] + "…"
+
+
+#: Wrapper kernel names that say nothing alone; their first template argument is shown too.
+GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
+
+
+def _strip_templates(s: str) -> str:
+    prev = None
+    while prev != s:  # drop innermost <...> groups until none is left
+        prev = s
+        s = re.sub(r"<[^<>]*>", "", s)
+    return s
 
 
 def _rate(v: float, unit: str) -> str:
