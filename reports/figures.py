@@ -161,8 +161,10 @@ def step_bars(labels: Sequence[str], values_ms: Sequence[float],
         return to_svg(fig)
 
 
-def roofline(points: Sequence[dict[str, Any]], ceilings: Sequence[dict[str, Any]]) -> str:
-    """The roofline chart of :mod:`traceparse.roofline.chart` from payload rows, as inline SVG."""
+def roofline(points: Sequence[dict[str, Any]], ceilings: Sequence[dict[str, Any]], *,
+             title: str = "Roofline") -> str:
+    """The roofline chart of :mod:`traceparse.roofline.chart` from payload rows, as inline SVG
+    (``title`` names the GPU and the SM clock of the roofs)."""
     import polars as pl
 
     from traceparse.roofline.chart import render
@@ -170,7 +172,7 @@ def roofline(points: Sequence[dict[str, Any]], ceilings: Sequence[dict[str, Any]
     pts = pl.DataFrame(list(points), infer_schema_length=None)
     ceil = pl.DataFrame(list(ceilings), infer_schema_length=None)
     with _style():
-        data = render(pts, ceil, fmt="svg", title="Roofline (DRAM)")
+        data = render(pts, ceil, fmt="svg", title=title)
     text = data.decode("utf-8")
     for pat, rep in _STRIP:
         text = pat.sub(rep, text)

@@ -142,7 +142,8 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
         out["steps"] = Markup(figures.step_bars(labels, vals, marks))
     roof = payload.get("roofline")
     if roof and roof.get("points") and roof.get("ceilings"):
-        out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"]))
+        out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"],
+                                                  title=roof.get("title") or "Roofline"))
     return out
 
 

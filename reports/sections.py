@@ -292,15 +292,19 @@ GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
 
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     from traceparse.roofline.build import build
+    from traceparse.roofline.chart import title_for
+    from traceparse.roofline.coverage import coverage_line
 
     ncu = Timeline(ncu=tl.ncu, devices=tl.devices) if tl.ncu.height else None
     points, ceilings, notes = build(tl, ncu=ncu)
     if points.height == 0:
         return None
-    pts = points.sort(["time_ns", "kernel_name"], descending=[True, False])
+    placed = points.filter(pl.col("placed"))
+    pts = placed.sort(["time_ns", "kernel_name"], descending=[True, False], nulls_last=True)
     keep = [c for c in ("kernel_name", "launches", "time_ns", "precision", "flop_per_s",
-                        "dram_bytes_per_s", "ai_dram", "attainable_flop_per_s", "pct_of_roof",
-                        "bound", "provenance") if c in pts.columns]
+                        "dram_bytes_per_s", "l2_bytes_per_s", "l1_bytes_per_s", "ai_dram",
+                        "attainable_flop_per_s", "pct_of_roof", "bound", "provenance",
+                        "placed") if c in pts.columns]
     shown = pts.head(top).select(keep)
     columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
                col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
@@ -312,16 +316,42 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     for r in ceil_rows:  # keep the datasheet's name, not its web address
         if isinstance(r.get("source"), str):
             r["source"] = re.sub(r":?\s*https?://\S+", "", r["source"]).strip()
+    gpu = notes.get("ceiling_table_row") or notes.get("gpu")
+    unplaced = [{"reason": k, "kernels": v} for k, v in notes.get("unplaced", {}).items()]
     return {"points": rows(shown), "ceilings": ceil_rows,
             "notes": clean_notes(notes), "count": pts.height,
+            "title": title_for(gpu, notes.get("sm_clock_hz")),
+            "banner": notes.get("gpu_mismatch"),
+            "coverage": notes.get("coverage"), "coverage_line": coverage_line(notes["coverage"]),
+            "unplaced": unplaced,
+            "steps_table": _roofline_steps(notes.get("steps") or []),
             "table": {"columns": [c for c in columns if c["key"] in keep],
                       "rows": rows(shown)},
-            "note": (f"{pts.height:,} kernels placed on the roofline of "
-                     f"{notes.get('ceiling_table_row') or notes.get('gpu') or 'the GPU'}; "
+            "note": (f"{pts.height:,} kernels placed on the roofline of {gpu or 'the GPU'}; "
                      "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
-                     "attainable FLOP/s at the kernel's arithmetic intensity."
+                     "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
+                     "compute when the intensity is past the ridge, memory below it, latency "
+                     "when under 5% of both roofs."
                      + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
                         "device description in the inputs), so no chart and no % of roof."))}
+
+
+def _roofline_steps(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per-step kernel time split by bound, achieved TFLOP/s and MFU (roofline section)."""
+    if not steps:
+        return None
+    rows_ = [{**s, "placed_pct": 100.0 * s["placed_ns"] / s["kernel_ns"] if s["kernel_ns"]
+              else None, "mfu_pct": 100.0 * s["mfu"] if s.get("mfu") is not None else None}
+             for s in steps]
+    return {"columns": [col("rank", "rank", "int"), col("step", "step"),
+                        col("kernel_ns", "kernel time (ms)", "ms"),
+                        col("placed_pct", "placed %", "pct"),
+                        col("compute_ns", "compute-bound (ms)", "ms"),
+                        col("memory_ns", "memory-bound (ms)", "ms"),
+                        col("latency_ns", "latency-bound (ms)", "ms"),
+                        col("achieved_flop_per_s", "FLOP/s over the step", "num"),
+                        col("mfu_pct", "MFU %", "pct")],
+            "rows": rows_}
 
 
 def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:

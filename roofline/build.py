@@ -4,6 +4,11 @@
 * a timeline (nsys/torch) with ``--ncu CSV``: measured points, plus the join report;
 * a timeline alone: estimated points from op shapes (``estimated (shapes)``), with datasheet
   ceilings for the GPU named by ``--gpu`` or found in the devices table.
+
+One GPU per chart: the ceilings are those of the GPU the points were measured on (ncu's
+``device__attribute_display_name`` for measured points), at the clock they were measured at
+(ncu's SM clock; datasheet compute roofs are rescaled to it). When the timeline ran on a
+different GPU, ``notes["gpu_mismatch"]`` says so (the CLI warns, the report shows a banner).
 """
 
 from __future__ import annotations
@@ -13,8 +18,10 @@ from typing import Any
 
 import polars as pl
 
+from traceparse.analyses.steps import step_windows
 from traceparse.roofline import gpus
-from traceparse.roofline.estimate import estimated_points
+from traceparse.roofline.coverage import coverage, step_split
+from traceparse.roofline.estimate import estimated_kernels, estimated_points
 from traceparse.roofline.join import join_ncu
 from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
@@ -25,29 +32,123 @@ def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
     if not d.height:
         return None, None, None
     r = d.row(0, named=True)
+    if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus._GENERIC:
+        row, _ = gpus.identify(r["name"], sm_count=r["sm_count"],
+                               memory_bytes=r["memory_bytes"],
+                               compute=(r.get("compute_major"), r.get("compute_minor")),
+                               vendor=str(r.get("vendor") or ""))
+        return (str(row["name"]) if row else None), r["sm_count"], r["memory_bytes"]
     return r["name"], r["sm_count"], r["memory_bytes"]
+
+
+def _unknown_device(tl: Timeline) -> str | None:
+    """Why the trace's device is not in the ceiling table (None when it is, or none)."""
+    d = tl.devices
+    if not d.height:
+        return None
+    r = d.row(0, named=True)
+    _, why = gpus.identify(r["name"], sm_count=r["sm_count"], memory_bytes=r["memory_bytes"],
+                           compute=(r.get("compute_major"), r.get("compute_minor")),
+                           vendor=str(r.get("vendor") or ""))
+    return why
+
+
+def _ncu_device(ncu: pl.DataFrame) -> str | None:
+    """The device the ncu launches ran on (most common display name)."""
+    names = ncu["device_name"].drop_nulls().cast(pl.String) if "device_name" in ncu.columns \
+        else pl.Series([], dtype=pl.String)
+    if not names.len():
+        return None
+    return str(names.mode().sort()[0])
+
+
+def _same_gpu(a: str, b: str) -> bool:
+    ra, rb = gpus.match(a), gpus.match(b)
+    if ra is not None and rb is not None:
+        return ra["name"] == rb["name"]
+    return gpus.normalise(a) == gpus.normalise(b)
+
+
+def gpu_mismatch(timeline_names: list[str], ncu_name: str | None) -> str | None:
+    """A one-line warning when the ncu launches ran on another GPU than the timeline.
+
+    Example:
+        >>> gpu_mismatch(["NVIDIA A100-SXM4-80GB"], "NVIDIA H800")[:70]
+        'ncu measured on NVIDIA H800 but the timeline ran on NVIDIA A100-SXM4-8'
+    """
+    if not ncu_name:
+        return None
+    other = sorted({n for n in timeline_names if n and not _same_gpu(n, ncu_name)})
+    if not other:
+        return None
+    return (f"ncu measured on {ncu_name} but the timeline ran on {', '.join(other)}: the "
+            f"roofline shows {ncu_name} (points and ceilings), not the timeline GPU")
 
 
 def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = None,
           ceilings_file: str | os.PathLike[str] | None = None,
           by: str = "kernel") -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    """Roofline points and ceilings for ``trace`` (see module docstring)."""
+    """Roofline points and ceilings for ``trace`` (see module docstring).
+
+    Notes: ``gpu`` (device the ceilings are for), ``ceiling_table_row``, ``sm_clock_hz``
+    (clock of the compute roofs), ``gpu_mismatch``, ``join`` (ncu <-> timeline counts),
+    ``coverage`` (kernel time placed measured / estimated / not placed) and ``unplaced``
+    (reason -> kernels).
+    """
     notes: dict[str, Any] = {}
     over = gpus.read_overrides(ceilings_file) if ceilings_file else None
-    src = ncu if ncu is not None else (trace if trace.ncu.height else None)
-    name, sms, mem = _device(src if src is not None else trace)
-    if name is None and src is not None:
+    launches = ncu.ncu if ncu is not None else trace.ncu
+    if launches.height:
+        name = _ncu_device(launches)
+        d_name, sms, mem = _device(ncu if ncu is not None else trace)
+        if name is None:
+            name = d_name
+        elif d_name is None or not _same_gpu(d_name, name):
+            sms, mem = None, None
+        timeline_names = [str(n) for n in trace.devices["name"].drop_nulls().to_list()]
+        mismatch = gpu_mismatch(timeline_names, name)
+        if gpu and name and not _same_gpu(gpu, name):
+            mismatch = (f"--gpu {gpu} ignored for measured points: ncu measured on {name}; "
+                        "ceilings must be those of the measured GPU")
+            gpu = None
+        if mismatch:
+            notes["gpu_mismatch"] = mismatch
+        gpu = gpu or name
+    else:
         name, sms, mem = _device(trace)
-    gpu = gpu or name
+        gpu = gpu or name
     notes["gpu"] = gpu
     row = gpus.match(gpu, sm_count=sms, memory_bytes=mem) if gpu else None
     notes["ceiling_table_row"] = row["name"] if row else None
-    if src is not None:
-        launches = src.ncu
+    if launches.height:
         if ncu is not None and trace.gpu.height:
             _, notes["join"] = join_ncu(trace.gpu, launches)
         ceil = gpus.ceilings(ncu=launches, gpu=gpu, sm_count=sms, memory_bytes=mem,
                              overrides=over)
-        return measured_points(launches, ceil, by=by), ceil, notes
-    ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
-    return estimated_points(trace.ranges, trace.gpu, ceil), ceil, notes
+        points = measured_points(launches, ceil, by=by)
+    else:
+        ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
+        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
+        points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
+        if linked[1].height and points.height:
+            notes["steps"] = step_split(linked[1], points, step_windows(trace),
+                                        trace.gpu.filter(pl.col("kind") == "kernel"))
+        if gpu is None:
+            notes["gpu_unknown"] = _unknown_device(trace) or (
+                "unknown GPU: no device in the trace; pass --gpu NAME for datasheet ceilings")
+        elif row is None:
+            notes["gpu_unknown"] = f"unknown GPU {gpu!r}: not in the ceiling table; use --gpu NAME"
+    if not ceil.height and "gpu_unknown" not in notes:
+        notes["gpu_unknown"] = (f"unknown GPU {gpu!r}" if gpu else "unknown GPU") + (
+            ": no ceilings (no device attributes or peak metrics in the input); use --gpu NAME")
+    clk = ceil.filter(pl.col("kind") == "compute")["clock_hz"].drop_nulls()
+    notes["sm_clock_hz"] = float(clk.median()) if clk.len() else None  # type: ignore[arg-type]
+    # measured points: coverage of the profiled launches (ncu durations); estimated points:
+    # of the timeline's kernel time
+    kernels = trace.gpu.filter(pl.col("kind") == "kernel") \
+        if trace.gpu.height and not launches.height else None
+    notes["coverage"] = coverage(points, kernels)
+    un = points.filter(~pl.col("placed")) if "placed" in points.columns else points.head(0)
+    notes["unplaced"] = {str(k): int(v) for k, v in
+                         un.group_by("note").len().sort("note").iter_rows()} if un.height else {}
+    return points, ceil, notes

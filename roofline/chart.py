@@ -1,14 +1,21 @@
 """Render a roofline chart (matplotlib, Agg) to PNG or SVG bytes, deterministically.
 
-Roofs: one horizontal line per compute ceiling (FLOP/s), one diagonal per memory ceiling
-(DRAM/L2/L1, bytes/s x intensity). Points: one per kernel at (AI_dram, FLOP/s), marker area
-proportional to total kernel time, colour by provenance (measured vs estimated), the top
-kernels by time labelled. Same input -> same bytes (fixed SVG hash salt, no dates).
+* Roofs: one horizontal line per compute ceiling (FLOP/s) and one diagonal per memory level
+  that has points (DRAM always; L2/L1 only when some point has that level's bytes). Each
+  roof is labelled on the line with its value, precision and clock; roofs with equal values
+  get distinct line styles so none hides another.
+* Points: placed kernels (``placed``) at (AI_dram, FLOP/s); marker area ~ kernel time, shape
+  by provenance (measured o, estimated s), colour by precision; the top kernels by time
+  labelled. The legend sits outside the plot area.
+* Title: the GPU and the SM clock of the compute roofs.
+
+Same input -> same bytes (fixed SVG hash salt, no dates).
 """
 
 from __future__ import annotations
 
 import io
+import re
 
 import matplotlib
 
@@ -16,60 +23,170 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
 
-COLOURS = {"measured (ncu)": "#1f77b4", "estimated (shapes)": "#ff7f0e"}
+MARKERS = {"measured (ncu)": "o", "estimated (shapes)": "s"}
+PREC_COLOURS = {"fp64": "#8c564b", "fp32": "#1f77b4", "fp16": "#17becf", "bf16_tensor": "#d62728",
+                "fp16_tensor": "#ff7f0e", "tf32_tensor": "#9467bd", "fp8_tensor": "#e377c2",
+                "int8_tensor": "#bcbd22", "fp64_tensor": "#7f7f7f"}
+STYLES = ["-", "--", "-.", ":"]
+LEVEL_COL = {"dram": "dram_bytes_per_s", "l2": "l2_bytes_per_s", "l1": "l1_bytes_per_s"}
 
 
-def _short(name: str, n: int = 40) -> str:
-    base = name.split("(")[0].replace("void ", "").strip()
+def _short(name: str, n: int = 36) -> str:
+    """Kernel label: template arguments and parameters dropped, last scope component kept.
+
+    Example:
+        >>> _short("void at::native::<unnamed>::distribution_kernel<float, 4>(int, T1)")
+        'distribution_kernel'
+        >>> _short("void cutlass::Kernel<cutlass::gemm::kernel::B2bGemm<int, 3>>(Params)")
+        'Kernel<B2bGemm>'
+    """
+    full = name.replace("void ", "", 1).strip()
+    base = _strip_templates(full).split("(")[0].strip()
+    parts = [p for p in base.split("::") if p]
+    base = parts[-1] if parts else full
+    if base in GENERIC_KERNEL_NAMES and "<" in full:  # cutlass::Kernel<...B2bGemm<...>>
+        inner = re.split(r"[,>]", _strip_templates(full[full.index("<") + 1:]))[0]
+        parts = [p.strip() for p in inner.split("::") if p.strip()]
+        base = f"{base}<{parts[-1]}>" if parts else base
     return base if len(base) <= n else base[: n - 1] + "…"
+
+
+#: Wrapper kernel names that say nothing alone; their first template argument is shown too.
+GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
+
+
+def _strip_templates(s: str) -> str:
+    prev = None
+    while prev != s:  # drop innermost <...> groups until none is left
+        prev = s
+        s = re.sub(r"<[^<>]*>", "", s)
+    return s
+
+
+def _rate(v: float, unit: str) -> str:
+    for scale, pre in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if v >= scale:
+            return f"{v / scale:,.3g} {pre}{unit}"
+    return f"{v:,.3g} {unit}"
+
+
+def title_for(gpu: str | None, clock_hz: float | None, *, what: str = "Roofline") -> str:
+    """Chart title naming the GPU and the SM clock of its compute roofs.
+
+    Example:
+        >>> title_for("NVIDIA H800", 1.485e9)
+        'Roofline: NVIDIA H800 @ 1,485 MHz SM clock'
+    """
+    s = f"{what}: {gpu or 'GPU not named in the input'}"
+    return s + (f" @ {clock_hz / 1e6:,.0f} MHz SM clock" if clock_hz else "")
 
 
 def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
            title: str = "Roofline", top: int = 5) -> bytes:
-    """Draw ``points`` (columns ``kernel_name, time_ns, ai_dram, flop_per_s, provenance``)
-    against ``ceilings`` (``name, kind, value, clock_note``) and return the file bytes."""
+    """Draw ``points`` (columns ``kernel_name, time_ns, ai_dram, flop_per_s, provenance``,
+    optional ``placed``, ``precision``, ``l2_bytes_per_s``, ``l1_bytes_per_s``) against
+    ``ceilings`` (``name, kind, value``, optional ``clock_hz``) and return the file bytes."""
     plt.rcParams["svg.hashsalt"] = "traceparse"
-    pts = points.filter(pl.col("ai_dram").is_not_null() & (pl.col("ai_dram") > 0)
-                        & pl.col("flop_per_s").is_not_null() & (pl.col("flop_per_s") > 0))
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=100)
+    pts = points
+    if "placed" in pts.columns:
+        pts = pts.filter(pl.col("placed").fill_null(False))
+    if pts.height:
+        pts = pts.filter(pl.col("ai_dram").is_not_null() & (pl.col("ai_dram") > 0)
+                         & pl.col("flop_per_s").is_not_null() & (pl.col("flop_per_s") > 0))
+    if "time_ns" not in pts.columns:
+        pts = pts.with_columns(pl.lit(None, pl.Float64).alias("time_ns"))
+    fig, ax = plt.subplots(figsize=(11, 6), dpi=100)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ai = pts["ai_dram"].to_list()
-    x_lo = min([*ai, 0.01]) / 3
-    x_hi = max([*ai, 1000.0]) * 3
+    fl = pts["flop_per_s"].to_list()
+    x_lo = min([*ai, 0.05]) / 4
+    x_hi = max([*ai, 100.0]) * 40  # room on the right for the roof labels
     comp = ceilings.filter(pl.col("kind") == "compute").sort("value", descending=True)
-    mem = ceilings.filter(pl.col("kind") == "memory").sort("value", descending=True)
+    if pts.height and "precision" in pts.columns and comp.height:
+        # the roofs of the precisions on the chart, plus the highest roof for reference
+        want = {str(p) for p in pts["precision"].to_list()} | {str(comp["name"][0])}
+        comp = comp.filter(pl.col("name").is_in(list(want)))
+    levels = [lv for lv, col in LEVEL_COL.items() if lv == "dram" or (
+        col in pts.columns and pts[col].drop_nulls().len() and pts.height)]
+    mem = ceilings.filter((pl.col("kind") == "memory") & pl.col("name").is_in(levels)) \
+        .sort("value", descending=True)
     top_peak = float(comp["value"].max()) if comp.height else None  # type: ignore[arg-type]
     xs = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
-    for r in mem.iter_rows(named=True):
-        ys = [x * r["value"] for x in xs]
-        if top_peak:
-            ys = [min(y, top_peak) for y in ys]
-        ax.plot(xs, ys, "--", lw=1.2, label=f"{r['name'].upper()} {r['value'] / 1e9:,.0f} GB/s")
-    bw = float(mem["value"].max()) if mem.height else None  # type: ignore[arg-type]
+    seen: dict[float, int] = {}
+    for i, r in enumerate(mem.iter_rows(named=True)):
+        v = float(r["value"])
+        k = seen.get(round(v, -6), 0)
+        seen[round(v, -6)] = k + 1
+        ys = [min(x * v, top_peak) if top_peak else x * v for x in xs]
+        ax.plot(xs, ys, STYLES[k % len(STYLES)], color="0.25", lw=1.4 - 0.3 * i)
+        xl = x_lo * 1.6
+        ax.annotate(f"{r['name'].upper()} {_rate(v, 'B/s')}", (xl, xl * v),
+                    textcoords="offset points", xytext=(2, 4), fontsize=7, rotation=24,
+                    color="0.15")
+    dram = mem.filter(pl.col("name") == "dram")["value"].to_list()
+    bw = float(dram[0]) if dram else None
+    seen = {}
     for r in comp.iter_rows(named=True):
-        start = r["value"] / bw if bw else x_lo
-        ax.plot([max(start, x_lo), x_hi], [r["value"], r["value"]], "-", lw=1.5,
-                label=f"{r['name']} {r['value'] / 1e12:,.1f} TFLOP/s ({r['clock_note']})")
+        v = float(r["value"])
+        k = seen.get(round(v, -9), 0)
+        seen[round(v, -9)] = k + 1
+        start = max(v / bw if bw else x_lo, x_lo)
+        col = PREC_COLOURS.get(str(r["name"]), "#444444")
+        ax.plot([start, x_hi], [v, v], STYLES[k % len(STYLES)], color=col, lw=1.5)
+        clk = r.get("clock_hz")
+        lab = f"{r['name']} {_rate(v, 'FLOP/s')}" + (f" @ {clk / 1e6:,.0f} MHz" if clk else "")
+        ax.annotate(lab, (x_hi, v), textcoords="offset points", xytext=(-4, 2 - 9 * k),
+                    ha="right", va="bottom", fontsize=7, color=col)
     if pts.height:
-        t = pts["time_ns"].to_list()
+        t = [x or 0.0 for x in pts["time_ns"].to_list()]
         tmax = max(t) or 1.0
-        sizes = [20 + 600 * v / tmax for v in t]
-        cols = [COLOURS.get(p, "#2ca02c") for p in pts["provenance"].to_list()]
-        ax.scatter(ai, pts["flop_per_s"].to_list(), s=sizes, c=cols, alpha=0.7,
-                   edgecolors="k", linewidths=0.5, zorder=3)
-        for r in pts.sort("time_ns", descending=True).head(top).iter_rows(named=True):
+        sizes = [25 + 500 * (v / tmax if tmax else 0) for v in t] if any(t) else [60] * len(t)
+        precs = pts["precision"].to_list() if "precision" in pts.columns else [None] * len(t)
+        provs = pts["provenance"].to_list()
+        for prov, mk in MARKERS.items():
+            for prec in sorted({str(p) for p in precs}):
+                idx = [i for i in range(pts.height) if provs[i] == prov and str(precs[i]) == prec]
+                if not idx:
+                    continue
+                ax.scatter([ai[i] for i in idx], [fl[i] for i in idx],
+                           s=[sizes[i] for i in idx], marker=mk,
+                           c=PREC_COLOURS.get(prec, "#2ca02c"), alpha=0.75, edgecolors="k",
+                           linewidths=0.5, zorder=3, label=f"{prec}, {prov}")
+        for lv, mk in (("l2", "^"), ("l1", "v")):  # the same kernels at L2 / L1 intensity
+            col = LEVEL_COL[lv]
+            if col not in pts.columns or lv not in levels:
+                continue
+            hp = pts.filter(pl.col(col).is_not_null() & (pl.col(col) > 0))
+            if hp.height:
+                ax.scatter((hp["flop_per_s"] / hp[col]).to_list(), hp["flop_per_s"].to_list(),
+                           s=30, marker=mk, facecolors="none", edgecolors="0.3",
+                           linewidths=0.8, zorder=3, label=f"same kernels, {lv.upper()} bytes")
+        order = pts.with_row_index("_i").sort(["time_ns", "_i"], descending=[True, False],
+                                               nulls_last=True).head(top)
+        for n, r in enumerate(order.iter_rows(named=True)):
             ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
-                        textcoords="offset points", xytext=(6, 6), fontsize=7)
-        for prov, col in COLOURS.items():
-            if prov in pts["provenance"].to_list():
-                ax.scatter([], [], c=col, s=40, label=prov)
+                        textcoords="offset points", xytext=(7, 5 - 10 * (n % 3)), fontsize=7,
+                        arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
+        y_lo = min(fl) / 10
+    else:
+        ax.text(0.5, 0.5, "no kernel placed (see the notes: missing counters or shapes)",
+                transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.3")
+        y_lo = (float(mem["value"].min()) * x_lo) if mem.height else 1e9  # type: ignore[arg-type]
+    y_hi = (top_peak or max([*fl, 1e12])) * 3
+    ax.set_ylim(max(min(y_lo, y_hi / 1e6), 1.0), y_hi)
     ax.set_xlim(x_lo, x_hi)
     ax.set_xlabel("Arithmetic intensity (FLOP / DRAM byte)")
     ax.set_ylabel("Performance (FLOP/s)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    ax.legend(fontsize=7, loc="lower right")
+    if pts.height:
+        leg = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                        frameon=False, title="precision, provenance", title_fontsize=7)
+        for h in leg.legend_handles:  # legend markers at one size (the data's vary by time)
+            set_sizes = getattr(h, "set_sizes", None)
+            if set_sizes is not None:
+                set_sizes([40.0])
     fig.tight_layout()
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}

@@ -40,6 +40,24 @@ MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::ma
               "aten::linear"}
 CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::conv2d", "aten::conv1d",
             "aten::conv3d", "aten::cudnn_convolution"}
+#: Gather ops: (table[V, D], ..., indices): FLOPs = gathered elements, bytes = indices
+#: (int64) + gathered rows read + output written.
+GATHER_OPS = {"aten::embedding", "aten::index_select"}
+CONV_BWD_OPS = {"aten::cudnn_convolution_backward", "aten::convolution_backward_cudnn"}
+GROUPED_MM_OPS = {"aten::_grouped_mm", "aten::_scaled_grouped_mm"}
+#: Memory-bound ops: FLOPs per output element (bytes = tensor inputs read + output written).
+MEMORY_OPS = {
+    **{f"aten::{n}": 1.0 for n in ("add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_",
+                                   "relu", "relu_", "threshold_backward", "clamp_min_",
+                                   "gelu", "silu", "silu_", "sigmoid", "tanh", "where",
+                                   "masked_fill_", "fill_", "zero_", "copy_", "clone",
+                                   "contiguous", "to", "index_select", "embedding", "cat",
+                                   "dropout", "native_dropout")},
+    **{f"aten::{n}": 5.0 for n in ("batch_norm", "cudnn_batch_norm", "native_batch_norm",
+                                   "layer_norm", "native_layer_norm", "rms_norm",
+                                   "_fused_rms_norm", "group_norm", "softmax", "_softmax",
+                                   "log_softmax", "_log_softmax")},
+}
 #: Argument positions (stride, padding, dilation) in 'Concrete Inputs' per conv op.
 CONV_ARGS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5),
              "aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
@@ -111,8 +129,24 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
         if name == "aten::linear":
             x, w = t[0], t[1]
             return 2.0 * _prod(x[:-1]) * x[-1] * w[0]
+        if name in CONV_BWD_OPS:  # (input, grad_out, weight): data + weight gradients
+            x, g, w = t[0], t[1], t[2]
+            return 2.0 * 2.0 * x[0] * w[0] * _prod(g[2:]) * w[1] * _prod(w[2:])
+        if name == "aten::_scaled_mm":  # FP8 GEMM: a[M,K] x b[K,N]
+            (m, k), (_, n) = t[0], t[1]
+            return 2.0 * m * n * k
+        if name in GROUPED_MM_OPS:  # a[T,K] x b[G,K,N] (per-group rows sum to T)
+            a, b = t[0], t[1]
+            if len(a) == 2 and len(b) == 3:
+                return 2.0 * a[0] * a[1] * b[2]
+            if len(a) == 3 and len(b) == 3:
+                return 2.0 * a[0] * a[1] * a[2] * b[2]
+            return None
         if name in CONV_OPS:
             x, w = t[0], t[1]
+            if c and len(c) > 0 and c[0] == "__out__":  # output dims inferred from the consumer
+                out = list(c[1])
+                return 2.0 * x[0] * w[0] * _prod(out) * w[1] * _prod(w[2:])
             nsp = len(x) - 2
             pos = CONV_ARGS.get(name, (3, 4, 5))  # (stride, padding, dilation) arg index
             if len(c) <= max(pos) or not c[pos[0]]:
@@ -123,8 +157,9 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
             out = [_conv_out(x[2 + i], w[2 + i], stride[i], pad[i], dil[i]) for i in range(nsp)]
             return 2.0 * x[0] * w[0] * _prod(out) * w[1] * _prod(w[2:])
         if "scaled_dot_product" in name or "flash_attention" in name or "flash_attn" in name:
-            if "backward" in name:
-                return None  # backward inputs are (grad_out, q, k, v, ...): not costed here
+            bwd = "backward" in name
+            if bwd:  # inputs (grad_out, q, k, v, ...): 2.5x the forward matmul work
+                t = t[1:]
             q, k, v = t[0], t[1], t[2]
             if "flash_attn::" in name or name.startswith("FlashAttn"):  # [B, L, H, D] layout
                 b, lq, h, d = q
@@ -133,7 +168,8 @@ def op_flops(name: str, dims: list[Any], concrete: list[Any] | None = None) -> f
                 b, h, lq, d = q
                 s, dv = k[-2], v[-1]
             causal = _is_causal(name, c)
-            return 2.0 * b * h * lq * s * (d + dv) * (0.5 if causal else 1.0)
+            return (2.0 * b * h * lq * s * (d + dv) * (0.5 if causal else 1.0)
+                    * (2.5 if bwd else 1.0))
     except (IndexError, TypeError, ValueError):
         return None
     return None
@@ -153,16 +189,79 @@ def _first_dtype(types: list[Any]) -> str | None:
     return next((t for t in types if t in DTYPES), None)
 
 
-def estimate_ops(ranges: pl.DataFrame) -> pl.DataFrame:
+def memory_op_work(name: str, dims: list[Any], types: list[Any]) -> tuple[float, float] | None:
+    """(FLOPs, bytes) of a memory-bound op: ``MEMORY_OPS[name]`` FLOPs per output element,
+    every tensor input read once and an output the size of the largest input written once.
+
+    Example (add of two [1024, 1024] fp32 tensors: 1M FLOPs, 12 MiB):
+        >>> memory_op_work("aten::add", [[1024, 1024], [1024, 1024], []],
+        ...                ["float", "float", "Scalar"])
+        (1048576.0, 12582912.0)
+    """
+    per = MEMORY_OPS.get(name)
+    if per is None:
+        return None
+    if name in GATHER_OPS:  # reads only the gathered rows, not the whole table
+        table = next((d for d in dims if isinstance(d, list) and len(d) == 2), None)
+        idx = [d for d in dims if isinstance(d, list) and d and d is not table]
+        ty = next((t for t, d in zip(types, dims, strict=False) if d is table), None)
+        if table and idx and ty in DTYPES:
+            rows = _prod(idx[0])
+            out = rows * table[1] * DTYPES[str(ty)][0]
+            return float(rows * table[1]), float(rows * 8 + 2 * out)
+    tens = [(_prod(d), DTYPES[ty][0]) for d, ty in zip(dims, types, strict=False)
+            if isinstance(d, list) and d and ty in DTYPES]
+    if not tens:
+        return None
+    out_n, out_b = max(tens)
+    return per * out_n, float(sum(n * b for n, b in tens) + out_n * out_b)
+
+
+def _conv_out_dims(x: list[int], w: list[int], later: list[dict[str, Any]]) -> list[int] | None:
+    """Output spatial dims of a convolution recorded without 'Concrete Inputs': the first
+    later op on the thread whose first tensor input is ``[N, O, *spatial]`` (the consumer of
+    the conv output, e.g. batch_norm or relu)."""
+    for r in later:
+        try:
+            d = json.loads(r["input_dims"]) if r["input_dims"] else []
+        except ValueError:
+            continue
+        first = next((t for t in d if isinstance(t, list) and t), None)
+        if first and len(first) == len(x) and first[0] == x[0] and first[1] == w[0] \
+                and all(isinstance(v, int) for v in first):
+            return first[2:]
+    return None
+
+
+OPS_SCHEMA = {"rank": pl.Int32, "external_id": pl.Int64, "name": pl.String,
+              "flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String,
+              "precision": pl.String, "provenance": pl.String, "op_kind": pl.String,
+              "thread_id": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64}
+
+
+def estimate_ops(ranges: pl.DataFrame, *, memory_ops: bool = False) -> pl.DataFrame:
     """One row per covered cpu_op: ``rank, external_id, name, flops, bytes, dtype,
-    precision, provenance``."""
+    precision, provenance, op_kind, thread_id, start_ns, end_ns``.
+
+    ``op_kind`` is ``compute`` (GEMM, convolution, attention) or ``memory`` (the
+    ``MEMORY_OPS`` models, only with ``memory_ops=True``). Convolutions without 'Concrete
+    Inputs' take their output size from the next op on the thread that consumes it.
+    """
     ops = ranges.filter((pl.col("kind") == "cpu_op") & pl.col("input_dims").is_not_null())
+    for c in ("thread_id", "start_ns", "end_ns"):
+        if c not in ops.columns:
+            ops = ops.with_columns(pl.lit(None, pl.Int64).alias(c))
+    ops = ops.sort("rank", "thread_id", "start_ns", nulls_last=True)
+    recs = ops.select("rank", "external_id", pl.col("name").cast(pl.String), "input_dims",
+                      "input_types", "concrete_inputs", "thread_id", "start_ns",
+                      "end_ns").to_dicts()
     rows = []
-    for r in ops.select("rank", "external_id", "name", "input_dims", "input_types",
-                        "concrete_inputs").iter_rows(named=True):
+    for i, r in enumerate(recs):
         name = str(r["name"])
-        if not (name in MATMUL_OPS or name in CONV_OPS or "attention" in name
-                or "flash_attn" in name):
+        compute = (name in MATMUL_OPS or name in CONV_OPS or name in CONV_BWD_OPS
+                   or name in GROUPED_MM_OPS or name == "aten::_scaled_mm"
+                   or "attention" in name or "flash_attn" in name)
+        if not compute and not (memory_ops and name in MEMORY_OPS):
             continue
         try:
             dims = json.loads(r["input_dims"])
@@ -170,41 +269,99 @@ def estimate_ops(ranges: pl.DataFrame) -> pl.DataFrame:
             conc = json.loads(r["concrete_inputs"]) if r["concrete_inputs"] else None
         except ValueError:
             continue
-        fl = op_flops(name, dims, conc)
-        if fl is None:
-            continue
         dt = _first_dtype(types)
+        if compute:
+            fl = op_flops(name, dims, conc)
+            if fl is None and name in CONV_OPS and len(dims) >= 2:
+                x, w = dims[0], dims[1]
+                later = [q for q in recs[i + 1:i + 40] if q["thread_id"] == r["thread_id"]
+                         and (q["start_ns"] or 0) >= (r["end_ns"] or 0)]
+                out = _conv_out_dims(x, w, later) if isinstance(x, list) and \
+                    isinstance(w, list) and x and w else None
+                fl = op_flops(name, dims, ["__out__", out]) if out else None
+            if fl is None:
+                continue
+            by = op_bytes(dims, types, name)
+            prec = DTYPES[dt][1] if dt else "fp32"
+        else:
+            work = memory_op_work(name, dims, types)
+            if work is None:
+                continue
+            fl, by = work
+            prec = "fp64" if dt == "double" else "fp32"
         rows.append({"rank": r["rank"], "external_id": r["external_id"], "name": name,
-                     "flops": fl, "bytes": op_bytes(dims, types, name), "dtype": dt,
-                     "precision": DTYPES[dt][1] if dt else "fp32", "provenance": ESTIMATED})
-    schema = {"rank": pl.Int32, "external_id": pl.Int64, "name": pl.String,
-              "flops": pl.Float64, "bytes": pl.Float64, "dtype": pl.String,
-              "precision": pl.String, "provenance": pl.String}
-    return pl.DataFrame(rows, schema=schema)
+                     "flops": fl, "bytes": by, "dtype": dt, "precision": prec,
+                     "provenance": ESTIMATED, "op_kind": "compute" if compute else "memory",
+                     "thread_id": r["thread_id"], "start_ns": r["start_ns"],
+                     "end_ns": r["end_ns"]})
+    return pl.DataFrame(rows, schema=OPS_SCHEMA)
 
 
-def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame,
-                     ceil: pl.DataFrame) -> pl.DataFrame:
-    """Roofline points for ops with shapes: kernel time from ``gpu`` kernels with the same
-    ``(rank, external_id)``; one point per op name and precision (summed)."""
+def estimated_kernels(ranges: pl.DataFrame, gpu: pl.DataFrame,
+                      api: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(estimated ops with ``op_row``, linked kernels). Linked kernels carry ``rank,
+    device_id, start_ns, dur_ns, op_row, name, precision`` and ``flops``: their op's FLOPs
+    shared among its kernels by duration."""
+    from traceparse.roofline.link import link_kernels
+
+    est = estimate_ops(ranges, memory_ops=True).with_row_index("op_row")
+    linked = link_kernels(est, gpu, api)
+    if not linked.height:
+        return est, linked
+    op_t = linked.group_by("op_row").agg(pl.col("dur_ns").sum().alias("_op_ns"))
+    kern = (linked.select([c for c in ("rank", "device_id", "start_ns", "dur_ns", "op_row")
+                           if c in linked.columns])
+            .join(op_t, on="op_row")
+            .join(est.select("op_row", "name", "precision", pl.col("flops").alias("_fl")),
+                  on="op_row")
+            .with_columns(pl.when(pl.col("_op_ns") > 0)
+                          .then(pl.col("_fl") * pl.col("dur_ns") / pl.col("_op_ns"))
+                          .otherwise(0.0).alias("flops"))
+            .drop("_op_ns", "_fl"))
+    return est, kern
+
+
+def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame,
+                     api: pl.DataFrame | None = None,
+                     linked: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
+    """Roofline points for ops with shapes: each kernel is linked to the innermost estimated
+    op around its launch (:func:`traceparse.roofline.link.link_kernels`); one point per op
+    name and precision (FLOPs and bytes summed over the ops, time over their kernels).
+    ``linked`` reuses the result of :func:`estimated_kernels`."""
     from traceparse.roofline.model import classify
 
-    est = estimate_ops(ranges)
-    k = (gpu.filter((pl.col("kind") == "kernel") & pl.col("external_id").is_not_null())
-         .group_by("rank", "external_id").agg(pl.col("dur_ns").sum().alias("time_ns")))
-    j = est.join(k, on=["rank", "external_id"], how="inner")
-    pts = (j.group_by("name", "precision", maintain_order=True)
-           .agg(pl.len().alias("launches"), pl.col("time_ns").sum().cast(pl.Float64),
+    est, kern = linked if linked is not None else estimated_kernels(ranges, gpu, api)
+    k = (kern.group_by("op_row").agg(pl.col("dur_ns").sum().alias("time_ns"),
+                                     pl.len().alias("kernels")) if kern.height else
+         pl.DataFrame(schema={"op_row": pl.UInt32, "time_ns": pl.Int64, "kernels": pl.UInt32}))
+    j = est.join(k, on="op_row", how="inner")
+    pts = (j.group_by("name", "precision", "op_kind", maintain_order=True)
+           .agg(pl.col("kernels").sum().alias("launches"),
+                pl.col("time_ns").sum().cast(pl.Float64),
                 pl.col("flops").sum(), pl.col("bytes").sum())
            .filter(pl.col("time_ns") > 0))
     roof = dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True))
     bw = roof.get("dram")
     pts = pts.with_columns(
-        pl.col("name").alias("kernel_name"),
+        pl.col("name").alias("kernel_name"), pl.col("precision").alias("op_precision"),
         (pl.col("flops") / (pl.col("time_ns") * 1e-9)).alias("flop_per_s"),
         (pl.col("bytes") / (pl.col("time_ns") * 1e-9)).alias("dram_bytes_per_s"),
         pl.col("precision").replace_strict(roof, default=None, return_dtype=pl.Float64)
         .alias("peak_flop_per_s"),
         pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"),
+        (pl.col("flops") > 0).alias("placed"), pl.lit(None, pl.String).alias("note"),
         pl.lit(ESTIMATED).alias("provenance")).drop("name")
+    tf32 = roof.get("tf32_tensor")
+    if tf32 and roof.get("fp32"):
+        # fp32 GEMMs faster than the FP32 roof ran on TF32 tensor cores (physically the only
+        # way): put them under the TF32 roof and say why.
+        over = ((pl.col("precision") == "fp32") & (pl.col("op_kind") == "compute")
+                & (pl.col("flop_per_s") > roof["fp32"]))
+        pts = pts.with_columns(
+            pl.when(over).then(pl.lit("tf32_tensor")).otherwise(pl.col("precision"))
+            .alias("precision"),
+            pl.when(over).then(pl.lit(tf32)).otherwise(pl.col("peak_flop_per_s"))
+            .alias("peak_flop_per_s"),
+            pl.when(over).then(pl.lit("fp32 inputs above the FP32 roof: TF32 tensor cores"))
+            .otherwise(pl.col("note")).alias("note"))
     return classify(pts)

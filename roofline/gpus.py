@@ -39,7 +39,7 @@ _PREFIXES = ("nvidia ", "tesla ", "geforce ", "amd instinct ", "amd ", "quadro "
 @lru_cache(maxsize=1)
 def table() -> pl.DataFrame:
     """The shipped ceiling table (one row per GPU model)."""
-    path = resources.files("roofline") / "data" / "gpus.csv"
+    path = resources.files("traceparse.roofline") / "data" / "gpus.csv"
     with resources.as_file(path) as p:
         return pl.read_csv(p, infer_schema_length=None,
                            schema_overrides={"compute_capability": pl.String,
@@ -119,6 +119,55 @@ def match(name: str | None, *, sm_count: int | None = None,
     return cands[0]
 
 
+#: AMD devices that Kineto names generically ("AMD Radeon Graphics", or ""): (GFXIP major,
+#: minor, CUs per device, memory GiB per device) -> table row. GFXIP versions, CU counts and
+#: VRAM from the ROCm GPU specifications table (rocm.docs.amd.com/en/latest/reference/
+#: gpu-specs.html); MI250/MI250X show one device per GCD (FORMATS C, deviceProperties).
+AMD_SIGNATURES = {
+    (9, 0, 104, 64): "MI250 GCD / MI210",
+    (9, 0, 110, 64): "MI250X GCD",
+    (9, 4, 304, 192): "MI300X",
+}
+_GENERIC = ("amd radeon graphics", "radeon graphics", "")
+
+
+def identify(name: str | None, *, sm_count: int | None = None,
+             memory_bytes: int | None = None,
+             compute: tuple[int | None, int | None] | None = None,
+             vendor: str | None = None) -> tuple[dict[str, object] | None, str | None]:
+    """(table row, None) for a device, or (None, why) when it cannot be identified.
+
+    Named devices go through :func:`match`. AMD devices with a generic or empty name are
+    resolved from the GFXIP version (Kineto's ``computeMajor/Minor``), the CU count and the
+    memory size the trace records (``AMD_SIGNATURES``).
+
+    Example:
+        >>> identify("AMD Radeon Graphics", sm_count=104, memory_bytes=68702699520,
+        ...          compute=(9, 0), vendor="amd")[0]["name"]
+        'MI250 GCD / MI210'
+        >>> identify("AMD Radeon Graphics", sm_count=60, memory_bytes=16 << 30,
+        ...          compute=(9, 0), vendor="amd")[1][:19]
+        'unknown GPU: AMD gf'
+    """
+    generic = name is None or name.strip().lower() in _GENERIC
+    is_amd = (vendor or "").lower() == "amd" or (name or "").lower().startswith("amd")
+    if not generic:
+        row = match(name, sm_count=sm_count, memory_bytes=memory_bytes)
+        return (row, None) if row else (None, f"unknown GPU {name!r}: use --gpu NAME")
+    if not is_amd:
+        return None, "unknown GPU: the trace names no device; use --gpu NAME"
+    major, minor = compute or (None, None)
+    gib = round(memory_bytes / 2**30) if memory_bytes else None
+    key = (major, minor, sm_count, gib)
+    want = AMD_SIGNATURES.get(key)  # type: ignore[arg-type]
+    if want:
+        rows = [r for r in table().to_dicts() if r["name"] == want]
+        if rows:
+            return rows[0], None
+    return None, (f"unknown GPU: AMD gfx{major}{minor or 0}x with {sm_count} CUs and "
+                  f"{gib} GiB is not in the ceiling table; use --gpu NAME")
+
+
 @dataclass(frozen=True)
 class Ceiling:
     """One roof: ``kind`` is ``compute`` (FLOP/s) or ``memory`` (B/s)."""
@@ -173,6 +222,22 @@ def ncu_ceilings(ncu: pl.DataFrame) -> list[Ceiling]:
     return out
 
 
+def ncu_tensor_ceilings(ncu: pl.DataFrame, clock: float | None) -> list[Ceiling]:
+    """Tensor roofs ncu measured (ops counter peak_sustained x SM clock), one per dtype seen
+    in ``tensor_dtype`` (median over its launches)."""
+    if "peak_tensor_flop_per_s" not in ncu.columns or "tensor_dtype" not in ncu.columns:
+        return []
+    f = ncu.filter(pl.col("peak_tensor_flop_per_s").is_not_null()
+                   & pl.col("tensor_dtype").is_not_null())
+    out = []
+    for (dtype,), g in f.group_by(pl.col("tensor_dtype").cast(pl.String), maintain_order=True):
+        out.append(Ceiling(f"{dtype}_tensor", "compute",
+                           float(g["peak_tensor_flop_per_s"].median()),  # type: ignore[arg-type]
+                           clock, "measured SM clock during profiling",
+                           "measured (ncu ops-path peak_sustained x clock)"))
+    return out
+
+
 def read_overrides(path: str | os.PathLike[str]) -> list[Ceiling]:
     """User ceilings from CSV (columns ``name,kind,value`` [+ ``clock_hz``, ``source``]) or
     JSON (a list of such objects, or ``{name: value}`` with kind guessed from the name:
@@ -217,7 +282,21 @@ def ceilings(*, ncu: pl.DataFrame | None = None, gpu: str | None = None,
     for c in datasheet_ceilings(row) if row else []:
         chosen[c.name] = c
     if ncu is not None and ncu.height:
-        for c in ncu_ceilings(ncu):
+        measured = ncu_ceilings(ncu)
+        clk = next((c.clock_hz for c in measured if c.kind == "compute" and c.clock_hz), None)
+        if clk is None and "sm_clock_hz" in ncu.columns:  # no ncu peaks: its measured clock
+            sm = ncu["sm_clock_hz"].drop_nulls()
+            clk = float(sm.median()) if sm.len() else None  # type: ignore[arg-type]
+        if clk:  # one clock per chart: datasheet compute roofs rescaled to the ncu SM clock
+            for name, c in list(chosen.items()):
+                if c.kind == "compute" and c.clock_hz:
+                    chosen[name] = Ceiling(
+                        c.name, c.kind, c.value * clk / c.clock_hz, clk,
+                        f"datasheet x {clk / 1e6:,.0f}/{c.clock_hz / 1e6:,.0f} MHz "
+                        "(rescaled to the measured SM clock)", c.source)
+        for c in measured:
+            chosen[c.name] = c
+        for c in ncu_tensor_ceilings(ncu, clk):
             chosen[c.name] = c
     for c in overrides or []:
         chosen[c.name] = c

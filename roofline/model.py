@@ -18,11 +18,21 @@ which).
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
-#: ncu precision -> ceiling name used for its compute roof.
-PRECISION_ROOF = {"fp64": "fp64", "fp32": "fp32", "fp16": "fp16", "tensor": "fp16_tensor"}
+#: Non-tensor precisions counted by the SASS FP counters.
+FP_PRECISIONS = ("fp64", "fp32", "fp16")
 MEASURED = "measured (ncu)"
+#: A tensor pipe busier than this (% of peak) means tensor work the FP counters do not see.
+TENSOR_ACTIVE_PCT = 1.0
+#: Pipe -> ceiling name when only pipe activity says which tensor path ran.
+PIPE_CEILING = {"imma": "int8_tensor", "igmma": "int8_tensor", "dmma": "fp64_tensor",
+                "qgmma": "fp8_tensor"}
+HINT = "add --section SpeedOfLight_HierarchicalTensorRooflineChart"
+FP_HINT = ("capture --section SpeedOfLight_RooflineChart (or --metrics "
+           "smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum)")
 
 
 def _roof(ceil: pl.DataFrame, name: str) -> float | None:
@@ -34,15 +44,67 @@ def _roof(ceil: pl.DataFrame, name: str) -> float | None:
     return None
 
 
+def _get(r: dict[str, Any], k: str) -> float | None:
+    v = r.get(k)
+    return float(v) if v is not None and v == v else None
+
+
+def launch_precision(r: dict[str, Any]) -> tuple[str | None, float | None, str | None]:
+    """(precision, FLOP/s, note) of one ncu launch, from its counters only.
+
+    * tensor ops counters with work: ``<dtype>_tensor`` at the ops rate;
+    * else a tensor pipe >= ``TENSOR_ACTIVE_PCT`` busy: the pipe's precision, no FLOP/s
+      (the pipe counters do not count FLOPs) and a note saying what was measured;
+    * else the FP precision with the highest FLOP/s (> 0);
+    * else no precision: a note says the FLOP counters are zero or missing.
+
+    Example:
+        >>> launch_precision({"fp32_flop_per_s": 0.0, "tensor_pipe": "imma",
+        ...                   "tensor_pipe_pct": 28.2})[0]
+        'int8_tensor'
+    """
+    tf = _get(r, "tensor_flop_per_s")
+    dtype = r.get("tensor_dtype")
+    if tf and tf > 0 and dtype:
+        return f"{dtype}_tensor", tf, None
+    pipe = r.get("tensor_pipe")
+    pct = _get(r, "tensor_pipe_pct")
+    if pipe and pct is not None and pct >= TENSOR_ACTIVE_PCT:
+        prec = PIPE_CEILING.get(str(pipe), "tensor")
+        what = str(pipe).upper() if "|" not in str(pipe) else "tensor"
+        return prec, None, (f"{what} tensor pipe {pct:.0f}% active, FLOPs not counted by "
+                            f"these sections: {HINT}")
+    fp = {p: _get(r, f"{p}_flop_per_s") for p in FP_PRECISIONS}
+    known = {p: v for p, v in fp.items() if v is not None}
+    if known and max(known.values()) > 0:
+        best = max(known, key=lambda p: known[p])
+        return best, known[best], None
+    inst = _get(r, "tensor_inst")
+    if inst and inst > 0:
+        return "tensor", None, (f"{inst:,.0f} tensor-pipe warp instructions and 0 FP FLOPs; "
+                                f"FLOPs per instruction unknown: {HINT}")
+    if not known and all(_get(r, k) is None for k in ("dur_ns", "sm_clock_hz",
+                                                      "dram_bytes_per_s", "tensor_pipe_pct")):
+        return None, None, "ncu recorded no values for this launch (empty result)"
+    if known or tf == 0:
+        return None, 0.0, "0 FLOPs counted (no FP or tensor work): not on a FLOP roofline"
+    return None, None, f"no FLOP counters in this page: {FP_HINT}"
+
+
 def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel",
                     latency_fraction: float = 0.05) -> pl.DataFrame:
-    """Roofline points from ncu launches.
+    """Roofline points from ncu launches: one row per kernel (or launch), placed or not.
+
+    Every launch gets a precision from its counters (:func:`launch_precision`); launches
+    without a FLOP rate stay in the frame with ``placed = False`` and a ``note`` naming what
+    is missing. Launches without a duration (roofline-chart pages print none) weigh 1 each
+    and have a null ``time_ns``.
 
     Args:
         ncu: the timeline's ``ncu`` table.
         ceil: ceilings from :func:`traceparse.roofline.gpus.ceilings`.
         by: ``"launch"`` (one point per launch) or ``"kernel"`` (launches of one kernel name
-            merged: rates weighted by duration, i.e. total work / total time).
+            and precision merged: rates weighted by duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.
 
     Example (one FP32 launch; peaks 10 TFLOP/s, 1 TB/s; ridge 10 FLOP/B):
@@ -54,38 +116,61 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
         >>> measured_points(n, c).select("ai_dram", "bound", "pct_of_roof").row(0)
         (4.0, 'memory', 50.0)
     """
-    rates = ["fp64_flop_per_s", "fp32_flop_per_s", "fp16_flop_per_s", "tensor_flop_per_s",
-             "dram_bytes_per_s", "l2_bytes_per_s", "l1_bytes_per_s"]
-    f = ncu.filter(pl.col("dur_ns").is_not_null() & (pl.col("dur_ns") > 0))
+    bytes_cols = ["dram_bytes_per_s", "l2_bytes_per_s", "l1_bytes_per_s"]
+    rows = []
+    for r in ncu.iter_rows(named=True):
+        prec, fl, note = launch_precision(r)
+        if note is None and _get(r, "dram_bytes_per_s") is None:
+            note = "no DRAM bytes counted (dram__bytes): intensity unknown"
+        dur = _get(r, "dur_ns")
+        rows.append({"kernel_name": r["kernel_name"], "launch_id": r["launch_id"],
+                     "time_ns": dur if dur and dur > 0 else None, "precision": prec,
+                     "flop_per_s": fl, "note": note,
+                     "tensor_peak": _get(r, "peak_tensor_flop_per_s"),
+                     "sm_clock_hz": _get(r, "peak_sm_clock_hz") or _get(r, "sm_clock_hz"),
+                     **{b: _get(r, b) for b in bytes_cols}})
+    schema = {"kernel_name": pl.String, "launch_id": pl.Int64, "time_ns": pl.Float64,
+              "precision": pl.String, "flop_per_s": pl.Float64, "note": pl.String,
+              "tensor_peak": pl.Float64, "sm_clock_hz": pl.Float64,
+              **{b: pl.Float64 for b in bytes_cols}}
+    f = pl.DataFrame(rows, schema=schema)
+    rates = ["flop_per_s", *bytes_cols, "tensor_peak", "sm_clock_hz"]
     if by == "kernel":
-        w = pl.col("dur_ns")
-        f = (f.group_by("kernel_name", maintain_order=True)
-             .agg(pl.len().alias("launches"), w.sum().alias("time_ns"),
-                  *[((pl.col(r) * w).sum() / w.filter(pl.col(r).is_not_null()).sum())
-                    .alias(r) for r in rates],
-                  *[pl.col(r).is_not_null().any().alias(f"_has_{r}") for r in rates])
-             .with_columns([pl.when(pl.col(f"_has_{r}")).then(pl.col(r)).otherwise(None)
-                            .alias(r) for r in rates])
-             .drop([f"_has_{r}" for r in rates]))
+        w = pl.col("time_ns").fill_null(1.0)
+        f = (f.group_by("kernel_name", "precision", maintain_order=True)
+             .agg(pl.len().alias("launches"), pl.col("launch_id").min(),
+                  pl.when(pl.col("time_ns").is_not_null().any())
+                  .then(pl.col("time_ns").sum()).alias("time_ns"),
+                  pl.col("note").drop_nulls().first(),
+                  *[((pl.col(c) * w).sum() / w.filter(pl.col(c).is_not_null()).sum())
+                    .alias(c) for c in rates],
+                  *[pl.col(c).is_not_null().any().alias(f"_has_{c}") for c in rates])
+             .with_columns([pl.when(pl.col(f"_has_{c}")).then(pl.col(c)).otherwise(None)
+                            .alias(c) for c in rates])
+             .drop([f"_has_{c}" for c in rates]))
     else:
-        f = f.select(pl.col("kernel_name"), pl.col("launch_id"), pl.lit(1).alias("launches"),
-                     pl.col("dur_ns").alias("time_ns"), *rates)
-    prec = ["fp64", "fp32", "fp16", "tensor"]
-    best = pl.concat_list([pl.col(f"{p}_flop_per_s").fill_null(-1.0) for p in prec])
-    f = f.with_columns(
-        best.list.arg_max().replace_strict(dict(enumerate(prec)), return_dtype=pl.String)
-        .alias("precision"),
-        best.list.max().alias("flop_per_s"))
-    f = f.with_columns(pl.when(pl.col("flop_per_s") < 0).then(None)
-                       .otherwise(pl.col("flop_per_s")).alias("flop_per_s"))
-    roofs = {p: _roof(ceil, r) for p, r in PRECISION_ROOF.items()}
+        f = f.with_columns(pl.lit(1, pl.UInt32).alias("launches"))
+    names = set(ceil["name"].to_list()) if ceil.height else set()
+    roofs = {p: _roof(ceil, p) for p in {*FP_PRECISIONS, *[f"{d}_tensor" for d in (
+        "fp16", "bf16", "tf32", "fp8", "int8", "fp64")]} if p in names or p == "fp16_tensor"}
     bw = _roof(ceil, "dram")
     f = f.with_columns(
-        pl.col("precision").replace_strict(roofs, default=None, return_dtype=pl.Float64)
+        pl.coalesce(pl.when(pl.col("precision").str.ends_with("_tensor"))
+                    .then(pl.col("tensor_peak")),
+                    pl.col("precision").replace_strict(roofs, default=None,
+                                                       return_dtype=pl.Float64))
         .alias("peak_flop_per_s"),
-        pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"))
-    return classify(f.with_columns(pl.lit(MEASURED).alias("provenance")),
-                    latency_fraction=latency_fraction)
+        pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"),
+        (pl.col("flop_per_s").is_not_null() & (pl.col("flop_per_s") > 0)
+         & pl.col("dram_bytes_per_s").is_not_null() & (pl.col("dram_bytes_per_s") > 0))
+        .alias("placed"),
+        pl.lit(MEASURED).alias("provenance")).drop("tensor_peak")
+    f = f.with_columns(pl.when(~pl.col("placed") & pl.col("note").is_null()
+                               & (pl.col("dram_bytes_per_s") == 0))
+                       .then(pl.lit("0 DRAM bytes counted: intensity unbounded (all traffic "
+                                    "served by caches)"))
+                       .otherwise(pl.col("note")).alias("note"))
+    return classify(f, latency_fraction=latency_fraction)
 
 
 def classify(points: pl.DataFrame, *, latency_fraction: float = 0.05) -> pl.DataFrame:

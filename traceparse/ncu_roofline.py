@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceparse.ncu_tensor import tensor_exprs, tensor_peak_expr
+
 S = "sass_thread_inst_executed_op_{}_pred_on"
 PRECISIONS = {"fp64": "d", "fp32": "f", "fp16": "h"}
 
@@ -56,24 +58,28 @@ def roofline_exprs(cols: set[str]) -> dict[str, pl.Expr]:
     out: dict[str, pl.Expr] = {}
     chart_any: list[pl.Expr] = []
     for name, p in PRECISIONS.items():
-        fma2 = _first(m(f"derived__smsp__{S.format(p + 'fma')}_x2"),
+        # ncu 2023+ counts a half-precision FMA as 4 (HFMA2: 2 lanes x 2) and prints the
+        # derived _x4 metric; older versions print _x2.
+        fma2 = _first(m(f"derived__smsp__{S.format(p + 'fma')}_x4"),
+                      m(f"derived__smsp__{S.format(p + 'fma')}_x2"),
                       2.0 * m(f"smsp__{S.format(p + 'fma')}.sum.per_cycle_elapsed"))
-        add = m(f"smsp__{S.format(p + 'add')}.sum.per_cycle_elapsed").fill_null(0.0)
-        mul = m(f"smsp__{S.format(p + 'mul')}.sum.per_cycle_elapsed").fill_null(0.0)
+        add = _first(m(f"derived__smsp__{S.format(p + 'add')}_x2"),
+                     m(f"smsp__{S.format(p + 'add')}.sum.per_cycle_elapsed")).fill_null(0.0)
+        mul = _first(m(f"derived__smsp__{S.format(p + 'mul')}_x2"),
+                     m(f"smsp__{S.format(p + 'mul')}.sum.per_cycle_elapsed")).fill_null(0.0)
         chart = (fma2 + add + mul) * smsp_hz
         chart_any.append(chart.is_not_null())
         count = (m(f"sm__{S.format(p + 'add')}.sum") + m(f"sm__{S.format(p + 'mul')}.sum")
                  + 2.0 * m(f"sm__{S.format(p + 'fma')}.sum"))
         out[f"{name}_flop_per_s"] = _first(chart, count / cyc_s)
         out[f"flop_{name}"] = _first(count, chart * dur_s)
-        peak_ops = _first(m(f"derived__sm__{S.format(p + 'fma')}_x2"),
+        peak_ops = _first(m(f"derived__sm__{S.format(p + 'fma')}_x4"),
+                          m(f"derived__sm__{S.format(p + 'fma')}_x2"),
                           2.0 * m(f"sm__{S.format(p + 'fma')}.sum.peak_sustained"))
         out[f"peak_{name}_flop_per_s"] = peak_ops * sm_hz
-    tensor = [c for c in sorted(cols) if c.startswith("sm__ops_path_tensor_src_")
-              and c.endswith(".sum") and "sparsity" not in c]
-    tsum = pl.sum_horizontal([pl.col(c) for c in tensor]) if tensor else pl.lit(None, pl.Float64)
-    out["flop_tensor"] = tsum
-    out["tensor_flop_per_s"] = tsum / dur_s
+    out.update(tensor_exprs(cols))
+    out["tensor_flop_per_s"] = out["flop_tensor"] / cyc_s
+    out["peak_tensor_flop_per_s"] = tensor_peak_expr(cols) * sm_hz
 
     dram_chart = m("dram__bytes.sum.per_second")
     dram_count = _first(m("dram__bytes.sum"),

@@ -218,6 +218,14 @@ NCU = (
        "unless --clock-control none)."),
     _c("roofline_method", CAT, "", "'ncu chart' (per-cycle metrics) or 'nersc counts' "
        "(--metrics counters)."),
+    _c("peak_tensor_flop_per_s", F64, "ops/s", "Tensor peak for the kernel's dominant tensor "
+       "dtype (ops counter peak_sustained x SM clock), as ncu's hierarchical roofline."),
+    _c("tensor_dtype", CAT, "", "Tensor source dtype with the most ops (ops_path counters): "
+       "bf16, fp16, tf32, fp8, int8, fp64."),
+    _c("tensor_pipe", CAT, "", "Busiest MMA pipe (imma, hmma, dmma, gmma, ...) from the pipe "
+       "activity counters; null when idle or not collected."),
+    _c("tensor_pipe_pct", F64, "%", "That pipe's activity, % of peak (elapsed, else active)."),
+    _c("tensor_inst", F64, "count", "Warp MMA instructions (sm__inst_executed_pipe_tensor.sum)."),
 )
 
 SOURCES = (

@@ -12,9 +12,9 @@ from traceparse.cli.common import emit, load_trace, render
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
-POINT_COLS = ["kernel_name", "launches", "time_ns", "precision", "provenance", "flop_per_s",
-              "dram_bytes_per_s", "ai_dram", "ai_l2", "ai_l1", "peak_flop_per_s",
-              "peak_dram_bytes_per_s", "ridge", "pct_of_roof", "bound"]
+POINT_COLS = ["kernel_name", "launches", "time_ns", "precision", "provenance", "placed",
+              "flop_per_s", "dram_bytes_per_s", "ai_dram", "ai_l2", "ai_l1", "peak_flop_per_s",
+              "peak_dram_bytes_per_s", "ridge", "pct_of_roof", "bound", "note"]
 
 
 @main.command("roofline")
@@ -33,17 +33,35 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
                  ceilings_file: str | None, fmt: str, output: str | None) -> None:
     """Roofline of TRACE (an ncu CSV, or an nsys/torch trace with --ncu or op shapes)."""
     from traceparse.roofline.build import build
+    from traceparse.roofline.coverage import coverage_line, step_line
 
     tl = load_trace(trace)
     extra = load_trace(ncu_csv) if ncu_csv else None
-    points, ceil, _notes = build(tl, ncu=extra, gpu=gpu, ceilings_file=ceilings_file)
+    points, ceil, notes = build(tl, ncu=extra, gpu=gpu, ceilings_file=ceilings_file)
+    for key in ("gpu_mismatch", "gpu_unknown"):
+        if notes.get(key):
+            click.echo(f"traceparse: warning: {notes[key]}", err=True)
+    click.echo(f"roofline: {coverage_line(notes['coverage'])}", err=True)
+    for st in notes.get("steps", [])[:20]:
+        click.echo(f"roofline: {step_line(st)}", err=True)
+    for reason, n in notes.get("unplaced", {}).items():
+        click.echo(f"roofline: not placed ({n} kernel{'s' if n != 1 else ''}): {reason}",
+                   err=True)
     if fmt == "chart":
         from traceparse.roofline.chart import render as draw
+        from traceparse.roofline.chart import title_for
 
         if not output:
             raise UsageError(None, "--format chart needs -o FILE.png or FILE.svg")
+        if not points.height or not points["placed"].any():
+            why = "; ".join(notes.get("unplaced", {})) or (
+                "no ncu counters and no op shapes (use --ncu CSV)")
+            raise UsageError(None, f"{Path(trace).name}: no kernel placed on the roofline, "
+                             f"no chart written: {why}")
         kind = "svg" if output.lower().endswith(".svg") else "png"
-        write_bytes(output, draw(points, ceil, fmt=kind, title=f"Roofline: {Path(trace).name}"))
+        title = title_for(notes.get("ceiling_table_row") or notes.get("gpu"),
+                          notes.get("sm_clock_hz"))
+        write_bytes(output, draw(points, ceil, fmt=kind, title=title))
         return
     cols = [c for c in POINT_COLS if c in points.columns]
     emit(render(points.select(cols), fmt), output)
