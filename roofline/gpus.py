@@ -39,7 +39,7 @@ _PREFIXES = ("nvidia ", "tesla ", "geforce ", "amd instinct ", "amd ", "quadro "
 @lru_cache(maxsize=1)
 def table() -> pl.DataFrame:
     """The shipped ceiling table (one row per GPU model)."""
-    path = resources.files("roofline") / "data" / "gpus.csv"
+    path = resources.files("traceparse.roofline") / "data" / "gpus.csv"
     with resources.as_file(path) as p:
         return pl.read_csv(p, infer_schema_length=None,
                            schema_overrides={"compute_capability": pl.String,
