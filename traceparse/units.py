@@ -129,3 +129,27 @@ def plural(n: int, noun: str, plural_form: str | None = None) -> str:
     """
     word = noun if n == 1 else (plural_form or noun + "s")
     return f"{count(n)} {word}"
+
+
+#: Characters after which a long name may be cut (between words or name parts).
+_BREAKS = " _,;:/<>()[]{}-."
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` characters, ending in ``…``; the cut falls after a
+    separator (space, ``_``, ``,``, ``(``, ``<``, ...) so no word is broken mid-word, unless
+    the only separator is in the first half (then the cut is at ``width``).
+
+    Example:
+        >>> shorten("void at::native::vectorized_elementwise_kernel<4>", 30)
+        'void at::native::vectorized_…'
+        >>> shorten("short", 30)
+        'short'
+    """
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    cut = max(head.rfind(c) for c in _BREAKS)
+    if cut >= width // 2:
+        head = head[: cut + 1]
+    return head + "…"
