@@ -118,7 +118,9 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
         col = frame[c]
         fn: Callable[[Any], str] | None = None
         header = c
-        if col.dtype.is_numeric() and c.endswith("_ns"):
+        if col.dtype.is_numeric() and c.endswith(" (ns)"):  # nsys stats column names
+            fn, header = units.duration, c[: -len(" (ns)")]
+        elif col.dtype.is_numeric() and c.endswith("_ns"):
             stem = c[:-3]
             if start_ns is not None and (stem in ("start", "end", "at")
                                          or stem.endswith(("_start", "_end"))):
