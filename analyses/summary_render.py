@@ -99,7 +99,7 @@ def _launches(frame: pl.DataFrame) -> list[str]:
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
         lines.append(f"  CUDA graphs could recover up to {fmt_ns(rec['sum'])} "
-                     f"({rec['count']} launch-bound kernels)")
+                     f"({units.plural(rec['count'], 'launch-bound kernel')})")
     return lines
 
 
