@@ -214,3 +214,15 @@ def test_amd_trace_speaks_amd(path: Path) -> None:
     assert " SMs" not in info
     text = _run("summary", str(path)).stdout
     assert "CUDA graph" not in text
+
+
+def test_roofline_gpu_override_sets_the_roofs() -> None:
+    ncu = str(REPO / "tests" / "corpus_bad" / "ncu_good.csv")
+    table = list(csv.DictReader(io.StringIO(_run("gpus", "--format", "csv").stdout)))
+    a100 = next(r for r in table if r["name"] == "A100 SXM4 80GB")
+    plain = list(csv.DictReader(io.StringIO(_run("roofline", ncu, "--format", "csv").stdout)))
+    assert plain and all(r["peak_dram_bytes_per_s"] == "" for r in plain)  # GPU unnamed
+    forced = list(csv.DictReader(io.StringIO(
+        _run("roofline", ncu, "--format", "csv", "--gpu", "A100 SXM4 80GB").stdout)))
+    assert [float(r["peak_dram_bytes_per_s"]) for r in forced] == [
+        float(a100["mem_bandwidth_gbs"]) * 1e9] * len(plain)
