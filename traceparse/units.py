@@ -149,6 +149,8 @@ def shorten(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     head = text[: width - 1]
+    if text[len(head)] in _BREAKS:  # the cut already falls between two words
+        return head.rstrip() + "…"
     cut = max(head.rfind(c) for c in _BREAKS)
     if cut >= width // 2:
         head = head[: cut + 1]

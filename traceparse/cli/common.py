@@ -140,6 +140,8 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
         if fn is None:
             out[c] = col
             continue
+        if header != c and header in frame.columns:
+            header = c  # a column already has the short name: keep the unit in this one
         f = fn
         out[header] = pl.Series(header, [None if v is None else f(v) for v in col.to_list()],
                                 dtype=pl.String)
