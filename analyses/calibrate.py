@@ -442,4 +442,4 @@ def schema_path() -> Any:
     """Traversable of the shipped JSON Schema (``analyses/data/calibration.schema.json``)."""
     from importlib import resources
 
-    return resources.files("analyses") / "data" / "calibration.schema.json"
+    return resources.files("traceparse.analyses") / "data" / "calibration.schema.json"

@@ -192,7 +192,7 @@ def holdout(tl: Timeline, *, train_steps: int | None = None,
              .sort("start_ns"))
     if order.height < 2:
         raise TraceError(None, "held-out prediction needs at least two steps "
-                               "(profiler_step ranges or --step-regex)")
+                               "(profiler_step ranges or --steps REGEX)")
     n = train_steps if train_steps is not None else max(1, order.height // 2)
     n = min(max(n, 1), order.height - 1)
     train = order.head(n)

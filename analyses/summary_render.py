@@ -8,6 +8,8 @@ from typing import Any
 
 import polars as pl
 
+from traceparse import units
+
 #: Bar glyph per attribution part, in priority order.
 GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
           "launch_overhead_ns": "L", "idle_ns": "."}
@@ -15,14 +17,8 @@ BAR_WIDTH = 50
 
 
 def fmt_ns(ns: float | int | None) -> str:
-    """Human duration: ``1.50 ms``, ``12.0 us``, ``800 ns``."""
-    if ns is None:
-        return ""
-    v = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.2f} {unit}"
-    return f"{v:.0f} ns"
+    """Human duration (:func:`traceparse.units.duration`): ``1.50 ms``, ``12.0 µs``."""
+    return units.duration(ns)
 
 
 def bar(row: dict[str, Any], width: int = BAR_WIDTH) -> str:
@@ -58,21 +54,22 @@ def _breakdown(frame: pl.DataFrame) -> list[str]:
 
 def _window(frame: pl.DataFrame) -> list[str]:
     r = frame.row(0, named=True)
-    return [f"Trace: {fmt_ns(r['dur_ns'])} ({r['start_ns']} .. {r['end_ns']} ns), "
-            f"{r['devices']} device(s), {r['kernels']} kernels, {r['memops']} memory ops, "
-            f"{r['api_calls']} API calls"]
+    return [f"Trace: {fmt_ns(r['dur_ns'])}, {units.plural(r['devices'], 'device')}, "
+            f"{units.plural(r['kernels'], 'kernel')}, "
+            f"{units.plural(r['memops'], 'memory op')}, "
+            f"{units.plural(r['api_calls'], 'API call')}"]
 
 
 def _top_kernels(frame: pl.DataFrame) -> list[str]:
     lines = ["Top kernels (by total time)"]
     for r in frame.iter_rows(named=True):
-        name = r["name"] if len(r["name"]) <= 70 else r["name"][:69] + "…"
+        name = units.shorten(r["name"], 70)
         lines.append(f"  {r['pct']:5.1f}%  {fmt_ns(r['total_ns']):>10}  x{r['instances']:<5} "
                      f"{name}")
     return lines
 
 
-def _top_gaps(frame: pl.DataFrame) -> list[str]:
+def _top_gaps(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
     lines = ["Largest idle gaps"]
     if frame.height == 0:
         return [*lines, "  (none above the threshold)"]
@@ -80,7 +77,7 @@ def _top_gaps(frame: pl.DataFrame) -> list[str]:
         why = r["cause"] + (f" ({r['cause_name']}, thread {r['cause_thread_id']})"
                             if r["cause_name"] else "")
         lines.append(f"  {fmt_ns(r['dur_ns']):>10}  rank {r['rank']} dev {r['device_id']} "
-                     f"at {r['start_ns']} ns  {r['kind']}  {why}")
+                     f"at {units.timestamp(r['start_ns'], t0)}  {r['kind']}  {why}")
     return lines
 
 
@@ -102,7 +99,7 @@ def _launches(frame: pl.DataFrame) -> list[str]:
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
         lines.append(f"  CUDA graphs could recover up to {fmt_ns(rec['sum'])} "
-                     f"({rec['count']} launch-bound kernels)")
+                     f"({units.plural(rec['count'], 'launch-bound kernel')})")
     return lines
 
 
@@ -129,8 +126,13 @@ def render_text(summary: dict[str, Any]) -> str:
     from traceparse.cli.common import render_table
 
     blocks = []
+    window = summary["sections"].get("window")
+    t0 = window["start_ns"][0] if window is not None and window.height else None
     for name, frame in summary["sections"].items():
         fn = RENDERERS.get(name)
+        if name == "top_gaps":  # gap times are shown from the trace start
+            blocks.append("\n".join(_top_gaps(frame, t0)))
+            continue
         blocks.append("\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}")
     blocks.append(f"Verdict: {summary['verdict']}")
     return "\n\n".join(blocks) + "\n"

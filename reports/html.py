@@ -105,7 +105,7 @@ def fmt_bytes(x: Any) -> str:
 def environment() -> jinja2.Environment:
     """The jinja2 environment of the report templates (autoescape on for every template)."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("reports", "templates"),
+        loader=jinja2.PackageLoader("traceparse.reports", "templates"),
         autoescape=True,
         trim_blocks=True,
         lstrip_blocks=True,

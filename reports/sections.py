@@ -19,11 +19,11 @@ from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
 from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
-from traceparse.reports.payload import rows
+from traceparse.reports.options import rows
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
-    from traceparse.reports.payload import ReportOptions
+    from traceparse.reports.options import ReportOptions
 
 #: Kernels shorter than this (ns) count as "tiny" for the fusion recommendation.
 TINY_KERNEL_NS = 10_000

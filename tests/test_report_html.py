@@ -261,7 +261,7 @@ def test_cli_report_sample_and_force(tmp_path: Path) -> None:
         assert first.startswith(b"<!DOCTYPE html>")
         r = runner.invoke(main, ["report"])
         assert r.exit_code == 2
-        assert "exists; pass --force" in r.output
+        assert "exists; use --force" in r.output
         r = runner.invoke(main, ["report", "--force"])
         assert r.exit_code == 0
         assert Path("report.html").read_bytes() == first

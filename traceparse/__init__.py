@@ -6,10 +6,10 @@ PyTorch profiler, and the analyses that say where the GPU time went.
     >>> tl.kernels.head()                          # doctest: +SKIP
 """
 
+from traceparse._version import __version__
 from traceparse.errors import TraceError
 from traceparse.loader import detect, load
 from traceparse.schema import SCHEMA_VERSION
 from traceparse.timeline import Timeline
 
-__all__ = ["SCHEMA_VERSION", "Timeline", "TraceError", "detect", "load"]
-__version__ = "0.1.0"
+__all__ = ["SCHEMA_VERSION", "Timeline", "TraceError", "__version__", "detect", "load"]

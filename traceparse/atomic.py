@@ -13,6 +13,13 @@ from pathlib import Path
 from traceparse.errors import TraceError
 
 
+def _umask() -> int:
+    """The process umask (read by setting it and putting it back; there is no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _check_parent(path: Path) -> None:
     if not path.parent.exists():
         raise TraceError(path, f"output directory {path.parent} does not exist")
@@ -23,7 +30,9 @@ def atomic_path(path: str | os.PathLike[str], *, directory: bool = False) -> Ite
     """Yield a temporary path beside ``path``; rename it onto ``path`` if the block succeeds.
 
     With ``directory=True`` the temporary path is a fresh directory, and an existing
-    directory at ``path`` is replaced.
+    directory at ``path`` is replaced. The result gets the mode a plain ``open()`` or
+    ``mkdir`` would give it (0666 or 0777 less the umask), not the 0600/0700 of a
+    temporary file.
     """
     target = Path(path)
     _check_parent(target)
@@ -35,6 +44,7 @@ def atomic_path(path: str | os.PathLike[str], *, directory: bool = False) -> Ite
         tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, (0o777 if tmp.is_dir() else 0o666) & ~_umask())
         if directory and target.is_dir():
             shutil.rmtree(target)
         os.replace(tmp, target)

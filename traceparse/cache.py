@@ -115,7 +115,8 @@ def identity(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     A directory's identity lists every trace file in it (name, size, mtime, hash), so adding,
     removing or changing one rank's file is a miss.
     """
-    from traceparse import __version__, schema
+    from traceparse import schema
+    from traceparse._version import __version__
 
     p = Path(path).resolve()
     files = []

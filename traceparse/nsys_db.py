@@ -4,7 +4,11 @@ Everything here is format plumbing shared by :mod:`traceparse.nsys`:
 
 * :class:`NsysDB` opens the file **read-only** through a ``file:...?mode=ro`` URI (the
   file's bytes and mtime are never touched), checks that it is an nsys export, and caches
-  the table list (``sqlite_master``) and column lists (``PRAGMA table_info``).
+  the table list (``sqlite_master``) and column lists (``PRAGMA table_info``). A database
+  in WAL mode would make SQLite create ``-shm``/``-wal`` files beside the input even for a
+  read-only reader; such a file is opened ``immutable=1`` when it has no ``-wal`` file, and
+  otherwise from a private copy (database + its ``-wal``) in a temporary directory, so
+  nothing is ever written next to the user's file.
 * :meth:`NsysDB.frame` runs one ``SELECT`` and returns a polars frame. Bulk reads go through
   ADBC (``adbc-driver-sqlite``: SQLite -> Arrow without Python objects, about 2.3x faster
   than ``sqlite3.fetchall`` on the kernel table, see ``benchmarks/bench_nsys_ingest.py``).
@@ -18,7 +22,9 @@ Columns are always addressed by name (never by position) and values reach SQL on
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,10 +42,39 @@ NSYS_MARKER_TABLES = ("StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "TARG
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 #: Tables with at least this many rows are read in parallel rowid chunks.
 PARALLEL_MIN_ROWS = 200_000
+#: Columns a GPU activity table must have, even when it holds no rows (a table without them
+#: is not an nsys export layout this reader knows).
+ACTIVITY_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "deviceId", "streamId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "deviceId", "streamId", "bytes"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "deviceId", "streamId", "bytes"),
+}
+#: A kernel table must also have at least one of these name columns (StringIds ids).
+KERNEL_NAME_COLUMNS = ("demangledName", "shortName", "mangledName")
 
 
-def _uri(path: Path) -> str:
-    return "file:" + quote(str(path.resolve()), safe="/") + "?mode=ro"
+def _uri(path: Path, *, immutable: bool = False) -> str:
+    return ("file:" + quote(str(path.resolve()), safe="/") + "?mode=ro"
+            + ("&immutable=1" if immutable else ""))
+
+
+def is_wal(path: Path) -> bool:
+    """True if the SQLite header says the database is in WAL mode (read/write format
+    version 2 at bytes 18-19)."""
+    with open(path, "rb") as fh:
+        head = fh.read(20)
+    return (len(head) == 20 and head.startswith(b"SQLite format 3\x00")
+            and 2 in (head[18], head[19]))
+
+
+def _private_copy(path: Path) -> Path:
+    """Copy a WAL-mode database and its ``-wal`` file into a fresh temporary directory."""
+    tmp = Path(tempfile.mkdtemp(prefix="traceparse-wal-"))
+    shutil.copyfile(path, tmp / "db.sqlite")
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists():
+        shutil.copyfile(wal, tmp / "db.sqlite-wal")
+    return tmp / "db.sqlite"
 
 
 def q(ident: str) -> str:
@@ -89,7 +124,24 @@ class NsysDB:
         if self.path.stat().st_size == 0:
             raise TraceError(self.path, "empty file")
         _check_header(self.path)
-        self.uri = _uri(self.path)
+        self._copy: Path | None = None
+        self._adbc: Any = None
+        self._columns: dict[str, list[str]] = {}
+        self.use_adbc = use_adbc
+        if not is_wal(self.path):
+            self.uri = _uri(self.path)
+        elif not self.path.with_name(self.path.name + "-wal").exists():
+            self.uri = _uri(self.path, immutable=True)  # nothing to replay: no side files
+        else:  # committed pages may still sit in the -wal: read a private copy of both
+            self._copy = _private_copy(self.path)
+            self.uri = _uri(self._copy)
+        try:
+            self._connect()
+        except BaseException:
+            self._discard_copy()
+            raise
+
+    def _connect(self) -> None:
         try:
             self.con = sqlite3.connect(self.uri, uri=True)
             # text that is not UTF-8 (a corrupt or foreign file) decodes with U+FFFD
@@ -107,9 +159,11 @@ class NsysDB:
         if not self.tables & set(NSYS_MARKER_TABLES):
             raise TraceError(self.path, "SQLite database without Nsight Systems tables "
                                         "(no StringIds, META_DATA_EXPORT or CUPTI_* table)")
-        self._columns: dict[str, list[str]] = {}
-        self._adbc: Any = None
-        self.use_adbc = use_adbc
+
+    def _discard_copy(self) -> None:
+        if self._copy is not None:
+            shutil.rmtree(self._copy.parent, ignore_errors=True)
+            self._copy = None
 
     # ------------------------------------------------------------------ probing
     def has(self, table: str) -> bool:
@@ -145,6 +199,19 @@ class NsysDB:
             return self.con.execute(sql, tuple(params)).fetchall()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise TraceError(self.path, f"corrupt or truncated SQLite file ({exc})") from None
+
+    def require_activity(self, table: str) -> None:
+        """Raise :class:`TraceError` unless GPU activity ``table`` (when it exists) has the
+        columns of :data:`ACTIVITY_COLUMNS` (and a kernel table a name column), whether or
+        not it holds rows."""
+        if not self.has(table):
+            return
+        self.require(table, ACTIVITY_COLUMNS.get(table, ("start", "end")))
+        if table.endswith("_KERNEL") and not set(KERNEL_NAME_COLUMNS) & set(
+                self.columns(table)):
+            raise TraceError(self.path, f"{table} has no kernel name column (one of "
+                                        f"{', '.join(KERNEL_NAME_COLUMNS)}): not an nsys "
+                                        "export layout this reader knows")
 
     def require(self, table: str, columns: Sequence[str]) -> None:
         """Raise :class:`TraceError` unless ``table`` has every column in ``columns``."""
@@ -203,11 +270,20 @@ class NsysDB:
         chunk_sql = sql + " WHERE rowid BETWEEN ? AND ?"
 
         def read(b: tuple[int, int]) -> pl.DataFrame:
-            part = NsysDB(self.path, use_adbc=True)
+            import adbc_driver_sqlite.dbapi as adbc
+
+            con = adbc.connect(self.uri)  # one connection per thread, same (copied) file
             try:
-                return part._frame_adbc(chunk_sql, b)
+                cur = con.cursor()
+                try:
+                    cur.execute(chunk_sql, parameters=b)
+                    out = pl.from_arrow(cur.fetch_arrow_table(), rechunk=False)
+                finally:
+                    cur.close()
             finally:
-                part.close()
+                con.close()
+            assert isinstance(out, pl.DataFrame)
+            return out
 
         try:
             with ThreadPoolExecutor(workers) as ex:
@@ -249,11 +325,12 @@ class NsysDB:
         return pl.DataFrame(data)
 
     def close(self) -> None:
-        """Close both connections."""
+        """Close both connections (and remove the private copy of a WAL-mode file)."""
         if self._adbc is not None:
             self._adbc.close()
             self._adbc = None
         self.con.close()
+        self._discard_copy()
 
     def __enter__(self) -> NsysDB:
         return self

@@ -246,10 +246,10 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
                       (MEMSET, lambda: _memset(db, rank))):
         if not db.has(table):
             continue
+        db.require_activity(table)  # the layout is checked even when the table is empty
         if db.count(table) == 0:
             acct.append((table, 0, {}))
             continue
-        db.require(table, ("start", "end"))
         frame, skipped = fn()
         parts.append(frame)
         acct.append((table, frame.height, skipped))

@@ -1,4 +1,4 @@
-"""Write a :class:`traceparse.samplegen.Scenario` as an Nsight Systems SQLite export.
+"""Write a scenario (:class:`traceparse.samplegen.Scenario`) as an Nsight Systems SQLite export.
 
 The tables and columns follow what ``nsys export --type sqlite`` 2024.2 (export schema 3.11.1)
 writes; see FORMATS.md section A. The DDL below was written for traceparse from the column
@@ -11,14 +11,29 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from traceparse.atomic import atomic_path
 
-if TYPE_CHECKING:
-    from traceparse.samplegen import Scenario
+
+class Scenario(Protocol):
+    """What this writer reads of a :class:`traceparse.samplegen.Scenario` (a protocol, so
+    that ``samplegen`` imports this module and never the other way round)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def threads(self) -> Sequence[tuple[int, str]]: ...
+
+    @property
+    def ranges(self) -> Sequence[Any]: ...
+
+    def numbered_calls(self) -> Iterator[tuple[int, Any]]: ...
+
+    def span_ns(self) -> tuple[int, int]: ...
 
 NSYS_VERSION = "2024.2.3.38"
 EXPORT_SCHEMA = "3.11.1"

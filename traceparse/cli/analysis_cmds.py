@@ -1,6 +1,9 @@
 """CLI commands: analysis. Each command parses options, calls one library function and
 writes the output.
 
+Every command takes ``TRACE...`` (files, rank directories, globs; several = one timeline,
+see :mod:`traceparse.cli.inputs`) and the output options of :mod:`traceparse.cli.common`.
+
 * ``breakdown TRACE`` - time attribution per device (compute / communication / memory /
   launch overhead / idle), optionally per step or per stream;
 * ``gaps TRACE`` - the largest idle gaps per device and their causes;
@@ -15,11 +18,25 @@ from typing import Any
 import click
 import polars as pl
 
-from traceparse.cli.common import emit, load_trace, output_options, render, render_csv
+from traceparse import units
+from traceparse.cli.common import (
+    emit,
+    emit_frame,
+    gpu_option,
+    min_gap_ns,
+    min_gap_option,
+    no_events,
+    output_options,
+    render_csv,
+    speak_vendor,
+    steps_option,
+    trace_start,
+    traces_argument,
+)
+from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
-_TRACE = click.Path(exists=False, dir_okay=True)
 _PCT = {"comm_overlap_pct": 2, "pct": 2, "avg_ns": 1}
 
 
@@ -37,41 +54,53 @@ def _window(text: str | None) -> tuple[int, int] | None:
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
+@traces_argument
 @click.option("--window", "window", default=None, metavar="START_NS:END_NS",
               help="Fixed window on the trace clock (default: each device's first to last "
               "activity).")
-@click.option("--steps", "steps", default=None, metavar="REGEX",
-              help="One row per host range whose name matches REGEX (e.g. '^step').")
+@steps_option
 @click.option("--by-stream", "by_stream", is_flag=True, help="One row per stream.")
 @output_options
-def breakdown(trace: str, window: str | None, steps: str | None, by_stream: bool, fmt: str,
-              output: str | None) -> None:
+def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
+              by_stream: bool, fmt: str, output: str | None, force: bool) -> None:
     """Where each device's time went: compute, exposed communication, memory copies,
-    launch overhead and idle (parts sum to the window; priority in that order)."""
+    launch overhead and idle (parts sum to the window; priority in that order). With
+    --steps, one row per step range."""
     from traceparse.analyses import attribution as at
 
-    tl = load_trace(trace)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
     group = ("rank", "device_id", "stream_id") if by_stream else at.DEFAULT_GROUP
     if steps is not None:
         frame = at.breakdown_windows(tl, at.range_windows(tl, steps), group=group)
+        empty = f"no host range matches --steps {steps!r}"
     else:
         frame = at.breakdown(tl, window=_window(window), group=group)
-    emit(render(at.check_attribution(frame), fmt, decimals=_PCT), output)
+        empty = "no GPU activity in the window"
+    emit_frame(at.check_attribution(frame), fmt, output, empty=empty, decimals=_PCT,
+               start_ns=trace_start(tl))
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
-@click.option("--min-us", "min_us", type=float, default=10.0, show_default=True,
-              help="Shortest gap listed, in microseconds.")
+@traces_argument
+@min_gap_option
 @click.option("--top", "top", type=int, default=None, help="List at most N gaps.")
 @output_options
-def gaps(trace: str, min_us: float, top: int | None, fmt: str, output: str | None) -> None:
+def gaps(traces: tuple[str, ...], min_gap_us: float | None, top: int | None, fmt: str,
+         output: str | None, force: bool) -> None:
     """Idle gaps per device, largest first, with their cause (host sync, CPU work)."""
     from traceparse.analyses.gaps import idle_gaps
 
-    frame = idle_gaps(load_trace(trace), min_ns=round(min_us * 1000))
-    emit(render(frame if top is None else frame.head(top), fmt), output)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
+    frame = idle_gaps(tl, min_ns=min_gap_ns(min_gap_us))
+    emit_frame(frame if top is None else frame.head(top), fmt, output,
+               empty=f"no idle gap of at least {units.duration(min_gap_ns(min_gap_us))} "
+                     "between GPU activities", start_ns=trace_start(tl))
 
 
 def _jsonable(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -79,14 +108,14 @@ def _jsonable(frame: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 @main.command()
-@click.argument("trace", required=False, type=_TRACE)
+@traces_argument
 @click.option("--top", "top", type=int, default=10, show_default=True,
               help="Rows in the top-N sections.")
-@click.option("--min-gap-us", "min_gap_us", type=float, default=10.0, show_default=True,
-              help="Shortest idle gap listed, in microseconds.")
+@min_gap_option
+@gpu_option
 @output_options
-def summary(trace: str | None, top: int, min_gap_us: float, fmt: str,
-            output: str | None) -> None:
+def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: str | None,
+            fmt: str, output: str | None, force: bool) -> None:
     """One screen: window, attribution per device, top kernels, top gaps and a verdict.
 
     Without TRACE, summarise the bundled sample trace.
@@ -94,17 +123,19 @@ def summary(trace: str | None, top: int, min_gap_us: float, fmt: str,
     from traceparse.analyses.summary import summarize
     from traceparse.analyses.summary_render import render_text
 
-    if trace is None:
-        from traceparse.samplegen import default_sample
-
-        trace = str(default_sample())
-    result = summarize(load_trace(trace), top=top, min_gap_ns=round(min_gap_us * 1000))
+    paths = resolve(traces, sample_default=True)
+    tl = load_traces(paths, gpu=gpu)
+    if (why := no_events(tl, paths)) is not None:
+        emit(why + "\n", output)
+        return
+    result = summarize(tl, top=top, min_gap_ns=min_gap_ns(min_gap_us))
     if fmt == "json":
-        payload = {"trace": trace, "verdict": result["verdict"],
+        payload = {"trace": paths[0] if len(paths) == 1 else paths,
+                   "verdict": result["verdict"],
                    "sections": {k: _jsonable(v) for k, v in result["sections"].items()}}
         emit(json.dumps(payload, indent=1, default=str) + "\n", output)
     elif fmt == "csv":
         parts = [f"# {k}\n{render_csv(v, decimals=_PCT)}" for k, v in result["sections"].items()]
         emit("\n".join([*parts, f"# verdict\n{result['verdict']}\n"]), output)
     else:
-        emit(render_text(result), output)
+        emit(speak_vendor(render_text(result), tl), output)

@@ -7,9 +7,11 @@ writes the output.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from traceparse.cli.common import cache_of, emit, render
+from traceparse.cli.common import cache_of, check_output, emit, render
 from traceparse.cli.main import main
 from traceparse.errors import TraceError
 
@@ -26,7 +28,11 @@ _SHOWN = ["trace", "status", "kernels", "kernel_time_ns", "window_ns", "top_kern
               "(an existing scheduler, e.g. dask=tcp://10.0.0.5:8786).")
 @click.option("-j", "--workers", type=click.IntRange(1, 4096), default=None,
               help="Parallel workers (default: the CPU count).")
-def batch(traces: str, out_dir: str, executor: str, workers: int | None) -> None:
+@click.option("--force", "force", is_flag=True,
+              help="Write into OUT_DIR even if it already holds a batch summary (partitions "
+                   "of the same traces are replaced, others kept).")
+def batch(traces: str, out_dir: str, executor: str, workers: int | None,
+          force: bool) -> None:
     """Ingest and summarise every trace in TRACES (a directory, searched recursively, or a
     glob pattern) into OUT_DIR: a Parquet dataset partitioned by trace
     (OUT_DIR/gpu/trace=<id>/part.parquet, also api/ and ranges/) and OUT_DIR/summary.parquet
@@ -37,6 +43,7 @@ def batch(traces: str, out_dir: str, executor: str, workers: int | None) -> None
     from traceparse.batch import discover, run_batch
     from traceparse.progress import Progress
 
+    check_output(Path(out_dir) / "summary.parquet", force=force)
     paths = discover(traces)
     cache = cache_of()
     with Progress("batch", total=len(paths), unit="traces") as bar:

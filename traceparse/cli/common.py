@@ -1,17 +1,27 @@
-"""Shared CLI plumbing: output options, rendering frames as table/CSV/JSON, atomic writes."""
+"""Shared CLI plumbing: the options every command spells the same way, rendering frames as
+table/CSV/JSON, and the one output rule (docs/cli.md).
+
+Output rule: ``-o FILE`` writes FILE atomically with the umask's permissions and says
+``wrote FILE`` on stderr; an existing FILE is kept unless ``--force`` is given (exit 2).
+Without ``-o`` the data goes to stdout. Tables are for people (human units, see
+:mod:`traceparse.units`); CSV and JSON keep the raw columns (``*_ns`` integers etc.).
+"""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 import polars as pl
 
-from traceparse.atomic import write_text
+from traceparse import units
+from traceparse.atomic import write_bytes, write_text
 from traceparse.cache import Cache
+from traceparse.errors import UsageError
 from traceparse.timeline import Timeline
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -19,13 +29,124 @@ F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("table", "csv", "json")
 
 
-def output_options(func: F) -> F:
-    """Add ``--format table|csv|json`` and ``-o/--output FILE`` to a command."""
-    func = click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
-                        default=None, help="Write to FILE instead of stdout.")(func)
-    func = click.option("--format", "fmt", type=click.Choice(FORMATS), default="table",
-                        show_default=True, help="Output format.")(func)
-    return func
+def output_options(func: F | None = None, *, formats: Sequence[str] = FORMATS,
+                   default: str = "table", output_help: str = "Write to FILE instead of "
+                   "stdout.") -> Any:
+    """Add ``--format`` (``formats``), ``-o/--output FILE`` and ``--force`` to a command.
+    Use as ``@output_options`` or ``@output_options(formats=(...), default=...)``."""
+    def deco(f: F) -> F:
+        f = click.option("--force", "force", is_flag=True,
+                         help="Replace FILE if it exists (otherwise an existing FILE is "
+                              "kept and the command exits 2).")(f)
+        f = click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+                         default=None, metavar="FILE", help=output_help)(f)
+        f = click.option("--format", "fmt", type=click.Choice(list(formats)),
+                         default=default, show_default=True, help="Output format.")(f)
+        return f
+
+    return deco(func) if func is not None else deco
+
+
+def traces_argument(func: F) -> F:
+    """``TRACE...``: one or more trace files, rank directories or globs
+    (:mod:`traceparse.cli.inputs`)."""
+    return click.argument("traces", nargs=-1, type=click.Path(dir_okay=True),
+                          metavar="[TRACE]...")(func)
+
+
+def _alias_of(dest: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """Callback of a hidden old spelling: hand its value to option ``dest``."""
+    def cb(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is None:
+            return
+        if ctx.params.get(dest) is not None:
+            raise click.UsageError(f"give --{dest.replace('_', '-')} once")
+        ctx.params[dest] = value
+        ctx.meta[f"traceparse.alias.{dest}"] = value
+
+    return cb
+
+
+def _main_of(dest: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def cb(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        alias = ctx.meta.get(f"traceparse.alias.{dest}")
+        return alias if value is None and alias is not None else value
+
+    return cb
+
+
+def steps_option(func: F) -> F:
+    """``--steps REGEX``: host ranges whose name matches REGEX are the steps (old spellings
+    ``--step`` and ``--step-regex`` are accepted, hidden)."""
+    func = click.option("--step-regex", "--step", "steps_alias", default=None, hidden=True,
+                        expose_value=False, callback=_alias_of("steps"))(func)
+    return click.option("--steps", "steps", default=None, metavar="REGEX",
+                        callback=_main_of("steps"),
+                        help="Host ranges (NVTX, annotations) whose name matches REGEX are "
+                             "the steps (default: ProfilerStep#N ranges).")(func)
+
+
+def min_gap_option(func: F) -> F:
+    """``--min-gap-us US``: shortest idle gap reported (old spelling ``--min-us``, hidden)."""
+    func = click.option("--min-us", "min_gap_alias", type=float, default=None, hidden=True,
+                        expose_value=False, callback=_alias_of("min_gap_us"))(func)
+    return click.option("--min-gap-us", "min_gap_us", type=float, default=None,
+                        metavar="US", callback=_main_of("min_gap_us"),
+                        help="Shortest idle gap listed, in microseconds  [default: 10]")(func)
+
+
+def gpu_option(func: F) -> F:
+    """``--gpu NAME``: take every device to be this row of the GPU table (ceilings)."""
+    return click.option("--gpu", "gpu", default=None, metavar="NAME",
+                        help="Use the ceilings of this GPU-table row for every device "
+                             "(e.g. 'H100 SXM5 80GB'; `traceparse gpus` lists them) instead "
+                             "of the one the trace names.")(func)
+
+
+def min_gap_ns(min_gap_us: float | None) -> int:
+    """``--min-gap-us`` in nanoseconds (default 10 µs)."""
+    return round((10.0 if min_gap_us is None else min_gap_us) * 1000)
+
+
+def _humanize(frame: pl.DataFrame, start_ns: int | None
+              ) -> tuple[pl.DataFrame, set[str]]:
+    """Unit columns as human text (:mod:`traceparse.units`); returns the frame and the
+    columns to right-align. ``*_ns`` times named start/end/at are relative to ``start_ns``."""
+    out: dict[str, pl.Series] = {}
+    right: set[str] = set()
+    for c in frame.columns:
+        col = frame[c]
+        fn: Callable[[Any], str] | None = None
+        header = c
+        if col.dtype.is_numeric() and c.endswith(" (ns)"):  # nsys stats column names
+            fn, header = units.duration, c[: -len(" (ns)")]
+        elif col.dtype.is_numeric() and c.endswith("_ns"):
+            stem = c[:-3]
+            if start_ns is not None and (stem in ("start", "end", "at")
+                                         or stem.endswith(("_start", "_end"))):
+                def fn(v: Any, t0: int = start_ns) -> str:
+                    return units.timestamp(v, t0)
+            else:
+                fn = units.duration
+            header = stem
+        elif col.dtype.is_numeric() and c.endswith("_hz"):
+            fn, header = units.clock, c[:-3]
+        elif col.dtype.is_numeric() and c.endswith("flop_per_s"):
+            fn, header = units.tflops, c[: -len("_per_s")] + "/s"
+        elif col.dtype.is_numeric() and c.endswith("bytes_per_s"):
+            fn, header = units.gbps, c[: -len("_per_s")] + "/s"
+        elif col.dtype.is_numeric() and (c == "bytes" or c.endswith("_bytes")):
+            fn = units.size
+        if fn is None:
+            out[c] = col
+            continue
+        if header != c and header in frame.columns:
+            header = c  # a column already has the short name: keep the unit in this one
+        f = fn
+        out[header] = pl.Series(header, [None if v is None else f(v) for v in col.to_list()],
+                                dtype=pl.String)
+        right.add(header)
+    return pl.DataFrame(out), right
 
 
 def _cell(value: Any, decimals: int | None, *, human: bool = False) -> str:
@@ -49,16 +170,18 @@ def _cell(value: Any, decimals: int | None, *, human: bool = False) -> str:
 
 
 def render_table(frame: pl.DataFrame, *, decimals: dict[str, int] | None = None,
-                 max_width: int = 80) -> str:
-    """Render ``frame`` as an aligned plain-text table (numbers right-aligned, long text cut
-    to ``max_width`` characters)."""
+                 max_width: int = 80, right: set[str] | None = None) -> str:
+    """Render ``frame`` as an aligned plain-text table (numbers and the ``right`` columns
+    right-aligned; long text cut to ``max_width`` characters between words,
+    :func:`traceparse.units.shorten`)."""
     decimals = decimals or {}
+    right = right or set()
     cols = frame.columns
     rows = [[_cell(v, decimals.get(c), human=True) for c, v in zip(cols, r, strict=True)]
             for r in frame.iter_rows()]
-    rows = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
+    rows = [[units.shorten(c, max_width) for c in r] for r in rows]
     widths = [max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(cols)]
-    numeric = [frame.schema[c].is_numeric() for c in cols]
+    numeric = [frame.schema[c].is_numeric() or c in right for c in cols]
 
     def fmt(cells: list[str]) -> str:
         out = [c.rjust(w) if num else c.ljust(w)
@@ -108,25 +231,88 @@ def render_json(frame: pl.DataFrame) -> str:
 
 
 def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = None,
-           title: str | None = None, nsys_csv: bool = False) -> str:
+           title: str | None = None, nsys_csv: bool = False, human: bool = True,
+           start_ns: int | None = None, right: set[str] | None = None) -> str:
     """Render ``frame`` in ``fmt`` (table, csv or json); with ``nsys_csv`` the CSV is
-    written exactly as ``nsys stats`` writes its reports (:func:`render_nsys_csv`)."""
+    written exactly as ``nsys stats`` writes its reports (:func:`render_nsys_csv`).
+
+    Tables show unit columns in human units (``human``; ``*_ns`` durations scaled,
+    start/end times relative to ``start_ns``, the trace start); CSV and JSON never do."""
     if fmt == "csv":
         if nsys_csv:
             return render_nsys_csv(frame, decimals=decimals)
         return render_csv(frame, decimals=decimals)
     if fmt == "json":
         return render_json(frame)
-    text = render_table(frame, decimals=decimals)
+    right = set(right or ())
+    if human:
+        frame, unit_cols = _humanize(frame, start_ns)
+        right |= unit_cols
+    text = render_table(frame, decimals=decimals, right=right)
     return f"{title}\n\n{text}" if title else text
 
 
+def _force() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.params.get("force"))
+
+
+def check_output(path: str | os.PathLike[str], *, force: bool | None = None) -> None:
+    """Apply the overwrite rule before any work: an existing ``path`` is an error (exit 2)
+    unless ``--force`` was given."""
+    if os.path.lexists(path) and not (_force() if force is None else force):
+        raise UsageError(path, "exists; use --force to replace it or -o to choose another "
+                               "name")
+
+
+def wrote(path: str | os.PathLike[str], detail: str = "") -> None:
+    """Say ``wrote PATH`` (and ``detail``) on stderr."""
+    click.echo(f"wrote {path}" + (f" ({detail})" if detail else ""), err=True)
+
+
 def emit(text: str, output: str | None) -> None:
-    """Write ``text`` to ``output`` atomically, or to stdout when ``output`` is None."""
+    """Write ``text`` to stdout, or to ``output`` (overwrite rule, atomic, ``wrote``)."""
     if output is None:
         click.echo(text, nl=False)
-    else:
-        write_text(output, text)
+        return
+    check_output(output)
+    write_text(output, text)
+    wrote(output)
+
+
+def emit_bytes(data: bytes, output: str, detail: str = "") -> None:
+    """Write ``data`` to ``output`` (overwrite rule, atomic, ``wrote``)."""
+    check_output(output)
+    write_bytes(output, data)
+    wrote(output, detail)
+
+
+def emit_frame(frame: pl.DataFrame, fmt: str, output: str | None, *, empty: str,
+               start_ns: int | None = None, **kw: Any) -> None:
+    """:func:`render` ``frame`` and :func:`emit` it; an empty ``frame`` prints ``empty``
+    (one line saying why there is nothing) instead of a bare table header. CSV and JSON
+    still get their header / ``[]`` (scripts read them) and the line goes to stderr."""
+    if frame.height == 0:
+        if fmt == "table":
+            emit(empty.rstrip(".") + ".\n", output)
+            return
+        click.echo(f"traceparse: {empty}", err=True)
+    emit(render(frame, fmt, start_ns=start_ns, **kw), output)
+
+
+def trace_start(tl: Timeline) -> int | None:
+    """The trace start (first event on the trace clock) that table timestamps count from."""
+    span = tl.span_ns()
+    return int(span[0]) if span else None
+
+
+def no_events(tl: Timeline, traces: Sequence[str]) -> str | None:
+    """One line when the inputs hold no event at all (e.g. ``{"traceEvents": []}``)."""
+    if tl.gpu.height or tl.api.height or tl.ranges.height or tl.ncu.height:
+        return None
+    names = ", ".join(os.path.basename(t) for t in traces) or "the input"
+    return f"{names}: no events in the trace (no GPU activity, API calls or ranges), " \
+           "nothing to analyse"
 
 
 def cache_of(ctx: click.Context | None = None) -> Cache | None:
@@ -148,3 +334,21 @@ def load_trace(path: str, ctx: click.Context | None = None) -> Timeline:
     from traceparse.loader import load
 
     return load(path, cache=cache_of(ctx))
+
+
+def is_amd(tl: Timeline) -> bool:
+    """True when every described device of ``tl`` is an AMD GPU."""
+    vendors = {str(v).lower() for v in tl.devices["vendor"].drop_nulls().to_list()}
+    return bool(vendors) and vendors <= {"amd"}
+
+
+def speak_vendor(text: str, tl: Timeline) -> str:
+    """Text written in NVIDIA terms, in AMD terms when ``tl`` is an AMD trace: HIP graphs
+    for CUDA graphs, compute units (CUs) for SMs."""
+    if not is_amd(tl):
+        return text
+    for nv, amd in (("CUDA graphs", "HIP graphs"), ("CUDA graph", "HIP graph"),
+                    ("CUDA-graph", "HIP-graph"), (" SMs", " compute units"),
+                    (" SM ", " compute unit ")):
+        text = text.replace(nv, amd)
+    return text

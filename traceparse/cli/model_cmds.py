@@ -1,29 +1,48 @@
 """CLI commands: model (calibrate, predict, whatif, diff). Each command parses options,
-calls one library function and writes the output."""
+calls one library function and writes the output (conventions: :mod:`traceparse.cli.common`).
+"""
 
 from __future__ import annotations
 
 import click
+import polars as pl
 
+from traceparse.cli.common import (
+    check_output,
+    emit,
+    gpu_option,
+    output_options,
+    render,
+    steps_option,
+    traces_argument,
+    wrote,
+)
+from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
+from traceparse.errors import UsageError
+from traceparse.timeline import Timeline
 
 
 @main.command("calibrate")
-@click.argument("traces", nargs=-1, required=True, type=click.Path())
+@traces_argument
 @click.option("-o", "--output", "output", type=click.Path(), default="calibration.json",
-              show_default=True, help="calibration.json path, or the directory for --export.")
+              show_default=True, metavar="PATH",
+              help="calibration.json path, or the directory for --export.")
+@click.option("--force", "force", is_flag=True, help="Replace PATH if it exists.")
 @click.option("--export", "export", type=click.Choice(["vidur", "astra-sim", "genz"]),
               default=None, help="Also write simulator inputs into the -o directory.")
-def calibrate_cmd(traces: tuple[str, ...], output: str, export: str | None) -> None:
+@gpu_option
+def calibrate_cmd(traces: tuple[str, ...], output: str, force: bool, export: str | None,
+                  gpu: str | None) -> None:
     """Fit a performance model (launch overhead, kernel efficiency, copies, collectives)
-    from TRACE... and write calibration.json (docs/calibration.md)."""
+    from TRACE... and write calibration.json (docs/calibration.md). Each TRACE is
+    calibrated on its own and the results are merged."""
     from traceparse.analyses.calibrate import calibrate, merge, to_json
-    from traceparse.loader import load
 
-    cal = merge([calibrate(load(t)) for t in traces])
+    check_output(output, force=force)
+    paths = resolve(traces)
+    cal = merge([calibrate(load_traces([p], gpu=gpu)) for p in paths])
     if export is None:
-        from traceparse.cli.common import emit
-
         emit(to_json(cal), output)
         return
     from traceparse.analyses.export import export_files
@@ -34,66 +53,76 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, export: str | None) -> N
     with atomic_path(output, directory=True) as tmp:
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
-    click.echo(f"wrote {len(files)} files to {output}: {', '.join(sorted(files))}")
+    wrote(output, f"{len(files)} files: {', '.join(sorted(files))}")
 
 
-def _emit_frame(frame, fmt: str, output: str | None) -> None:  # type: ignore[no-untyped-def]
-    from traceparse.cli.common import emit, render
-
+def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
     emit(render(frame, fmt, decimals={"error_pct": 2, "delta_pct": 2}), output)
 
 
 @main.command("predict")
-@click.argument("trace", type=click.Path())
+@traces_argument
 @click.option("--calibration", "calibration", type=click.Path(), default=None,
-              help="calibration.json; without it the measured durations are replayed.")
-@click.option("--holdout", "holdout_steps", type=int, default=None,
+              metavar="FILE", help="calibration.json; without it the measured durations "
+                                   "are replayed.")
+@click.option("--holdout", "holdout_steps", type=int, default=None, metavar="N",
               help="Calibrate on the first N steps of TRACE and predict every step.")
-@click.option("--step-regex", default=None, help="Host ranges that are steps (NVTX).")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
-              default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
-def predict_cmd(trace: str, calibration: str | None, holdout_steps: int | None,
-                step_regex: str | None, fmt: str, output: str | None) -> None:
-    """Replay TRACE with a calibrated model: predicted vs measured window, step and
+@steps_option
+@gpu_option
+@output_options
+def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
+                steps: str | None, gpu: str | None, fmt: str, output: str | None,
+                force: bool) -> None:
+    """Replay TRACE... with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md)."""
     from traceparse.analyses import calibrate as cal_mod
     from traceparse.analyses import predict as pr
-    from traceparse.loader import load
 
-    tl = load(trace)
+    tl = load_traces(traces, gpu=gpu)
     if holdout_steps is not None:
-        frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=step_regex)
+        frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=steps)
     else:
         cal = cal_mod.read(calibration) if calibration else None
-        frame = pr.predict(tl, cal, step_regex=step_regex)
+        frame = pr.predict(tl, cal, step_regex=steps)
     _emit_frame(frame, fmt, output)
 
 
+def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
+    """Refuse a ``--speedup REGEX=F`` whose REGEX matches no GPU activity name (exit 2):
+    the projection would silently equal the measurement."""
+    names = tl.gpu["name"].cast(pl.String).unique().drop_nulls()
+    for regex, factor in speedups:
+        if not names.str.contains(regex).any():
+            raise UsageError(None, f"--speedup {regex}={factor:g}: the regex matches no "
+                                   f"kernel or GPU activity name in the trace "
+                                   f"({names.len()} distinct names; `traceparse kernels` "
+                                   "lists them)")
+
+
 @main.command("whatif")
-@click.argument("trace", type=click.Path())
+@traces_argument
 @click.option("--no-launch-overhead", is_flag=True, help="Launch calls cost nothing.")
 @click.option("--overlap-comm", is_flag=True, help="Communication never delays other work.")
 @click.option("--speedup", "speedups", multiple=True, metavar="REGEX=FACTOR",
-              help="Kernels whose name matches REGEX run FACTOR times faster (repeatable).")
-@click.option("--step-regex", default=None, help="Host ranges that are steps (NVTX).")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
-              default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
-def whatif_cmd(trace: str, no_launch_overhead: bool, overlap_comm: bool,
-               speedups: tuple[str, ...], step_regex: str | None, fmt: str,
-               output: str | None) -> None:
-    """Projected window and step time of TRACE under the chosen changes."""
+              help="Kernels whose name matches REGEX run FACTOR times faster (repeatable; "
+                   "a REGEX that matches nothing is an error).")
+@steps_option
+@gpu_option
+@output_options
+def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: bool,
+               speedups: tuple[str, ...], steps: str | None, gpu: str | None, fmt: str,
+               output: str | None, force: bool) -> None:
+    """Projected window and step time of TRACE... under the chosen changes."""
     from traceparse.analyses import predict as pr
-    from traceparse.errors import UsageError
-    from traceparse.loader import load
 
     if not (no_launch_overhead or overlap_comm or speedups):
         raise UsageError(None, "whatif needs --no-launch-overhead, --overlap-comm or "
                                "--speedup REGEX=FACTOR")
     sp = [pr.parse_speedup(s) for s in speedups]
-    frame = pr.whatif(load(trace), no_launch_overhead=no_launch_overhead,
-                      overlap_comm=overlap_comm, speedups=sp, step_regex=step_regex)
+    tl = load_traces(traces, gpu=gpu)
+    check_speedups(tl, sp)
+    frame = pr.whatif(tl, no_launch_overhead=no_launch_overhead,
+                      overlap_comm=overlap_comm, speedups=sp, step_regex=steps)
     _emit_frame(frame, fmt, output)
 
 
@@ -106,24 +135,24 @@ def whatif_cmd(trace: str, no_launch_overhead: bool, overlap_comm: bool,
               help="Significance level of the Mann-Whitney U test.")
 @click.option("--min-effect", type=float, default=5.0, show_default=True,
               help="Smallest median change (%) that is flagged.")
-@click.option("--step-regex", default=None, help="Host ranges that are steps (NVTX).")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "html", "json"]),
-              default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+@steps_option
+@output_options(formats=("table", "csv", "json", "markdown", "html"))
 @click.pass_context
 def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None, alpha: float,
-             min_effect: float, step_regex: str | None, fmt: str, output: str | None) -> None:
-    """Per kernel, op, category and step deltas of NEW against BASE; only changes that
-    run-to-run noise does not explain are flagged. Exit 1 when --fail-above is exceeded."""
+             min_effect: float, steps: str | None, fmt: str, output: str | None,
+             force: bool) -> None:
+    """Per kernel, op, category and step deltas of NEW against BASE (each one trace file or
+    rank directory); only changes that run-to-run noise does not explain are flagged. Exit 1
+    when --fail-above is exceeded."""
     import os
 
     from traceparse.analyses import diff as df
     from traceparse.analyses import diff_render
-    from traceparse.cli.common import emit
-    from traceparse.loader import load
 
-    d = df.diff(load(base), load(new), alpha=alpha, min_effect_pct=min_effect,
-                step_regex=step_regex)
+    if output is not None:
+        check_output(output)
+    d = df.diff(load_traces([base]), load_traces([new]), alpha=alpha,
+                min_effect_pct=min_effect, step_regex=steps)
     b, n = os.path.basename(base), os.path.basename(new)
     if fmt == "markdown":
         emit(diff_render.to_markdown(d, base=b, new=n), output)

@@ -1,28 +1,42 @@
 """CLI commands: launches, comm, steps, nvtx. Each parses options, calls one library
-function, renders and writes."""
+function, renders and writes (inputs and outputs as in :mod:`traceparse.cli.common`)."""
 
 from __future__ import annotations
 
 import click
+import polars as pl
 
-from traceparse.cli.common import emit, load_trace, output_options, render
+from traceparse import units
+from traceparse.cli.common import (
+    emit,
+    emit_frame,
+    no_events,
+    output_options,
+    steps_option,
+    trace_start,
+    traces_argument,
+)
+from traceparse.cli.inputs import load_traces
 from traceparse.cli.main import main
-
-_TRACE = click.argument("trace", type=click.Path(exists=False))
 
 
 @main.command("launches")
-@_TRACE
+@traces_argument
 @click.option("--report", type=click.Choice(["summary", "kernels", "kern_exec_sum", "graphs"]),
               default="summary", show_default=True,
               help="summary: distributions; kernels: one row per kernel; kern_exec_sum: the "
-                   "nsys report (CSV identical to nsys stats); graphs: CUDA-graph estimate.")
+                   "nsys report (CSV identical to nsys stats); graphs: what replaying the "
+                   "launches as a CUDA graph (HIP graph on AMD) could recover.")
 @output_options
-def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
-    """Kernel launch cost, queueing latency and what CUDA graphs could recover."""
+def launches_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
+                 force: bool) -> None:
+    """Kernel launch cost, queueing latency and what CUDA/HIP graphs could recover."""
     from traceparse.analyses import launches
 
-    tl = load_trace(trace)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
     if report == "kern_exec_sum":
         frame = launches.kern_exec_sum(tl)
         decimals = dict.fromkeys(launches.KERN_EXEC_FLOAT_COLS, 1)
@@ -32,52 +46,117 @@ def launches_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
         frame, decimals = launches.graph_recoverable(tl), {}
     else:
         frame, decimals = launches.launch_summary(tl), {}
-    emit(render(frame, fmt, decimals=decimals, nsys_csv=report == "kern_exec_sum"), output)
+    if report == "summary" and fmt == "table":
+        frame = _metric_units(frame)
+    linked = launches.launch_table(tl).height if report == "summary" else frame.height
+    if not linked:
+        frame = frame.clear()
+    right = set(frame.columns) - {"metric"} if report == "summary" else None
+    emit_frame(frame, fmt, output, right=right,
+               empty="no kernel is linked to a launch call (the trace has no kernels, or "
+                     "no runtime/driver API calls with correlation ids)",
+               decimals=decimals, nsys_csv=report == "kern_exec_sum",
+               start_ns=trace_start(tl))
+
+
+def _metric_units(frame: pl.DataFrame) -> pl.DataFrame:
+    """A (metric, statistics...) frame for people: rows of a ``*_ns`` metric as durations,
+    the fraction row as a percentage, counts as integers."""
+    stats = [c for c in frame.columns if c not in ("metric", "count")]
+    rows = []
+    for r in frame.iter_rows(named=True):
+        metric = str(r["metric"])
+        if metric.endswith("_ns"):
+            cells = {c: units.duration(r[c]) for c in stats}
+            metric = metric[:-3]
+        elif metric == "kernels_shorter_than_launch":
+            cells = {c: "" for c in stats}
+            if r.get("mean") is not None:
+                cells["mean"] = f"{r['mean'] * 100:.1f}%"
+        else:
+            cells = {c: "" if r[c] is None else str(r[c]) for c in stats}
+        rows.append({"metric": speak_metric(metric), "count": str(r["count"]), **cells})
+    return pl.DataFrame(rows, schema=dict.fromkeys(["metric", "count", *stats], pl.String))
+
+
+def speak_metric(metric: str) -> str:
+    """Metric name as a label: ``queue`` -> ``queue (launch to start)``."""
+    return {"launch": "launch call", "queue": "queue (launch to start)",
+            "kernel": "kernel", "total": "total (call start to kernel end)",
+            "graph_recoverable": "graph-recoverable idle"}.get(metric, metric)
 
 
 @main.command("comm")
-@_TRACE
+@traces_argument
 @click.option("--report", type=click.Choice(["summary", "kernels", "skew", "stragglers"]),
-              default="summary", show_default=True)
+              default="summary", show_default=True,
+              help="summary: per collective; kernels: one row per collective kernel; skew: "
+                   "cross-rank start/end spread per collective call; stragglers: the rank "
+                   "that arrives last, per call.")
 @output_options
-def comm_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
-    """NCCL collectives: time, exposed vs overlapped, bandwidth, cross-rank skew."""
+def comm_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
+             force: bool) -> None:
+    """NCCL/RCCL collectives: time, exposed vs overlapped, bandwidth, cross-rank skew."""
     from traceparse.analyses import comm
 
-    tl = load_trace(trace)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
     fn = {"summary": comm.comm_summary, "kernels": comm.collectives,
           "skew": comm.collective_skew, "stragglers": comm.straggler_summary}[report]
-    emit(render(fn(tl), fmt), output)
+    frame = fn(tl)
+    if comm.collectives(tl).height == 0:
+        why = "no NCCL/RCCL collective kernels in the trace, so no communication to analyse"
+    elif report in ("skew", "stragglers"):
+        why = "no collective call seen on more than one rank (skew needs several ranks)"
+    else:
+        why = "no collectives"
+    emit_frame(frame, fmt, output, empty=why, start_ns=trace_start(tl))
 
 
 @main.command("steps")
-@_TRACE
-@click.option("--step", "step_regex", default=None,
-              help="Regex of step range names (default: ProfilerStep#N ranges).")
+@traces_argument
+@steps_option
 @click.option("--summary", is_flag=True, help="P50/P95/P99 over steps instead of per step.")
 @output_options
-def steps_cmd(trace: str, step_regex: str | None, summary: bool, fmt: str,
-              output: str | None) -> None:
+def steps_cmd(traces: tuple[str, ...], steps: str | None, summary: bool, fmt: str,
+              output: str | None, force: bool) -> None:
     """Per-step wall time, GPU busy time, attribution and outlier steps."""
-    from traceparse.analyses import steps
+    from traceparse.analyses import steps as steps_mod
 
-    table = steps.step_table(load_trace(trace), step_regex=step_regex)
-    emit(render(steps.step_summary(table) if summary else table, fmt), output)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
+    table = steps_mod.step_table(tl, step_regex=steps)
+    why = (f"no host range matches --steps {steps!r}" if steps is not None else
+           "no step markers in the trace (no ProfilerStep#N ranges); name the step ranges "
+           "with --steps REGEX")
+    emit_frame(steps_mod.step_summary(table) if summary and table.height else table, fmt,
+               output, empty=why, start_ns=trace_start(tl))
 
 
 @main.command("nvtx")
-@_TRACE
+@traces_argument
 @click.option("--report", type=click.Choice(["sum", "gpu"]), default="sum", show_default=True,
               help="sum: nsys nvtx_sum; gpu: GPU time projected onto ranges.")
 @output_options
-def nvtx_cmd(trace: str, report: str, fmt: str, output: str | None) -> None:
+def nvtx_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
+             force: bool) -> None:
     """NVTX range statistics (as nsys nvtx_sum) or GPU time per innermost range."""
     from traceparse.analyses import ranges
 
-    tl = load_trace(trace)
+    tl = load_traces(traces)
+    if (why := no_events(tl, traces)) is not None:
+        emit(why + "\n", output)
+        return
     if report == "gpu":
-        emit(render(ranges.gpu_projection(tl), fmt), output)
+        emit_frame(ranges.gpu_projection(tl), fmt, output,
+                   empty="no GPU activity inside a host range (NVTX or annotation)")
         return
     dec = dict.fromkeys(["Time (%)", "Avg (ns)", "Med (ns)", "StdDev (ns)"], 1)
-    frame = ranges.nvtx_sum(tl)
-    emit(render(frame, fmt, decimals=dec, nsys_csv=True), output)
+    emit_frame(ranges.nvtx_sum(tl), fmt, output,
+               empty="no NVTX ranges in the trace (nvtx_sum lists NVTX push/pop and "
+                     "start/end ranges)", decimals=dec, nsys_csv=True)
+

@@ -1,5 +1,5 @@
 """CLI commands: report. Each command parses options, calls one library function and
-writes the output."""
+writes the output (conventions: :mod:`traceparse.cli.common`)."""
 
 from __future__ import annotations
 
@@ -7,24 +7,24 @@ from pathlib import Path
 
 import click
 
-from traceparse.atomic import write_text
-from traceparse.cli.common import cache_of
+from traceparse.cli.common import check_output, gpu_option, traces_argument, wrote
 from traceparse.cli.main import main
-from traceparse.errors import UsageError
 
 
 @main.command("report")
-@click.argument("traces", nargs=-1, type=click.Path(dir_okay=True))
+@traces_argument
 @click.option("--ncu", "ncu_csv", type=click.Path(dir_okay=False), default=None,
-              help="Nsight Compute CSV for the roofline section.")
+              metavar="CSV", help="Nsight Compute CSV for the roofline section.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE",
               help="Report file (default: <trace>.html for one trace, report.html otherwise).")
-@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @click.option("--top", type=click.IntRange(1, 10_000), default=50, show_default=True,
               help="Kernels listed individually; the rest are summed as 'other'.")
 @click.option("--title", default=None, help="Report title (default: the input names).")
+@gpu_option
 def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, force: bool,
-           top: int, title: str | None) -> None:
+           top: int, title: str | None, gpu: str | None) -> None:
     """Write a self-contained HTML bottleneck report of TRACE... (several files = several
     ranks, one report). With no TRACE, report on the bundled sample training step.
 
@@ -32,14 +32,22 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     verdict: what bounds the run and which fixes could save the most time. An existing
     output file is kept unless --force is given.
     """
-    from traceparse.reports.build import default_output, report_html
-    from traceparse.reports.payload import ReportOptions
+    from traceparse.cli.common import load_trace
+    from traceparse.cli.inputs import expand, override_gpu, resolve
+    from traceparse.reports.build import default_output
+    from traceparse.reports.html import render_html
+    from traceparse.reports.payload import ReportOptions, build_payload
 
-    out = Path(output) if output else default_output(traces)
-    if out.exists() and not force:
-        raise UsageError(out, "exists; pass --force to overwrite it or -o to choose another "
-                              "name")
-    html = report_html(traces, ncu=ncu_csv, options=ReportOptions(top_n=top, title=title),
-                       cache=cache_of())
+    out = Path(output) if output else default_output(expand(traces))
+    check_output(out, force=force)
+    paths = resolve(traces, sample_default=True)
+    tls = [load_trace(p) for p in paths]
+    if gpu:
+        tls = [override_gpu(t, gpu) for t in tls]
+    ncu = load_trace(ncu_csv) if ncu_csv else None
+    html = render_html(build_payload(tls, ncu=ncu, options=ReportOptions(top_n=top,
+                                                                         title=title)))
+    from traceparse.atomic import write_text
+
     write_text(out, html)
-    click.echo(f"wrote {out} ({len(html.encode('utf-8')):,} bytes)", err=True)
+    wrote(out, f"{len(html.encode('utf-8')):,} bytes")

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import click
 
-from traceparse.atomic import write_bytes
-from traceparse.cli.common import emit, load_trace, render
+from traceparse.cli.common import (
+    check_output,
+    emit,
+    emit_bytes,
+    emit_frame,
+    gpu_option,
+    load_trace,
+    output_options,
+    render,
+    traces_argument,
+)
+from traceparse.cli.inputs import gpu_row, load_traces
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
@@ -18,26 +28,32 @@ POINT_COLS = ["kernel_name", "launches", "time_ns", "precision", "provenance", "
 
 
 @main.command("roofline")
-@click.argument("trace", type=click.Path(dir_okay=True))
+@traces_argument
 @click.option("--ncu", "ncu_csv", type=click.Path(dir_okay=False), default=None,
-              help="Nsight Compute CSV with the measured launches of TRACE.")
-@click.option("--gpu", default=None, help="GPU name for datasheet ceilings (e.g. 'H100 SXM').")
+              metavar="CSV", help="Nsight Compute CSV with the measured launches of TRACE.")
+@gpu_option
 @click.option("--ceilings", "ceilings_file", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE",
               help="CSV/JSON of measured ceilings (name,kind,value) overriding the others.")
-@click.option("--format", "fmt", type=click.Choice(["chart", "csv", "json", "table"]),
-              default="chart", show_default=True,
-              help="chart writes PNG/SVG (by -o suffix); csv/json/table print the points.")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False),
-              help="Output file (roofline.png / roofline.svg for charts).")
-def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
-                 ceilings_file: str | None, fmt: str, output: str | None) -> None:
-    """Roofline of TRACE (an ncu CSV, or an nsys/torch trace with --ncu or op shapes)."""
+@output_options(formats=("table", "csv", "json", "chart"), default="table",
+                output_help="Write to FILE instead of stdout; a FILE ending in .png or .svg "
+                            "gets the chart (as --format chart).")
+def roofline_cmd(traces: tuple[str, ...], ncu_csv: str | None, gpu: str | None,
+                 ceilings_file: str | None, fmt: str, output: str | None,
+                 force: bool) -> None:
+    """Roofline of TRACE... (an ncu CSV, or an nsys/torch trace with --ncu or op shapes):
+    the points as a table/CSV/JSON, or a PNG/SVG chart."""
     from traceparse.roofline.build import build
     from traceparse.roofline.coverage import coverage_line, step_line
 
-    tl = load_trace(trace)
+    if output and output.lower().endswith((".png", ".svg")):
+        fmt = "chart"
+    if output:
+        check_output(output)
+    tl = load_traces(traces)
     extra = load_trace(ncu_csv) if ncu_csv else None
-    points, ceil, notes = build(tl, ncu=extra, gpu=gpu, ceilings_file=ceilings_file)
+    points, ceil, notes = build(tl, ncu=extra, gpu=str(gpu_row(gpu)["name"]) if gpu else None,
+                                ceilings_file=ceilings_file)
     for key in ("gpu_mismatch", "gpu_unknown"):
         if notes.get(key):
             click.echo(f"traceparse: warning: {notes[key]}", err=True)
@@ -56,22 +72,25 @@ def roofline_cmd(trace: str, ncu_csv: str | None, gpu: str | None,
         if not points.height or not points["placed"].any():
             why = "; ".join(notes.get("unplaced", {})) or (
                 "no ncu counters and no op shapes (use --ncu CSV)")
-            raise UsageError(None, f"{Path(trace).name}: no kernel placed on the roofline, "
+            names = ", ".join(Path(t).name for t in traces)
+            raise UsageError(None, f"{names}: no kernel placed on the roofline, "
                              f"no chart written: {why}")
         kind = "svg" if output.lower().endswith(".svg") else "png"
         title = title_for(notes.get("ceiling_table_row") or notes.get("gpu"),
                           notes.get("sm_clock_hz"))
-        write_bytes(output, draw(points, ceil, fmt=kind, title=title))
+        emit_bytes(draw(points, ceil, fmt=kind, title=title), output)
         return
     cols = [c for c in POINT_COLS if c in points.columns]
-    emit(render(points.select(cols), fmt), output)
+    emit_frame(points.select(cols), fmt, output,
+               empty="no kernel could be placed on the roofline (no ncu metrics and no op "
+                     "shapes to estimate FLOPs and bytes from)")
 
 
 @main.command("gpus")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table")
-@click.option("-o", "--output", default=None, type=click.Path(dir_okay=False))
-def gpus_cmd(fmt: str, output: str | None) -> None:
-    """The shipped GPU ceiling table (dense peaks, bandwidth, clocks, sources)."""
+@output_options
+def gpus_cmd(fmt: str, output: str | None, force: bool) -> None:
+    """The shipped GPU ceiling table (dense peaks, bandwidth, clocks, sources); the names
+    are what --gpu accepts."""
     from traceparse.roofline.gpus import table
 
     emit(render(table(), fmt), output)

@@ -18,14 +18,29 @@ import os
 import click
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import nsys_stats
-from traceparse.cli.common import emit, load_trace, output_options, render
+from traceparse.cli.common import (
+    check_output,
+    emit,
+    emit_bytes,
+    emit_frame,
+    no_events,
+    output_options,
+    render,
+    traces_argument,
+    wrote,
+)
+from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
-from traceparse.errors import UsageError
 from traceparse.timeline import Timeline
 
-_TRACE = click.Path(exists=False, dir_okay=True)
 
+def multiprocessor_words(vendor: str | None) -> tuple[str, str]:
+    """How a vendor names its multiprocessors: NVIDIA ``SM``, AMD ``compute unit``."""
+    if vendor and vendor.lower() in ("amd", "advanced micro devices, inc."):
+        return "compute unit", "compute units"
+    return "SM", "SMs"
 
 
 def info_frame(tl: Timeline) -> pl.DataFrame:
@@ -38,9 +53,10 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
     for dev in tl.devices.iter_rows(named=True):
         desc = dev["name"] or "unknown device"
         if dev["sm_count"]:
-            desc += f", {dev['sm_count']} SMs"
+            desc += ", " + units.plural(int(dev["sm_count"]), *multiprocessor_words(
+                dev.get("vendor")))
         if dev["clock_hz"]:
-            desc += f", {dev['clock_hz'] / 1e9:.2f} GHz"
+            desc += f", {units.clock(dev['clock_hz'])}"
         rows.append((f"device {dev['rank']}:{dev['device_id']}", desc))
     for proc in tl.meta.get("processes", []):
         rows.append((f"process {proc['pid']}", str(proc.get("name") or "")))
@@ -54,8 +70,8 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
         else:
             rows.append((f"{name}", "0"))
     span = tl.span_ns()
-    if span:
-        rows.append(("time span", f"{span[0]} .. {span[1]} ns ({(span[1] - span[0]) / 1e9:.6f} s)"))
+    if span:  # a duration; the raw clock values are in --format json (span_ns)
+        rows.append(("time span", units.duration(span[1] - span[0])))
     rows += accounting_rows(tl.ingest)
     return pl.DataFrame(rows, schema=["item", "value"], orient="row")
 
@@ -84,53 +100,62 @@ def accounting_rows(ingest: pl.DataFrame) -> list[tuple[str, str]]:
 
 
 @main.command()
-@click.argument("trace", required=False, type=_TRACE)
+@traces_argument
 @output_options
-def info(trace: str | None, fmt: str, output: str | None) -> None:
-    """Summarise TRACE: format, versions, devices, processes, counts, time span, skips.
+def info(traces: tuple[str, ...], fmt: str, output: str | None, force: bool) -> None:
+    """What is in TRACE...: format, versions, devices, processes, counts, time span, skipped
+    rows and why.
 
-    Without TRACE, summarise the bundled sample trace.
+    Without TRACE, describe the bundled sample trace.
     """
-    if trace is None:
-        from traceparse.samplegen import default_sample  # type: ignore[import-not-found]
-
-        trace = str(default_sample())
-    tl = load_trace(trace)
+    paths = resolve(traces, sample_default=True)
+    tl = load_traces(paths)
     frame = info_frame(tl)
     if fmt == "json":
-        payload = {"facts": dict(frame.iter_rows()),
+        payload = {"facts": dict(frame.iter_rows()), "span_ns": tl.span_ns(),
                    "sources": tl.sources.to_dicts(), "devices": tl.devices.to_dicts(),
                    "processes": tl.meta.get("processes", []),
                    "ingest": tl.ingest.with_columns(pl.col(pl.Categorical).cast(pl.String))
                    .to_dicts()}
         emit(json.dumps(payload, indent=1, default=str) + "\n", output)
         return
-    emit(render(frame, fmt, title=f"trace: {trace}"), output)
+    emit(render(frame, fmt, title=f"trace: {', '.join(paths)}"), output)
+
+
+def _nothing(tl: Timeline, traces: tuple[str, ...], what: str) -> str:
+    return no_events(tl, traces) or f"no {what} in {', '.join(traces)}"
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
+@traces_argument
 @click.option("--name", "name", type=click.Choice(["demangled", "short"]),
               default="demangled", show_default=True, help="Kernel name to group by.")
 @click.option("--by", "by", type=click.Choice(["device", "stream"]), default=None,
               help="Also group by device or stream.")
 @output_options
-def kernels(trace: str, name: str, by: str | None, fmt: str, output: str | None) -> None:
+def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
+            output: str | None, force: bool) -> None:
     """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
-    frame = nsys_stats.kern_sum(load_trace(trace), name=name, by=by)  # type: ignore[arg-type]
-    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS, nsys_csv=True), output)
+    tl = load_traces(traces)
+    frame = nsys_stats.kern_sum(tl, name=name, by=by)  # type: ignore[arg-type]
+    emit_frame(frame, fmt, output, empty=_nothing(tl, traces, "kernels"),
+               decimals=nsys_stats.DECIMALS_NS, nsys_csv=True)
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
+@traces_argument
 @click.option("--report", "report", type=click.Choice(["time", "size", "both"]),
               default=None, help="time (cuda_gpu_mem_time_sum), size (cuda_gpu_mem_size_sum) "
               "or both. Default: both for table/json, time for csv.")
 @output_options
-def memops(trace: str, report: str | None, fmt: str, output: str | None) -> None:
+def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | None,
+           force: bool) -> None:
     """Memory copy/set time and size per operation (nsys stats cuda_gpu_mem_*_sum)."""
-    tl = load_trace(trace)
+    tl = load_traces(traces)
     report = report or ("time" if fmt == "csv" else "both")
+    if fmt == "table" and not tl.gpu.filter(pl.col("kind").is_in(["memcpy", "memset"])).height:
+        emit(_nothing(tl, traces, "memory copies or sets") + ".\n", output)
+        return
     parts = []
     if report in ("time", "both"):
         parts.append(render(nsys_stats.mem_time_sum(tl), fmt, decimals=nsys_stats.DECIMALS_NS,
@@ -143,33 +168,43 @@ def memops(trace: str, report: str | None, fmt: str, output: str | None) -> None
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
+@traces_argument
 @output_options
-def api(trace: str, fmt: str, output: str | None) -> None:
-    """Host API (CUDA runtime + driver) time per call name (nsys stats cuda_api_sum)."""
-    frame = nsys_stats.api_sum(load_trace(trace))
-    emit(render(frame, fmt, decimals=nsys_stats.DECIMALS_NS, nsys_csv=True), output)
+def api(traces: tuple[str, ...], fmt: str, output: str | None, force: bool) -> None:
+    """Host API (CUDA/HIP runtime + driver) time per call name (nsys stats cuda_api_sum)."""
+    tl = load_traces(traces)
+    emit_frame(nsys_stats.api_sum(tl), fmt, output,
+               empty=_nothing(tl, traces, "runtime or driver API calls"),
+               decimals=nsys_stats.DECIMALS_NS, nsys_csv=True)
 
 
 @main.command()
-@click.argument("trace", type=_TRACE)
-@click.option("-o", "--output", "output", required=True, type=click.Path(),
-              help="Output path (a directory of Parquet files for --to parquet).")
+@traces_argument
+@click.option("-o", "--output", "output", required=True, type=click.Path(), metavar="PATH",
+              help="Output path: a directory of Parquet files for --to parquet; a .json or "
+                   ".json.gz (gzip) file for --to chrome.")
 @click.option("--to", "to", type=click.Choice(["parquet", "chrome"]), default="parquet",
               show_default=True, help="Output kind: parquet (a timeline directory) or chrome "
               "(Chrome-trace JSON for the Perfetto UI, with an attribution lane per GPU).")
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
-def convert(trace: str, output: str, to: str, force: bool) -> None:
-    """Convert TRACE to the unified timeline and save it (parse once, analyse many times)."""
-    if os.path.exists(output) and not force:
-        raise UsageError(output, "exists; use --force to replace it")
-    tl = load_trace(trace)
+@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+def convert(traces: tuple[str, ...], output: str, to: str, force: bool) -> None:
+    """Convert TRACE... to the unified timeline and save it (parse once, analyse many
+    times), or export it as Chrome-trace JSON (gzip-compressed when PATH ends in .gz)."""
+    check_output(output, force=force)
+    tl = load_traces(traces)
     if to == "parquet":
+        if os.path.lexists(output) and not os.path.isdir(output):
+            os.remove(output)  # --force given; Timeline.save replaces directories only
         path = tl.save(output)
-        click.echo(f"wrote {path} ({tl.gpu.height} gpu, {tl.api.height} api, "
-                   f"{tl.ranges.height} ranges rows)")
+        wrote(path, f"{units.plural(tl.gpu.height, 'gpu row')}, "
+                    f"{units.plural(tl.api.height, 'api row')}, "
+                    f"{units.plural(tl.ranges.height, 'range row')}")
     elif to == "chrome":
-        from traceparse.reports.chrome import write_chrome
+        from traceparse.reports.chrome import attribution_intervals, to_chrome
 
-        size = write_chrome(tl, output)
-        click.echo(f"wrote {output} ({size:,} bytes; open it in the Perfetto UI)")
+        data = to_chrome(tl, attribution=attribution_intervals(tl), flows=True)
+        if output.lower().endswith(".gz"):
+            import gzip
+
+            data = gzip.compress(data, mtime=0)
+        emit_bytes(data, output, f"{len(data):,} bytes; open it in the Perfetto UI")

@@ -1,0 +1,104 @@
+"""What every analysis command accepts as input, in one place (docs/cli.md, "Inputs").
+
+``TRACE...`` is one or more of: a trace file (nsys ``.sqlite``, Kineto ``.json[.gz]``, ncu
+``.csv``, a saved timeline directory), a directory of per-rank Kineto files, or a glob
+pattern (expanded here too, so a quoted ``'runs/*.json'`` works without a shell). Several
+inputs become one timeline, one rank per input when they do not say their rank
+(:func:`traceparse.reports.payload.combine`), exactly as ``report`` always did.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+
+import click
+import polars as pl
+
+from traceparse import schema
+from traceparse.errors import UsageError
+from traceparse.timeline import Timeline
+
+_GLOB_CHARS = set("*?[")
+
+
+def expand(traces: Sequence[str]) -> list[str]:
+    """Each argument as given when it exists, else its glob matches (sorted).
+
+    Raises:
+        UsageError: an argument neither exists nor matches a file.
+    """
+    out: list[str] = []
+    for t in traces:
+        if os.path.exists(t) or not (_GLOB_CHARS & set(t)):
+            out.append(t)  # a missing plain path is reported by the loader, naming it
+            continue
+        hits = sorted(glob.glob(t, recursive=True))
+        if not hits:
+            raise UsageError(t, "matches no file")
+        out += hits
+    return out
+
+
+def resolve(traces: Sequence[str], *, sample_default: bool = False) -> list[str]:
+    """The input paths of a command: ``traces`` expanded; with none, the bundled sample
+    when ``sample_default``, else a usage error."""
+    paths = expand(traces)
+    if paths:
+        return paths
+    if sample_default:
+        from traceparse.samplegen import default_sample
+
+        return [str(default_sample())]
+    raise UsageError(None, "missing TRACE: give one or more trace files, a rank directory "
+                           "or a glob")
+
+
+def load_traces(traces: Sequence[str], *, sample_default: bool = False,
+                gpu: str | None = None, ctx: click.Context | None = None) -> Timeline:
+    """Load and combine the inputs of a command (see the module docstring); with ``gpu``,
+    every device is taken to be that ceiling-table row (:func:`override_gpu`)."""
+    from traceparse.cli.common import load_trace
+    from traceparse.reports.payload import combine
+
+    paths = resolve(traces, sample_default=sample_default)
+    tl = combine([load_trace(p, ctx) for p in paths])
+    return override_gpu(tl, gpu) if gpu else tl
+
+
+def gpu_row(name: str) -> dict[str, object]:
+    """The ceiling-table row ``--gpu NAME`` names.
+
+    Raises:
+        UsageError: no row matches NAME.
+    """
+    from traceparse.roofline import gpus
+
+    row = gpus.match(name)
+    if row is None:
+        raise UsageError(None, f"--gpu {name!r} is not in the GPU table; "
+                               "`traceparse gpus` lists the names")
+    return row
+
+
+def override_gpu(tl: Timeline, name: str) -> Timeline:
+    """``tl`` with every device (every ``(rank, device_id)`` that has GPU work or a device
+    row) described as the ceiling-table row ``name``: its name, vendor, SM/CU count and
+    memory size, so every ceiling lookup (roofline, calibration, report) resolves to it."""
+    row = gpu_row(name)
+    keys = pl.concat([tl.devices.select("rank", "device_id"),
+                      tl.gpu.select("rank", "device_id")]).unique().sort("rank", "device_id")
+    mem = row.get("mem_gb")
+    fixed = {"name": str(row["name"]), "vendor": str(row.get("vendor") or "").lower() or None,
+             "sm_count": int(str(row["sm_count"])) if row.get("sm_count") else None,
+             "memory_bytes": int(float(str(mem)) * 1e9) if mem else None}
+    old = tl.devices.unique(subset=["rank", "device_id"], keep="first")
+    devices = keys.join(old, on=["rank", "device_id"], how="left")
+    devices = devices.with_columns(
+        pl.lit(fixed["name"]).alias("name"), pl.lit(fixed["vendor"]).alias("vendor"),
+        pl.lit(fixed["sm_count"]).alias("sm_count"),
+        pl.lit(fixed["memory_bytes"]).alias("memory_bytes"))
+    tables = tl.tables()
+    tables["devices"] = schema.conform("devices", devices)
+    return Timeline(**tables, meta=tl.meta)
