@@ -1,0 +1,273 @@
+"""GPU time rolled up the host call tree: ops, modules, Python stacks, annotations, NVTX.
+
+Every GPU activity of the chosen kinds (kernels by default) is *owned* by the innermost host
+range that was open, on the launching thread, when its launch call started:
+
+1. the activity is joined to its launch call in ``api`` on ``(rank, process_id,
+   correlation_id)`` (one graph launch owns every kernel of the graph replay);
+2. the call's thread and start time select the innermost range of the chosen ``view`` that
+   contains ``[start_ns]`` on that (rank, process, thread); ranges nest by time (a range opened
+   inside another and starting later is its child, as the profiler's own depth says).
+
+Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
+do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
+
+Per node:
+
+``exclusive_ns``
+    Summed duration of the activities the node owns directly.
+``inclusive_ns``
+    ``exclusive_ns`` plus the ``inclusive_ns`` of its children.
+``kernels`` / ``kernels_exclusive``
+    Activity counts, inclusive / exclusive.
+``compute_ns``, ``communication_ns``, ``memory_ns``
+    ``inclusive_ns`` split by the activities' category (they sum to ``inclusive_ns``).
+
+Nothing is dropped and nothing is counted twice: the root node ``[all kernels]`` has
+``inclusive_ns`` equal to the summed duration of every activity of the chosen kinds. Two
+synthetic children of the root hold the activities the call tree cannot place:
+``[no launch call]`` (no API row with the activity's correlation id, e.g. a trace window cut
+after the launch) and ``[outside any range]`` (a launch call with no enclosing range).
+
+Views (which ranges take part; the rest are transparent):
+
+``full``      every host range (annotations, steps, NVTX, cpu_op, python_function).
+``ops``       everything but ``python_function``: the annotation / op tree.
+``modules``   annotations, steps, NVTX and the ``nn.Module: X_N`` frames (``with_modules`` or
+              ``with_stack``): the module hierarchy.
+``python``    ``python_function`` frames only (plus steps): the Python stack.
+
+Example (hand-computed): ``step`` [0, 100) holds ``aten::mm`` [10, 20) and ``aten::add``
+[30, 40); the mm's launch at 12 runs a kernel of 50 ns, the add's launch at 32 a kernel of
+20 ns, a launch at 50 (inside ``step`` only) a kernel of 5 ns, and one kernel of 7 ns has no
+launch call::
+
+    [all kernels]        inclusive 82  exclusive 0
+      step               inclusive 75  exclusive 5
+        aten::mm         inclusive 50
+        aten::add        inclusive 20
+      [no launch call]   inclusive 7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+ROOT = "[all kernels]"
+UNLINKED = "[no launch call]"
+OUTSIDE = "[outside any range]"
+VIEWS = ("full", "ops", "modules", "python")
+_HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_end",
+               "cpu_op", "python_function", "other")
+_MODULE_PREFIX = "nn.Module: "
+_CATS = ("compute", "communication", "memory")
+
+
+def view_ranges(tl: Timeline, view: str = "full") -> pl.DataFrame:
+    """The closed host ranges that take part in ``view`` (see the module docstring):
+    ``rank, process_id, thread_id, kind, name, start_ns, end_ns`` as plain columns."""
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    kind = pl.col("kind").cast(pl.String)
+    name = pl.col("name").cast(pl.String)
+    r = tl.ranges.filter(pl.col("end_ns").is_not_null() & kind.is_in(_HOST_KINDS))
+    if view == "ops":
+        r = r.filter(kind != "python_function")
+    elif view == "modules":
+        r = r.filter(~kind.is_in(["cpu_op", "python_function"])
+                     | ((kind == "python_function") & name.str.starts_with(_MODULE_PREFIX)))
+    elif view == "python":
+        r = r.filter(kind.is_in(["python_function", "profiler_step"]))
+    return r.select("rank", pl.col("process_id").fill_null(-1),
+                    pl.col("thread_id").fill_null(-1), kind.alias("kind"), name.alias("name"),
+                    "start_ns", "end_ns")
+
+
+def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",)) -> pl.DataFrame:
+    """GPU activities of ``kinds`` with their launch call: ``thread_id`` and ``api_start_ns``
+    of the API row sharing ``(rank, process_id, correlation_id)`` (null when none does)."""
+    acts = tl.gpu.filter(pl.col("kind").cast(pl.String).is_in(list(kinds))).select(
+        "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
+        pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String))
+    key = ["rank", "process_id", "correlation_id"]
+    api = (tl.api.filter(pl.col("correlation_id").is_not_null())
+           .select("rank", pl.col("process_id").fill_null(-1), "correlation_id",
+                   pl.col("thread_id").fill_null(-1), pl.col("start_ns").alias("api_start_ns"))
+           .unique(subset=key, keep="first", maintain_order=True))
+    return acts.join(api, on=key, how="left", nulls_equal=False)
+
+
+def _nest(ranges: pl.DataFrame, points: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Parent of each range and owner of each point (-1 = none), by time nesting per
+    (rank, process_id, thread_id). A range starting at ``t`` contains a point at ``t``;
+    one ending at ``t`` does not."""
+    n_r = ranges.height
+    ev = pl.concat([
+        ranges.select("rank", "process_id", "thread_id", "start_ns", "end_ns",
+                      pl.lit(0, pl.Int8).alias("typ"),
+                      pl.int_range(0, n_r, dtype=pl.Int64).alias("idx")),
+        points.select("rank", "process_id", "thread_id",
+                      pl.col("api_start_ns").alias("start_ns"),
+                      pl.col("api_start_ns").alias("end_ns"), pl.lit(1, pl.Int8).alias("typ"),
+                      pl.int_range(0, points.height, dtype=pl.Int64).alias("idx")),
+    ], how="vertical_relaxed")
+    ev = ev.with_columns((-pl.col("end_ns")).alias("_neg_end")).sort(
+        "rank", "process_id", "thread_id", "start_ns", "typ", "_neg_end")
+    parent = np.full(n_r, -1, dtype=np.int64)
+    owner = np.full(points.height, -1, dtype=np.int64)
+    grp = ev.select(pl.struct("rank", "process_id", "thread_id").rank("dense")
+                    ).to_series().to_numpy()
+    starts = ev["start_ns"].to_numpy()
+    ends = ev["end_ns"].to_numpy()
+    typs = ev["typ"].to_numpy()
+    idxs = ev["idx"].to_numpy()
+    stack: list[tuple[int, int]] = []  # (range idx, end_ns)
+    last_grp = None
+    for g, s, e, t, i in zip(grp.tolist(), starts.tolist(), ends.tolist(), typs.tolist(),
+                             idxs.tolist(), strict=True):
+        if g != last_grp:
+            stack.clear()
+            last_grp = g
+        while stack and stack[-1][1] <= s:
+            stack.pop()
+        top = stack[-1][0] if stack else -1
+        if t == 0:
+            parent[i] = top
+            stack.append((i, e))
+        else:
+            owner[i] = top
+    return parent, owner
+
+
+def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
+            kinds: Sequence[str] = ("kernel",), keep_empty: bool = False) -> pl.DataFrame:
+    """The call tree with GPU time per node, top-down (depth-first, heaviest child first).
+
+    Args:
+        tl: the timeline.
+        view: which ranges form the tree: ``full``, ``ops``, ``modules`` or ``python``.
+        max_depth: keep nodes with ``depth <= max_depth`` (root is depth 0); their
+            ``inclusive_ns`` still holds everything below.
+        kinds: GPU activity kinds rolled up (default kernels only).
+        keep_empty: also list ranges that own no GPU time (default: hidden).
+
+    Returns:
+        ``node_id, parent_id, depth, name, kind, calls, inclusive_ns, exclusive_ns,
+        inclusive_pct, kernels, kernels_exclusive, compute_ns, communication_ns,
+        memory_ns`` (see the module docstring); ``node_id`` 0 is the root, whose
+        ``inclusive_ns`` is the summed duration of every activity of ``kinds``.
+    """
+    ranges = view_ranges(tl, view)
+    acts = launched_activities(tl, kinds)
+    linked = acts.filter(pl.col("api_start_ns").is_not_null())
+    points = linked.select("rank", "process_id", "thread_id", "api_start_ns")
+    parent, owner = _nest(ranges, points)
+
+    # Paths: node 0 root, 1 unlinked, 2 outside, then one node per distinct range path.
+    p_parent = [-1, 0, 0]
+    p_name = [ROOT, UNLINKED, OUTSIDE]
+    p_kind = ["", "", ""]
+    p_depth = [0, 1, 1]
+    p_calls = [0, 0, 0]
+    intern: dict[tuple[int, str, str], int] = {}
+    r_path = np.zeros(ranges.height, dtype=np.int64)
+    order = np.argsort(ranges["start_ns"].to_numpy(), kind="stable")
+    names = ranges["name"].to_list()
+    rkinds = ranges["kind"].to_list()
+    for i in order.tolist():
+        par = int(parent[i])
+        pp = int(r_path[par]) if par >= 0 else 0
+        key = (pp, names[i], rkinds[i])
+        node = intern.get(key)
+        if node is None:
+            node = len(p_name)
+            intern[key] = node
+            p_parent.append(pp)
+            p_name.append(names[i])
+            p_kind.append(rkinds[i])
+            p_depth.append(p_depth[pp] + 1)
+            p_calls.append(0)
+        p_calls[node] += 1
+        r_path[i] = node
+    n = len(p_name)
+    act_node = np.full(acts.height, 1, dtype=np.int64)
+    is_linked = acts["api_start_ns"].is_not_null().to_numpy()
+    if ranges.height:
+        act_node[is_linked] = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
+    else:
+        act_node[is_linked] = 2
+    dur = acts["dur_ns"].to_numpy().astype(np.int64)
+    excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
+    kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
+    cats = acts["category"].to_numpy()
+    cat_excl = {c: np.bincount(act_node[cats == c], weights=dur[cats == c],
+                               minlength=n).astype(np.int64) for c in _CATS}
+    incl, kincl = excl.copy(), kexcl.copy()
+    cat_incl = {c: v.copy() for c, v in cat_excl.items()}
+    for node in range(n - 1, 0, -1):  # children always have larger ids than parents
+        par = p_parent[node]
+        incl[par] += incl[node]
+        kincl[par] += kincl[node]
+        for c in _CATS:
+            cat_incl[c][par] += cat_incl[c][node]
+    children: dict[int, list[int]] = {}
+    for node in range(1, n):
+        children.setdefault(p_parent[node], []).append(node)
+    out: list[int] = []
+    todo = [0]
+    while todo:
+        node = todo.pop()
+        if node and not keep_empty and incl[node] == 0:
+            continue
+        if max_depth is not None and p_depth[node] > max_depth:
+            continue
+        out.append(node)
+        kids = sorted(children.get(node, []), key=lambda k: (-incl[k], p_name[k]))
+        todo.extend(reversed(kids))
+    idx = np.array(out, dtype=np.int64)
+    total = int(incl[0])
+    frame = pl.DataFrame({
+        "node_id": idx,
+        "parent_id": np.array([p_parent[i] for i in out], dtype=np.int64),
+        "depth": np.array([p_depth[i] for i in out], dtype=np.int32),
+        "name": [p_name[i] for i in out],
+        "kind": [p_kind[i] for i in out],
+        "calls": np.array([p_calls[i] for i in out], dtype=np.int64),
+        "inclusive_ns": incl[idx],
+        "exclusive_ns": excl[idx],
+        "kernels": kincl[idx],
+        "kernels_exclusive": kexcl[idx],
+        **{f"{c}_ns": cat_incl[c][idx] for c in _CATS},
+    })
+    frame = frame.with_columns(
+        pl.when(pl.col("parent_id") < 0).then(None).otherwise(pl.col("parent_id"))
+        .alias("parent_id"),
+        (pl.col("inclusive_ns") * 100.0 / total if total else pl.lit(None, pl.Float64))
+        .alias("inclusive_pct"))
+    return frame.select("node_id", "parent_id", "depth", "name", "kind", "calls",
+                        "inclusive_ns", "exclusive_ns", "inclusive_pct", "kernels",
+                        "kernels_exclusive", *(f"{c}_ns" for c in _CATS))
+
+
+def check_tree(tree: pl.DataFrame) -> pl.DataFrame:
+    """Raise ``AssertionError`` unless every node of a tree built without ``max_depth`` has
+    ``inclusive_ns == exclusive_ns + sum(children inclusive_ns)`` and category parts that
+    sum to ``inclusive_ns``. Returns ``tree`` for chaining."""
+    kids = (tree.filter(pl.col("parent_id").is_not_null())
+            .group_by("parent_id").agg(pl.col("inclusive_ns").sum().alias("_kids")))
+    j = tree.join(kids, left_on="node_id", right_on="parent_id", how="left")
+    parts = pl.sum_horizontal(*(f"{c}_ns" for c in _CATS))
+    bad = j.filter(parts != pl.col("inclusive_ns"))
+    if bad.height:
+        raise AssertionError(f"category parts do not sum: {bad.row(0, named=True)}")
+    bad = j.filter(pl.col("inclusive_ns")
+                   != pl.col("exclusive_ns") + pl.col("_kids").fill_null(0))
+    if bad.height:
+        raise AssertionError(f"node != exclusive + children: {bad.row(0, named=True)}")
+    return tree

@@ -1,0 +1,92 @@
+"""Op trees and phases on the real torch traces, checked against the traces' own events
+(read here with json, independently of the parser)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import traceparse
+from tests.conftest import ids, shared_files
+from traceparse.analyses import optree, phases
+
+TORCH = shared_files("torch")
+TL = {p.name: p for p in shared_files("torch", "tracelens__*")}
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    raw = path.read_bytes()
+    doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", TORCH, ids=ids(TORCH))
+def test_tree_root_is_total_kernel_time(path: Path) -> None:
+    tl = traceparse.load(path)
+    kern = [e for e in _events(path)
+            if str(e.get("cat", "")).lower() == "kernel" and e.get("ph") == "X"]
+    for view in optree.VIEWS:
+        tree = optree.check_tree(optree.op_tree(tl, view=view))
+        root = tree.row(0, named=True)
+        # every kernel event of the file lands in the tree, none twice
+        assert root["kernels"] == len(kern)
+        assert root["inclusive_ns"] == tl.gpu.filter(pl.col("kind") == "kernel")["dur_ns"].sum()
+        # the file's own durations (us, float) agree to rounding (< 1 ns per kernel)
+        assert abs(root["inclusive_ns"] - sum(e["dur"] for e in kern) * 1000) <= len(kern) + 1
+        top = tree.filter(pl.col("depth") == 1)["inclusive_ns"].sum()
+        assert top == root["inclusive_ns"]
+
+
+def _annotations(path: Path, prefix: str) -> list[dict[str, Any]]:
+    return [e for e in _events(path) if e.get("cat") == "user_annotation"
+            and str(e.get("name", "")).startswith(prefix)]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(("name", "phase", "batch", "tokens"), [
+    ("tracelens__sglang_Qwen3-8B_prefilldecode.json.gz", "prefill", 15, 15360),
+    ("tracelens__sglang_Qwen3-8B_decode.json.gz", "decode", 32, 32),
+    ("tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz", "mixed", 46, 8192),
+    ("tracelens__sglang_decode_capture_bs_32_rank0.json.gz", "capture", 32, None),
+    ("tracelens__vllm_decode_full_graph_capture_rank_0.1773709742341309550.pt.trace.json.gz",
+     "capture", 32, None),
+])
+def test_real_serving_phases(name: str, phase: str, batch: int, tokens: int | None) -> None:
+    path = TL[name]
+    st = phases.phase_steps(traceparse.load(path))
+    # one serving step per file: the annotations say so (execute_/capture_ outermost,
+    # SGLang's step[...] nested inside the execute_ annotation)
+    outer = _annotations(path, "execute_") + _annotations(path, "capture_")
+    assert st.height == len(outer) == 1
+    row = st.row(0, named=True)
+    assert (row["phase"], row["phase_source"]) == (phase, "annotation")
+    assert (row["batch_size"], row["tokens"]) == (batch, tokens)
+    assert row["start_ns"] is not None and row["wall_ns"] >= row["end_ns"] - row["start_ns"]
+    sg = _annotations(path, "step[")
+    if sg:
+        # the SGLang annotation agrees with the execute_ one
+        info = phases.parse_step_annotation(sg[0]["name"])
+        assert info is not None and info["phase"] == phase
+
+
+@pytest.mark.shared
+def test_sglang_decode_graph_kernels_land_under_the_step() -> None:
+    path = TL["tracelens__sglang_Qwen3-8B_decode.json.gz"]
+    ev = _events(path)
+    step = _annotations(path, "step[DECODE")[0]
+    lo, hi = step["ts"], step["ts"] + step["dur"]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in ev
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    kern = [e for e in ev if e.get("cat") == "kernel"]
+    inside = [k for k in kern if lo <= launch_ts.get(k["args"]["correlation"], -1) < hi]
+    graph = [k for k in kern if k["args"]["correlation"] == 92178]
+    assert len(graph) == 544 and all(k in inside for k in graph)
+    tree = optree.op_tree(traceparse.load(path), view="ops")
+    node = tree.filter(pl.col("name") == step["name"]).row(0, named=True)
+    assert node["kernels"] == len(inside)
