@@ -3,7 +3,7 @@
 A *layer group* is a set of sibling nodes of :func:`traceparse.analyses.optree.op_tree` (same
 parent path) whose names differ only by a trailing integer: ``nn.Module: DecoderLayer_0`` ..
 ``_35`` (``with_modules`` frames), ``model.layers.0`` .., NVTX ``layer 0`` ... At least two
-distinct indices make a group. Per layer the GPU time is the node's ``inclusive_ns`` (every
+distinct indices (:data:`MIN_LAYERS`, 3 by default) make a group. Per layer the GPU time is the node's ``inclusive_ns`` (every
 call of that layer in the tree, e.g. every decode step under the same annotation).
 
 Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over layers),
@@ -11,7 +11,8 @@ Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over 
 100``, ``slowest`` (index of the slowest layer) and ``slowest_vs_median_pct = (max - median) /
 median * 100``, ``kernels_per_layer`` (min and max) and ``same_structure``: every layer's
 subtree has the same sequence of (name, calls, kernels) below it, i.e. the same ops with the
-same launch counts. A layer that is slow because it runs different work shows
+same launch counts (``with_modules`` instance counters such as the ``_7`` of
+``Qwen3Attention_7`` are ignored in that comparison). A layer that is slow because it runs different work shows
 ``same_structure = False``; one slow for the same work shows True with a large
 ``slowest_vs_median_pct``.
 
@@ -29,6 +30,12 @@ from traceparse.analyses.optree import op_tree
 from traceparse.timeline import Timeline
 
 _INDEXED = re.compile(r"^(?P<stem>.*?[^\d])(?P<idx>\d+)$")
+#: The instance counter ``with_modules`` appends (``Qwen3Attention_7``), ignored when
+#: comparing the structure of two layers.
+_INSTANCE = re.compile(r"_\d+$")
+#: Fewest distinct indices that make a group (two RMSNorm_N siblings, q_norm and k_norm, are
+#: not layers).
+MIN_LAYERS = 3
 
 
 def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, object]],
@@ -38,12 +45,13 @@ def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, obj
     while todo:
         n = todo.pop()
         r = rows[n]
-        sig.append((r["name"], r["calls"], r["kernels"]))
+        sig.append((_INSTANCE.sub("", str(r["name"])), r["calls"], r["kernels"]))
         todo.extend(reversed(tree.get(n, [])))
     return tuple(sig)
 
 
-def layer_table(tl: Timeline, *, view: str = "modules") -> pl.DataFrame:
+def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS
+                ) -> pl.DataFrame:
     """One row per layer of every group: ``group_id, parent, layer, index, inclusive_ns,
     calls, kernels, vs_median_pct`` (this layer vs the group's median)."""
     tree = op_tree(tl, view=view)
@@ -61,7 +69,7 @@ def layer_table(tl: Timeline, *, view: str = "modules") -> pl.DataFrame:
             if m:
                 groups.setdefault(m["stem"], []).append((int(m["idx"]), k))
         for stem, members in sorted(groups.items()):
-            if len({i for i, _ in members}) < 2:
+            if len({i for i, _ in members}) < min_layers:
                 continue
             sigs = {_subtree_signature(children, rows, k) for _, k in members}
             for idx, k in sorted(members):
@@ -79,9 +87,10 @@ def layer_table(tl: Timeline, *, view: str = "modules") -> pl.DataFrame:
                               .alias("vs_median_pct"))
 
 
-def layer_groups(tl: Timeline, *, view: str = "modules") -> pl.DataFrame:
+def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS
+                 ) -> pl.DataFrame:
     """One "per layer" row per group (see the module docstring), heaviest group first."""
-    t = layer_table(tl, view=view)
+    t = layer_table(tl, view=view, min_layers=min_layers)
     if t.height == 0:
         return pl.DataFrame(schema={"parent": pl.String, "layer": pl.String,
                                     "layers": pl.UInt32})

@@ -109,7 +109,7 @@ def test_tree_views(sglang: Timeline) -> None:
 
 
 def test_layer_groups_by_hand(sglang: Timeline) -> None:
-    g = layers.layer_groups(sglang)
+    g = layers.layer_groups(sglang, min_layers=2)
     dec = g.filter(pl.col("parent") == "step[DECODE bs=4]").row(0, named=True)
     assert (dec["layers"], dec["calls"], dec["slowest"]) == (2, 2, 1)
     assert (dec["min_ns"], dec["max_ns"], dec["median_ns"]) == (20 * US, 210 * US, 115 * US)

@@ -90,3 +90,33 @@ def test_sglang_decode_graph_kernels_land_under_the_step() -> None:
     tree = optree.op_tree(traceparse.load(path), view="ops")
     node = tree.filter(pl.col("name") == step["name"]).row(0, named=True)
     assert node["kernels"] == len(inside)
+
+
+@pytest.mark.shared
+def test_sglang_prefill_layers_match_the_module_frames() -> None:
+    from traceparse.analyses import layers
+
+    path = TL["tracelens__sglang_Qwen3-8B_prefilldecode.json.gz"]
+    ev = _events(path)
+    frames = [e for e in ev if e.get("cat") == "python_function"
+              and str(e.get("name", "")).startswith("nn.Module: Qwen3DecoderLayer_")]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in ev
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    kern = [e for e in ev if e.get("cat") == "kernel"]
+    per_layer = {}
+    for f in frames:
+        inside = [k for k in kern
+                  if f["ts"] <= launch_ts.get(k["args"]["correlation"], -1) < f["ts"] + f["dur"]]
+        per_layer[int(f["name"].rsplit("_", 1)[1])] = (len(inside),
+                                                       sum(k["dur"] for k in inside) * 1000)
+    assert sorted(per_layer) == list(range(36))
+    t = layers.layer_table(traceparse.load(path))
+    t = t.filter(pl.col("layer") == "nn.Module: Qwen3DecoderLayer_{N}").sort("index")
+    assert t["index"].to_list() == list(range(36))
+    assert t["kernels"].to_list() == [per_layer[i][0] for i in range(36)]
+    for got, (n, dur) in zip(t["inclusive_ns"].to_list(), [per_layer[i] for i in range(36)],
+                             strict=True):
+        assert abs(got - dur) <= n + 1
+    g = layers.layer_groups(traceparse.load(path)).row(0, named=True)
+    slowest = max(range(36), key=lambda i: per_layer[i][1])
+    assert (g["layers"], g["slowest"], g["same_structure"]) == (36, slowest, True)

@@ -1,0 +1,73 @@
+"""CLI: tree, layers and steps --by phase on a generated SGLang-style trace (the numbers
+are the hand-worked ones of test_llm_generated.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from traceparse.cli import main
+from traceparse.samplegen_llm import LLMStep, serving_trace
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> str:
+    p = tmp_path / "sglang.pt.trace.json"
+    p.write_text(json.dumps(serving_trace("sglang", [
+        LLMStep("prefill", 2, 64, (50, 60)), LLMStep("decode", 4, 4, (10, 10)),
+        LLMStep("decode", 4, 4, (10, 200))], unlinked_us=7)))
+    return str(p)
+
+
+def _run(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_tree_json_and_depth(trace: str) -> None:
+    rows = json.loads(_run("tree", trace, "--view", "modules", "--format", "json"))
+    assert rows[0]["name"] == "[all kernels]" and rows[0]["inclusive_ns"] == 359_000
+    assert max(r["depth"] for r in rows) == 2
+    shallow = json.loads(_run("tree", trace, "--depth", "1", "--format", "json"))
+    assert {r["depth"] for r in shallow} == {0, 1}
+    assert sum(r["inclusive_ns"] for r in shallow if r["depth"] == 1) == 359_000
+
+
+def test_tree_table_indents(trace: str) -> None:
+    out = _run("tree", trace, "--view", "modules")
+    assert "\n    1    step[DECODE bs=4]" in out
+    assert "      nn.Module: DecoderLayer_1" in out
+
+
+def test_steps_by_phase_csv_and_summary(trace: str) -> None:
+    rows = list(csv.DictReader(io.StringIO(_run("steps", trace, "--by", "phase",
+                                                "--format", "csv"))))
+    assert [r["phase"] for r in rows] == ["prefill", "decode", "decode"]
+    assert [int(r["wall_ns"]) for r in rows] == [300_000, 300_000, 340_000]
+    summ = json.loads(_run("steps", trace, "--by", "phase", "--summary", "--format", "json"))
+    assert [r["phase"] for r in summ] == ["prefill", "decode"]
+    assert summ[1]["wall_p50_ns"] == 320_000.0 and summ[1]["tokens_per_s"] == pytest.approx(12_500.0)
+
+
+def test_layers_and_force(trace: str, tmp_path: Path) -> None:
+    out = tmp_path / "layers.json"
+    _run("layers", trace, "--per-layer", "--format", "json", "-o", str(out))
+    rows = json.loads(out.read_text())
+    assert rows == []          # two layers are fewer than a group needs (3)
+    res = CliRunner().invoke(main, ["layers", trace, "-o", str(out)])
+    assert res.exit_code == 2 and "exists" in res.output
+    _run("layers", trace, "-o", str(out), "--force")
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = CliRunner().invoke(main, ["tree", str(bad)])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "bad.json" in res.output
