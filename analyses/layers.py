@@ -2,9 +2,10 @@
 
 A *layer group* is a set of sibling nodes of :func:`traceparse.analyses.optree.op_tree` (same
 parent path) whose names differ only by a trailing integer: ``nn.Module: DecoderLayer_0`` ..
-``_35`` (``with_modules`` frames), ``model.layers.0`` .., NVTX ``layer 0`` ... At least two
-distinct indices (:data:`MIN_LAYERS`, 3 by default) make a group. Per layer the GPU time is the node's ``inclusive_ns`` (every
-call of that layer in the tree, e.g. every decode step under the same annotation).
+``_35`` (``with_modules`` frames), ``model.layers.0`` .., NVTX ``layer 0`` ... At least
+:data:`MIN_LAYERS` (3) distinct indices make a group. Per layer the GPU time is the node's
+``inclusive_ns`` (every call of that layer in the tree, e.g. every decode step under the same
+annotation).
 
 Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over layers),
 ``mean_ns``, ``median_ns``, ``min_ns``, ``max_ns``, ``spread_pct = (max - min) / median *
@@ -12,8 +13,8 @@ Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over 
 median * 100``, ``kernels_per_layer`` (min and max) and ``same_structure``: every layer's
 subtree has the same sequence of (name, calls, kernels) below it, i.e. the same ops with the
 same launch counts (``with_modules`` instance counters such as the ``_7`` of
-``Qwen3Attention_7`` are ignored in that comparison). A layer that is slow because it runs different work shows
-``same_structure = False``; one slow for the same work shows True with a large
+``Qwen3Attention_7`` are ignored in that comparison). A layer slow because it runs different
+work shows ``same_structure = False``; one slow for the same work shows True with a large
 ``slowest_vs_median_pct``.
 
 Example (hand-computed): layers 0..3 with 10, 10, 10 and 40 us of kernels ->

@@ -52,7 +52,8 @@ def test_steps_by_phase_csv_and_summary(trace: str) -> None:
     assert [int(r["wall_ns"]) for r in rows] == [300_000, 300_000, 340_000]
     summ = json.loads(_run("steps", trace, "--by", "phase", "--summary", "--format", "json"))
     assert [r["phase"] for r in summ] == ["prefill", "decode"]
-    assert summ[1]["wall_p50_ns"] == 320_000.0 and summ[1]["tokens_per_s"] == pytest.approx(12_500.0)
+    assert summ[1]["wall_p50_ns"] == 320_000.0
+    assert summ[1]["tokens_per_s"] == pytest.approx(12_500.0)
 
 
 def test_layers_and_force(trace: str, tmp_path: Path) -> None:
