@@ -123,7 +123,7 @@ def _install_by_phase() -> None:
     def callback(**kw: Any) -> Any:
         if kw.pop("by", "step") == "step":
             return original(**kw)
-        traces = kw.get("traces") or kw.get("trace")
+        traces = kw.get("traces") or kw.get("trace") or ()
         paths = (traces,) if isinstance(traces, str) else tuple(traces)
         regex = kw.get("steps", kw.get("step_regex"))
         frame = phase_frames(_load_all(paths), steps=regex, summary=bool(kw.get("summary")))
