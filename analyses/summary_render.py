@@ -124,12 +124,42 @@ RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
 }
 
 
+#: Sections left out of the text when empty (they apply to some traces only).
+OPTIONAL = ("phases", "op_tree")
+
+
+def _phases(frame: pl.DataFrame) -> list[str]:
+    lines = ["Phases (steps: wall P50 / P95 / P99, tokens/s, compute %)"]
+    for r in frame.iter_rows(named=True):
+        tok = f"{r['tokens_per_s']:,.0f} tok/s" if r.get("tokens_per_s") is not None else ""
+        comp = r.get("compute_pct")
+        lines.append(f"  {r['phase']:<8} x{r['steps']:<4} {fmt_ns(r['wall_p50_ns']):>10} "
+                     f"{fmt_ns(r['wall_p95_ns']):>10} {fmt_ns(r['wall_p99_ns']):>10}  {tok:>14}"
+                     + (f"  compute {comp:.1f}%" if comp is not None else ""))
+    return lines
+
+
+def _op_tree(frame: pl.DataFrame) -> list[str]:
+    view = frame["view"][0] if "view" in frame.columns else "ops"
+    lines = [f"Kernel time by {view} tree (inclusive, % of all kernel time)"]
+    for r in frame.iter_rows(named=True):
+        name = ("  " * r["depth"] + r["name"])[:70]
+        lines.append(f"  {name:<70} {fmt_ns(r['inclusive_ns']):>10} "
+                     f"{r['inclusive_pct']:6.1f}%  x{r['kernels']}")
+    return lines
+
+
+RENDERERS.update(phases=_phases, op_tree=_op_tree)
+
+
 def render_text(summary: dict[str, Any]) -> str:
     """The summary as plain text: one block per section, the verdict last."""
     from traceparse.cli.common import render_table
 
     blocks = []
     for name, frame in summary["sections"].items():
+        if name in OPTIONAL and frame.height == 0:
+            continue
         fn = RENDERERS.get(name)
         blocks.append("\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}")
     blocks.append(f"Verdict: {summary['verdict']}")

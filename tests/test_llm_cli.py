@@ -72,3 +72,16 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["tree", str(bad)])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "bad.json" in res.output
+
+
+def test_summary_has_phases_and_tree(trace: str) -> None:
+    out = json.loads(_run("summary", trace, "--format", "json"))
+    ph = out["sections"]["phases"]
+    assert [r["phase"] for r in ph] == ["prefill", "decode"]
+    assert ph[1]["wall_p50_ns"] == 320_000.0
+    tree = out["sections"]["op_tree"]
+    assert tree[0]["name"] == "[all kernels]" and tree[0]["inclusive_ns"] == 359_000
+    assert {r["view"] for r in tree} == {"modules"}
+    text = _run("summary", trace)
+    assert "Phases (steps" in text and "decode   x2" in text
+    assert "Kernel time by modules tree" in text
