@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from traceparse import load as traceparse_load
 from traceparse.cli import main
 from traceparse.samplegen_llm import LLMStep, serving_trace
 
@@ -85,3 +86,35 @@ def test_summary_has_phases_and_tree(trace: str) -> None:
     text = _run("summary", trace)
     assert "Phases (steps" in text and "decode   x2" in text
     assert "Kernel time by modules tree" in text
+
+
+def test_report_sections_match_summary(trace: str, tmp_path: Path) -> None:
+    from traceparse.reports.html import render_html
+    from traceparse.reports.payload import build_payload
+
+    tl = traceparse_load(trace)
+    p = build_payload(tl)
+    summ = json.loads(_run("summary", trace, "--format", "json"))["sections"]
+    assert p["phases"]["table"]["rows"] == pytest.approx(summ["phases"])
+    assert [r["inclusive_ns"] for r in p["op_tree"]["table"]["rows"]] == [
+        r["inclusive_ns"] for r in summ["op_tree"]]
+    assert p["op_tree"]["nodes"][0]["inclusive_ns"] == 359_000
+    page = render_html(p)
+    assert '<section id="phases">' in page and '<svg class="icicle"' in page
+    assert "http://" not in page.split('<section id="op-tree">')[1].split("</section>")[0]
+
+
+def test_icicle_escapes_and_widths() -> None:
+    from traceparse.reports.llm_sections import icicle_svg
+
+    nodes = [{"node_id": 0, "parent_id": None, "depth": 0, "name": "[all kernels]",
+              "kind": "", "inclusive_ns": 100, "inclusive_pct": 100.0},
+             {"node_id": 3, "parent_id": 0, "depth": 1, "name": "<script>x</script>",
+              "kind": "user_annotation", "inclusive_ns": 75, "inclusive_pct": 75.0},
+             {"node_id": 4, "parent_id": 0, "depth": 1, "name": "b&c", "kind": "cpu_op",
+              "inclusive_ns": 25, "inclusive_pct": 25.0}]
+    svg = icicle_svg(nodes)
+    assert "<script>" not in svg and "&lt;script&gt;" in svg and "b&amp;c" in svg
+    # widths are proportional to inclusive time; the second child starts where the first ends
+    assert 'x="0.00" y="20" width="720.00"' in svg
+    assert 'x="720.00" y="20" width="240.00"' in svg
