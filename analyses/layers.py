@@ -51,11 +51,12 @@ def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, obj
     return tuple(sig)
 
 
-def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS
-                ) -> pl.DataFrame:
+def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
+                keep_empty: bool = False) -> pl.DataFrame:
     """One row per layer of every group: ``group_id, parent, layer, index, inclusive_ns,
-    calls, kernels, vs_median_pct`` (this layer vs the group's median)."""
-    tree = op_tree(tl, view=view)
+    calls, kernels, same_structure, vs_median_pct`` (this layer vs the group's median);
+    ``keep_empty`` also groups layers that own no GPU time (a CPU-only capture)."""
+    tree = op_tree(tl, view=view, keep_empty=keep_empty)
     rows = {r["node_id"]: r for r in tree.iter_rows(named=True)}
     children: dict[int, list[int]] = {}
     for r in tree.iter_rows(named=True):
@@ -88,10 +89,10 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
                               .alias("vs_median_pct"))
 
 
-def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS
-                 ) -> pl.DataFrame:
+def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
+                 keep_empty: bool = False) -> pl.DataFrame:
     """One "per layer" row per group (see the module docstring), heaviest group first."""
-    t = layer_table(tl, view=view, min_layers=min_layers)
+    t = layer_table(tl, view=view, min_layers=min_layers, keep_empty=keep_empty)
     if t.height == 0:
         return pl.DataFrame(schema={"parent": pl.String, "layer": pl.String,
                                     "layers": pl.UInt32})

@@ -11,6 +11,8 @@ range that was open, on the launching thread, when its launch call started:
 
 Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
 do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
+``ProfilerStep#N`` ranges are named ``ProfilerStep#*`` so every step's work merges into one
+subtree (``merge_steps=False`` keeps one node per step).
 
 Per node:
 
@@ -68,9 +70,11 @@ _MODULE_PREFIX = "nn.Module: "
 _CATS = ("compute", "communication", "memory")
 
 
-def view_ranges(tl: Timeline, view: str = "full") -> pl.DataFrame:
+def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
+                ) -> pl.DataFrame:
     """The closed host ranges that take part in ``view`` (see the module docstring):
-    ``rank, process_id, thread_id, kind, name, start_ns, end_ns`` as plain columns."""
+    ``rank, process_id, thread_id, kind, name, start_ns, end_ns`` as plain columns; with
+    ``merge_steps`` profiler steps are all named ``ProfilerStep#*``."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     kind = pl.col("kind").cast(pl.String)
@@ -83,6 +87,9 @@ def view_ranges(tl: Timeline, view: str = "full") -> pl.DataFrame:
                      | ((kind == "python_function") & name.str.starts_with(_MODULE_PREFIX)))
     elif view == "python":
         r = r.filter(kind.is_in(["python_function", "profiler_step"]))
+    if merge_steps:
+        name = (pl.when(kind == "profiler_step")
+                .then(name.str.replace(r"#\d+$", "#*")).otherwise(name))
     return r.select("rank", pl.col("process_id").fill_null(-1),
                     pl.col("thread_id").fill_null(-1), kind.alias("kind"), name.alias("name"),
                     "start_ns", "end_ns")
@@ -146,7 +153,8 @@ def _nest(ranges: pl.DataFrame, points: pl.DataFrame) -> tuple[np.ndarray, np.nd
 
 
 def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
-            kinds: Sequence[str] = ("kernel",), keep_empty: bool = False) -> pl.DataFrame:
+            kinds: Sequence[str] = ("kernel",), keep_empty: bool = False,
+            merge_steps: bool = True) -> pl.DataFrame:
     """The call tree with GPU time per node, top-down (depth-first, heaviest child first).
 
     Args:
@@ -156,6 +164,7 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             ``inclusive_ns`` still holds everything below.
         kinds: GPU activity kinds rolled up (default kernels only).
         keep_empty: also list ranges that own no GPU time (default: hidden).
+        merge_steps: name every ``ProfilerStep#N`` ``ProfilerStep#*`` (one subtree).
 
     Returns:
         ``node_id, parent_id, depth, name, kind, calls, inclusive_ns, exclusive_ns,
@@ -163,7 +172,7 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         memory_ns`` (see the module docstring); ``node_id`` 0 is the root, whose
         ``inclusive_ns`` is the summed duration of every activity of ``kinds``.
     """
-    ranges = view_ranges(tl, view)
+    ranges = view_ranges(tl, view, merge_steps=merge_steps)
     acts = launched_activities(tl, kinds)
     linked = acts.filter(pl.col("api_start_ns").is_not_null())
     points = linked.select("rank", "process_id", "thread_id", "api_start_ns")
