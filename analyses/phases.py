@@ -40,7 +40,14 @@ launched by the step counts toward it.
 DECODE step without ``toks=`` advances ``bs`` tokens; vLLM's leading token count and
 ``context + generation`` requests), else from shapes ``B * S`` / ``B`` of the first 3-D
 linear input (``tokens_source`` says which). ``tokens_per_s = tokens / wall``.
-**FLOPs**: the summed ``flops`` of the cpu_ops in the window (Kineto ``with_flops``);
+**FLOPs** (``flops_source``): the summed ``flops`` of the cpu_ops in the window (Kineto
+``with_flops``: ``profiler``); without them, the shape estimate of
+:func:`traceparse.roofline.estimate.op_flops` summed over the outermost covered ops (a
+covered op inside another covered op, e.g. ``aten::mm`` under ``aten::linear``, is not
+counted twice: ``shapes``). A step that replays a CUDA/HIP graph (a ``*GraphLaunch`` call
+in its window) gets no shape estimate: the graph's ops never ran on the host, so their
+shapes are not in the trace and a partial sum would understate the work; nor does a graph
+capture step (its kernels are recorded, not run).
 ``tflop_per_s = flops / wall``.
 """
 
@@ -191,6 +198,35 @@ def _classify(win: dict[str, Any], inside: pl.DataFrame, own: str) -> dict[str, 
     return out
 
 
+def _step_flops(inside: pl.DataFrame, replays_graph: bool) -> tuple[float | None, str | None]:
+    """(FLOPs, source) of one step's ops (see the module docstring)."""
+    from traceparse.roofline.estimate import op_flops
+
+    ops = inside.filter(pl.col("kind") == "cpu_op")
+    fl = ops["flops"].drop_nulls()
+    if fl.len():
+        return float(fl.sum()), "profiler"
+    if replays_graph:
+        return None, None
+    total, covered_end, found = 0.0, -1, False
+    for name, start, end, dims in (ops.filter(pl.col("input_dims").is_not_null())
+                                   .sort("start_ns", pl.col("end_ns"),
+                                         descending=[False, True])
+                                   .select("name", "start_ns", "end_ns", "input_dims")
+                                   .iter_rows()):
+        if end <= covered_end:
+            continue
+        try:
+            f = op_flops(name, json.loads(dims))
+        except (ValueError, TypeError, IndexError):
+            f = None
+        if f is not None:
+            total += f
+            covered_end = end
+            found = True
+    return (total, "shapes") if found else (None, None)
+
+
 def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = True
                 ) -> pl.DataFrame:
     """One row per step with its phase (see the module docstring for every rule).
@@ -198,12 +234,14 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
     Returns:
         ``rank, step, phase, phase_source, step_source, batch_size, tokens,
         tokens_source, start_ns, end_ns, gpu_end_ns, wall_ns, kernels, kernel_ns, flops,
+        flops_source,
         tflop_per_s, tokens_per_s`` and, with ``attribution``, the five parts of
         :func:`traceparse.analyses.attribution.breakdown_windows` over
         ``[start_ns, start_ns + wall_ns)`` summed over the rank's devices.
     """
     wins, source = find_steps(tl, steps=steps)
     host = _host(tl)
+    graphs = tl.api.filter(pl.col("name").cast(pl.String).str.contains("GraphLaunch"))
     acts = launched_activities(tl, ("kernel", "memcpy", "memset")).filter(
         pl.col("api_start_ns").is_not_null())
     rows: list[dict[str, Any]] = []
@@ -221,14 +259,16 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         row["wall_ns"] = max(e, gpu_end or e) - s  # type: ignore[operator]
         row["kernels"] = kern.height
         row["kernel_ns"] = int(kern["dur_ns"].sum()) if kern.height else 0
-        fl = inside.filter(pl.col("kind") == "cpu_op")["flops"].drop_nulls()
-        row["flops"] = float(fl.sum()) if fl.len() else None
+        row["flops"], row["flops_source"] = (None, None) if row["phase"] == "capture" else \
+            _step_flops(inside, graphs.filter((pl.col("rank") == rank) & (pl.col("start_ns") >= s)
+                                  & (pl.col("start_ns") < e)).height > 0)
         rows.append(row)
     schema = {"rank": pl.Int32, "step": pl.String, "phase": pl.String,
               "phase_source": pl.String, "step_source": pl.String, "batch_size": pl.Int64,
               "tokens": pl.Int64, "tokens_source": pl.String, "start_ns": pl.Int64,
               "end_ns": pl.Int64, "gpu_end_ns": pl.Int64, "wall_ns": pl.Int64,
-              "kernels": pl.Int64, "kernel_ns": pl.Int64, "flops": pl.Float64}
+              "kernels": pl.Int64, "kernel_ns": pl.Int64, "flops": pl.Float64,
+              "flops_source": pl.String}
     out = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
     secs = pl.col("wall_ns") / 1e9
     out = out.with_columns(
@@ -273,8 +313,8 @@ def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
             (pl.col("tokens").filter(tok).sum()
              / (pl.col("wall_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
             pl.col("kernels").sum(), pl.col("kernel_ns").sum(),
-            (pl.col("flops").filter(fl).sum()
-             / (pl.col("wall_ns").filter(fl).sum() / 1e3)).alias("tflop_per_s")]
+            (pl.col("flops").filter(fl).sum() / pl.col("wall_ns").filter(fl).sum() / 1e3)
+            .alias("tflop_per_s")]
     if parts:
         total = pl.sum_horizontal(*(pl.col(p).sum() for p in parts))
         aggs += [(pl.col(p).sum() * 100.0 / total).alias(p.replace("_ns", "_pct"))

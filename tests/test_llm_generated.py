@@ -44,6 +44,9 @@ def test_sglang_phases_by_hand(sglang: Timeline) -> None:
     # 3 kernels per step: two GEMMs and the 4 us sampler
     assert st["kernels"].to_list() == [3, 3, 3]
     assert st["kernel_ns"].to_list() == [114 * US, 24 * US, 214 * US]
+    assert st["flops"].to_list() == [2 * 2 * 64 * 64 * 256, 2 * 2 * 4 * 64 * 256,
+                                     2 * 2 * 4 * 64 * 256]
+    assert st["flops_source"].to_list() == ["shapes"] * 3
     # prefill: compute = 50 + 60 + 4; launch overhead = three 5 us calls before their
     # kernels; idle = 300 - 114 - 15. Decode 2: compute = 10 + 200 (the sampler runs under
     # the long GEMM); its launch call is hidden too -> 10 us; idle 340 - 210 - 10.
@@ -68,7 +71,9 @@ def test_sglang_phase_summary_by_hand(sglang: Timeline) -> None:
     assert d["compute_pct"] == pytest.approx(234 / 640 * 100)
     p = s.row(0, named=True)
     assert p["tokens_per_s"] == pytest.approx(64 / 300e-6)
-    assert p["tflop_per_s"] is None                          # no FLOPs recorded
+    # no profiler FLOPs: shape estimate of the two aten::linear [64, 64] x [256, 64]^T,
+    # 2 * 64 * 64 * 256 each -> 4,194,304 FLOP in 300 us
+    assert p["tflop_per_s"] == pytest.approx(4_194_304 / 300e-6 / 1e12)
 
 
 def test_kernel_mix_by_hand(sglang: Timeline) -> None:

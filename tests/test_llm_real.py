@@ -120,3 +120,25 @@ def test_sglang_prefill_layers_match_the_module_frames() -> None:
     g = layers.layer_groups(traceparse.load(path)).row(0, named=True)
     slowest = max(range(36), key=lambda i: per_layer[i][1])
     assert (g["layers"], g["slowest"], g["same_structure"]) == (36, slowest, True)
+
+
+@pytest.mark.shared
+def test_flops_rule_on_real_steps() -> None:
+    def step(name: str) -> dict[str, Any]:
+        return phases.phase_steps(traceparse.load(TL[name]), attribution=False).row(
+            0, named=True)
+
+    # SGLang prefill runs eagerly: shape-estimated FLOPs. Qwen3-8B (hidden 4096, 36 layers,
+    # 32 q / 8 kv heads of 128, MLP 12288) has 36 * (2 * 4096^2 + 2 * 4096 * 1024
+    # + 3 * 4096 * 12288) = 6,945,767,424 linear weights; 2 FLOP per weight per token for
+    # 15,360 tokens; the attention and the last-token LM head add under 1 %.
+    pre = step("tracelens__sglang_Qwen3-8B_prefilldecode.json.gz")
+    linear = 2 * 6_945_767_424 * 15_360
+    assert pre["flops_source"] == "shapes"
+    assert linear <= pre["flops"] <= linear * 1.01
+    assert pre["tflop_per_s"] == pytest.approx(pre["flops"] / pre["wall_ns"] / 1e3)
+    # graph replays and captures: no estimate (the graph's ops are not in the trace)
+    for name in ("tracelens__sglang_Qwen3-8B_decode.json.gz",
+                 "tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz",
+                 "tracelens__sglang_decode_capture_bs_32_rank0.json.gz"):
+        assert step(name)["flops"] is None
