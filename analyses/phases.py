@@ -209,10 +209,10 @@ def _step_flops(inside: pl.DataFrame, replays_graph: bool) -> tuple[float | None
     if replays_graph:
         return None, None
     total, covered_end, found = 0.0, -1, False
-    for name, start, end, dims in (ops.filter(pl.col("input_dims").is_not_null())
+    for name, end, dims in (ops.filter(pl.col("input_dims").is_not_null())
                                    .sort("start_ns", pl.col("end_ns"),
                                          descending=[False, True])
-                                   .select("name", "start_ns", "end_ns", "input_dims")
+                                   .select("name", "end_ns", "input_dims")
                                    .iter_rows()):
         if end <= covered_end:
             continue
