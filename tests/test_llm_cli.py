@@ -118,3 +118,15 @@ def test_icicle_escapes_and_widths() -> None:
     # widths are proportional to inclusive time; the second child starts where the first ends
     assert 'x="0.00" y="20" width="720.00"' in svg
     assert 'x="720.00" y="20" width="240.00"' in svg
+
+
+def test_steps_without_by_is_unchanged(tmp_path: Path) -> None:
+    from traceparse.samplegen_llm import gpt_trace
+
+    p = tmp_path / "gpt.pt.trace.json"
+    p.write_text(json.dumps(gpt_trace([("fwd", 2, 16), ("fwd", 2, 1)])))
+    rows = json.loads(_run("steps", str(p), "--format", "json"))
+    assert [r["step"] for r in rows] == ["ProfilerStep#0", "ProfilerStep#1"]
+    assert "phase" not in rows[0]
+    by = json.loads(_run("steps", str(p), "--by", "phase", "--format", "json"))
+    assert [r["phase"] for r in by] == ["prefill", "decode"]

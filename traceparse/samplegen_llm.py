@@ -1,8 +1,9 @@
 """Small Kineto traces in vLLM and SGLang style with a known phase and layer structure.
 
 Every number is chosen so tests can work the answers out by hand. Times are integer
-microseconds from the trace start. Step ``i`` of a trace starts at ``S = i * 1000`` us and
-has, on host thread 1 of process 10 (``L`` = number of layers):
+microseconds from the trace start. Step ``i`` of a trace starts at ``S = i * P`` us, where the
+period ``P`` is 1000 us, or the next multiple of 1000 above ``200 + 100 L`` for deeper
+models, and has, on host thread 1 of process 10 (``L`` = number of layers):
 
 * a step annotation ``[S, S + 100 + 100 L)``: SGLang ``step[EXTEND bs=B toks=T]`` /
   ``step[DECODE bs=B]``, or vLLM ``execute_T_context_C(sq..)_generation_G(sq..)``;
@@ -58,6 +59,11 @@ class _Builder:
                                      "grid": [64, 1, 1], "block": [256, 1, 1]}})
 
 
+def step_period(layers: int) -> int:
+    """Microseconds between step starts for ``layers`` layers (steps never overlap)."""
+    return 1000 * max(1, -(-(200 + 100 * layers) // 1000))
+
+
 def _annotation(style: str, st: LLMStep) -> str:
     if style == "sglang":
         mode = {"prefill": "EXTEND", "decode": "DECODE", "mixed": "MIXED"}[st.phase]
@@ -86,8 +92,9 @@ def serving_trace(style: str, steps: list[LLMStep], *, unlinked_us: int = 0
     if style not in ("sglang", "vllm"):
         raise ValueError(f"style must be sglang or vllm, not {style!r}")
     b = _Builder()
+    period = step_period(max((len(st.layer_us) for st in steps), default=0))
     for i, st in enumerate(steps):
-        s = i * 1000
+        s = i * period
         n = len(st.layer_us)
         b.x("user_annotation", _annotation(style, st), s, 100 + 100 * n)
         b.x("python_function", _runner(style, st.phase), s + 1, 98 + 100 * n)
@@ -100,7 +107,7 @@ def serving_trace(style: str, steps: list[LLMStep], *, unlinked_us: int = 0
         b.launch(s + 50 + 100 * n, "sampler_argmax_kernel", 4)
     if unlinked_us:
         b.events.append({"ph": "X", "cat": "kernel", "name": "orphan_kernel", "pid": 0,
-                         "tid": STREAM, "ts": len(steps) * 1000, "dur": unlinked_us,
+                         "tid": STREAM, "ts": len(steps) * period, "dur": unlinked_us,
                          "args": {"device": 0, "stream": STREAM, "correlation": 999_999}})
     return _doc(b.events)
 
