@@ -3,7 +3,8 @@
 A *layer group* is a set of sibling nodes of :func:`traceparse.analyses.optree.op_tree` (same
 parent path) whose names differ only by a trailing integer: ``nn.Module: DecoderLayer_0`` ..
 ``_35`` (``with_modules`` frames), ``model.layers.0`` .., NVTX ``layer 0`` ... At least
-:data:`MIN_LAYERS` (3) distinct indices make a group. Per layer the GPU time is the node's
+:data:`MIN_LAYERS` (3) distinct indices make a group; iterations (``step 0``, ``iter 3``,
+``epoch 1``) are not layers and never group. Per layer the GPU time is the node's
 ``inclusive_ns`` (every call of that layer in the tree, e.g. every decode step under the same
 annotation).
 
@@ -37,6 +38,9 @@ _INSTANCE = re.compile(r"_\d+$")
 #: Fewest distinct indices that make a group (two RMSNorm_N siblings, q_norm and k_norm, are
 #: not layers).
 MIN_LAYERS = 3
+#: Stems of repeated ranges that are iterations, not layers (``step 0``, ``iter_3``,
+#: ``ProfilerStep#2``): never grouped.
+_NOT_LAYERS = re.compile(r"(?i)(step|iter|iteration|epoch|batch)[ _#:.-]*$")
 
 
 def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, object]],
@@ -71,7 +75,7 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
             if m:
                 groups.setdefault(m["stem"], []).append((int(m["idx"]), k))
         for stem, members in sorted(groups.items()):
-            if len({i for i, _ in members}) < min_layers:
+            if len({i for i, _ in members}) < min_layers or _NOT_LAYERS.search(stem):
                 continue
             sigs = {_subtree_signature(children, rows, k) for _, k in members}
             for idx, k in sorted(members):

@@ -4,6 +4,10 @@ top of the op / module tree. Both outputs take their numbers from these two func
 * ``phases``: :func:`traceparse.analyses.phases.phase_summary` of the trace's steps, empty
   when no step has a phase (no serving annotation, runner frame, or ProfilerStep whose ops
   decide one).
+* ``phase_mix``: :func:`traceparse.analyses.phases.phase_kernel_mix` of the same steps (top
+  3 kernel classes per phase).
+* ``layers``: :func:`traceparse.analyses.layers.layer_groups` in the tree's view, the
+  :data:`LAYER_GROUPS` heaviest groups.
 * ``op_tree``: :func:`traceparse.analyses.optree.op_tree` down to :data:`TREE_DEPTH`, nodes
   with at least :data:`TREE_MIN_PCT` % of the kernel time, at most ``2 * top`` rows (the root
   always first). View: ``modules`` when the trace has ``nn.Module`` frames that own kernels,
@@ -16,11 +20,13 @@ from typing import Any
 
 import polars as pl
 
-from traceparse.analyses import optree, phases
+from traceparse.analyses import layers, optree, phases
 from traceparse.timeline import Timeline
 
 TREE_DEPTH = 4
 TREE_MIN_PCT = 1.0
+LAYER_GROUPS = 3
+MIX_TOP = 3
 
 
 def tree_view(tl: Timeline) -> str:
@@ -41,6 +47,21 @@ def phases_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     if st.height == 0 or st.filter(pl.col("phase") != "unknown").height == 0:
         return pl.DataFrame()
     return phases.phase_summary(st)
+
+
+def phase_mix_section(tl: Timeline, opts: Any) -> pl.DataFrame:
+    """Kernel classes per phase (empty when :func:`phases_section` is)."""
+    st = phases.phase_steps(tl, attribution=False)
+    if st.height == 0 or st.filter(pl.col("phase") != "unknown").height == 0:
+        return pl.DataFrame()
+    return phases.phase_kernel_mix(tl, st, top=MIX_TOP)
+
+
+def layers_section(tl: Timeline, opts: Any) -> pl.DataFrame:
+    """The heaviest repeated-layer groups (empty when there are none)."""
+    if tl.gpu.filter(pl.col("kind").cast(pl.String) == "kernel").height == 0:
+        return pl.DataFrame()
+    return layers.layer_groups(tl, view=tree_view(tl)).head(LAYER_GROUPS)
 
 
 def op_tree_section(tl: Timeline, opts: Any) -> pl.DataFrame:

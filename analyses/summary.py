@@ -110,6 +110,8 @@ SECTIONS: dict[str, SectionFn] = {
     "launches": launches_section,
     "communication": communication_section,
     "phases": llm_summary.phases_section,
+    "phase_mix": llm_summary.phase_mix_section,
+    "layers": llm_summary.layers_section,
     "op_tree": llm_summary.op_tree_section,
 }
 

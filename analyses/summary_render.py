@@ -125,17 +125,18 @@ RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
 
 
 #: Sections left out of the text when empty (they apply to some traces only).
-OPTIONAL = ("phases", "op_tree")
+OPTIONAL = ("phases", "phase_mix", "layers", "op_tree")
 
 
 def _phases(frame: pl.DataFrame) -> list[str]:
-    lines = ["Phases (steps: wall P50 / P95 / P99, tokens/s, compute %)"]
+    lines = ["Phases (steps: wall P50 / P95 / P99, tokens/s, compute %, achieved TFLOP/s)"]
     for r in frame.iter_rows(named=True):
         tok = f"{r['tokens_per_s']:,.0f} tok/s" if r.get("tokens_per_s") is not None else ""
-        comp = r.get("compute_pct")
+        comp, tf = r.get("compute_pct"), r.get("tflop_per_s")
         lines.append(f"  {r['phase']:<8} x{r['steps']:<4} {fmt_ns(r['wall_p50_ns']):>10} "
                      f"{fmt_ns(r['wall_p95_ns']):>10} {fmt_ns(r['wall_p99_ns']):>10}  {tok:>14}"
-                     + (f"  compute {comp:.1f}%" if comp is not None else ""))
+                     + (f"  compute {comp:.1f}%" if comp is not None else "")
+                     + (f"  {tf:.1f} TFLOP/s" if tf is not None else ""))
     return lines
 
 
@@ -149,7 +150,25 @@ def _op_tree(frame: pl.DataFrame) -> list[str]:
     return lines
 
 
-RENDERERS.update(phases=_phases, op_tree=_op_tree)
+def _phase_mix(frame: pl.DataFrame) -> list[str]:
+    lines = ["Kernel mix per phase (class, % of the phase's kernel time)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  {r['phase']:<8} {r['kernel_class']:<12} {r['pct']:5.1f}%  "
+                     f"{fmt_ns(r['kernel_ns']):>10}  e.g. {str(r['top_kernel'])[:50]}")
+    return lines
+
+
+def _layers(frame: pl.DataFrame) -> list[str]:
+    lines = ["Repeated layers (per-layer kernel time: median, slowest, spread)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  {str(r['layer'])[:40]:<40} x{r['layers']:<3} median "
+                     f"{fmt_ns(r['median_ns']):>10}  slowest #{r['slowest']} "
+                     f"{fmt_ns(r['max_ns']):>10}  spread {r['spread_pct']:.1f}%"
+                     + ("" if r["same_structure"] else "  (layers differ in ops)"))
+    return lines
+
+
+RENDERERS.update(phases=_phases, phase_mix=_phase_mix, layers=_layers, op_tree=_op_tree)
 
 
 def render_text(summary: dict[str, Any]) -> str:

@@ -75,8 +75,10 @@ def icicle_svg(nodes: list[dict[str, Any]]) -> str:
 
 
 def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
-    """``phases`` and ``op_tree`` payload sections (each only when the trace has it)."""
-    res = summary_mod.summarize(tl, top=opts.top_n, sections=("phases", "op_tree"))
+    """``phases`` (with its kernel mix), ``layers`` and ``op_tree`` payload sections (each
+    only when the trace has it)."""
+    res = summary_mod.summarize(tl, top=opts.top_n,
+                                sections=("phases", "phase_mix", "layers", "op_tree"))
     secs = res["sections"]
     out: dict[str, Any] = {}
     ph: pl.DataFrame = secs["phases"]
@@ -95,6 +97,30 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                      "classified by the rule in docs/llm.md; step time runs to the end of the "
                      "last GPU work the step launched. Tokens come from the annotations (or "
                      "[B, S, H] op shapes); percentages are of the summed step windows.")}
+        mix: pl.DataFrame = secs["phase_mix"]
+        if mix.height:
+            out["phases"]["mix_table"] = {
+                "columns": [_col("phase", "phase"), _col("kernel_class", "kernel class"),
+                            _col("kernels", "kernels", "int"),
+                            _col("kernel_ns", "kernel (ms)", "ms"),
+                            _col("pct", "% of phase kernel time", "pct"),
+                            _col("top_kernel", "longest-running kernel")],
+                "rows": rows(mix)}
+    lay: pl.DataFrame = secs["layers"]
+    if lay.height:
+        out["layers"] = {
+            "table": {"columns": [_col("parent", "under"), _col("layer", "layer"),
+                                  _col("layers", "layers", "int"), _col("calls", "calls", "int"),
+                                  _col("median_ns", "median (ms)", "ms"),
+                                  _col("min_ns", "min (ms)", "ms"),
+                                  _col("max_ns", "max (ms)", "ms"),
+                                  _col("slowest", "slowest layer", "int"),
+                                  _col("spread_pct", "spread %", "pct"),
+                                  _col("same_structure", "same ops")],
+                      "rows": rows(lay)},
+            "note": ("Repeated layers (names differing only by a trailing number, at least 3) "
+                     "in one row: per-layer kernel time, spread = (max - min) / median. "
+                     "'same ops' = every layer runs the same op sequence and kernel counts.")}
     tree: pl.DataFrame = secs["op_tree"]
     if tree.height:
         view = str(tree["view"][0])

@@ -130,3 +130,25 @@ def test_steps_without_by_is_unchanged(tmp_path: Path) -> None:
     assert "phase" not in rows[0]
     by = json.loads(_run("steps", str(p), "--by", "phase", "--format", "json"))
     assert [r["phase"] for r in by] == ["prefill", "decode"]
+
+
+def test_summary_and_report_layers_and_mix(tmp_path: Path) -> None:
+    from traceparse.reports.html import render_html
+    from traceparse.reports.payload import build_payload
+
+    p = tmp_path / "three.pt.trace.json"
+    p.write_text(json.dumps(serving_trace("sglang", [LLMStep("decode", 8, 8, (10, 10, 40))])))
+    secs = json.loads(_run("summary", str(p), "--format", "json"))["sections"]
+    lay = secs["layers"][0]
+    assert (lay["layers"], lay["slowest"], lay["median_ns"]) == (3, 2, 10_000.0)
+    assert lay["spread_pct"] == pytest.approx(300.0)
+    # decode kernels: three GEMMs (60 us) and the 4 us sampler (class other)
+    mix = {r["kernel_class"]: r for r in secs["phase_mix"]}
+    assert mix["gemm"]["kernel_ns"] == 60_000
+    assert mix["gemm"]["pct"] == pytest.approx(60 / 64 * 100)
+    assert "Repeated layers" in _run("summary", str(p))
+    pay = build_payload(traceparse_load(str(p)))
+    assert pay["layers"]["table"]["rows"][0]["max_ns"] == 40_000
+    assert pay["phases"]["mix_table"]["rows"] == pytest.approx(secs["phase_mix"])
+    page = render_html(pay)
+    assert '<section id="layers">' in page and "Kernel mix per phase" in page

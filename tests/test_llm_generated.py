@@ -169,3 +169,13 @@ def test_no_steps_and_regex(sglang: Timeline) -> None:
     assert st["phase"].to_list() == ["unknown"] * 3         # no annotation inside a layer
     assert phases.phase_steps(Timeline()).height == 0
     assert optree.op_tree(Timeline())["inclusive_ns"].to_list() == [0]
+
+
+def test_iterations_are_not_layers() -> None:
+    from traceparse.samplegen import default_sample
+
+    # the bundled sample has NVTX "step 0/1/2" siblings: iterations, never a layer group
+    tl = traceparse.load(default_sample())
+    names = tl.ranges["name"].cast(pl.String).to_list()
+    assert {"step 0", "step 1", "step 2"} <= set(names)
+    assert layers.layer_groups(tl, view="ops").height == 0
