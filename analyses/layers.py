@@ -1,10 +1,12 @@
 """Repeated transformer layers grouped into one "per layer" row with their spread.
 
 A *layer group* is a set of sibling nodes of :func:`traceparse.analyses.optree.op_tree` (same
-parent path) whose names differ only by a trailing integer: ``nn.Module: DecoderLayer_0`` ..
-``_35`` (``with_modules`` frames), ``model.layers.0`` .., NVTX ``layer 0`` ... At least
-:data:`MIN_LAYERS` (3) distinct indices make a group; iterations (``step 0``, ``iter 3``,
-``epoch 1``) are not layers and never group. Per layer the GPU time is the node's
+parent path) whose names differ only by the number that follows a layer-like word
+(``layer``/``layers``/``...Layer``, ``block``/``blocks``/``...Block``, ``h``):
+``nn.Module: Qwen3DecoderLayer_0`` .. ``_35`` (``with_modules`` frames), ``model.layers.0``,
+``FSDP::pre_forward (blocks.21._checkpoint_wrapped_module)``, NVTX ``layer 0`` ... At least
+:data:`MIN_LAYERS` (3) distinct indices make a group. Other numbered siblings (iterations
+``step 0``, ``emit_nvtx`` counters ``seq = 12, op_id = 34``) are not layers. Per layer the GPU time is the node's
 ``inclusive_ns`` (every call of that layer in the tree, e.g. every decode step under the same
 annotation).
 
@@ -13,8 +15,8 @@ Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over 
 100``, ``slowest`` (index of the slowest layer) and ``slowest_vs_median_pct = (max - median) /
 median * 100``, ``kernels_per_layer`` (min and max) and ``same_structure``: every layer's
 subtree has the same sequence of (name, calls, kernels) below it, i.e. the same ops with the
-same launch counts (``with_modules`` instance counters such as the ``_7`` of
-``Qwen3Attention_7`` are ignored in that comparison). A layer slow because it runs different
+same launch counts (numbers inside names, such as ``with_modules`` instance counters, are
+ignored in that comparison). A layer slow because it runs different
 work shows ``same_structure = False``; one slow for the same work shows True with a large
 ``slowest_vs_median_pct``.
 
@@ -31,10 +33,13 @@ import polars as pl
 from traceparse.analyses.optree import op_tree
 from traceparse.timeline import Timeline
 
-_INDEXED = re.compile(r"^(?P<stem>.*?[^\d])(?P<idx>\d+)$")
-#: The instance counter ``with_modules`` appends (``Qwen3Attention_7``), ignored when
-#: comparing the structure of two layers.
-_INSTANCE = re.compile(r"_\d+$")
+#: A layer index: the first number right after a layer-like word (``...Layer_7``,
+#: ``Block_3``, ``layers.12``, ``blocks.21``, ``h.5``, ``layer 4``).
+_LAYER_INDEX = re.compile(r"(?i)(?:[a-z0-9]*layers?|[a-z0-9]*blocks?|(?<![a-z0-9])h)[._ ]?"
+                          r"(?P<idx>\d+)(?!\d)")
+#: Numbers in names (``with_modules`` instance counters such as ``Qwen3Attention_7``,
+#: ``emit_nvtx``'s ``seq = 123, op_id = 456``) are ignored when comparing two layers.
+_NUMBER = re.compile(r"\d+")
 #: Fewest distinct indices that make a group (two RMSNorm_N siblings, q_norm and k_norm, are
 #: not layers).
 MIN_LAYERS = 3
@@ -50,7 +55,7 @@ def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, obj
     while todo:
         n = todo.pop()
         r = rows[n]
-        sig.append((_INSTANCE.sub("", str(r["name"])), r["calls"], r["kernels"]))
+        sig.append((_NUMBER.sub("#", str(r["name"])), r["calls"], r["kernels"]))
         todo.extend(reversed(tree.get(n, [])))
     return tuple(sig)
 
@@ -71,16 +76,19 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
     for parent, kids in children.items():
         groups: dict[str, list[tuple[int, int]]] = {}
         for k in kids:
-            m = _INDEXED.match(str(rows[k]["name"]))
+            name = str(rows[k]["name"])
+            m = _LAYER_INDEX.search(name)
             if m:
-                groups.setdefault(m["stem"], []).append((int(m["idx"]), k))
+                stem = f"{name[:m.start('idx')]}{{N}}{name[m.end('idx'):]}"
+                groups.setdefault(stem, []).append((int(m["idx"]), k))
         for stem, members in sorted(groups.items()):
-            if len({i for i, _ in members}) < min_layers or _NOT_LAYERS.search(stem):
+            if len({i for i, _ in members}) < min_layers or _NOT_LAYERS.search(
+                    stem.split("{N}")[0]):
                 continue
             sigs = {_subtree_signature(children, rows, k) for _, k in members}
             for idx, k in sorted(members):
                 out.append({"group_id": gid, "parent": rows[parent]["name"],
-                            "layer": f"{stem}{{N}}", "index": idx,
+                            "layer": stem, "index": idx,
                             "inclusive_ns": rows[k]["inclusive_ns"], "calls": rows[k]["calls"],
                             "kernels": rows[k]["kernels"], "same_structure": len(sigs) == 1})
             gid += 1

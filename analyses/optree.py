@@ -12,7 +12,9 @@ range that was open, on the launching thread, when its launch call started:
 Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
 do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
 ``ProfilerStep#N`` ranges are named ``ProfilerStep#*`` so every step's work merges into one
-subtree (``merge_steps=False`` keeps one node per step).
+subtree (``merge_steps=False`` keeps one node per step), and the per-call counters that
+``torch.autograd.profiler.emit_nvtx`` appends to NVTX names (``aten::to, seq = 47933,
+op_id = 995009``) are dropped, so those ops merge too.
 
 Per node:
 
@@ -68,6 +70,8 @@ _HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_
                "cpu_op", "python_function", "other")
 _MODULE_PREFIX = "nn.Module: "
 _CATS = ("compute", "communication", "memory")
+#: Counters ``emit_nvtx`` appends to every range name (unique per call).
+_EMIT_NVTX_COUNTERS = r", (?:seq|op_id) = \d+"
 
 
 def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
@@ -87,6 +91,7 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
                      | ((kind == "python_function") & name.str.starts_with(_MODULE_PREFIX)))
     elif view == "python":
         r = r.filter(kind.is_in(["python_function", "profiler_step"]))
+    name = name.str.replace_all(_EMIT_NVTX_COUNTERS, "")
     if merge_steps:
         name = (pl.when(kind == "profiler_step")
                 .then(name.str.replace(r"#\d+$", "#*")).otherwise(name))

@@ -142,3 +142,25 @@ def test_flops_rule_on_real_steps() -> None:
                  "tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz",
                  "tracelens__sglang_decode_capture_bs_32_rank0.json.gz"):
         assert step(name)["flops"] is None
+
+
+@pytest.mark.shared
+def test_emit_nvtx_counters_merge_in_the_tree() -> None:
+    """nsys-ai's FastVideo capture names every NVTX range with emit_nvtx counters
+    ('FlashAttnFunc, seq = 46588, op_id = 995009'); the tree merges them by op name."""
+    import sqlite3
+
+    path = shared_files("nsys", "nsys-ai__mfu_2gpu_after.sqlite")[0]
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ranges = con.execute("SELECT count(*) FROM NVTX_EVENTS "
+                         "WHERE text LIKE 'FlashAttnFunc, seq = %'").fetchone()[0]
+    n, dur = con.execute(
+        "SELECT count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON k.demangledName = s.id WHERE s.value LIKE '%flash_fwd%'"
+    ).fetchone()
+    con.close()
+    tree = optree.check_tree(optree.op_tree(traceparse.load(path), view="ops"))
+    node = tree.filter((pl.col("depth") == 1) & (pl.col("name") == "FlashAttnFunc")).row(
+        0, named=True)
+    assert node["calls"] == ranges == 60
+    assert (node["kernels"], node["inclusive_ns"]) == (n, dur)
