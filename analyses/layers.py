@@ -6,9 +6,9 @@ parent path) whose names differ only by the number that follows a layer-like wor
 ``nn.Module: Qwen3DecoderLayer_0`` .. ``_35`` (``with_modules`` frames), ``model.layers.0``,
 ``FSDP::pre_forward (blocks.21._checkpoint_wrapped_module)``, NVTX ``layer 0`` ... At least
 :data:`MIN_LAYERS` (3) distinct indices make a group. Other numbered siblings (iterations
-``step 0``, ``emit_nvtx`` counters ``seq = 12, op_id = 34``) are not layers. Per layer the GPU time is the node's
-``inclusive_ns`` (every call of that layer in the tree, e.g. every decode step under the same
-annotation).
+``step 0``, ``emit_nvtx`` counters ``seq = 12, op_id = 34``) are not layers. Per layer the
+GPU time is the node's ``inclusive_ns`` (every call of that layer in the tree, e.g. every
+decode step under the same annotation).
 
 Per group: ``layers`` (count), ``calls`` (calls of each layer, the minimum over layers),
 ``mean_ns``, ``median_ns``, ``min_ns``, ``max_ns``, ``spread_pct = (max - min) / median *
