@@ -179,3 +179,19 @@ def test_iterations_are_not_layers() -> None:
     names = tl.ranges["name"].cast(pl.String).to_list()
     assert {"step 0", "step 1", "step 2"} <= set(names)
     assert layers.layer_groups(tl, view="ops").height == 0
+
+
+def test_runner_frames_without_annotations(tmp_path: Path) -> None:
+    steps = [LLMStep("prefill", 2, 64, (50, 60)), LLMStep("decode", 4, 4, (10, 10))]
+    sg = phases.phase_steps(_load(tmp_path, serving_trace("sglang", steps, annotate=False)))
+    assert sg["step_source"].unique().to_list() == ["runner"]
+    assert sg["phase"].to_list() == ["prefill", "decode"]       # forward_extend / _decode
+    assert sg["phase_source"].to_list() == ["name", "name"]
+    assert sg["tokens"].to_list() == [None, None]               # 2-D shapes say nothing
+    # runner frame [S + 1, S + 299): 298 us of host time, kernels end earlier
+    assert sg["wall_ns"].to_list() == [298 * US, 298 * US]
+    (tmp_path / "v").mkdir()
+    vl = phases.phase_steps(_load(tmp_path / "v", serving_trace("vllm", steps, annotate=False)))
+    # vLLM's execute_model frame names no phase and [T, H] inputs decide nothing
+    assert vl["phase"].to_list() == ["unknown", "unknown"]
+    assert vl["phase_source"].to_list() == ["none", "none"]

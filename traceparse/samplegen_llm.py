@@ -84,11 +84,12 @@ def _runner(style: str, phase: str) -> str:
     return f"sglang/srt/model_executor/model_runner.py(200): {fn[phase]}"
 
 
-def serving_trace(style: str, steps: list[LLMStep], *, unlinked_us: int = 0
-                  ) -> dict[str, Any]:
+def serving_trace(style: str, steps: list[LLMStep], *, unlinked_us: int = 0,
+                  annotate: bool = True) -> dict[str, Any]:
     """A Kineto document (``json.dump`` it) of ``steps`` in ``style`` (``sglang`` or
     ``vllm``) laid out as the module docstring says. ``unlinked_us > 0`` adds one kernel of
-    that duration whose correlation id has no launch call."""
+    that duration whose correlation id has no launch call; ``annotate=False`` leaves out the
+    step annotations (only the model-runner frames mark the steps)."""
     if style not in ("sglang", "vllm"):
         raise ValueError(f"style must be sglang or vllm, not {style!r}")
     b = _Builder()
@@ -96,7 +97,8 @@ def serving_trace(style: str, steps: list[LLMStep], *, unlinked_us: int = 0
     for i, st in enumerate(steps):
         s = i * period
         n = len(st.layer_us)
-        b.x("user_annotation", _annotation(style, st), s, 100 + 100 * n)
+        if annotate:
+            b.x("user_annotation", _annotation(style, st), s, 100 + 100 * n)
         b.x("python_function", _runner(style, st.phase), s + 1, 98 + 100 * n)
         for layer, kdur in enumerate(st.layer_us):
             t = s + 100 * layer
