@@ -152,3 +152,16 @@ def test_summary_and_report_layers_and_mix(tmp_path: Path) -> None:
     assert pay["phases"]["mix_table"]["rows"] == pytest.approx(secs["phase_mix"])
     page = render_html(pay)
     assert '<section id="layers">' in page and "Kernel mix per phase" in page
+
+
+@pytest.mark.shared
+def test_tree_over_two_ranks() -> None:
+    from tests.conftest import shared_files
+
+    files = shared_files("torch", "param__dlrm_8rank__worker[01]_*.json")
+    assert len(files) == 2
+    total = sum(sum(e["dur"] for e in json.loads(f.read_text())["traceEvents"]
+                    if str(e.get("cat", "")).lower() == "kernel") for f in files)
+    rows = json.loads(_run("tree", *map(str, files), "--depth", "1", "--format", "json"))
+    assert abs(rows[0]["inclusive_ns"] - total * 1000) < 1000
+    assert sum(r["inclusive_ns"] for r in rows if r["depth"] == 1) == rows[0]["inclusive_ns"]

@@ -195,3 +195,33 @@ def test_runner_frames_without_annotations(tmp_path: Path) -> None:
     # vLLM's execute_model frame names no phase and [T, H] inputs decide nothing
     assert vl["phase"].to_list() == ["unknown", "unknown"]
     assert vl["phase_source"].to_list() == ["none", "none"]
+
+
+def test_nvtx_serving_steps_nsys_style() -> None:
+    """SGLang-style NVTX step ranges in an nsys-like timeline (built frame by frame):
+    two decode steps on thread 5, kernels launched by cudaLaunchKernel inside them."""
+    from traceparse import schema
+
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0, 0, 0], "kind": ["nvtx_push_pop"] * 3,
+        "name": ["step[DECODE bs=8]", "layer 0", "step[DECODE bs=8]"],
+        "start_ns": [0, 100, 1_000], "end_ns": [500, 300, 1_400],
+        "dur_ns": [500, 200, 400], "thread_id": [5, 5, 5], "process_id": [9, 9, 9]}))
+    api = schema.conform("api", pl.DataFrame({
+        "rank": [0, 0], "kind": ["runtime"] * 2, "name": ["cudaLaunchKernel"] * 2,
+        "start_ns": [150, 1_100], "end_ns": [160, 1_110], "dur_ns": [10, 10],
+        "process_id": [9, 9], "thread_id": [5, 5], "correlation_id": [1, 2]}))
+    gpu = schema.conform("gpu", pl.DataFrame({
+        "rank": [0, 0], "kind": ["kernel"] * 2, "category": ["compute"] * 2,
+        "start_ns": [200, 1_200], "end_ns": [700, 1_300], "dur_ns": [500, 100],
+        "device_id": [0, 0], "stream_id": [7, 7], "process_id": [9, 9],
+        "correlation_id": [1, 2], "name": ["gemm_a", "gemm_b"]}))
+    tl = Timeline(gpu=gpu, api=api, ranges=ranges).validate()
+    st = phases.phase_steps(tl)
+    assert st["phase"].to_list() == ["decode", "decode"]
+    assert st["tokens"].to_list() == [8, 8]
+    # the first step's kernel runs past the range: wall 0 .. 700
+    assert st["wall_ns"].to_list() == [700, 400]
+    t = optree.check_tree(optree.op_tree(tl))
+    assert t.filter(pl.col("name") == "layer 0")["inclusive_ns"].to_list() == [500]
+    assert t.filter(pl.col("name") == "step[DECODE bs=8]")["calls"].to_list() == [2]
