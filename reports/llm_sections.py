@@ -86,8 +86,8 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
         cols = [_col("phase", "phase"), _col("steps", "steps", "int"),
                 _col("wall_p50_ns", "P50 (ms)", "ms"), _col("wall_p95_ns", "P95 (ms)", "ms"),
                 _col("wall_p99_ns", "P99 (ms)", "ms"),
-                _col("tokens_per_step", "tokens/step", "num"),
-                _col("tokens_per_s", "tokens/s", "num"), _col("kernel_ns", "kernel (ms)", "ms"),
+                _col("tokens_per_step", "tokens/step", "int"),
+                _col("tokens_per_s", "tokens/s", "int"), _col("kernel_ns", "kernel (ms)", "ms"),
                 _col("tflop_per_s", "TFLOP/s", "num"), _col("compute_pct", "compute %", "pct"),
                 _col("launch_overhead_pct", "launch %", "pct"), _col("idle_pct", "idle %", "pct")]
         out["phases"] = {
@@ -118,9 +118,10 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                                   _col("spread_pct", "spread %", "pct"),
                                   _col("same_structure", "same ops")],
                       "rows": rows(lay)},
-            "note": ("Repeated layers (names differing only by a trailing number, at least 3) "
-                     "in one row: per-layer kernel time, spread = (max - min) / median. "
-                     "'same ops' = every layer runs the same op sequence and kernel counts.")}
+            "note": ("Repeated layers (siblings named by a layer word and an index: "
+                     "DecoderLayer_N, Block_N, layers.N, blocks.N; at least 3) in one row: "
+                     "per-layer kernel time, spread = (max - min) / median. 'same ops' = every "
+                     "layer runs the same op sequence and kernel counts.")}
     tree: pl.DataFrame = secs["op_tree"]
     if tree.height:
         view = str(tree["view"][0])
