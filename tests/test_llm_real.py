@@ -164,3 +164,17 @@ def test_emit_nvtx_counters_merge_in_the_tree() -> None:
         0, named=True)
     assert node["calls"] == ranges == 60
     assert (node["kernels"], node["inclusive_ns"]) == (n, dur)
+
+
+@pytest.mark.shared
+def test_rocm_gemms_in_the_kernel_mix() -> None:
+    """hipBLASLt/Tensile GEMMs are named Cijk_*: the SGLang prefill's kernel mix counts them
+    as gemm (kclass), every one of the file's Cijk_ kernels."""
+    path = TL["tracelens__sglang_Qwen3-8B_prefilldecode.json.gz"]
+    cijk = [e for e in _events(path) if e.get("cat") == "kernel"
+            and str(e.get("name", "")).startswith("Cijk_")]
+    tl = traceparse.load(path)
+    mix = phases.phase_kernel_mix(tl, phases.phase_steps(tl, attribution=False), top=20)
+    gemm = mix.filter(pl.col("kernel_class") == "gemm").row(0, named=True)
+    assert gemm["kernels"] >= len(cijk) > 0
+    assert gemm["top_kernel"].startswith("Cijk_")
