@@ -4,10 +4,13 @@ Every GPU activity of the chosen kinds (kernels by default) is *owned* by the in
 range that was open, on the launching thread, when its launch call started:
 
 1. the activity is joined to its launch call in ``api`` on ``(rank, process_id,
-   correlation_id)`` (one graph launch owns every kernel of the graph replay);
-2. the call's thread and start time select the innermost range of the chosen ``view`` that
-   contains ``[start_ns]`` on that (rank, process, thread); ranges nest by time (a range opened
-   inside another and starting later is its child, as the profiler's own depth says).
+   correlation_id)`` (:func:`traceparse.links.launch_join`; one graph launch owns every
+   kernel of the graph replay);
+2. the call's thread and start time select the innermost range of the chosen ``view`` open
+   at that instant on that (rank, process, thread) (:func:`traceparse.links.innermost_range`,
+   as :func:`traceparse.links.kernel_ranges` does; NVTX start/end ranges are process-wide).
+   Ranges nest by time on their thread (a range opened inside another and starting later
+   is its child, as the profiler's own depth says).
 
 Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
 do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
@@ -60,6 +63,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from traceparse import links
 from traceparse.timeline import Timeline
 
 ROOT = "[all kernels]"
@@ -101,60 +105,52 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
 
 
 def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",)) -> pl.DataFrame:
-    """GPU activities of ``kinds`` with their launch call: ``thread_id`` and ``api_start_ns``
-    of the API row sharing ``(rank, process_id, correlation_id)`` (null when none does)."""
-    acts = tl.gpu.filter(pl.col("kind").cast(pl.String).is_in(list(kinds))).select(
+    """GPU activities of ``kinds`` with their launch call (:func:`traceparse.links.launch_join`,
+    the join every analysis shares): ``thread_id`` and ``api_start_ns`` of the call (null
+    when none matched), ``process_id`` and ``thread_id`` with nulls as -1."""
+    return links.launch_join(tl, kinds=list(kinds)).select(
         "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
         pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
-        pl.col("kind").cast(pl.String))
-    key = ["rank", "process_id", "correlation_id"]
-    api = (tl.api.filter(pl.col("correlation_id").is_not_null())
-           .select("rank", pl.col("process_id").fill_null(-1), "correlation_id",
-                   pl.col("thread_id").fill_null(-1), pl.col("start_ns").alias("api_start_ns"))
-           .unique(subset=key, keep="first", maintain_order=True))
-    return acts.join(api, on=key, how="left", nulls_equal=False)
+        pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
+        "api_start_ns")
 
 
-def _nest(ranges: pl.DataFrame, points: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Parent of each range and owner of each point (-1 = none), by time nesting per
-    (rank, process_id, thread_id). A range starting at ``t`` contains a point at ``t``;
-    one ending at ``t`` does not."""
-    n_r = ranges.height
-    ev = pl.concat([
-        ranges.select("rank", "process_id", "thread_id", "start_ns", "end_ns",
-                      pl.lit(0, pl.Int8).alias("typ"),
-                      pl.int_range(0, n_r, dtype=pl.Int64).alias("idx")),
-        points.select("rank", "process_id", "thread_id",
-                      pl.col("api_start_ns").alias("start_ns"),
-                      pl.col("api_start_ns").alias("end_ns"), pl.lit(1, pl.Int8).alias("typ"),
-                      pl.int_range(0, points.height, dtype=pl.Int64).alias("idx")),
-    ], how="vertical_relaxed")
-    ev = ev.with_columns((-pl.col("end_ns")).alias("_neg_end")).sort(
-        "rank", "process_id", "thread_id", "start_ns", "typ", "_neg_end")
-    parent = np.full(n_r, -1, dtype=np.int64)
-    owner = np.full(points.height, -1, dtype=np.int64)
-    grp = ev.select(pl.struct("rank", "process_id", "thread_id").rank("dense")
-                    ).to_series().to_numpy()
-    starts = ev["start_ns"].to_numpy()
-    ends = ev["end_ns"].to_numpy()
-    typs = ev["typ"].to_numpy()
-    idxs = ev["idx"].to_numpy()
+def launch_owners(ranges: pl.DataFrame, linked: pl.DataFrame) -> np.ndarray:
+    """Row index in ``ranges`` of the innermost range open around each launch call of
+    ``linked`` (-1 = none), by :func:`traceparse.links.innermost_range`: the same rule as
+    :func:`traceparse.links.kernel_ranges` (thread-local stack; NVTX start/end ranges are
+    process-wide)."""
+    if ranges.height == 0 or linked.height == 0:
+        return np.full(linked.height, -1, dtype=np.int64)
+    marked = ranges.with_columns(pl.int_range(0, ranges.height).cast(pl.String).alias("domain"))
+    hit = links.innermost_range(
+        linked.select("rank", "process_id", "thread_id", "api_start_ns"), marked,
+        time_col="api_start_ns", group=("rank", "process_id", "thread_id"), prefix="_own_",
+        wide_kinds=links.PROCESS_RANGE_KINDS, wide_group=("rank", "process_id"))
+    out: np.ndarray = hit["_own_domain"].cast(pl.Int64).fill_null(-1).to_numpy()
+    return out
+
+
+def _nest(ranges: pl.DataFrame) -> np.ndarray:
+    """Parent (row index, -1 = none) of each range by time nesting per (rank, process_id,
+    thread_id): sorted by start (longer first at equal starts), a range's parent is the
+    innermost range still open when it starts."""
+    ev = ranges.select(
+        pl.struct("rank", "process_id", "thread_id").rank("dense").alias("_g"), "start_ns",
+        "end_ns", pl.int_range(0, ranges.height, dtype=pl.Int64).alias("_i")
+    ).sort("_g", "start_ns", pl.col("end_ns"), descending=[False, False, True])
+    parent = np.full(ranges.height, -1, dtype=np.int64)
     stack: list[tuple[int, int]] = []  # (range idx, end_ns)
     last_grp = None
-    for g, s, e, t, i in zip(grp.tolist(), starts.tolist(), ends.tolist(), typs.tolist(),
-                             idxs.tolist(), strict=True):
+    for g, s, e, i in ev.iter_rows():
         if g != last_grp:
             stack.clear()
             last_grp = g
         while stack and stack[-1][1] <= s:
             stack.pop()
-        top = stack[-1][0] if stack else -1
-        if t == 0:
-            parent[i] = top
-            stack.append((i, e))
-        else:
-            owner[i] = top
-    return parent, owner
+        parent[i] = stack[-1][0] if stack else -1
+        stack.append((i, e))
+    return parent
 
 
 def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
@@ -180,8 +176,8 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     ranges = view_ranges(tl, view, merge_steps=merge_steps)
     acts = launched_activities(tl, kinds)
     linked = acts.filter(pl.col("api_start_ns").is_not_null())
-    points = linked.select("rank", "process_id", "thread_id", "api_start_ns")
-    parent, owner = _nest(ranges, points)
+    parent = _nest(ranges)
+    owner = launch_owners(ranges, linked)
 
     # Paths: node 0 root, 1 unlinked, 2 outside, then one node per distinct range path.
     p_parent = [-1, 0, 0]

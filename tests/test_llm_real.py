@@ -178,3 +178,24 @@ def test_rocm_gemms_in_the_kernel_mix() -> None:
     gemm = mix.filter(pl.col("kernel_class") == "gemm").row(0, named=True)
     assert gemm["kernels"] >= len(cijk) > 0
     assert gemm["top_kernel"].startswith("Cijk_")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", ["darknet-thesis__keras_darknet53.sqlite",
+                                  "nsys-ai__mfu_2gpu_after.sqlite"])
+def test_tree_owner_is_the_shared_launch_link(name: str) -> None:
+    """The tree places a kernel where traceparse.links.kernel_ranges does (the darknet
+    capture's NVTX start/end ranges are process-wide: opened on one thread, they own launches
+    of another): kernels outside every range and without a launch call agree in number."""
+    from traceparse import links
+
+    tl = traceparse.load(shared_files("nsys", name)[0])
+    kr = links.kernel_ranges(tl)
+    tree = optree.op_tree(tl, view="ops", keep_empty=True)
+    by = {r["name"]: r for r in tree.filter(pl.col("depth") == 1).iter_rows(named=True)}
+    no_call = kr.filter(pl.col("api_start_ns").is_null()).height
+    outside = kr.filter(pl.col("api_start_ns").is_not_null()
+                        & pl.col("range_name").is_null()).height
+    assert by[optree.UNLINKED]["kernels"] == no_call
+    assert by[optree.OUTSIDE]["kernels"] == outside
+    assert tree["kernels"][0] == kr.height
