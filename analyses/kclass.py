@@ -8,8 +8,9 @@ wins (case-insensitive; patterns are data in :data:`CLASS_RULES`):
 * ``attention``: ``flash|fmha|attention|attn|mha_|sdpa`` (``flash_fwd_kernel``);
 * ``conv``: ``conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop``
   (``implicit_convolve_sgemm``);
-* ``gemm``: ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem``
-  (``sm90_xmma_gemm_bf16...``);
+* ``gemm``: ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_``
+  (``sm90_xmma_gemm_bf16...``; ``Cijk_Alik_Bljk_...`` is the Tensile/hipBLASLt GEMM naming
+  on ROCm);
 * ``reduction``: ``reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red|
   triton_per`` (``reduce_kernel``, ``layer_norm``);
 * ``elementwise``: ``elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index|
@@ -43,7 +44,7 @@ import polars as pl
 CLASS_RULES: tuple[tuple[str, str], ...] = (
     ("attention", r"flash|fmha|attention|attn|mha_|sdpa"),
     ("conv", r"conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop"),
-    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem"),
+    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_"),
     ("reduction", r"reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red"
                   r"|triton_per"),
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index"

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse.analyses import llm_summary
 from traceparse.analyses.attribution import breakdown, check_attribution
 from traceparse.analyses.comm import comm_summary
 from traceparse.analyses.gaps import DEFAULT_MIN_NS, idle_gaps
@@ -108,6 +109,10 @@ SECTIONS: dict[str, SectionFn] = {
     "top_gaps": top_gaps_section,
     "launches": launches_section,
     "communication": communication_section,
+    "phases": llm_summary.phases_section,
+    "phase_mix": llm_summary.phase_mix_section,
+    "layers": llm_summary.layers_section,
+    "op_tree": llm_summary.op_tree_section,
 }
 
 

@@ -121,6 +121,53 @@ RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
 }
 
 
+#: Sections left out of the text when empty (they apply to some traces only).
+OPTIONAL = ("phases", "phase_mix", "layers", "op_tree")
+
+
+def _phases(frame: pl.DataFrame) -> list[str]:
+    lines = ["Phases (steps: wall P50 / P95 / P99, tokens/s, compute %, achieved TFLOP/s)"]
+    for r in frame.iter_rows(named=True):
+        tok = f"{r['tokens_per_s']:,.0f} tok/s" if r.get("tokens_per_s") is not None else ""
+        comp, tf = r.get("compute_pct"), r.get("tflop_per_s")
+        lines.append(f"  {r['phase']:<8} x{r['steps']:<4} {fmt_ns(r['wall_p50_ns']):>10} "
+                     f"{fmt_ns(r['wall_p95_ns']):>10} {fmt_ns(r['wall_p99_ns']):>10}  {tok:>14}"
+                     + (f"  compute {comp:.1f}%" if comp is not None else "")
+                     + (f"  {tf:.1f} TFLOP/s" if tf is not None else ""))
+    return lines
+
+
+def _op_tree(frame: pl.DataFrame) -> list[str]:
+    view = frame["view"][0] if "view" in frame.columns else "ops"
+    lines = [f"Kernel time by {view} tree (inclusive, % of all kernel time)"]
+    for r in frame.iter_rows(named=True):
+        name = ("  " * r["depth"] + r["name"])[:70]
+        lines.append(f"  {name:<70} {fmt_ns(r['inclusive_ns']):>10} "
+                     f"{r['inclusive_pct']:6.1f}%  x{r['kernels']}")
+    return lines
+
+
+def _phase_mix(frame: pl.DataFrame) -> list[str]:
+    lines = ["Kernel mix per phase (class, % of the phase's kernel time)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  {r['phase']:<8} {r['kernel_class']:<12} {r['pct']:5.1f}%  "
+                     f"{fmt_ns(r['kernel_ns']):>10}  e.g. {str(r['top_kernel'])[:50]}")
+    return lines
+
+
+def _layers(frame: pl.DataFrame) -> list[str]:
+    lines = ["Repeated layers (per-layer kernel time: median, slowest, spread)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  {str(r['layer'])[:40]:<40} x{r['layers']:<3} median "
+                     f"{fmt_ns(r['median_ns']):>10}  slowest #{r['slowest']} "
+                     f"{fmt_ns(r['max_ns']):>10}  spread {r['spread_pct']:.1f}%"
+                     + ("" if r["same_structure"] else "  (layers differ in ops)"))
+    return lines
+
+
+RENDERERS.update(phases=_phases, phase_mix=_phase_mix, layers=_layers, op_tree=_op_tree)
+
+
 def render_text(summary: dict[str, Any]) -> str:
     """The summary as plain text: one block per section, the verdict last."""
     from traceparse.cli.common import render_table
@@ -129,6 +176,8 @@ def render_text(summary: dict[str, Any]) -> str:
     window = summary["sections"].get("window")
     t0 = window["start_ns"][0] if window is not None and window.height else None
     for name, frame in summary["sections"].items():
+        if name in OPTIONAL and frame.height == 0:
+            continue
         fn = RENDERERS.get(name)
         if name == "top_gaps":  # gap times are shown from the trace start
             blocks.append("\n".join(_top_gaps(frame, t0)))

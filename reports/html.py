@@ -140,6 +140,11 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
         marks = {k.upper(): steps["stats"][k] / 1e6 for k in ("p50", "p95", "p99")
                  if steps.get("stats", {}).get(k) is not None}
         out["steps"] = Markup(figures.step_bars(labels, vals, marks))
+    tree = payload.get("op_tree")
+    if tree and tree.get("nodes"):
+        from traceparse.reports.llm_sections import icicle_svg
+
+        out["icicle"] = Markup(icicle_svg(tree["nodes"]))
     roof = payload.get("roofline")
     if roof and roof.get("points") and roof.get("ceilings"):
         out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"],

@@ -379,4 +379,7 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     roof = _roofline(tl, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
+    from traceparse.reports.llm_sections import llm_sections
+
+    out.update(llm_sections(tl, opts))
     return out

@@ -188,8 +188,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     sched = schedule(wait=args.wait, warmup=args.warmup, active=active, repeat=1)
     prompt_len = cfg.seq // 2
     t0 = time.perf_counter()
+    # with_stack + with_modules: python_function frames incl. "nn.Module: Block_N" (the op
+    # and module tree, layer grouping); profile_memory: [memory] events.
     with profile(activities=activities, schedule=sched, record_shapes=True,
-                 with_flops=True, with_stack=False, profile_memory=False) as prof:
+                 with_flops=True, with_stack=True, with_modules=True,
+                 profile_memory=True) as prof:
         for _ in range(args.wait + args.warmup + args.train_steps):
             model.train()
             train_step()
@@ -226,7 +229,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "optimizer": "AdamW(lr=1e-4)", "seed": args.seed,
                 "profiler": {"activities": [a.name for a in activities],
                              "record_shapes": True, "with_flops": True,
-                             "with_stack": False}},
+                             "with_stack": True, "with_modules": True,
+                             "profile_memory": True}},
         "trace": {"file": out.name, "bytes": out.stat().st_size, **written},
         "seconds": round(seconds, 3),
     }

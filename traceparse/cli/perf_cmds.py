@@ -119,15 +119,29 @@ def comm_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
 @traces_argument
 @steps_option
 @click.option("--summary", is_flag=True, help="P50/P95/P99 over steps instead of per step.")
+@click.option("--by", "by", type=click.Choice(["step", "phase"]), default="step",
+              show_default=True,
+              help="phase: classify each step prefill/decode/mixed/capture/train (serving "
+                   "annotations, model-runner frames, then op shapes; see docs/llm.md); with "
+                   "--summary one row per phase (P50/P95/P99, tokens/s, attribution).")
 @output_options
-def steps_cmd(traces: tuple[str, ...], steps: str | None, summary: bool, fmt: str,
+def steps_cmd(traces: tuple[str, ...], steps: str | None, summary: bool, by: str, fmt: str,
               output: str | None, force: bool) -> None:
-    """Per-step wall time, GPU busy time, attribution and outlier steps."""
+    """Per-step wall time, GPU busy time, attribution and outlier steps (or, with
+    ``--by phase``, LLM serving/training phases)."""
     from traceparse.analyses import steps as steps_mod
 
     tl = load_traces(traces)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
+        return
+    if by == "phase":
+        from traceparse.cli.llm_cmds import phase_frames
+
+        emit_frame(phase_frames(tl, steps=steps, summary=summary), fmt, output,
+                   empty="no serving or training steps found (no step[...] / execute_model "
+                         "annotations, ProfilerStep#N ranges or --steps matches)",
+                   start_ns=trace_start(tl))
         return
     table = steps_mod.step_table(tl, step_regex=steps)
     why = (f"no host range matches --steps {steps!r}" if steps is not None else

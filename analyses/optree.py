@@ -1,0 +1,283 @@
+"""GPU time rolled up the host call tree: ops, modules, Python stacks, annotations, NVTX.
+
+Every GPU activity of the chosen kinds (kernels by default) is *owned* by the innermost host
+range that was open, on the launching thread, when its launch call started:
+
+1. the activity is joined to its launch call in ``api`` on ``(rank, process_id,
+   correlation_id)`` (:func:`traceparse.links.launch_join`; one graph launch owns every
+   kernel of the graph replay);
+2. the call's thread and start time select the innermost range of the chosen ``view`` open
+   at that instant on that (rank, process, thread) (:func:`traceparse.links.innermost_range`,
+   as :func:`traceparse.links.kernel_ranges` does; NVTX start/end ranges are process-wide).
+   Ranges nest by time on their thread (a range opened inside another and starting later
+   is its child, as the profiler's own depth says).
+
+Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
+do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
+``ProfilerStep#N`` ranges are named ``ProfilerStep#*`` so every step's work merges into one
+subtree (``merge_steps=False`` keeps one node per step), and the per-call counters that
+``torch.autograd.profiler.emit_nvtx`` appends to NVTX names (``aten::to, seq = 47933,
+op_id = 995009``) are dropped, so those ops merge too.
+
+Per node:
+
+``exclusive_ns``
+    Summed duration of the activities the node owns directly.
+``inclusive_ns``
+    ``exclusive_ns`` plus the ``inclusive_ns`` of its children.
+``kernels`` / ``kernels_exclusive``
+    Activity counts, inclusive / exclusive.
+``compute_ns``, ``communication_ns``, ``memory_ns``
+    ``inclusive_ns`` split by the activities' category (they sum to ``inclusive_ns``).
+
+Nothing is dropped and nothing is counted twice: the root node ``[all kernels]`` has
+``inclusive_ns`` equal to the summed duration of every activity of the chosen kinds. Two
+synthetic children of the root hold the activities the call tree cannot place:
+``[no launch call]`` (no API row with the activity's correlation id, e.g. a trace window cut
+after the launch) and ``[outside any range]`` (a launch call with no enclosing range).
+
+Views (which ranges take part; the rest are transparent):
+
+``full``      every host range (annotations, steps, NVTX, cpu_op, python_function).
+``ops``       everything but ``python_function``: the annotation / op tree.
+``modules``   annotations, steps, NVTX and the ``nn.Module: X_N`` frames (``with_modules`` or
+              ``with_stack``): the module hierarchy.
+``python``    ``python_function`` frames only (plus steps): the Python stack.
+
+Example (hand-computed): ``step`` [0, 100) holds ``aten::mm`` [10, 20) and ``aten::add``
+[30, 40); the mm's launch at 12 runs a kernel of 50 ns, the add's launch at 32 a kernel of
+20 ns, a launch at 50 (inside ``step`` only) a kernel of 5 ns, and one kernel of 7 ns has no
+launch call::
+
+    [all kernels]        inclusive 82  exclusive 0
+      step               inclusive 75  exclusive 5
+        aten::mm         inclusive 50
+        aten::add        inclusive 20
+      [no launch call]   inclusive 7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from traceparse import links
+from traceparse.timeline import Timeline
+
+ROOT = "[all kernels]"
+UNLINKED = "[no launch call]"
+OUTSIDE = "[outside any range]"
+VIEWS = ("full", "ops", "modules", "python")
+_HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_end",
+               "cpu_op", "python_function", "other")
+_MODULE_PREFIX = "nn.Module: "
+_CATS = ("compute", "communication", "memory")
+#: Counters ``emit_nvtx`` appends to every range name (unique per call).
+_EMIT_NVTX_COUNTERS = r", (?:seq|op_id) = \d+"
+
+
+def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
+                ) -> pl.DataFrame:
+    """The closed host ranges that take part in ``view`` (see the module docstring):
+    ``rank, process_id, thread_id, kind, name, start_ns, end_ns`` as plain columns; with
+    ``merge_steps`` profiler steps are all named ``ProfilerStep#*``."""
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    kind = pl.col("kind").cast(pl.String)
+    name = pl.col("name").cast(pl.String)
+    r = tl.ranges.filter(pl.col("end_ns").is_not_null() & kind.is_in(_HOST_KINDS))
+    if view == "ops":
+        r = r.filter(kind != "python_function")
+    elif view == "modules":
+        r = r.filter(~kind.is_in(["cpu_op", "python_function"])
+                     | ((kind == "python_function") & name.str.starts_with(_MODULE_PREFIX)))
+    elif view == "python":
+        r = r.filter(kind.is_in(["python_function", "profiler_step"]))
+    name = name.str.replace_all(_EMIT_NVTX_COUNTERS, "")
+    if merge_steps:
+        name = (pl.when(kind == "profiler_step")
+                .then(name.str.replace(r"#\d+$", "#*")).otherwise(name))
+    return r.select("rank", pl.col("process_id").fill_null(-1),
+                    pl.col("thread_id").fill_null(-1), kind.alias("kind"), name.alias("name"),
+                    "start_ns", "end_ns")
+
+
+def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",)) -> pl.DataFrame:
+    """GPU activities of ``kinds`` with their launch call (:func:`traceparse.links.launch_join`,
+    the join every analysis shares): ``thread_id`` and ``api_start_ns`` of the call (null
+    when none matched), ``process_id`` and ``thread_id`` with nulls as -1."""
+    return links.launch_join(tl, kinds=list(kinds)).select(
+        "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
+        pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
+        "api_start_ns")
+
+
+def launch_owners(ranges: pl.DataFrame, linked: pl.DataFrame) -> np.ndarray:
+    """Row index in ``ranges`` of the innermost range open around each launch call of
+    ``linked`` (-1 = none), by :func:`traceparse.links.innermost_range`: the same rule as
+    :func:`traceparse.links.kernel_ranges` (thread-local stack; NVTX start/end ranges are
+    process-wide)."""
+    if ranges.height == 0 or linked.height == 0:
+        return np.full(linked.height, -1, dtype=np.int64)
+    marked = ranges.with_columns(pl.int_range(0, ranges.height).cast(pl.String).alias("domain"))
+    hit = links.innermost_range(
+        linked.select("rank", "process_id", "thread_id", "api_start_ns"), marked,
+        time_col="api_start_ns", group=("rank", "process_id", "thread_id"), prefix="_own_",
+        wide_kinds=links.PROCESS_RANGE_KINDS, wide_group=("rank", "process_id"))
+    out: np.ndarray = hit["_own_domain"].cast(pl.Int64).fill_null(-1).to_numpy()
+    return out
+
+
+def _nest(ranges: pl.DataFrame) -> np.ndarray:
+    """Parent (row index, -1 = none) of each range by time nesting per (rank, process_id,
+    thread_id): sorted by start (longer first at equal starts), a range's parent is the
+    innermost range still open when it starts."""
+    ev = ranges.select(
+        pl.struct("rank", "process_id", "thread_id").rank("dense").alias("_g"), "start_ns",
+        "end_ns", pl.int_range(0, ranges.height, dtype=pl.Int64).alias("_i")
+    ).sort("_g", "start_ns", pl.col("end_ns"), descending=[False, False, True])
+    parent = np.full(ranges.height, -1, dtype=np.int64)
+    stack: list[tuple[int, int]] = []  # (range idx, end_ns)
+    last_grp = None
+    for g, s, e, i in ev.iter_rows():
+        if g != last_grp:
+            stack.clear()
+            last_grp = g
+        while stack and stack[-1][1] <= s:
+            stack.pop()
+        parent[i] = stack[-1][0] if stack else -1
+        stack.append((i, e))
+    return parent
+
+
+def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
+            kinds: Sequence[str] = ("kernel",), keep_empty: bool = False,
+            merge_steps: bool = True) -> pl.DataFrame:
+    """The call tree with GPU time per node, top-down (depth-first, heaviest child first).
+
+    Args:
+        tl: the timeline.
+        view: which ranges form the tree: ``full``, ``ops``, ``modules`` or ``python``.
+        max_depth: keep nodes with ``depth <= max_depth`` (root is depth 0); their
+            ``inclusive_ns`` still holds everything below.
+        kinds: GPU activity kinds rolled up (default kernels only).
+        keep_empty: also list ranges that own no GPU time (default: hidden).
+        merge_steps: name every ``ProfilerStep#N`` ``ProfilerStep#*`` (one subtree).
+
+    Returns:
+        ``node_id, parent_id, depth, name, kind, calls, inclusive_ns, exclusive_ns,
+        inclusive_pct, kernels, kernels_exclusive, compute_ns, communication_ns,
+        memory_ns`` (see the module docstring); ``node_id`` 0 is the root, whose
+        ``inclusive_ns`` is the summed duration of every activity of ``kinds``.
+    """
+    ranges = view_ranges(tl, view, merge_steps=merge_steps)
+    acts = launched_activities(tl, kinds)
+    linked = acts.filter(pl.col("api_start_ns").is_not_null())
+    parent = _nest(ranges)
+    owner = launch_owners(ranges, linked)
+
+    # Paths: node 0 root, 1 unlinked, 2 outside, then one node per distinct range path.
+    p_parent = [-1, 0, 0]
+    p_name = [ROOT, UNLINKED, OUTSIDE]
+    p_kind = ["", "", ""]
+    p_depth = [0, 1, 1]
+    p_calls = [0, 0, 0]
+    intern: dict[tuple[int, str, str], int] = {}
+    r_path = np.zeros(ranges.height, dtype=np.int64)
+    order = np.argsort(ranges["start_ns"].to_numpy(), kind="stable")
+    names = ranges["name"].to_list()
+    rkinds = ranges["kind"].to_list()
+    for i in order.tolist():
+        par = int(parent[i])
+        pp = int(r_path[par]) if par >= 0 else 0
+        key = (pp, names[i], rkinds[i])
+        node = intern.get(key)
+        if node is None:
+            node = len(p_name)
+            intern[key] = node
+            p_parent.append(pp)
+            p_name.append(names[i])
+            p_kind.append(rkinds[i])
+            p_depth.append(p_depth[pp] + 1)
+            p_calls.append(0)
+        p_calls[node] += 1
+        r_path[i] = node
+    n = len(p_name)
+    act_node = np.full(acts.height, 1, dtype=np.int64)
+    is_linked = acts["api_start_ns"].is_not_null().to_numpy()
+    if ranges.height:
+        act_node[is_linked] = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
+    else:
+        act_node[is_linked] = 2
+    dur = acts["dur_ns"].to_numpy().astype(np.int64)
+    excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
+    kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
+    cats = acts["category"].to_numpy()
+    cat_excl = {c: np.bincount(act_node[cats == c], weights=dur[cats == c],
+                               minlength=n).astype(np.int64) for c in _CATS}
+    incl, kincl = excl.copy(), kexcl.copy()
+    cat_incl = {c: v.copy() for c, v in cat_excl.items()}
+    for node in range(n - 1, 0, -1):  # children always have larger ids than parents
+        par = p_parent[node]
+        incl[par] += incl[node]
+        kincl[par] += kincl[node]
+        for c in _CATS:
+            cat_incl[c][par] += cat_incl[c][node]
+    children: dict[int, list[int]] = {}
+    for node in range(1, n):
+        children.setdefault(p_parent[node], []).append(node)
+    out: list[int] = []
+    todo = [0]
+    while todo:
+        node = todo.pop()
+        if node and not keep_empty and incl[node] == 0:
+            continue
+        if max_depth is not None and p_depth[node] > max_depth:
+            continue
+        out.append(node)
+        kids = sorted(children.get(node, []), key=lambda k: (-incl[k], p_name[k]))
+        todo.extend(reversed(kids))
+    idx = np.array(out, dtype=np.int64)
+    total = int(incl[0])
+    frame = pl.DataFrame({
+        "node_id": idx,
+        "parent_id": np.array([p_parent[i] for i in out], dtype=np.int64),
+        "depth": np.array([p_depth[i] for i in out], dtype=np.int32),
+        "name": [p_name[i] for i in out],
+        "kind": [p_kind[i] for i in out],
+        "calls": np.array([p_calls[i] for i in out], dtype=np.int64),
+        "inclusive_ns": incl[idx],
+        "exclusive_ns": excl[idx],
+        "kernels": kincl[idx],
+        "kernels_exclusive": kexcl[idx],
+        **{f"{c}_ns": cat_incl[c][idx] for c in _CATS},
+    })
+    frame = frame.with_columns(
+        pl.when(pl.col("parent_id") < 0).then(None).otherwise(pl.col("parent_id"))
+        .alias("parent_id"),
+        (pl.col("inclusive_ns") * 100.0 / total if total else pl.lit(None, pl.Float64))
+        .alias("inclusive_pct"))
+    return frame.select("node_id", "parent_id", "depth", "name", "kind", "calls",
+                        "inclusive_ns", "exclusive_ns", "inclusive_pct", "kernels",
+                        "kernels_exclusive", *(f"{c}_ns" for c in _CATS))
+
+
+def check_tree(tree: pl.DataFrame) -> pl.DataFrame:
+    """Raise ``AssertionError`` unless every node of a tree built without ``max_depth`` has
+    ``inclusive_ns == exclusive_ns + sum(children inclusive_ns)`` and category parts that
+    sum to ``inclusive_ns``. Returns ``tree`` for chaining."""
+    kids = (tree.filter(pl.col("parent_id").is_not_null())
+            .group_by("parent_id").agg(pl.col("inclusive_ns").sum().alias("_kids")))
+    j = tree.join(kids, left_on="node_id", right_on="parent_id", how="left")
+    parts = pl.sum_horizontal(*(f"{c}_ns" for c in _CATS))
+    bad = j.filter(parts != pl.col("inclusive_ns"))
+    if bad.height:
+        raise AssertionError(f"category parts do not sum: {bad.row(0, named=True)}")
+    bad = j.filter(pl.col("inclusive_ns")
+                   != pl.col("exclusive_ns") + pl.col("_kids").fill_null(0))
+    if bad.height:
+        raise AssertionError(f"node != exclusive + children: {bad.row(0, named=True)}")
+    return tree

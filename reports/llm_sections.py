@@ -1,0 +1,150 @@
+"""Report sections for LLM traces: the per-phase table and the op / module tree with an
+icicle chart.
+
+The numbers are those of ``traceparse summary`` (the ``phases`` and ``op_tree`` sections of
+:func:`traceparse.analyses.summary.summarize`, computed once there and copied here), plus a
+deeper cut of the same tree for the icicle (:data:`ICICLE_DEPTH` levels, nodes narrower than
+:data:`ICICLE_MIN_PCT` % of the root left out, with a visible note).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from traceparse.analyses import llm_summary, optree
+from traceparse.analyses import summary as summary_mod
+from traceparse.reports.options import rows
+from traceparse.timeline import Timeline
+
+if TYPE_CHECKING:
+    from traceparse.reports.options import ReportOptions
+
+ICICLE_DEPTH = 8
+ICICLE_MIN_PCT = 0.2
+_ROW_PX, _WIDTH_PX = 20, 960
+_KIND_COLORS = {"": "#9aa5b1", "profiler_step": "#8172B3", "user_annotation": "#4C72B0",
+                "nvtx_push_pop": "#4C72B0", "nvtx_start_end": "#4C72B0",
+                "cpu_op": "#DD8452", "python_function": "#55A868", "other": "#C44E52"}
+
+
+def _col(key: str, label: str, fmt: str = "text") -> dict[str, str]:
+    return {"key": key, "label": label, "fmt": fmt}
+
+
+def icicle_svg(nodes: list[dict[str, Any]]) -> str:
+    """An icicle chart (root on top, children below, width = inclusive kernel time) as an
+    inline ``<svg>`` without external references; every name is HTML-escaped.
+
+    ``nodes`` are :func:`traceparse.analyses.optree.op_tree` rows in its depth-first order
+    (``node_id``, ``parent_id``, ``depth``, ``name``, ``kind``, ``inclusive_ns``,
+    ``inclusive_pct``)."""
+    if not nodes or not nodes[0]["inclusive_ns"]:
+        return ""
+    total = nodes[0]["inclusive_ns"]
+    x_of: dict[int, float] = {nodes[0]["node_id"]: 0.0}
+    next_x: dict[int, float] = {}
+    depth = max(n["depth"] for n in nodes) + 1
+    parts = [f'<svg class="icicle" viewBox="0 0 {_WIDTH_PX} {depth * _ROW_PX}" '
+             f'width="100%" role="img" aria-label="kernel time icicle">']
+    for n in nodes:
+        nid, par = n["node_id"], n["parent_id"]
+        if par is not None:
+            if par not in x_of:
+                continue
+            x_of[nid] = next_x.get(par, x_of[par])
+        w = n["inclusive_ns"] / total * _WIDTH_PX
+        next_x[par if par is not None else -1] = x_of[nid] + w
+        x, y = x_of[nid], n["depth"] * _ROW_PX
+        name = html.escape(str(n["name"]))
+        tip = html.escape(f'{n["name"]} — {n["inclusive_ns"] / 1e6:.3f} ms '
+                          f'({n["inclusive_pct"]:.1f}% of kernel time)')
+        color = _KIND_COLORS.get(str(n.get("kind") or ""), "#9aa5b1")
+        parts.append(f'<g><title>{tip}</title><rect x="{x:.2f}" y="{y}" width="{w:.2f}" '
+                     f'height="{_ROW_PX - 2}" fill="{color}" stroke="#fff"/>')
+        chars = int(w / 7)
+        if chars >= 4:
+            label = name if len(n["name"]) <= chars else html.escape(
+                str(n["name"])[: chars - 1] + "…")
+            parts.append(f'<text x="{x + 3:.2f}" y="{y + 14}" font-size="11">{label}</text>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
+    """``phases`` (with its kernel mix), ``layers`` and ``op_tree`` payload sections (each
+    only when the trace has it)."""
+    res = summary_mod.summarize(tl, top=opts.top_n,
+                                sections=("phases", "phase_mix", "layers", "op_tree"))
+    secs = res["sections"]
+    out: dict[str, Any] = {}
+    ph: pl.DataFrame = secs["phases"]
+    if ph.height:
+        cols = [_col("phase", "phase"), _col("steps", "steps", "int"),
+                _col("wall_p50_ns", "P50 (ms)", "ms"), _col("wall_p95_ns", "P95 (ms)", "ms"),
+                _col("wall_p99_ns", "P99 (ms)", "ms"),
+                _col("tokens_per_step", "tokens/step", "int"),
+                _col("tokens_per_s", "tokens/s", "int"), _col("kernel_ns", "kernel (ms)", "ms"),
+                _col("tflop_per_s", "TFLOP/s", "num"), _col("compute_pct", "compute %", "pct"),
+                _col("launch_overhead_pct", "launch %", "pct"), _col("idle_pct", "idle %", "pct")]
+        out["phases"] = {
+            "table": {"columns": [c for c in cols if c["key"] in ph.columns], "rows": rows(ph)},
+            "note": ("Steps found from serving annotations (SGLang step[...], vLLM "
+                     "execute_..., capture_...), model-runner frames or ProfilerStep#N and "
+                     "classified by the rule in docs/llm.md; step time runs to the end of the "
+                     "last GPU work the step launched. Tokens come from the annotations (or "
+                     "[B, S, H] op shapes); percentages are of the summed step windows.")}
+        mix: pl.DataFrame = secs["phase_mix"]
+        if mix.height:
+            out["phases"]["mix_table"] = {
+                "columns": [_col("phase", "phase"), _col("kernel_class", "kernel class"),
+                            _col("kernels", "kernels", "int"),
+                            _col("kernel_ns", "kernel (ms)", "ms"),
+                            _col("pct", "% of phase kernel time", "pct"),
+                            _col("top_kernel", "longest-running kernel")],
+                "rows": rows(mix)}
+    lay: pl.DataFrame = secs["layers"]
+    if lay.height:
+        out["layers"] = {
+            "table": {"columns": [_col("parent", "under"), _col("layer", "layer"),
+                                  _col("layers", "layers", "int"), _col("calls", "calls", "int"),
+                                  _col("median_ns", "median (ms)", "ms"),
+                                  _col("min_ns", "min (ms)", "ms"),
+                                  _col("max_ns", "max (ms)", "ms"),
+                                  _col("slowest", "slowest layer", "int"),
+                                  _col("spread_pct", "spread %", "pct"),
+                                  _col("same_structure", "same ops")],
+                      "rows": rows(lay)},
+            "note": ("Repeated layers (siblings named by a layer word and an index: "
+                     "DecoderLayer_N, Block_N, layers.N, blocks.N; at least 3) in one row: "
+                     "per-layer kernel time, spread = (max - min) / median. 'same ops' = every "
+                     "layer runs the same op sequence and kernel counts.")}
+    tree: pl.DataFrame = secs["op_tree"]
+    if tree.height:
+        view = str(tree["view"][0])
+        full = optree.op_tree(tl, view=view, max_depth=ICICLE_DEPTH)
+        shown = full.filter((pl.col("inclusive_pct") >= ICICLE_MIN_PCT) | (pl.col("depth") == 0))
+        out["op_tree"] = {
+            "view": view,
+            "nodes": rows(shown.select("node_id", "parent_id", "depth", "name", "kind",
+                                       "inclusive_ns", "inclusive_pct")),
+            "table": {"columns": [_col("depth", "depth", "int"), _col("name", "node"),
+                                  _col("calls", "calls", "int"),
+                                  _col("inclusive_ns", "inclusive (ms)", "ms"),
+                                  _col("exclusive_ns", "exclusive (ms)", "ms"),
+                                  _col("inclusive_pct", "% of kernel time", "pct"),
+                                  _col("kernels", "kernels", "int")],
+                      "rows": rows(tree.with_columns(
+                          (pl.lit("\u2003").repeat_by(pl.col("depth")).list.join("")
+                           + pl.col("name")).alias("name")))},
+            "note": (f"Kernel time rolled up the {view} tree: every kernel sits under the "
+                     "innermost range open around its launch call (graph replays under the "
+                     "graph launch); the root is the total kernel time. Icicle: "
+                     f"{ICICLE_DEPTH} levels, nodes under {ICICLE_MIN_PCT}% of the root "
+                     f"omitted ({full.height - shown.height} of {full.height}). Table: "
+                     f"{llm_summary.TREE_DEPTH} levels, nodes of at least "
+                     f"{llm_summary.TREE_MIN_PCT}%.")}
+    return out
