@@ -37,6 +37,9 @@ from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
 from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_memory import TABLE as MEMORY_TABLE
+from traceparse.nsys_memory import read_memory
+from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
 from traceparse.nsys_ranges import read_ranges
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
@@ -93,9 +96,16 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     if dev_source:
         rows += ingest_rows(rank, "devices", dev_source, n_dev)
 
+    metrics, parsed, skipped = read_metrics(db, devices, rank)
+    if db.has(METRICS_TABLE):
+        rows += ingest_rows(rank, "metrics", METRICS_TABLE, parsed, skipped)
+    memory, parsed, skipped = read_memory(db, rank)
+    if db.has(MEMORY_TABLE):
+        rows += ingest_rows(rank, "memory", MEMORY_TABLE, parsed, skipped)
+
     meta = db.meta()
-    tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices,
-                  ingest=ingest_frame(rows))
+    tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices, metrics=metrics,
+                  memory=memory, ingest=ingest_frame(rows))
     span = tl.span_ns()
     tl.sources = schema.conform("sources", pl.DataFrame({
         "rank": [rank], "file": [db.path.name], "format": ["nsys-sqlite"],

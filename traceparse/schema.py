@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 CAT = pl.Categorical()
 I32 = pl.Int32()
@@ -273,6 +273,8 @@ MEMORY = (
     _c("reserved_bytes", I64, "bytes", "Total reserved by the caching allocator after the "
        "event (null when not recorded)."),
     _c("address", I64, "", "Address of the block (pairs frees with allocs)."),
+    _c("memory_kind", CAT, "", "Memory kind where the source says: Device, Managed, Device "
+       "Static, Pinned, ... (nsys memKind; Kineto CPU/CUDA device type)."),
     _c("process_id", I64, "", "OS process id."),
     _c("thread_id", I64, "", "OS thread id."),
     _c("source", CAT, "", "Where the event came from: 'kineto [memory]', "
