@@ -1,0 +1,267 @@
+"""Sampled GPU metrics (``metrics`` table) joined onto kernels, steps and ranges.
+
+Definitions (docs/metrics.md):
+
+* A sample of metric *m* holds value ``v`` over its period ``[start_ns, end_ns)`` (the
+  hardware counter's average over the period).
+* The **time-weighted mean** of *m* over an interval ``[s, e)`` on a device is
+  ``sum(v_i * overlap_i) / sum(overlap_i)`` over the samples overlapping it, with
+  ``overlap_i = |[s, e) n [start_i, end_i)|``. Over a group of intervals (all launches of
+  one kernel name, all steps) numerator and denominator are summed over the intervals, so
+  long launches weigh more. ``covered_ns`` is the denominator: time with samples.
+* **DRAM bandwidth** (bytes/s) = (DRAM Read + DRAM Write throughput %) / 100 x the
+  device's ``memory_bandwidth_bps`` (the throughput metrics are % of that peak).
+  Newer names ("DRAM Read Bandwidth") are accepted too.
+* **DRAM bytes of a launch** = integral of that bandwidth over the launch. A sample is an
+  average over its period, so where a launch covers only part of a sample, the sample's
+  traffic may lie inside or outside the launch: ``dram_bytes_lo`` / ``dram_bytes_hi`` bound
+  it (all of the sample's bytes outside the launch as far as the peak allows / as many
+  inside as the peak allows), plus the counter's integer-% quantisation (+-0.5 % of peak
+  over the covered time). ``dram_bytes`` is the proportional estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+#: Metrics summarised per kernel, steps and ranges (the first present name of each set).
+SUMMARY_METRICS: dict[str, tuple[str, ...]] = {
+    "sm_active_pct": ("SM Active",),
+    "sm_issue_pct": ("SM Issue",),
+    "tensor_active_pct": ("Tensor Active",),
+    "dram_read_pct": ("DRAM Read Throughput", "DRAM Read Bandwidth"),
+    "dram_write_pct": ("DRAM Write Throughput", "DRAM Write Bandwidth"),
+    "gpc_clock_hz": ("GPC Clock Frequency",),
+}
+
+
+def sample_rate_hz(metrics: pl.DataFrame) -> float | None:
+    """Sampling rate: 1e9 / median sample period; None without samples."""
+    if metrics.height == 0:
+        return None
+    med = metrics["dur_ns"].median()
+    return 1e9 / float(med) if med else None  # type: ignore[arg-type]
+
+
+class _Integrator:
+    """Integral of one metric's step function on one device: F(t) = int_{-inf}^t v dt."""
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray) -> None:
+        order = np.argsort(starts, kind="stable")
+        self.s, self.e, self.v = starts[order], ends[order], values[order]
+        self.cum_v = np.concatenate([[0.0], np.cumsum(self.v * (self.e - self.s))])
+        self.cum_t = np.concatenate([[0.0], np.cumsum((self.e - self.s).astype(np.float64))])
+
+    def _at(self, t: np.ndarray, weights: np.ndarray, cum: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.s, t, side="right") - 1
+        j = np.clip(i, 0, len(self.s) - 1)
+        part = np.clip(np.minimum(t, self.e[j]) - self.s[j], 0, None) * weights[j]
+        out: np.ndarray = np.where(i < 0, 0.0, cum[j] + part)
+        return out
+
+    def integral(self, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(int v dt, covered time) over each [s, e)."""
+        ones = np.ones_like(self.v)
+        val = self._at(e, self.v, self.cum_v) - self._at(s, self.v, self.cum_v)
+        cov = self._at(e, ones, self.cum_t) - self._at(s, ones, self.cum_t)
+        return val, cov
+
+
+def interval_means(metrics: pl.DataFrame, windows: pl.DataFrame,
+                   names: Sequence[str] | None = None) -> pl.DataFrame:
+    """Per window and metric: integral of the value and covered time.
+
+    Args:
+        metrics: the ``metrics`` table.
+        windows: frame with ``rank, device_id, start_ns, end_ns`` and a row id ``_w``;
+            ``device_id`` null means every sampled device of the rank.
+        names: metrics to integrate (default: all).
+
+    Returns:
+        ``_w, rank, device_id, metric, integral, covered_ns`` (value x ns, ns).
+    """
+    out: list[pl.DataFrame] = []
+    if metrics.height == 0 or windows.height == 0:
+        return pl.DataFrame(schema={"_w": pl.Int64, "rank": pl.Int32, "device_id": pl.Int32,
+                                    "metric": pl.String, "integral": pl.Float64,
+                                    "covered_ns": pl.Float64})
+    m = metrics.with_columns(pl.col("metric").cast(pl.String))
+    if names is not None:
+        m = m.filter(pl.col("metric").is_in(list(names)))
+    for (rank, dev, name), part in m.group_by(["rank", "device_id", "metric"]):
+        w = windows.filter((pl.col("rank") == rank)
+                           & (pl.col("device_id").is_null() | (pl.col("device_id") == dev)))
+        if w.height == 0:
+            continue
+        integ = _Integrator(part["start_ns"].to_numpy(), part["end_ns"].to_numpy(),
+                            part["value"].to_numpy().astype(np.float64))
+        val, cov = integ.integral(w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
+        out.append(pl.DataFrame({"_w": w["_w"].cast(pl.Int64), "rank": [rank] * w.height,
+                                 "device_id": [dev] * w.height, "metric": [name] * w.height,
+                                 "integral": val, "covered_ns": cov},
+                                schema_overrides={"rank": pl.Int32, "device_id": pl.Int32}))
+    if not out:
+        return interval_means(metrics.clear(), windows)
+    return pl.concat(out)
+
+
+def _wide(per: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Sum integrals over ``keys`` and turn them into one column per summary metric."""
+    agg = per.group_by([*keys, "metric"]).agg(pl.col("integral").sum(),
+                                              pl.col("covered_ns").sum())
+    cols = []
+    for col, names in SUMMARY_METRICS.items():
+        present = [n for n in names if n in set(agg["metric"].to_list())]
+        if not present:
+            continue
+        sel = agg.filter(pl.col("metric") == present[0]).select(
+            [*keys, (pl.col("integral") / pl.col("covered_ns")).alias(col),
+             pl.col("covered_ns").alias(f"_cov_{col}")])
+        cols.append(sel)
+    if not cols:
+        return agg.select(keys).unique()
+    out = cols[0]
+    for c in cols[1:]:
+        out = out.join(c, on=keys, how="full", coalesce=True)
+    cov_cols = [c for c in out.columns if c.startswith("_cov_")]
+    return out.with_columns(pl.max_horizontal(cov_cols).alias("covered_ns")).drop(cov_cols)
+
+
+def kernel_metrics(tl: Timeline) -> pl.DataFrame:
+    """Time-weighted GPU metrics and DRAM bytes per kernel name.
+
+    Returns one row per (rank, device, kernel name), sorted by total time:
+    ``name, launches, total_ns, covered_ns, sm_active_pct, sm_issue_pct,
+    tensor_active_pct, dram_read_pct, dram_write_pct, gpc_clock_hz, dram_bytes,
+    dram_bytes_lo, dram_bytes_hi, dram_bytes_per_s`` (columns of absent metrics are
+    omitted; empty frame without samples).
+    """
+    k = tl.kernels
+    if tl.metrics.height == 0 or k.height == 0:
+        return pl.DataFrame()
+    wins = k.select("rank", "device_id", "start_ns", "end_ns",
+                    pl.col("name").cast(pl.String)).with_row_index("_w").with_columns(
+        pl.col("_w").cast(pl.Int64))
+    names = [n for ns in SUMMARY_METRICS.values() for n in ns]
+    per = interval_means(tl.metrics, wins, names).join(wins.select("_w", "name"), on="_w")
+    keys = ["rank", "device_id", "name"]
+    out = _wide(per, keys)
+    launches = wins.group_by(keys).agg(launches=pl.len(),
+                                       total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    out = launches.join(out, on=keys, how="left")
+    dram = dram_bytes(tl, wins)
+    if dram.height:
+        out = out.join(dram.join(wins.select(["_w", *keys]), on="_w").group_by(keys).agg(
+            pl.col("dram_bytes", "dram_bytes_lo", "dram_bytes_hi").sum()), on=keys, how="left")
+        out = out.with_columns(
+            (pl.col("dram_bytes") / pl.col("total_ns") * 1e9).alias("dram_bytes_per_s"))
+    return out.sort(["total_ns", "name"], descending=[True, False])
+
+
+def _peak_bw(tl: Timeline) -> dict[tuple[int, int], float]:
+    d = tl.devices.filter(pl.col("memory_bandwidth_bps").is_not_null())
+    return {(int(r), int(dv)): float(bw) for r, dv, bw in
+            d.select("rank", "device_id", "memory_bandwidth_bps").iter_rows()}
+
+
+def dram_bytes(tl: Timeline, windows: pl.DataFrame) -> pl.DataFrame:
+    """DRAM bytes per window from the DRAM read/write throughput samples, with bounds.
+
+    Args:
+        tl: timeline with ``metrics`` and ``devices.memory_bandwidth_bps``.
+        windows: ``_w, rank, device_id, start_ns, end_ns``.
+
+    Returns:
+        ``_w, dram_bytes, dram_bytes_lo, dram_bytes_hi`` (empty when the device's peak
+        bandwidth or the DRAM metrics are missing). See the module docstring.
+    """
+    peaks = _peak_bw(tl)
+    rows: list[dict[str, float | int]] = []
+    m = tl.metrics.with_columns(pl.col("metric").cast(pl.String))
+    for (rank, dev), part in m.group_by(["rank", "device_id"]):
+        peak = peaks.get((int(rank), int(dev)))  # type: ignore[call-overload]
+        if not peak:
+            continue
+        sel = []
+        for names in (SUMMARY_METRICS["dram_read_pct"], SUMMARY_METRICS["dram_write_pct"]):
+            hit = [n for n in names if n in set(part["metric"].unique().to_list())]
+            if hit:
+                sel.append(part.filter(pl.col("metric") == hit[0]))
+        if not sel:
+            continue
+        # read + write per sample time (both metrics are sampled together)
+        both = pl.concat(sel).group_by("start_ns", "end_ns").agg(pl.col("value").sum()) \
+            .sort("start_ns")
+        s_s, s_e = both["start_ns"].to_numpy(), both["end_ns"].to_numpy()
+        bw = both["value"].to_numpy() / 100.0 * peak  # bytes/s per sample
+        w = windows.filter((pl.col("rank") == rank) & (pl.col("device_id") == dev))
+        for wid, ws, we in w.select("_w", "start_ns", "end_ns").iter_rows():
+            lo_i = max(int(np.searchsorted(s_e, ws, side="right")), 0)
+            hi_i = int(np.searchsorted(s_s, we, side="left"))
+            est = lo = hi = quant = 0.0
+            for i in range(lo_i, hi_i):
+                span = (s_e[i] - s_s[i]) / 1e9
+                ov = (min(we, s_e[i]) - max(ws, s_s[i])) / 1e9
+                if ov <= 0:
+                    continue
+                total = bw[i] * span
+                est += bw[i] * ov
+                quant += 0.005 * peak * ov
+                if ov >= span:
+                    lo += total
+                    hi += total
+                else:
+                    lo += max(0.0, total - peak * (span - ov))
+                    hi += min(total, peak * ov)
+            rows.append({"_w": int(wid), "dram_bytes": est,
+                         "dram_bytes_lo": max(0.0, lo - quant), "dram_bytes_hi": hi + quant})
+    if not rows:
+        return pl.DataFrame(schema={"_w": pl.Int64, "dram_bytes": pl.Float64,
+                                    "dram_bytes_lo": pl.Float64, "dram_bytes_hi": pl.Float64})
+    return pl.DataFrame(rows, schema={"_w": pl.Int64, "dram_bytes": pl.Float64,
+                                      "dram_bytes_lo": pl.Float64,
+                                      "dram_bytes_hi": pl.Float64})
+
+
+def window_metrics(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
+                   ) -> pl.DataFrame:
+    """Time-weighted metrics per window (steps, NVTX ranges): one row per window and device.
+
+    Args:
+        windows: ``rank, start_ns, end_ns`` and a ``label`` column; host windows apply to
+            every sampled device of their rank.
+    """
+    if tl.metrics.height == 0 or windows.height == 0:
+        return pl.DataFrame()
+    wins = windows.select("rank", "start_ns", "end_ns", pl.col(label).cast(pl.String)) \
+        .with_columns(pl.lit(None, dtype=pl.Int32).alias("device_id")) \
+        .with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
+    names = [n for ns in SUMMARY_METRICS.values() for n in ns]
+    per = interval_means(tl.metrics, wins, names)
+    out = _wide(per, ["_w", "rank", "device_id"])
+    return wins.drop("device_id").join(out, on=["_w", "rank"], how="inner") \
+        .sort("_w").drop("_w")
+
+
+def range_metrics(tl: Timeline, *, kinds: Sequence[str] = ("nvtx_push_pop", "nvtx_start_end")
+                  ) -> pl.DataFrame:
+    """Time-weighted metrics per range name (summed over the name's instances)."""
+    r = tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(list(kinds))
+                         & pl.col("end_ns").is_not_null())
+    if tl.metrics.height == 0 or r.height == 0:
+        return pl.DataFrame()
+    wins = r.select("rank", "start_ns", "end_ns", pl.col("name").cast(pl.String)) \
+        .with_columns(pl.lit(None, dtype=pl.Int32).alias("device_id")) \
+        .with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
+    names = [n for ns in SUMMARY_METRICS.values() for n in ns]
+    per = interval_means(tl.metrics, wins, names).join(wins.select("_w", "name"), on="_w")
+    keys = ["rank", "device_id", "name"]
+    counts = wins.group_by("rank", "name").agg(
+        instances=pl.len(), total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    return counts.join(_wide(per, keys), on=["rank", "name"], how="inner") \
+        .sort(["total_ns", "name"], descending=[True, False])
