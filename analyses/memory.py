@@ -205,3 +205,24 @@ def step_peaks(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
     if wins.height == 0:
         return pl.DataFrame()
     return window_peaks(tl, wins.with_columns(pl.col("step").cast(pl.String)), label="step")
+
+
+#: Views of :func:`memory_view` (``traceparse memory --by``).
+VIEWS = ("device", "kind", "step", "op", "timeline")
+
+
+def memory_view(tl: Timeline, by: str = "device", *, top: int = 20,
+                step_regex: str | None = None) -> pl.DataFrame:
+    """One frame per view: peaks per ``device`` or memory ``kind``, per ``step``, per
+    top-level ``op`` (the ``top`` with the largest rise), or the device ``timeline``."""
+    if by == "device":
+        return peaks(tl)
+    if by == "kind":
+        return peaks(tl, by_kind=True)
+    if by == "step":
+        return step_peaks(tl, step_regex=step_regex)
+    if by == "op":
+        return op_peaks(tl, top=top)
+    if by == "timeline":
+        return device_levels(tl)
+    raise ValueError(f"unknown view {by!r}; expected one of {VIEWS}")

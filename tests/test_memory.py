@@ -120,3 +120,39 @@ def test_uvm_peak_matches_independent_replay() -> None:
     assert pk["peak_allocated_bytes"].to_list() == [peak]
     assert pk["peak_ts_ns"].to_list() == [peak_ts]
     assert pk["final_allocated_bytes"].to_list() == [level]
+
+
+def _mem_export(tmp_path: Path) -> Path:
+    p = write_base(tmp_path / "cli.sqlite", [("k", 1_000, 2_000)])
+    cols = ["start", "globalPid", "deviceId", "contextId", "address", "pc", "bytes", "memKind",
+            "memoryOperationType"]
+    add_table(p, "CUDA_GPU_MEMORY_USAGE_EVENTS", cols, [
+        (100, 0, 0, 1, 1, 0, 300, 2, 0), (150, 0, 0, 1, 2, 0, 200, 2, 0),
+        (300, 0, 0, 1, 1, 0, 300, 2, 1)])
+    return p
+
+
+def test_cli_memory_csv_and_force(tmp_path: Path) -> None:
+    import csv
+    import io
+
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+
+    p = _mem_export(tmp_path)
+    res = CliRunner().invoke(main, ["--no-cache", "memory", str(p), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [(r["trace"], r["device_id"], r["peak_allocated_bytes"], r["final_allocated_bytes"])
+            for r in rows] == [("cli.sqlite", "0", "500", "200")]
+    out = tmp_path / "m.csv"
+    out.write_text("keep")
+    res = CliRunner().invoke(main, ["--no-cache", "memory", str(p), "-o", str(out)])
+    assert res.exit_code == 2 and "--force" in res.output
+    assert out.read_text() == "keep"
+    res = CliRunner().invoke(main, ["--no-cache", "memory", str(p), "-o", str(out), "--force",
+                                    "--format", "json", "--by", "timeline"])
+    assert res.exit_code == 0
+    import json
+    assert [r["allocated_bytes"] for r in json.loads(out.read_text())] == [300, 500, 200]
