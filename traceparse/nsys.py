@@ -41,6 +41,7 @@ from traceparse.nsys_memory import TABLE as MEMORY_TABLE
 from traceparse.nsys_memory import read_memory
 from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
 from traceparse.nsys_ranges import read_ranges
+from traceparse.nsys_tables import unread_rows
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -102,6 +103,8 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     memory, parsed, skipped = read_memory(db, rank)
     if db.has(MEMORY_TABLE):
         rows += ingest_rows(rank, "memory", MEMORY_TABLE, parsed, skipped)
+
+    rows += unread_rows(db, rank, {str(r["source"]) for r in rows})
 
     meta = db.meta()
     tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices, metrics=metrics,

@@ -238,7 +238,9 @@ INGEST = (
        required=True),
     _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page.",
        required=True),
-    _c("outcome", CAT, "", "parsed or skipped.", required=True),
+    _c("outcome", CAT, "", "parsed or skipped (rows of a source the readers map); lookup "
+       "(a table read only to resolve other tables' ids) or 'not read' (a table the "
+       "timeline does not model; reason says why).", required=True),
     _c("reason", STR, "", "Why rows were skipped (null for parsed)."),
     _c("count", I64, "count", "Number of source rows.", required=True),
 )
