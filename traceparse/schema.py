@@ -33,8 +33,9 @@ I64 = pl.Int64()
 F64 = pl.Float64()
 STR = pl.String()
 
-#: GPU activity kinds (``gpu.kind``).
-KINDS = ("kernel", "memcpy", "memset", "sync")
+#: GPU activity kinds (``gpu.kind``); ``graph`` is a whole CUDA graph execution recorded
+#: without its kernels (nsys ``--cuda-graph-trace=graph``).
+KINDS = ("kernel", "memcpy", "memset", "sync", "graph")
 #: GPU activity categories (``gpu.category``), decided by :mod:`traceparse.categorize`.
 CATEGORIES = ("compute", "memory", "communication", "sync")
 
@@ -72,7 +73,8 @@ RANK = _c("rank", I32, "", "Distributed rank of the process that produced the ro
 
 GPU = (
     RANK,
-    _c("kind", CAT, "", "Activity kind: kernel, memcpy, memset or sync.", required=True),
+    _c("kind", CAT, "", "Activity kind: kernel, memcpy, memset, sync, or graph (a CUDA graph "
+       "execution recorded without its kernels).", required=True),
     _c("category", CAT, "", "compute, memory, communication or sync (see categorize.py).",
        required=True),
     _c("start_ns", I64, "ns", "Start on the GPU, on the trace clock.", required=True),
@@ -129,7 +131,8 @@ API = (
 RANGES = (
     RANK,
     _c("kind", CAT, "", "nvtx_push_pop, nvtx_start_end, nvtx_mark, cpu_op, user_annotation, "
-       "gpu_user_annotation, python_function, profiler_step or other.", required=True),
+       "gpu_user_annotation, python_function, profiler_step, cuda_graph (nsys graph/node "
+       "creation events) or other.", required=True),
     _c("name", CAT, "", "Range text / op name.", required=True),
     _c("start_ns", I64, "ns", "Range start on the trace clock.", required=True),
     _c("end_ns", I64, "ns", "Range end; null for marks and ranges never closed."),
