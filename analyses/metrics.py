@@ -18,6 +18,10 @@ Definitions (docs/metrics.md):
   it (all of the sample's bytes outside the launch as far as the peak allows / as many
   inside as the peak allows), plus the counter's integer-% quantisation (+-0.5 % of peak
   over the covered time). ``dram_bytes`` is the proportional estimate.
+* **clock_vs_spec** = time-weighted GPC clock / the device's ``clock_hz`` (nsys
+  ``TARGET_INFO_GPU.clockRate``): above 1 the GPU boosted past that clock, below 1 it ran
+  slower (throttled or idle-clocked) and every ceiling derived from the spec clock is that
+  much too high for this run.
 """
 
 from __future__ import annotations
@@ -160,6 +164,11 @@ def kernel_metrics(tl: Timeline) -> pl.DataFrame:
             pl.col("dram_bytes", "dram_bytes_lo", "dram_bytes_hi").sum()), on=keys, how="left")
         out = out.with_columns(
             (pl.col("dram_bytes") / pl.col("total_ns") * 1e9).alias("dram_bytes_per_s"))
+    spec = tl.devices.select("rank", "device_id", pl.col("clock_hz").cast(pl.Float64))
+    if "gpc_clock_hz" in out.columns:
+        out = out.join(spec, on=["rank", "device_id"], how="left").with_columns(
+            (pl.col("gpc_clock_hz") / pl.col("clock_hz")).alias("clock_vs_spec")
+        ).drop("clock_hz")
     return out.sort(["total_ns", "name"], descending=[True, False])
 
 

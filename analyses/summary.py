@@ -101,6 +101,35 @@ def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     return comm_summary(tl).head(opts.top)
 
 
+def gpu_metrics_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Measured GPU metrics per top kernel (:func:`traceparse.analyses.metrics.kernel_metrics`),
+    with the sampling rate; empty without nsys GPU metrics."""
+    from traceparse.analyses.metrics import kernel_metrics, sample_rate_hz
+
+    km = kernel_metrics(tl)
+    if km.height == 0:
+        return km
+    rate = sample_rate_hz(tl.metrics)
+    return km.head(opts.top).with_columns(
+        pl.lit(rate / 1e3 if rate else None, dtype=pl.Float64).alias("sampled_khz"))
+
+
+def memory_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Device memory peaks (:func:`traceparse.analyses.memory.peaks`); empty without
+    memory events."""
+    from traceparse.analyses.memory import peaks
+
+    return peaks(tl)
+
+
+def graphs_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """What CUDA/HIP graphs in the trace mean for the attribution
+    (:func:`traceparse.analyses.graphs.graph_notes`), one note per row."""
+    from traceparse.analyses.graphs import graph_notes
+
+    return pl.DataFrame({"note": graph_notes(tl)}, schema={"note": pl.String})
+
+
 SECTIONS: dict[str, SectionFn] = {
     "window": window_section,
     "breakdown": breakdown_section,
@@ -108,6 +137,9 @@ SECTIONS: dict[str, SectionFn] = {
     "top_gaps": top_gaps_section,
     "launches": launches_section,
     "communication": communication_section,
+    "gpu_metrics": gpu_metrics_section,
+    "memory": memory_section,
+    "graphs": graphs_section,
 }
 
 
