@@ -274,3 +274,53 @@ def range_metrics(tl: Timeline, *, kinds: Sequence[str] = ("nvtx_push_pop", "nvt
         instances=pl.len(), total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
     return counts.join(_wide(per, keys), on=["rank", "name"], how="inner") \
         .sort(["total_ns", "name"], descending=[True, False])
+
+
+def untraced_activity(tl: Timeline, metric: str = "SM Active") -> pl.DataFrame:
+    """The GPU's own counter over the stretches where the trace records no GPU activity.
+
+    Per (rank, device): the window from its first to last traced GPU activity, minus the
+    union of its non-sync activities = the "idle" time of the attribution. A time-weighted
+    ``metric`` well above 0 there means the GPU was working on something the trace does
+    not hold (another process, an untraced API, graph work not recorded).
+
+    Returns ``rank, device_id, idle_ns, covered_ns, mean`` (``mean`` in the metric's unit);
+    empty without samples of ``metric``.
+    """
+    from traceparse.analyses import intervals
+
+    m = tl.metrics.filter(pl.col("metric").cast(pl.String) == metric)
+    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    if m.height == 0 or acts.height == 0:
+        return pl.DataFrame()
+    by = ["rank", "device_id"]
+    wins = acts.group_by(by).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    gaps = intervals.complement(acts.select(*by, "start_ns", "end_ns"), wins, by=by)
+    if gaps.height == 0:
+        return pl.DataFrame()
+    gaps = gaps.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
+    per = interval_means(m, gaps, [metric])
+    if per.height == 0:
+        return pl.DataFrame()
+    idle = gaps.group_by(by).agg(idle_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    return idle.join(per.group_by(by).agg(pl.col("integral").sum(), pl.col("covered_ns").sum()),
+                     on=by).with_columns(
+        (pl.col("integral") / pl.col("covered_ns")).alias("mean")).drop("integral") \
+        .sort(by)
+
+
+def idle_caveat(tl: Timeline, *, threshold_pct: float = 10.0) -> str | None:
+    """A sentence when the GPU's SM Active counter contradicts the trace's idle time (mean
+    above ``threshold_pct`` over the stretches with no traced GPU activity), else None."""
+    ua = untraced_activity(tl)
+    if ua.height == 0:
+        return None
+    bad = ua.filter(pl.col("mean") > threshold_pct)
+    if bad.height == 0:
+        return None
+    parts = [f"rank {r['rank']} GPU {r['device_id']}: {r['mean']:.1f}% over "
+             f"{r['idle_ns'] / 1e6:.3f} ms" for r in bad.iter_rows(named=True)]
+    return ("the GPU's own SM Active counter (nsys GPU metrics) was high while the trace "
+            "shows no GPU activity (" + "; ".join(parts) + "): the GPU ran work this trace "
+            "does not record (another process, an untraced API or graph work), so its "
+            "idle time is not idle hardware")

@@ -185,4 +185,10 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     out = {name: fn(tl, opts) for name, fn in wanted.items()}
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
-    return {"sections": out, "verdict": verdict(bd, top_gaps)}
+    line = verdict(bd, top_gaps)
+    if tl.metrics.height and "idle" in line:
+        from traceparse.analyses.metrics import idle_caveat
+
+        caveat = idle_caveat(tl)
+        line += f"; but {caveat}" if caveat else ""
+    return {"sections": out, "verdict": line}

@@ -143,6 +143,9 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
     roof = payload.get("roofline")
     if roof and roof.get("points") and roof.get("ceilings"):
         out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"]))
+    from traceparse.reports.hw_figures import figures as hw_figures
+
+    out.update({k: Markup(v) for k, v in hw_figures(payload).items()})
     return out
 
 

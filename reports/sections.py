@@ -349,4 +349,7 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     roof = _roofline(tl, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
+    from traceparse.reports.hw_sections import hardware_sections
+
+    out.update(hardware_sections(tl, opts))
     return out

@@ -6,6 +6,7 @@ against an SQL average written here independently of the code.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -147,3 +148,40 @@ def test_resest_dram_bytes_bounds_hold() -> None:
     short = k.filter(pl.col("total_ns") == k["total_ns"].min())
     rel_short = (short["dram_bytes_hi"] - short["dram_bytes_lo"]) / short["dram_bytes"]
     assert rel[0] < rel_short[0]
+
+
+@pytest.mark.shared
+def test_resest_untraced_activity_matches_sql() -> None:
+    """SM Active over the stretches between the trace's kernels (its 'idle' time), in SQL."""
+    con = sqlite3.connect(f"file:{RESEST}?mode=ro", uri=True)
+    ks = con.execute('SELECT start, "end" FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start')\
+        .fetchall()
+    gaps = [(a[1], b[0]) for a, b in itertools.pairwise(ks) if b[0] > a[1]]
+    sql = """
+    WITH s AS (SELECT g.timestamp AS t0,
+                 LEAD(g.timestamp) OVER (ORDER BY g.timestamp) AS t1, g.value AS v
+               FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n
+                 ON n.typeId = g.typeId AND n.metricId = g.metricId
+               WHERE n.metricName = 'SM Active')
+    SELECT SUM(v * (MIN(?2, t1) - MAX(?1, t0))), SUM(MIN(?2, t1) - MAX(?1, t0))
+    FROM s WHERE t0 < ?2 AND t1 > ?1"""
+    num = den = 0.0
+    for a, b in gaps:
+        x, y = con.execute(sql, (a, b)).fetchone()
+        num, den = num + x, den + y
+    con.close()
+    ua = M.untraced_activity(read(RESEST))
+    assert ua["idle_ns"].to_list() == [sum(b - a for a, b in gaps)]
+    assert ua["mean"][0] == pytest.approx(num / den, rel=1e-9)
+    assert ua["mean"][0] > 90  # the GPU was busy while the trace shows it idle
+    assert "SM Active" in (M.idle_caveat(read(RESEST)) or "")
+
+
+def test_no_caveat_when_idle_hardware_is_idle(tmp_path: Path) -> None:
+    p = write_base(tmp_path / "idle.sqlite", [("a", 1_000, 1_100), ("b", 1_300, 1_400)])
+    # SM Active 80 % inside the kernels, 0 % in the 200 ns between them
+    add_metrics(p, {"SM Active": [(1_000, 80), (1_100, 0), (1_200, 0), (1_300, 80)]})
+    tl = read(p)
+    ua = M.untraced_activity(tl)
+    assert ua["idle_ns"].to_list() == [200] and ua["mean"].to_list() == [0.0]
+    assert M.idle_caveat(tl) is None

@@ -1,0 +1,70 @@
+"""Report sections for GPU metrics, memory and graphs: the same numbers as the analyses and
+``summary`` (one computation), figures present, trace strings escaped."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tests.conftest import TRACES
+from tests.test_memory import _kineto_like
+from traceparse.analyses import memory as MM
+from traceparse.analyses import metrics as M
+from traceparse.nsys import read
+from traceparse.reports.html import render_html
+from traceparse.reports.payload import ReportOptions, build_payload, rows
+from traceparse.timeline import Timeline
+
+RESEST = TRACES / "nsys" / "resest__report2.sqlite"
+UVM = TRACES / "nsys" / "uvm-pytorch__report4.sqlite"
+
+
+@pytest.mark.shared
+def test_resest_report_gpu_metrics_and_counter_lanes() -> None:
+    tl = read(RESEST)
+    p = build_payload(tl, options=ReportOptions())
+    gm = p["gpu_metrics"]
+    want = rows(M.kernel_metrics(tl).head(ReportOptions().top_n))
+    got = gm["table"]["rows"]
+    assert [r["name"] for r in got] == [r["name"] for r in want]
+    for g, w in zip(got, want, strict=True):
+        for key in ("sm_active_pct", "tensor_active_pct", "dram_bytes", "gpc_clock_hz"):
+            assert g[key] == pytest.approx(w[key])
+    assert gm["sampled_khz"] == pytest.approx(10.0)
+    labels = {s["label"] for s in gm["counters"]["series"]}
+    assert labels == {"SM active", "Tensor active", "DRAM read+write", "GPC clock"}
+    assert gm["caveat"] and "96.3%" in gm["caveat"]
+    html = render_html(p)
+    for anchor in ('id="gpu-metrics"', 'id="counter-lanes"', 'id="hw-caveat"'):
+        assert anchor in html
+    assert "sampled at 10 kHz" in html
+
+
+@pytest.mark.shared
+def test_uvm_report_memory_section() -> None:
+    tl = read(UVM)
+    p = build_payload(tl, options=ReportOptions())
+    mem = p["memory"]
+    peak = MM.peaks(tl)
+    assert mem["peaks"]["rows"][0]["peak_allocated_bytes"] == peak["peak_allocated_bytes"][0]
+    series = mem["series"][0]
+    assert max(series["allocated_bytes"]) == peak["peak_allocated_bytes"][0]
+    html = render_html(p)
+    assert 'id="memory"' in html and html.count("<svg") >= 2
+
+
+def test_kineto_like_report_steps_ops_and_escaping() -> None:
+    tl = _kineto_like()
+    tl.ranges = tl.ranges.with_columns(
+        pl.when(pl.col("name") == "aten::b").then(pl.lit("<script>alert(1)</script>"))
+        .otherwise(pl.col("name").cast(pl.String)).cast(pl.Categorical).alias("name"))
+    tl = Timeline(**{n: f for n, f in tl.tables().items()}).validate()
+    p = build_payload(tl, options=ReportOptions())
+    mem = p["memory"]
+    steps = {r["step"]: r for r in mem["steps"]["rows"]}
+    assert steps["ProfilerStep#1"]["peak_allocated_bytes"] == 36 << 20
+    ops = {r["name"]: r for r in mem["ops"]["rows"]}
+    assert ops["<script>alert(1)</script>"]["max_rise_bytes"] == 32 << 20
+    html = render_html(p)
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
