@@ -13,6 +13,8 @@ The output opens in the Perfetto UI (ui.perfetto.dev, "Open trace file") and in
 * **Attribution** (optional): per (rank, device) a thread ``"attribution"`` (``tid =
   -2``) on the GPU process holding one complete event per classified interval (compute,
   memory, communication, idle ...), when an interval frame is given.
+* **Counters**: GPU metrics and device memory as counter tracks on the GPU processes
+  (:mod:`traceparse.reports.chrome_counters`).
 * **Flows** (optional, ``flows=True``): a flow arrow from each launching API call to the GPU
   activity with the same ``(rank, process_id, correlation_id)``.
 
@@ -296,6 +298,10 @@ def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
     """
     span = tl.span_ns()
     base = span[0] if span else 0
+    # counter samples may begin before the first activity (nsys samples from session start)
+    firsts = [int(f.select(pl.col(c).min()).item()) for f, c in
+              ((tl.metrics, "start_ns"), (tl.memory, "ts_ns")) if f.height]
+    base = min([base, *firsts]) if span else min(firsts, default=0)
     ranks = set(tl.gpu["rank"].unique().to_list()) | set(tl.api["rank"].unique().to_list()) \
         | set(tl.ranges["rank"].unique().to_list())
     multi = len(ranks) > 1
@@ -309,6 +315,9 @@ def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
         parts.append(_ndjson(_attribution_events(attribution, base, multi)))
     if flows:
         parts.extend(_ndjson(f) for f in _flow_events(tl, base, multi))
+    from traceparse.reports.chrome_counters import memory_counters, metric_counters
+
+    parts += [_ndjson(metric_counters(tl, base, multi)), _ndjson(memory_counters(tl, base, multi))]
     body = ",\n".join(p.replace("\n", ",\n") for p in parts if p)
     other = orjson.dumps({"base_ns": base, "producer": "traceparse",
                           "ranks": sorted(ranks)}, option=orjson.OPT_SORT_KEYS).decode()

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -68,3 +70,25 @@ def test_kineto_like_report_steps_ops_and_escaping() -> None:
     html = render_html(p)
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_chrome_counter_tracks(tmp_path: Path) -> None:
+    import orjson
+
+    from tests.nsys_extra import add_metrics, add_table, write_base
+    from traceparse.reports.chrome import to_chrome
+
+    # kernel at 10 us, its launch call at 5 us, first metric sample at 4 us
+    p = write_base(tmp_path / "c.sqlite", [("k", 10_000, 10_200)])
+    add_metrics(p, {"SM Active": [(4_000, 10), (10_000, 90), (10_100, 50)]})
+    add_table(p, "CUDA_GPU_MEMORY_USAGE_EVENTS", ["start", "globalPid", "deviceId",
+              "contextId", "address", "pc", "bytes", "memKind", "memoryOperationType"],
+              [(4_500, 0, 0, 1, 1, 0, 4096, 2, 0), (10_150, 0, 0, 1, 1, 0, 4096, 2, 1)])
+    doc = orjson.loads(to_chrome(read(p)))
+    assert doc["otherData"]["base_ns"] == 4_000  # the first sample, before any activity
+    c = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    sm = [(e["ts"], e["args"]["value"]) for e in c if e["name"] == "SM Active (%)"]
+    assert sm == [(0.0, 10.0), (6.0, 90.0), (6.1, 50.0)]
+    mem = [(e["ts"], e["args"]["allocated"]) for e in c if e["name"] == "memory (bytes)"]
+    assert mem == [(0.5, 4096), (6.15, 0)]
+    assert {e["pid"] for e in c} == {0}
