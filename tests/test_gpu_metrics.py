@@ -126,6 +126,8 @@ def test_resest_kernel_means_match_sql() -> None:
     assert ing["count"].sum() == n_samples
     assert tl.metrics["metric"].n_unique() == n_metrics
     assert M.sample_rate_hz(tl.metrics) == pytest.approx(10_000, rel=1e-3)
+    from traceparse.roofline.metrics_points import provenance
+    assert provenance(tl) == "measured (nsys GPU metrics, sampled at 10 kHz)"
     for col, metric in (("sm_active_pct", "SM Active"), ("tensor_active_pct", "Tensor Active"),
                         ("dram_read_pct", "DRAM Read Throughput"),
                         ("gpc_clock_hz", "GPC Clock Frequency")):
@@ -185,3 +187,25 @@ def test_no_caveat_when_idle_hardware_is_idle(tmp_path: Path) -> None:
     ua = M.untraced_activity(tl)
     assert ua["idle_ns"].to_list() == [200] and ua["mean"].to_list() == [0.0]
     assert M.idle_caveat(tl) is None
+
+
+def test_metrics_roofline_points(tmp_path: Path) -> None:
+    from traceparse.roofline.metrics_points import metrics_points
+
+    tl = read(_export(tmp_path))
+    ceil = pl.DataFrame({"name": ["fp32", "dram"], "value": [60e12, 3.35232e12]})
+    pts = metrics_points(tl, ceil)
+    r = pts.row(0, named=True)
+    assert r["provenance"] == "measured (nsys GPU metrics, sampled at 10 MHz)"  # 100 ns
+    # 30 % of peak over the kernel (see test_variants_time_weighted_mean)
+    assert r["dram_bytes_per_s"] == pytest.approx(0.30 * PEAK_BW)
+    assert r["dram_pct_of_peak"] == pytest.approx(30.0)
+    assert r["dram_bytes_per_s_lo"] <= r["dram_bytes_per_s"] <= r["dram_bytes_per_s_hi"]
+    assert r["flop_per_s"] is None and r["bound"] is None
+    # with FLOPs: 2e6 FLOP in 200 ns = 1e13 FLOP/s; AI = 1e13 / (0.3 * P)
+    pts = metrics_points(tl, ceil, flops=pl.DataFrame({"kernel_name": ["gemm"],
+                                                       "flops": [2e6]}))
+    r = pts.row(0, named=True)
+    assert r["flop_per_s"] == pytest.approx(1e13)
+    assert r["ai_dram"] == pytest.approx(1e13 / (0.30 * PEAK_BW))
+    assert r["bound"] == "memory"  # AI ~9.9 < ridge 60e12 / 3.35e12 ~ 17.9
