@@ -108,7 +108,41 @@ def _gpu_metrics(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
         "table": {"columns": columns, "rows": rows(frame.drop("sampled_khz"))},
         "counters": _counters(tl),
         "caveat": idle_caveat(tl),
+        **_window_tables(tl, opts),
     }
+
+
+_METRIC_COLS = [_col("sm_active_pct", "SM active", "pct"), _col("sm_issue_pct", "SM issue", "pct"),
+                _col("tensor_active_pct", "tensor active", "pct"),
+                _col("dram_read_pct", "DRAM read % of peak", "pct"),
+                _col("dram_write_pct", "DRAM write % of peak", "pct"),
+                _col("gpc_clock_hz", "GPC clock (Hz)", "num")]
+
+
+def _window_tables(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
+    """Time-weighted metrics per step (ProfilerStep ranges, else the report's step regex)
+    and per NVTX range name."""
+    from traceparse.analyses.metrics import range_metrics, window_metrics
+    from traceparse.analyses.steps import step_windows
+    from traceparse.reports.sections import STEP_REGEX
+
+    out: dict[str, Any] = {}
+    wins = step_windows(tl)
+    if wins.height == 0:
+        wins = step_windows(tl, step_regex=STEP_REGEX)
+    sm = window_metrics(tl, wins, label="step") if wins.height else pl.DataFrame()
+    if sm.height:
+        cols = [_col("rank", "rank", "int"), _col("step", "step"),
+                _col("device_id", "device", "int"), *_METRIC_COLS]
+        out["steps"] = {"columns": [c for c in cols if c["key"] in sm.columns],
+                        "rows": rows(sm.head(opts.top_n))}
+    rm = range_metrics(tl)
+    if rm.height:
+        cols = [_col("name", "NVTX range"), _col("instances", "instances", "int"),
+                _col("total_ns", "time (µs)", "us"), *_METRIC_COLS]
+        out["ranges"] = {"columns": [c for c in cols if c["key"] in rm.columns],
+                         "rows": rows(rm.head(opts.top_n))}
+    return out
 
 
 def _memory_series(tl: Timeline) -> list[dict[str, Any]]:

@@ -209,3 +209,30 @@ def test_metrics_roofline_points(tmp_path: Path) -> None:
     assert r["flop_per_s"] == pytest.approx(1e13)
     assert r["ai_dram"] == pytest.approx(1e13 / (0.30 * PEAK_BW))
     assert r["bound"] == "memory"  # AI ~9.9 < ridge 60e12 / 3.35e12 ~ 17.9
+
+
+def test_window_and_range_metrics(tmp_path: Path) -> None:
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    tl = read(_export(tmp_path))  # SM Active 10..50 % on [1000, 1500) in 100 ns samples
+    rng = [("nvtx_push_pop", "fwd", 1_000, 1_200), ("nvtx_push_pop", "fwd", 1_400, 1_500),
+           ("nvtx_push_pop", "bwd", 1_250, 1_350)]
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0] * 3, "kind": [r[0] for r in rng], "name": [r[1] for r in rng],
+        "start_ns": [r[2] for r in rng], "end_ns": [r[3] for r in rng],
+        "dur_ns": [r[3] - r[2] for r in rng]}))
+    tl = Timeline(**{**tl.tables(), "ranges": ranges}, meta=tl.meta).validate()
+    rm = {r["name"]: r for r in M.range_metrics(tl).iter_rows(named=True)}
+    # fwd: 100 ns of 10 + 100 ns of 20 + 100 ns of 50 -> 80 / 3 = 26.67
+    assert rm["fwd"]["sm_active_pct"] == pytest.approx(80 / 3)
+    assert rm["fwd"]["instances"] == 2 and rm["fwd"]["total_ns"] == 300
+    # bwd [1250, 1350): 50 ns of 30 + 50 ns of 40 -> 35
+    assert rm["bwd"]["sm_active_pct"] == pytest.approx(35.0)
+    wm = M.window_metrics(tl, pl.DataFrame({"rank": [0, 0], "start_ns": [1_000, 1_300],
+                                            "end_ns": [1_100, 1_500], "step": ["s0", "s1"]},
+                                           schema_overrides={"rank": pl.Int32}),
+                          label="step")
+    assert wm["step"].to_list() == ["s0", "s1"]
+    assert wm["sm_active_pct"].to_list() == [pytest.approx(10.0), pytest.approx(45.0)]
+    assert wm["device_id"].to_list() == [0, 0]

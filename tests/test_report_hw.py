@@ -92,3 +92,24 @@ def test_chrome_counter_tracks(tmp_path: Path) -> None:
     mem = [(e["ts"], e["args"]["allocated"]) for e in c if e["name"] == "memory (bytes)"]
     assert mem == [(0.5, 4096), (6.15, 0)]
     assert {e["pid"] for e in c} == {0}
+
+
+def test_report_gpu_metrics_per_step_and_range(tmp_path: Path) -> None:
+    from tests.test_gpu_metrics import _export
+    from traceparse import schema
+
+    tl = read(_export(tmp_path))
+    rng = [("nvtx_push_pop", "step 1", 1_000, 1_250), ("nvtx_push_pop", "step 2", 1_250, 1_500)]
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0, 0], "kind": [r[0] for r in rng], "name": [r[1] for r in rng],
+        "start_ns": [r[2] for r in rng], "end_ns": [r[3] for r in rng],
+        "dur_ns": [r[3] - r[2] for r in rng]}))
+    tl = Timeline(**{**tl.tables(), "ranges": ranges}, meta=tl.meta).validate()
+    gm = build_payload(tl, options=ReportOptions())["gpu_metrics"]
+    steps = {r["step"]: r["sm_active_pct"] for r in gm["steps"]["rows"]}
+    # step 1: 10, 20 for 100 ns each + 30 for 50 ns -> 4500 / 250 = 18
+    # step 2: 30 for 50 ns + 40, 50 for 100 ns each -> 10500 / 250 = 42
+    assert steps == {"step 1": pytest.approx(18.0), "step 2": pytest.approx(42.0)}
+    assert [r["name"] for r in gm["ranges"]["rows"]] == ["step 1", "step 2"]
+    html = render_html(build_payload(tl, options=ReportOptions()))
+    assert "Per step" in html and "Per NVTX range" in html
