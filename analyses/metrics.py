@@ -190,7 +190,7 @@ def dram_bytes(tl: Timeline, windows: pl.DataFrame) -> pl.DataFrame:
         bandwidth or the DRAM metrics are missing). See the module docstring.
     """
     peaks = _peak_bw(tl)
-    rows: list[dict[str, float | int]] = []
+    rows: list[pl.DataFrame] = []
     m = tl.metrics.with_columns(pl.col("metric").cast(pl.String))
     for (rank, dev), part in m.group_by(["rank", "device_id"]):
         peak = peaks.get((int(rank), int(dev)))  # type: ignore[call-overload]
@@ -209,32 +209,53 @@ def dram_bytes(tl: Timeline, windows: pl.DataFrame) -> pl.DataFrame:
         s_s, s_e = both["start_ns"].to_numpy(), both["end_ns"].to_numpy()
         bw = both["value"].to_numpy() / 100.0 * peak  # bytes/s per sample
         w = windows.filter((pl.col("rank") == rank) & (pl.col("device_id") == dev))
-        for wid, ws, we in w.select("_w", "start_ns", "end_ns").iter_rows():
-            lo_i = max(int(np.searchsorted(s_e, ws, side="right")), 0)
-            hi_i = int(np.searchsorted(s_s, we, side="left"))
-            est = lo = hi = quant = 0.0
-            for i in range(lo_i, hi_i):
-                span = (s_e[i] - s_s[i]) / 1e9
-                ov = (min(we, s_e[i]) - max(ws, s_s[i])) / 1e9
-                if ov <= 0:
-                    continue
-                total = bw[i] * span
-                est += bw[i] * ov
-                quant += 0.005 * peak * ov
-                if ov >= span:
-                    lo += total
-                    hi += total
-                else:
-                    lo += max(0.0, total - peak * (span - ov))
-                    hi += min(total, peak * ov)
-            rows.append({"_w": int(wid), "dram_bytes": est,
-                         "dram_bytes_lo": max(0.0, lo - quant), "dram_bytes_hi": hi + quant})
+        if w.height:
+            rows.append(_dram_window_bytes(w, s_s, s_e, bw, peak))
     if not rows:
         return pl.DataFrame(schema={"_w": pl.Int64, "dram_bytes": pl.Float64,
                                     "dram_bytes_lo": pl.Float64, "dram_bytes_hi": pl.Float64})
-    return pl.DataFrame(rows, schema={"_w": pl.Int64, "dram_bytes": pl.Float64,
-                                      "dram_bytes_lo": pl.Float64,
-                                      "dram_bytes_hi": pl.Float64})
+    return pl.concat(rows)
+
+
+def _dram_window_bytes(w: pl.DataFrame, s_s: np.ndarray, s_e: np.ndarray, bw: np.ndarray,
+                       peak: float) -> pl.DataFrame:
+    """Vectorised :func:`dram_bytes` for one device: samples sorted and not overlapping,
+    so only the first and last sample a window overlaps can be partial."""
+    ws, we = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+    span = (s_e - s_s) / 1e9
+    tot = bw * span
+    cum = np.concatenate([[0.0], np.cumsum(tot)])
+    first = np.searchsorted(s_e, ws, side="right")   # first sample ending after ws
+    stop = np.searchsorted(s_s, we, side="left")     # first sample starting at/after we
+    n = stop - first
+    est = np.zeros(len(ws))
+    lo = np.zeros(len(ws))
+    hi = np.zeros(len(ws))
+    cov = np.zeros(len(ws))
+    # samples strictly between the first and the last are fully inside the window
+    mid = n >= 3
+    full_mid = np.where(mid, cum[np.clip(stop - 1, 0, None)] - cum[np.clip(first + 1, 0,
+                                                                            len(cum) - 1)], 0.0)
+    est += full_mid
+    lo += full_mid
+    hi += full_mid
+    cum_span = np.concatenate([[0.0], np.cumsum(span)])
+    cov += np.where(mid, cum_span[np.clip(stop - 1, 0, None)]
+                    - cum_span[np.clip(first + 1, 0, len(cum_span) - 1)], 0.0)
+    for idx, use in ((first, n >= 1), (stop - 1, n >= 2)):
+        i = np.clip(idx, 0, len(s_s) - 1)
+        ov = np.clip((np.minimum(we, s_e[i]) - np.maximum(ws, s_s[i])) / 1e9, 0.0, None)
+        ov = np.where(use, ov, 0.0)
+        full = ov >= span[i]
+        est += bw[i] * ov
+        cov += ov
+        lo += np.where(use, np.where(full, tot[i],
+                                     np.maximum(0.0, tot[i] - peak * (span[i] - ov))), 0.0)
+        hi += np.where(use, np.where(full, tot[i], np.minimum(tot[i], peak * ov)), 0.0)
+    quant = 0.005 * peak * cov
+    return pl.DataFrame({"_w": w["_w"].cast(pl.Int64), "dram_bytes": est,
+                         "dram_bytes_lo": np.maximum(0.0, lo - quant),
+                         "dram_bytes_hi": hi + quant})
 
 
 def window_metrics(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"

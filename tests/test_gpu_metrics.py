@@ -236,3 +236,46 @@ def test_window_and_range_metrics(tmp_path: Path) -> None:
     assert wm["step"].to_list() == ["s0", "s1"]
     assert wm["sm_active_pct"].to_list() == [pytest.approx(10.0), pytest.approx(45.0)]
     assert wm["device_id"].to_list() == [0, 0]
+
+
+def test_dram_bytes_matches_brute_force_definition() -> None:
+    """Random windows over irregular samples with gaps: estimate and bounds equal a direct
+    per-sample evaluation of the definition (docs/metrics.md)."""
+    import numpy as np
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    rng = np.random.default_rng(7)
+    starts = np.cumsum(rng.integers(50, 150, 400))
+    ends = starts + rng.integers(40, 50, 400)  # gaps between samples
+    vals = rng.integers(0, 100, 400).astype(float)
+    peak = 1e12
+    m = schema.conform("metrics", pl.DataFrame({
+        "rank": [0] * 400, "device_id": [0] * 400, "start_ns": starts, "end_ns": ends,
+        "dur_ns": ends - starts, "metric": ["DRAM Read Throughput"] * 400, "value": vals}))
+    dev = schema.conform("devices", pl.DataFrame({"rank": [0], "device_id": [0],
+                                                  "memory_bandwidth_bps": [peak]}))
+    tl = Timeline(metrics=m, devices=dev)
+    ws = rng.integers(0, int(ends[-1]), 300)
+    we = ws + rng.integers(1, 3000, 300)
+    w = pl.DataFrame({"_w": range(300), "rank": [0] * 300, "device_id": [0] * 300,
+                      "start_ns": ws, "end_ns": we},
+                     schema_overrides={"rank": pl.Int32, "device_id": pl.Int32})
+    got = M.dram_bytes(tl, w).sort("_w")
+    for k in range(300):
+        est = lo = hi = cov = 0.0
+        for s, e, v in zip(starts, ends, vals, strict=True):
+            ov = (min(we[k], e) - max(ws[k], s)) / 1e9
+            if ov <= 0:
+                continue
+            span, total = (e - s) / 1e9, v / 100 * peak * (e - s) / 1e9
+            est += v / 100 * peak * ov
+            cov += ov
+            lo += total if ov >= span else max(0.0, total - peak * (span - ov))
+            hi += total if ov >= span else min(total, peak * ov)
+        assert got["dram_bytes"][k] == pytest.approx(est, rel=1e-9, abs=1e-6)
+        assert got["dram_bytes_lo"][k] == pytest.approx(max(0.0, lo - 0.005 * peak * cov),
+                                                        rel=1e-9, abs=1e-3)
+        assert got["dram_bytes_hi"][k] == pytest.approx(hi + 0.005 * peak * cov, rel=1e-9,
+                                                        abs=1e-3)
