@@ -82,3 +82,14 @@ def test_real_report_end_to_end(real_report: Path, tmp_path: Path) -> None:
     assert listed == set(tables)
     # the export is kept in the cache directory
     assert list((cache / "nsys-export").glob(f"*/{real_report.name[:-9]}.sqlite"))
+
+
+def test_corrupt_report_with_nsys_exit_2(tmp_path: Path) -> None:
+    if find_nsys() is None:
+        pytest.skip("Nsight Systems CLI not installed (set NSYS or put nsys on PATH)")
+    rep = tmp_path / "bad.nsys-rep"
+    rep.write_bytes(b"not a report")
+    res = CliRunner().invoke(main, ["--cache-dir", str(tmp_path / "c"), "info", str(rep)])
+    assert res.exit_code == 2
+    assert "bad.nsys-rep: nsys export failed" in res.output
+    assert not list((tmp_path / "c").glob("nsys-export/*/*.sqlite"))  # nothing half-written
