@@ -37,8 +37,10 @@ def memory(traces: tuple[str, ...], by: str, top: int, step_regex: str | None, f
     for trace in traces:
         tl = load_trace(trace)
         if tl.memory.height == 0:
-            click.echo(f"traceparse: {Path(trace).name}: no memory events (Kineto: "
-                       "profile_memory=True; nsys: --cuda-memory-usage=true)", err=True)
+            click.echo(f"traceparse: {Path(trace).name}: the timeline holds no memory events "
+                       "(captured with nsys --cuda-memory-usage=true or torch.profiler "
+                       "profile_memory=True; `traceparse info` lists what was skipped)",
+                       err=True)
             continue
         frame = memory_view(tl, by, top=top, step_regex=step_regex)
         if frame.height:
