@@ -35,7 +35,7 @@ from traceparse.timeline import Timeline
 
 #: Metrics summarised per kernel, steps and ranges (the first present name of each set).
 SUMMARY_METRICS: dict[str, tuple[str, ...]] = {
-    "sm_active_pct": ("SM Active",),
+    "sm_active_pct": ("SM Active", "SMs Active"),
     "sm_issue_pct": ("SM Issue",),
     "tensor_active_pct": ("Tensor Active",),
     "dram_read_pct": ("DRAM Read Throughput", "DRAM Read Bandwidth"),
@@ -310,7 +310,11 @@ def untraced_activity(tl: Timeline, metric: str = "SM Active") -> pl.DataFrame:
     """
     from traceparse.analyses import intervals
 
-    m = tl.metrics.filter(pl.col("metric").cast(pl.String) == metric)
+    names = [metric, *(n for ns in SUMMARY_METRICS.values() if metric in ns for n in ns)]
+    m = tl.metrics.filter(pl.col("metric").cast(pl.String).is_in(names))
+    if m.height:  # the first name present (nsys renamed "SMs Active" to "SM Active")
+        first = next(n for n in names if n in set(m["metric"].cast(pl.String)))
+        m = m.filter(pl.col("metric").cast(pl.String) == first)
     acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
     if m.height == 0 or acts.height == 0:
         return pl.DataFrame()
@@ -320,7 +324,7 @@ def untraced_activity(tl: Timeline, metric: str = "SM Active") -> pl.DataFrame:
     if gaps.height == 0:
         return pl.DataFrame()
     gaps = gaps.with_row_index("_w").with_columns(pl.col("_w").cast(pl.Int64))
-    per = interval_means(m, gaps, [metric])
+    per = interval_means(m, gaps)
     if per.height == 0:
         return pl.DataFrame()
     idle = gaps.group_by(by).agg(idle_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())

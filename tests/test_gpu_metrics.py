@@ -80,6 +80,22 @@ def test_variant_bracket_units_and_two_gpus(tmp_path: Path) -> None:
     assert set(m.filter(pl.col("metric") == "SM Active")["unit"].to_list()) == {"%"}
 
 
+def test_variant_two_views_of_one_counter_and_old_names(tmp_path: Path) -> None:
+    """'[Throughput %]' and '[Avg]' views of one counter stay two metrics; the older
+    'SMs Active' name feeds the SM-active column."""
+    p = write_base(tmp_path / "v.sqlite", [("gemm", 1_000, 1_200)])
+    pts = [(1_000, 40), (1_100, 60)]
+    add_metrics(p, {"Compute Warps in Flight [Throughput %]": pts,
+                    "Compute Warps in Flight [Avg]": [(1_000, 3), (1_100, 5)],
+                    "SMs Active": pts})
+    tl = read(p)
+    m = tl.metrics.with_columns(pl.col("metric", "unit").cast(pl.String))
+    got = {(r["metric"], r["unit"]) for r in m.select("metric", "unit").unique().to_dicts()}
+    assert got == {("Compute Warps in Flight", "%"),
+                   ("Compute Warps in Flight [Avg]", "Avg"), ("SMs Active", "%")}
+    assert M.kernel_metrics(tl)["sm_active_pct"].to_list() == [pytest.approx(50.0)]
+
+
 def test_split_unit() -> None:
     assert split_unit("DRAM Read Bandwidth [Throughput %]") == ("DRAM Read Bandwidth", "%", 1.0)
     assert split_unit("PCIe Read Requests to BAR1") == ("PCIe Read Requests to BAR1", "count",

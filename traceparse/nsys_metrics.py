@@ -53,6 +53,8 @@ def split_unit(raw: str) -> tuple[str, str, float]:
         ('GPC Clock Frequency', 'Hz', 1000000.0)
         >>> split_unit("SM Active")
         ('SM Active', '%', 1.0)
+        >>> split_unit("Compute Warps in Flight [Avg Warps per Cycle]")
+        ('Compute Warps in Flight [Avg Warps per Cycle]', 'Avg Warps per Cycle', 1.0)
     """
     m = _BRACKET.match(raw)
     name, tag = (m.group("name"), m.group("unit").strip()) if m else (raw.strip(), "")
@@ -62,7 +64,11 @@ def split_unit(raw: str) -> tuple[str, str, float]:
             return name, "Hz", _HZ[low]
         if "%" in low:
             return name, "%", 1.0
-        return name, tag, 1.0
+        if low == "requests":
+            return name, "count", 1.0
+        # other tags ("Avg", "Avg Warps per Cycle") name a second view of the same counter
+        # as its "[Throughput %]" one: keep the full name so the two stay apart
+        return raw.strip(), tag, 1.0
     low = name.lower()
     if "clock" in low or "frequency" in low:
         return name, "Hz", 1.0  # untagged clocks are in Hz (2024.2 exports: ~1.96e9)
@@ -134,7 +140,7 @@ def _names(db: NsysDB, has_type: bool) -> pl.DataFrame | None:
     rows = db.frame(f"SELECT {tsel} AS _tid, metricId AS _mid, metricName{tname} "
                     f"FROM {NAMES_TABLE}")
     out: dict[str, list[object]] = {"_tid": [], "_mid": [], "metric": [], "unit": [],
-                                    "_scale": [], "_type_name": []}
+                                    "_scale": [], "_type_name": [], "_raw": []}
     seen: set[tuple[int, int]] = set()
     for row in rows.iter_rows(named=True):
         tid = int(row["_tid"]) if join_type and row["_tid"] is not None else 0
@@ -149,9 +155,15 @@ def _names(db: NsysDB, has_type: bool) -> pl.DataFrame | None:
         out["unit"].append(unit)
         out["_scale"].append(scale)
         out["_type_name"].append(str(row.get("typeName") or ""))
+        out["_raw"].append(str(row["metricName"]))
     frame = pl.DataFrame(out, schema={"_tid": pl.Int64, "_mid": pl.Int64, "metric": pl.String,
                                       "unit": pl.String, "_scale": pl.Float64,
-                                      "_type_name": pl.String})
+                                      "_type_name": pl.String, "_raw": pl.String})
+    # two raw names that reduce to one metric name on a device: keep the raw names
+    dup = pl.col("metric").is_duplicated().over("_tid")
+    frame = frame.with_columns(
+        pl.when(dup).then(pl.col("_raw")).otherwise(pl.col("metric")).alias("metric"),
+    ).drop("_raw")
     if not join_type:
         # GPU_METRICS rows get _tid 0 too (see read_metrics)
         frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias("_tid")).unique(
