@@ -51,7 +51,8 @@ def add_metrics(path: Path, samples: dict[str, Sequence[tuple[int, int]]], *,
     """Add GPU_METRICS samples {metric name: [(timestamp, value)]} for each type id.
 
     Variants: ``2024`` (typeId in both tables), ``no_type`` (GPU_METRICS without typeId),
-    ``no_names`` (no TARGET_INFO_GPU_METRICS).
+    ``names_no_type`` (TARGET_INFO_GPU_METRICS without typeId), ``no_names`` (no
+    TARGET_INFO_GPU_METRICS).
     """
     names, rows = [], []
     for t, tname in zip(type_ids, type_names, strict=True):
@@ -62,6 +63,9 @@ def add_metrics(path: Path, samples: dict[str, Sequence[tuple[int, int]]], *,
     cols = ["timestamp", "typeId", "metricId", "value"]
     add_table(path, "GPU_METRICS", cols if variant != "no_type" else
               ["timestamp", "metricId", "value"], rows)
-    if variant != "no_names":
+    if variant == "names_no_type":
+        add_table(path, "TARGET_INFO_GPU_METRICS", ["metricId", "metricName"],
+                  [(n[3], n[4]) for n in names])
+    elif variant != "no_names":
         add_table(path, "TARGET_INFO_GPU_METRICS",
                   ["typeId", "sourceId", "typeName", "metricId", "metricName"], names)

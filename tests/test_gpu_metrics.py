@@ -32,7 +32,7 @@ def _export(tmp_path: Path, variant: str = "2024", **kw: object) -> Path:
     return p
 
 
-@pytest.mark.parametrize("variant", ["2024", "no_type"])
+@pytest.mark.parametrize("variant", ["2024", "no_type", "names_no_type"])
 def test_variants_time_weighted_mean(tmp_path: Path, variant: str) -> None:
     tl = read(_export(tmp_path, variant))
     assert tl.metrics.height == 10

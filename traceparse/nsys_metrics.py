@@ -89,7 +89,8 @@ def read_metrics(db: NsysDB, devices: pl.DataFrame, rank: int
         return schema.empty("metrics"), 0, {}
     db.require(METRICS_TABLE, ("timestamp", "metricId", "value"))
     cols = set(db.columns(METRICS_TABLE))
-    has_type = "typeId" in cols
+    # names join on typeId only when both tables have it
+    has_type = "typeId" in cols and "typeId" in set(db.columns(NAMES_TABLE))
     sel = "timestamp AS start_ns, metricId AS _mid, value" + (", typeId AS _tid" if has_type
                                                               else "")
     raw = db.table_frame(METRICS_TABLE, sel)
