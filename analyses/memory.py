@@ -160,17 +160,17 @@ def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray
 
 
 def top_level_ops(tl: Timeline, *, kinds: Sequence[str] = ("cpu_op",)) -> pl.DataFrame:
-    """Outermost host ranges of ``kinds`` (depth 0, or not inside another of the same kinds
-    on the same thread when depth is not recorded)."""
+    """Outermost host ranges of ``kinds``: not inside another range of those kinds on the
+    same (rank, process, thread). The ``depth`` column is not used: it also counts
+    Python-function and annotation ranges, under which every op of an SGLang trace sits."""
     r = tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(list(kinds))
                          & pl.col("end_ns").is_not_null())
     if r.height == 0:
         return r
-    if r["depth"].null_count() < r.height:
-        return r.filter(pl.col("depth") == 0)
-    r = r.sort("rank", "thread_id", "start_ns", pl.col("end_ns"), descending=[
-        False, False, False, True])
-    prev_end = pl.col("end_ns").cum_max().shift(1).over("rank", "thread_id")
+    lane = ["rank", "process_id", "thread_id"]
+    r = r.sort(*lane, "start_ns", "end_ns", descending=[False, False, False, False, True],
+               nulls_last=True)
+    prev_end = pl.col("end_ns").cum_max().shift(1).over(lane)
     return r.filter(prev_end.is_null() | (pl.col("start_ns") >= prev_end))
 
 

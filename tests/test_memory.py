@@ -40,7 +40,9 @@ def _kineto_like() -> Timeline:
     rng = [("profiler_step", "ProfilerStep#1", 0, 100, None),
            ("profiler_step", "ProfilerStep#2", 100, 200, None),
            ("cpu_op", "aten::a", 10, 40, 0), ("cpu_op", "aten::b", 60, 90, 0),
-           ("cpu_op", "aten::empty", 65, 75, 1), ("cpu_op", "aten::a", 110, 140, 0)]
+           ("cpu_op", "aten::empty", 65, 75, 1), ("cpu_op", "aten::a", 110, 140, 0),
+           # a Python frame around everything: ops under it are still top-level ops
+           ("python_function", "train.py(7): main", 0, 200, 0)]
     ranges = schema.conform("ranges", pl.DataFrame({
         "rank": [0] * len(rng), "kind": [r[0] for r in rng], "name": [r[1] for r in rng],
         "start_ns": [r[2] for r in rng], "end_ns": [r[3] for r in rng],
