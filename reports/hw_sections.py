@@ -220,4 +220,12 @@ def hardware_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     notes = summary_mod.graphs_section(tl, summary_mod.SummaryOptions())
     if notes.height:
         out["graphs"] = {"notes": notes["note"].to_list()}
+    unread = tl.ingest.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
+    if unread.height:
+        out["unread_tables"] = {
+            "columns": [_col("rank", "rank", "int"), _col("source", "table"),
+                        _col("outcome", "outcome"), _col("reason", "why"),
+                        _col("count", "rows", "int")],
+            "rows": rows(unread.select("rank", "source", "outcome", "reason", "count")
+                         .sort("rank", "source"))}
     return out

@@ -40,6 +40,10 @@ def test_resest_report_gpu_metrics_and_counter_lanes() -> None:
     for anchor in ('id="gpu-metrics"', 'id="counter-lanes"', 'id="hw-caveat"'):
         assert anchor in html
     assert "sampled at 10 kHz" in html
+    unread = {r["source"]: r for r in p["unread_tables"]["rows"]}
+    assert unread["OSRT_API"]["count"] == 667 and unread["OSRT_API"]["outcome"] == "not read"
+    assert unread["StringIds"]["outcome"] == "lookup"
+    assert 'id="unread-tables"' in html
 
 
 @pytest.mark.shared
