@@ -102,6 +102,35 @@ def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     return comm_summary(tl).head(opts.top)
 
 
+def gpu_metrics_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Measured GPU metrics per top kernel (:func:`traceparse.analyses.metrics.kernel_metrics`),
+    with the sampling rate; empty without nsys GPU metrics."""
+    from traceparse.analyses.metrics import kernel_metrics, sample_rate_hz
+
+    km = kernel_metrics(tl)
+    if km.height == 0:
+        return km
+    rate = sample_rate_hz(tl.metrics)
+    return km.head(opts.top).with_columns(
+        pl.lit(rate / 1e3 if rate else None, dtype=pl.Float64).alias("sampled_khz"))
+
+
+def memory_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Device memory peaks (:func:`traceparse.analyses.memory.peaks`); empty without
+    memory events."""
+    from traceparse.analyses.memory import peaks
+
+    return peaks(tl)
+
+
+def graphs_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """What CUDA/HIP graphs in the trace mean for the attribution
+    (:func:`traceparse.analyses.graphs.graph_notes`), one note per row."""
+    from traceparse.analyses.graphs import graph_notes
+
+    return pl.DataFrame({"note": graph_notes(tl)}, schema={"note": pl.String})
+
+
 SECTIONS: dict[str, SectionFn] = {
     "window": window_section,
     "breakdown": breakdown_section,
@@ -113,6 +142,9 @@ SECTIONS: dict[str, SectionFn] = {
     "phase_mix": llm_summary.phase_mix_section,
     "layers": llm_summary.layers_section,
     "op_tree": llm_summary.op_tree_section,
+    "gpu_metrics": gpu_metrics_section,
+    "memory": memory_section,
+    "graphs": graphs_section,
 }
 
 
@@ -158,4 +190,10 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     out = {name: fn(tl, opts) for name, fn in wanted.items()}
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
-    return {"sections": out, "verdict": verdict(bd, top_gaps)}
+    line = verdict(bd, top_gaps)
+    if tl.metrics.height and "idle" in line:
+        from traceparse.analyses.metrics import idle_caveat
+
+        caveat = idle_caveat(tl)
+        line += f"; but {caveat}" if caveat else ""
+    return {"sections": out, "verdict": line}

@@ -114,10 +114,57 @@ def _communication(frame: pl.DataFrame) -> list[str]:
     return lines
 
 
+def _gpu_metrics(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    khz = frame["sampled_khz"][0]
+    src = f"nsys GPU metrics, sampled at {khz:.3g} kHz" if khz else "nsys GPU metrics"
+    lines = [f"Measured GPU metrics per kernel ({src}; time-weighted over each launch)",
+             "  SM act  SM iss  tensor  DRAM rd+wr     DRAM B/s      clock  vs spec  kernel"]
+    def pct(r: dict[str, Any], col: str) -> str:
+        v = r.get(col)
+        return f"{v:5.1f}%" if v is not None else "     -"
+
+    for r in frame.iter_rows(named=True):
+        dram = (r.get("dram_read_pct") or 0.0) + (r.get("dram_write_pct") or 0.0)
+        bw = r.get("dram_bytes_per_s")
+        bw_s = f"{bw / 1e9:7.1f} GB/s" if bw is not None else "          -"
+        clock = r.get("gpc_clock_hz")
+        clk = f"{clock / 1e9:5.2f} GHz" if clock else "        -"
+        ratio = r.get("clock_vs_spec")
+        clk += f"  {ratio:6.2f}x" if ratio else "        -"
+        name = r["name"] if len(r["name"]) <= 50 else r["name"][:49] + "…"
+        lines.append(f"  {pct(r, 'sm_active_pct')}  {pct(r, 'sm_issue_pct')}  "
+                     f"{pct(r, 'tensor_active_pct')}  {dram:9.1f}%  {bw_s}  {clk}  {name}")
+    return lines
+
+
+def _memory(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    lines = ["Device memory (peak allocated; replayed = from event sizes, relative to the "
+             "capture start)"]
+    for r in frame.iter_rows(named=True):
+        res = (f", reserved peak {r['peak_reserved_bytes'] / 2**20:,.1f} MiB"
+               if r["peak_reserved_bytes"] is not None else "")
+        how = " (replayed)" if r["replayed"] else ""
+        lines.append(f"  rank {r['rank']} dev {r['device_id']}: peak "
+                     f"{r['peak_allocated_bytes'] / 2**20:,.1f} MiB at {r['peak_ts_ns']} ns"
+                     f"{how}{res}; {r['allocs']} allocs, {r['frees']} frees")
+    return lines
+
+
+def _graphs(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    return ["CUDA/HIP graphs"] + [f"  {n}" for n in frame["note"].to_list()]
+
+
 #: Section name -> text renderer; sections without one are printed as a table.
 RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
     "top_gaps": _top_gaps, "launches": _launches, "communication": _communication,
+    "gpu_metrics": _gpu_metrics, "memory": _memory, "graphs": _graphs,
 }
 
 
@@ -182,6 +229,8 @@ def render_text(summary: dict[str, Any]) -> str:
         if name == "top_gaps":  # gap times are shown from the trace start
             blocks.append("\n".join(_top_gaps(frame, t0)))
             continue
-        blocks.append("\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}")
+        lines = fn(frame) if fn else [f"{name}\n{render_table(frame)}"]
+        if lines:  # a renderer returns no lines for content the trace does not have
+            blocks.append("\n".join(lines))
     blocks.append(f"Verdict: {summary['verdict']}")
     return "\n\n".join(blocks) + "\n"

@@ -13,6 +13,8 @@ The output opens in the Perfetto UI (ui.perfetto.dev, "Open trace file") and in
 * **Attribution** (optional): per (rank, device) a thread ``"attribution"`` (``tid =
   -2``) on the GPU process holding one complete event per classified interval (compute,
   memory, communication, idle ...), when an interval frame is given.
+* **Counters**: GPU metrics and device memory as counter tracks on the GPU processes
+  (:mod:`traceparse.reports.chrome_counters`).
 * **Flows** (optional, ``flows=True``): a flow arrow from each launching API call to the GPU
   activity with the same ``(rank, process_id, correlation_id)``.
 
@@ -35,32 +37,15 @@ import orjson
 import polars as pl
 
 from traceparse.atomic import write_bytes
+from traceparse.reports.chrome_ids import (
+    ATTRIBUTION_TID,
+    HOST_PID_BASE,
+    _div1000,
+    _gpu_pid,
+    _host_pid,
+    _us,
+)
 from traceparse.timeline import Timeline
-
-#: pid used for host lanes without an OS process id: ``HOST_PID_BASE + rank``.
-HOST_PID_BASE = 900_000
-#: tid of the attribution lane on each GPU process.
-ATTRIBUTION_TID = -2
-
-
-def _gpu_pid(multi_rank: bool) -> pl.Expr:
-    dev = pl.col("device_id").cast(pl.Int64)
-    return (pl.col("rank").cast(pl.Int64) * 1000 + dev) if multi_rank else dev
-
-
-def _host_pid() -> pl.Expr:
-    return pl.coalesce(pl.col("process_id"), HOST_PID_BASE + pl.col("rank").cast(pl.Int64))
-
-
-def _div1000(s: pl.Series) -> pl.Series:
-    # numpy's true division is correctly rounded (polars may multiply by 0.001 instead,
-    # which prints 1.5010000000000001 for 1501 ns)
-    return pl.Series(s.name, s.cast(pl.Float64).to_numpy() / 1000.0)
-
-
-def _us(col: str, base: int = 0) -> pl.Expr:
-    """Nanoseconds relative to ``base`` as float microseconds (exact to the ns below 2**53)."""
-    return (pl.col(col) - base).map_batches(_div1000, return_dtype=pl.Float64)
 
 
 def _ndjson(frame: pl.DataFrame) -> str:
@@ -296,6 +281,10 @@ def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
     """
     span = tl.span_ns()
     base = span[0] if span else 0
+    # counter samples may begin before the first activity (nsys samples from session start)
+    firsts = [int(f.select(pl.col(c).min()).item()) for f, c in
+              ((tl.metrics, "start_ns"), (tl.memory, "ts_ns")) if f.height]
+    base = min([base, *firsts]) if span else min(firsts, default=0)
     ranks = set(tl.gpu["rank"].unique().to_list()) | set(tl.api["rank"].unique().to_list()) \
         | set(tl.ranges["rank"].unique().to_list())
     multi = len(ranks) > 1
@@ -309,6 +298,9 @@ def to_chrome(tl: Timeline, *, attribution: pl.DataFrame | None = None,
         parts.append(_ndjson(_attribution_events(attribution, base, multi)))
     if flows:
         parts.extend(_ndjson(f) for f in _flow_events(tl, base, multi))
+    from traceparse.reports.chrome_counters import memory_counters, metric_counters
+
+    parts += [_ndjson(metric_counters(tl, base, multi)), _ndjson(memory_counters(tl, base, multi))]
     body = ",\n".join(p.replace("\n", ",\n") for p in parts if p)
     other = orjson.dumps({"base_ns": base, "producer": "traceparse",
                           "ranks": sorted(ranks)}, option=orjson.OPT_SORT_KEYS).decode()

@@ -149,6 +149,9 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
     if roof and roof.get("points") and roof.get("ceilings"):
         out["roofline"] = Markup(figures.roofline(roof["points"], roof["ceilings"],
                                                   title=roof.get("title") or "Roofline"))
+    from traceparse.reports.hw_figures import figures as hw_figures
+
+    out.update({k: Markup(v) for k, v in hw_figures(payload).items()})
     return out
 
 

@@ -55,3 +55,7 @@ def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     cast = frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
     out: list[dict[str, Any]] = clean(cast.to_dicts())
     return out
+
+
+#: Host ranges taken as steps when a trace has no ProfilerStep#N ranges.
+STEP_REGEX = r"(?i)^(train[ _-]?)?(step|iter|iteration)[ _#:-]*\d+$"

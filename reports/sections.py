@@ -19,7 +19,7 @@ from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
 from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
-from traceparse.reports.options import rows
+from traceparse.reports.options import STEP_REGEX, rows
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -248,7 +248,6 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
 
 
 #: Fallback step ranges when no ``ProfilerStep#N`` exists (NVTX step ranges in nsys).
-STEP_REGEX = r"(?i)^(train[ _-]?)?(step|iter|iteration)[ _#:-]*\d+$"
 
 
 def _steps(tl: Timeline) -> dict[str, Any] | None:
@@ -382,4 +381,7 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     from traceparse.reports.llm_sections import llm_sections
 
     out.update(llm_sections(tl, opts))
+    from traceparse.reports.hw_sections import hardware_sections
+
+    out.update(hardware_sections(tl, opts))
     return out

@@ -52,6 +52,11 @@ def test_nsys_accounting(path: Path) -> None:
         if t in tables:
             n = con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
             assert got.get(t, 0) == n, (t, got.get(t), n)
+    # every table of the export has an ingest row, with its own row count
+    tables = {t for t in tables if not t.startswith("sqlite_")}
+    assert set(got) == tables
+    for t in sorted(tables):
+        assert got[t] == con.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0], t
     con.close()
 
 
@@ -98,10 +103,19 @@ def test_info_prints_the_accounting(path: Path) -> None:
     res = CliRunner().invoke(main, ["info", str(path), "--format", "csv"])
     assert res.exit_code == 0, res.output
     lines = [r for r in csv.reader(res.output.splitlines()) if r and r[0].startswith("input ")]
-    totals = _totals(path)
+    read = tl.ingest.filter(pl.col("outcome").cast(pl.String).is_in(["parsed", "skipped"]))
+    totals = {str(k): int(v) for k, v in
+              read.group_by("source").agg(pl.col("count").sum()).iter_rows()}
     assert len(lines) == len(totals)
     for item, value in lines:
         source = item.removeprefix("input ")
         n = int(value.split(" = ")[0])
         assert n == totals[source]
-    assert sum(int(v.split(" = ")[0]) for _, v in lines) == int(tl.ingest["count"].sum())
+    assert sum(int(v.split(" = ")[0]) for _, v in lines) == int(read["count"].sum())
+    # tables not read (or only looked up) get one line each with their row count and why
+    other = [r for r in csv.reader(res.output.splitlines())
+             if r and r[0].startswith(("not read ", "lookup "))]
+    unread = tl.ingest.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
+    assert len(other) == unread.height
+    for item, value in other:
+        assert value.endswith(")") and " rows (" in value, (item, value)

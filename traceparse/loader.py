@@ -3,6 +3,8 @@
 Detection looks at content, not only the extension:
 
 * a directory holding ``timeline.json`` -> a saved :class:`Timeline`;
+* ``*.nsys-rep`` / ``*.qdrep`` -> an Nsight Systems report, exported to SQLite with the
+  user's nsys (:mod:`traceparse.nsys_rep`);
 * any other directory -> per-rank Kineto traces (``*.json``, ``*.json.gz``);
 * ``SQLite format 3`` magic -> Nsight Systems SQLite export;
 * ``*.csv.gz`` -> gzipped Nsight Compute CSV;
@@ -15,8 +17,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import polars as pl
+
 from traceparse.cache import CacheArg, identity, resolve
 from traceparse.errors import TraceError
+from traceparse.nsys_rep import is_report
 from traceparse.progress import Progress
 from traceparse.timeline import Timeline
 
@@ -25,8 +30,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 
 def detect(path: str | os.PathLike[str]) -> str:
-    """Return ``"timeline"``, ``"kineto-dir"``, ``"nsys-sqlite"``, ``"kineto-json"`` or
-    ``"ncu-csv"`` for ``path``; raise :class:`TraceError` if it cannot be read or is empty."""
+    """Return ``"timeline"``, ``"kineto-dir"``, ``"nsys-rep"``, ``"nsys-sqlite"``,
+    ``"kineto-json"`` or ``"ncu-csv"`` for ``path``; raise :class:`TraceError` if it
+    cannot be read or is empty."""
     p = Path(path)
     if not p.exists():
         raise TraceError(p, "no such file or directory")
@@ -41,6 +47,8 @@ def detect(path: str | os.PathLike[str]) -> str:
         raise TraceError(p, "empty file")
     if head.startswith(SQLITE_MAGIC):
         return "nsys-sqlite"
+    if is_report(p):
+        return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
         return "ncu-csv" if p.name.lower().endswith(".csv.gz") else "kineto-json"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -74,8 +82,20 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
         hit = store.lookup(key)
         if hit is not None:
             return hit
+    report = None
+    if kind == "nsys-rep":
+        from traceparse.cache import default_dir
+        from traceparse.nsys_rep import to_sqlite
+
+        report = Path(path)
+        path = to_sqlite(path, store.directory if store is not None else default_dir())
+        kind = "nsys-sqlite"
     with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
         tl = _parse(path, kind)
+    if report is not None:  # name the user's file, not the export in the cache
+        tl.sources = tl.sources.with_columns(pl.lit(report.name).alias("file"))
+        tl.meta["file"] = report.name
+        tl.meta["exported_from"] = "nsys-rep"
     if store is not None and key is not None:
         store.store(key, tl)
     return tl

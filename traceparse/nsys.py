@@ -14,6 +14,13 @@ Mapping (see FORMATS.md section A and :mod:`traceparse.nsys_gpu`):
 * ``ranges`` <- ``NVTX_EVENTS``: push/pop (59), start/end (60), marks (34) and the NVTXT
   variants (70 push/pop, 71 start/end). Domain names come from the eventType-75 rows of the
   same process. Other event types (domain/category/thread naming) are counted as skipped.
+* CUDA graphs (:mod:`traceparse.nsys_graphs`): ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` -> ``gpu``
+  rows of kind ``graph``; ``CUDA_GRAPH_EVENTS`` / ``CUDA_GRAPH_NODE_EVENTS`` -> ``ranges`` of
+  kind ``cuda_graph``.
+* ``metrics`` <- ``GPU_METRICS`` (:mod:`traceparse.nsys_metrics`); ``memory`` <-
+  ``CUDA_GPU_MEMORY_USAGE_EVENTS`` (:mod:`traceparse.nsys_memory`).
+* every other table: one ``ingest`` row (lookup / not read, and why;
+  :mod:`traceparse.nsys_tables`).
 * ``devices`` <- ``TARGET_INFO_GPU`` (``clockRate`` Hz, ``memoryBandwidth`` B/s), or the
   old ``TARGET_INFO_CUDA_GPU`` (kHz, kB/s); devices used by GPU rows but not described get
   a row with only ``device_id``.
@@ -37,7 +44,18 @@ from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
 from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_graphs import (
+    GRAPH_TRACE,
+    fill_graph_ids,
+    node_graph_map,
+    read_graph_events,
+    read_graph_trace,
+)
+from traceparse.nsys_memory import TABLE as MEMORY_TABLE
+from traceparse.nsys_memory import read_memory
+from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
 from traceparse.nsys_ranges import read_ranges
+from traceparse.nsys_tables import unread_rows
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -81,6 +99,14 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     for table, parsed, skipped in acct:
         rows += ingest_rows(rank, "gpu", table, parsed, skipped)
 
+    graphs, parsed, skipped = read_graph_trace(db, rank)
+    if db.has(GRAPH_TRACE):
+        rows += ingest_rows(rank, "gpu", GRAPH_TRACE, parsed, skipped)
+    if graphs.height:
+        gpu = sort_by_start(gpu).merge_sorted(graphs, key="start_ns") if gpu.height \
+            else graphs
+    gpu = fill_graph_ids(gpu, node_graph_map(db))
+
     api, parsed, skipped = _api(db, strings, rank)
     if db.has(RUNTIME):
         rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
@@ -89,13 +115,32 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
 
+    graph_events, graph_acct = read_graph_events(db, strings, rank)
+    for table, parsed, skipped in graph_acct:
+        rows += ingest_rows(rank, "ranges", table, parsed, skipped)
+    if graph_events.height:
+        base = int(ranges.select(pl.col("range_id").max().fill_null(-1)).item() + 1) \
+            if ranges.height else 0
+        graph_events = graph_events.with_columns(
+            range_id=pl.int_range(base, base + graph_events.height, dtype=pl.Int64))
+        ranges = pl.concat([ranges, graph_events]).sort("start_ns", maintain_order=True)
+
     devices, dev_source, n_dev = _devices(db, gpu, rank)
     if dev_source:
         rows += ingest_rows(rank, "devices", dev_source, n_dev)
 
+    metrics, parsed, skipped = read_metrics(db, devices, rank)
+    if db.has(METRICS_TABLE):
+        rows += ingest_rows(rank, "metrics", METRICS_TABLE, parsed, skipped)
+    memory, parsed, skipped = read_memory(db, rank)
+    if db.has(MEMORY_TABLE):
+        rows += ingest_rows(rank, "memory", MEMORY_TABLE, parsed, skipped)
+
+    rows += unread_rows(db, rank, {str(r["source"]) for r in rows})
+
     meta = db.meta()
-    tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices,
-                  ingest=ingest_frame(rows))
+    tl = Timeline(gpu=gpu, api=api, ranges=ranges, devices=devices, metrics=metrics,
+                  memory=memory, ingest=ingest_frame(rows))
     span = tl.span_ns()
     tl.sources = schema.conform("sources", pl.DataFrame({
         "rank": [rank], "file": [db.path.name], "format": ["nsys-sqlite"],

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 CAT = pl.Categorical()
 I32 = pl.Int32()
@@ -33,8 +33,9 @@ I64 = pl.Int64()
 F64 = pl.Float64()
 STR = pl.String()
 
-#: GPU activity kinds (``gpu.kind``).
-KINDS = ("kernel", "memcpy", "memset", "sync")
+#: GPU activity kinds (``gpu.kind``); ``graph`` is a whole CUDA graph execution recorded
+#: without its kernels (nsys ``--cuda-graph-trace=graph``).
+KINDS = ("kernel", "memcpy", "memset", "sync", "graph")
 #: GPU activity categories (``gpu.category``), decided by :mod:`traceparse.categorize`.
 CATEGORIES = ("compute", "memory", "communication", "sync")
 
@@ -72,7 +73,8 @@ RANK = _c("rank", I32, "", "Distributed rank of the process that produced the ro
 
 GPU = (
     RANK,
-    _c("kind", CAT, "", "Activity kind: kernel, memcpy, memset or sync.", required=True),
+    _c("kind", CAT, "", "Activity kind: kernel, memcpy, memset, sync, or graph (a CUDA graph "
+       "execution recorded without its kernels).", required=True),
     _c("category", CAT, "", "compute, memory, communication or sync (see categorize.py).",
        required=True),
     _c("start_ns", I64, "ns", "Start on the GPU, on the trace clock.", required=True),
@@ -129,7 +131,8 @@ API = (
 RANGES = (
     RANK,
     _c("kind", CAT, "", "nvtx_push_pop, nvtx_start_end, nvtx_mark, cpu_op, user_annotation, "
-       "gpu_user_annotation, python_function, profiler_step or other.", required=True),
+       "gpu_user_annotation, python_function, profiler_step, cuda_graph (nsys graph/node "
+       "creation events) or other.", required=True),
     _c("name", CAT, "", "Range text / op name.", required=True),
     _c("start_ns", I64, "ns", "Range start on the trace clock.", required=True),
     _c("end_ns", I64, "ns", "Range end; null for marks and ranges never closed."),
@@ -246,7 +249,9 @@ INGEST = (
        required=True),
     _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page.",
        required=True),
-    _c("outcome", CAT, "", "parsed or skipped.", required=True),
+    _c("outcome", CAT, "", "parsed or skipped (rows of a source the readers map); lookup "
+       "(a table read only to resolve other tables' ids) or 'not read' (a table the "
+       "timeline does not model; reason says why).", required=True),
     _c("reason", STR, "", "Why rows were skipped (null for parsed)."),
     _c("count", I64, "count", "Number of source rows.", required=True),
 )
@@ -281,6 +286,8 @@ MEMORY = (
     _c("reserved_bytes", I64, "bytes", "Total reserved by the caching allocator after the "
        "event (null when not recorded)."),
     _c("address", I64, "", "Address of the block (pairs frees with allocs)."),
+    _c("memory_kind", CAT, "", "Memory kind where the source says: Device, Managed, Device "
+       "Static, Pinned, ... (nsys memKind; Kineto CPU/CUDA device type)."),
     _c("process_id", I64, "", "OS process id."),
     _c("thread_id", I64, "", "OS thread id."),
     _c("source", CAT, "", "Where the event came from: 'kineto [memory]', "

@@ -4,6 +4,7 @@ from traceparse.cli import (  # noqa: F401  (imported to register their commands
     analysis_cmds,
     batch_cmds,
     llm_cmds,
+    memory_cmds,
     model_cmds,
     perf_cmds,
     report_cmds,

@@ -69,6 +69,14 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
                 rows.append((f"{name} {kind}", str(n)))
         else:
             rows.append((f"{name}", "0"))
+    if tl.metrics.height:
+        per = tl.metrics.group_by("rank", "device_id").agg(
+            pl.len(), pl.col("metric").n_unique().alias("m"), pl.col("dur_ns").median())
+        for rank, dev, n, m, med in per.sort("rank", "device_id").iter_rows():
+            rate = f", sampled at {1e6 / med:.3g} kHz" if med else ""
+            rows.append((f"metrics {rank}:{dev}", f"{n} samples of {m} GPU metrics{rate}"))
+    if tl.memory.height:
+        rows.append(("memory events", str(tl.memory.height)))
     span = tl.span_ns()
     if span:  # a duration; the raw clock values are in --format json (span_ns)
         rows.append(("time span", units.duration(span[1] - span[0])))
@@ -88,15 +96,21 @@ def accounting_rows(ingest: pl.DataFrame) -> list[tuple[str, str]]:
     """
     rows: list[tuple[str, str]] = []
     ranks = ingest["rank"].n_unique() > 1
+    unread: list[tuple[str, str]] = []
     for (rank, source), part in ingest.group_by(["rank", "source"], maintain_order=True):
         label = f"{source} (rank {rank})" if ranks else str(source)
+        other = part.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
+        for r in other.iter_rows(named=True):
+            unread.append((f"{r['outcome']} {label}", f"{r['count']} rows ({r['reason']})"))
+        if other.height == part.height:
+            continue
         parsed = int(part.filter(pl.col("outcome") == "parsed")["count"].sum())
         skipped = part.filter(pl.col("outcome") == "skipped")
         total = parsed + int(skipped["count"].sum())
         rows.append((f"input {label}", f"{total} = {parsed} parsed + {total - parsed} skipped"))
         for r in skipped.iter_rows(named=True):
             rows.append((f"skipped {label}", f"{r['count']} ({r['reason']})"))
-    return rows
+    return rows + unread
 
 
 @main.command()

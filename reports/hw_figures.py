@@ -1,0 +1,67 @@
+"""Figures for the hardware sections: GPU-metric counter lanes (drawn on the timeline's time
+axis) and the device-memory timeline. Data come from :mod:`traceparse.reports.hw_sections`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceparse.reports.figures import _style, plt, to_svg
+
+
+def counter_lanes(counters: dict[str, Any]) -> str:
+    """One small lane per (device, counter): time-weighted mean per bin, ms since the first
+    GPU activity (the timeline figure's axis)."""
+    series = counters["series"]
+    bin_ms = counters["bin_ns"] / 1e6
+    window_ms = counters["window_ns"] / 1e6
+    multi = len({(s["rank"], s["device_id"]) for s in series}) > 1
+    with _style():
+        fig, axes = plt.subplots(len(series), 1, figsize=(11, 0.5 + 0.85 * len(series)),
+                                 sharex=True, squeeze=False)
+        for ax, s in zip(axes[:, 0], series, strict=True):
+            x = [(b + 0.5) * bin_ms for b in s["bin"]]
+            scale = 1e9 if s["unit"] == "Hz" else 1.0
+            y = [v / scale for v in s["value"]]
+            ax.fill_between(x, y, step="mid", alpha=0.35, color="#4C72B0", linewidth=0)
+            ax.plot(x, y, drawstyle="steps-mid", color="#4C72B0", linewidth=0.8)
+            unit = "GHz" if s["unit"] == "Hz" else s["unit"]
+            who = f"r{s['rank']} GPU{s['device_id']} " if multi else ""
+            ax.set_ylabel(f"{who}{s['label']}\n({unit})", rotation=0, ha="right",
+                          va="center", fontsize=8)
+            if s["unit"] == "%":
+                ax.set_ylim(0, 100)
+            ax.set_xlim(0, max(window_ms, 1e-6))
+        axes[-1, 0].set_xlabel("time since first GPU activity (ms)")
+        return to_svg(fig)
+
+
+def memory_timeline(series: list[dict[str, Any]]) -> str:
+    """Allocated (and reserved) bytes per device over time (s since the first event)."""
+    with _style():
+        fig, ax = plt.subplots(figsize=(11, 3.2))
+        t0 = min(s["ts_ns"][0] for s in series if s["ts_ns"])
+        for s in series:
+            x = [(t - t0) / 1e9 for t in s["ts_ns"]]
+            label = f"r{s['rank']} GPU{s['device_id']}" if s["device_id"] >= 0 \
+                else f"r{s['rank']} host"
+            ax.step(x, [b / 2**30 for b in s["allocated_bytes"]], where="post",
+                    label=f"{label} allocated", linewidth=1)
+            if any(v is not None for v in s["reserved_bytes"]):
+                ax.step(x, [(b or 0) / 2**30 for b in s["reserved_bytes"]], where="post",
+                        label=f"{label} reserved", linewidth=1, linestyle="--")
+        ax.set_xlabel("time since the first memory event (s)")
+        ax.set_ylabel("GiB")
+        ax.legend(loc="upper left", fontsize=8, frameon=False)
+        return to_svg(fig)
+
+
+def figures(payload: dict[str, Any]) -> dict[str, str]:
+    """The hardware figures the payload supports (SVG text by figure name)."""
+    out: dict[str, str] = {}
+    gm = payload.get("gpu_metrics")
+    if gm and gm.get("counters") and gm["counters"].get("series"):
+        out["counters"] = counter_lanes(gm["counters"])
+    mem = payload.get("memory")
+    if mem and mem.get("series") and any(s["ts_ns"] for s in mem["series"]):
+        out["memory"] = memory_timeline(mem["series"])
+    return out

@@ -1,0 +1,119 @@
+"""Report sections for GPU metrics, memory and graphs: the same numbers as the analyses and
+``summary`` (one computation), figures present, trace strings escaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import TRACES
+from tests.test_memory import _kineto_like
+from traceparse.analyses import memory as MM
+from traceparse.analyses import metrics as M
+from traceparse.nsys import read
+from traceparse.reports.html import render_html
+from traceparse.reports.payload import ReportOptions, build_payload, rows
+from traceparse.timeline import Timeline
+
+RESEST = TRACES / "nsys" / "resest__report2.sqlite"
+UVM = TRACES / "nsys" / "uvm-pytorch__report4.sqlite"
+
+
+@pytest.mark.shared
+def test_resest_report_gpu_metrics_and_counter_lanes() -> None:
+    tl = read(RESEST)
+    p = build_payload(tl, options=ReportOptions())
+    gm = p["gpu_metrics"]
+    want = rows(M.kernel_metrics(tl).head(ReportOptions().top_n))
+    got = gm["table"]["rows"]
+    assert [r["name"] for r in got] == [r["name"] for r in want]
+    for g, w in zip(got, want, strict=True):
+        for key in ("sm_active_pct", "tensor_active_pct", "dram_bytes", "gpc_clock_hz"):
+            assert g[key] == pytest.approx(w[key])
+    assert gm["sampled_khz"] == pytest.approx(10.0)
+    labels = {s["label"] for s in gm["counters"]["series"]}
+    assert labels == {"SM active", "Tensor active", "DRAM read+write", "GPC clock"}
+    assert gm["caveat"] and "96.3%" in gm["caveat"]
+    html = render_html(p)
+    for anchor in ('id="gpu-metrics"', 'id="counter-lanes"', 'id="hw-caveat"'):
+        assert anchor in html
+    assert "sampled at 10 kHz" in html
+    unread = {r["source"]: r for r in p["unread_tables"]["rows"]}
+    assert unread["OSRT_API"]["count"] == 667 and unread["OSRT_API"]["outcome"] == "not read"
+    assert unread["StringIds"]["outcome"] == "lookup"
+    assert 'id="unread-tables"' in html
+
+
+@pytest.mark.shared
+def test_uvm_report_memory_section() -> None:
+    tl = read(UVM)
+    p = build_payload(tl, options=ReportOptions())
+    mem = p["memory"]
+    peak = MM.peaks(tl)
+    assert mem["peaks"]["rows"][0]["peak_allocated_bytes"] == peak["peak_allocated_bytes"][0]
+    series = mem["series"][0]
+    assert max(series["allocated_bytes"]) == peak["peak_allocated_bytes"][0]
+    html = render_html(p)
+    assert 'id="memory"' in html and html.count("<svg") >= 2
+
+
+def test_kineto_like_report_steps_ops_and_escaping() -> None:
+    tl = _kineto_like()
+    tl.ranges = tl.ranges.with_columns(
+        pl.when(pl.col("name") == "aten::b").then(pl.lit("<script>alert(1)</script>"))
+        .otherwise(pl.col("name").cast(pl.String)).cast(pl.Categorical).alias("name"))
+    tl = Timeline(**{n: f for n, f in tl.tables().items()}).validate()
+    p = build_payload(tl, options=ReportOptions())
+    mem = p["memory"]
+    steps = {r["step"]: r for r in mem["steps"]["rows"]}
+    assert steps["ProfilerStep#1"]["peak_allocated_bytes"] == 36 << 20
+    ops = {r["name"]: r for r in mem["ops"]["rows"]}
+    assert ops["<script>alert(1)</script>"]["max_rise_bytes"] == 32 << 20
+    html = render_html(p)
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_chrome_counter_tracks(tmp_path: Path) -> None:
+    import orjson
+
+    from tests.nsys_extra import add_metrics, add_table, write_base
+    from traceparse.reports.chrome import to_chrome
+
+    # kernel at 10 us, its launch call at 5 us, first metric sample at 4 us
+    p = write_base(tmp_path / "c.sqlite", [("k", 10_000, 10_200)])
+    add_metrics(p, {"SM Active": [(4_000, 10), (10_000, 90), (10_100, 50)]})
+    add_table(p, "CUDA_GPU_MEMORY_USAGE_EVENTS", ["start", "globalPid", "deviceId",
+              "contextId", "address", "pc", "bytes", "memKind", "memoryOperationType"],
+              [(4_500, 0, 0, 1, 1, 0, 4096, 2, 0), (10_150, 0, 0, 1, 1, 0, 4096, 2, 1)])
+    doc = orjson.loads(to_chrome(read(p)))
+    assert doc["otherData"]["base_ns"] == 4_000  # the first sample, before any activity
+    c = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    sm = [(e["ts"], e["args"]["value"]) for e in c if e["name"] == "SM Active (%)"]
+    assert sm == [(0.0, 10.0), (6.0, 90.0), (6.1, 50.0)]
+    mem = [(e["ts"], e["args"]["allocated"]) for e in c if e["name"] == "memory (bytes)"]
+    assert mem == [(0.5, 4096), (6.15, 0)]
+    assert {e["pid"] for e in c} == {0}
+
+
+def test_report_gpu_metrics_per_step_and_range(tmp_path: Path) -> None:
+    from tests.test_gpu_metrics import _export
+    from traceparse import schema
+
+    tl = read(_export(tmp_path))
+    rng = [("nvtx_push_pop", "step 1", 1_000, 1_250), ("nvtx_push_pop", "step 2", 1_250, 1_500)]
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0, 0], "kind": [r[0] for r in rng], "name": [r[1] for r in rng],
+        "start_ns": [r[2] for r in rng], "end_ns": [r[3] for r in rng],
+        "dur_ns": [r[3] - r[2] for r in rng]}))
+    tl = Timeline(**{**tl.tables(), "ranges": ranges}, meta=tl.meta).validate()
+    gm = build_payload(tl, options=ReportOptions())["gpu_metrics"]
+    steps = {r["step"]: r["sm_active_pct"] for r in gm["steps"]["rows"]}
+    # step 1: 10, 20 for 100 ns each + 30 for 50 ns -> 4500 / 250 = 18
+    # step 2: 30 for 50 ns + 40, 50 for 100 ns each -> 10500 / 250 = 42
+    assert steps == {"step 1": pytest.approx(18.0), "step 2": pytest.approx(42.0)}
+    assert [r["name"] for r in gm["ranges"]["rows"]] == ["step 1", "step 2"]
+    html = render_html(build_payload(tl, options=ReportOptions()))
+    assert "Per step" in html and "Per NVTX range" in html
