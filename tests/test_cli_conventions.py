@@ -226,3 +226,15 @@ def test_roofline_gpu_override_sets_the_roofs() -> None:
         _run("roofline", ncu, "--format", "csv", "--gpu", "A100 SXM4 80GB").stdout)))
     assert [float(r["peak_dram_bytes_per_s"]) for r in forced] == [
         float(a100["mem_bandwidth_gbs"]) * 1e9] * len(plain)
+
+
+def test_gap_times_are_one_figure_in_summary_and_gaps() -> None:
+    path = str(SAMPLES / "sync_bound.sqlite")
+    t0 = samplegen.scenario("sync_bound").span_ns()[0]  # first call/activity of the sample
+    rows = list(csv.DictReader(io.StringIO(_run("gaps", path, "--format", "csv").stdout)))
+    rel = sorted(int(r["start_ns"]) - t0 for r in rows)
+    assert rel == [160_000, 430_000]
+    summary = _run("summary", path).stdout
+    table = _run("gaps", path).stdout
+    for us in (160, 430):
+        assert f"at +{us} µs" in summary and f"+{us} µs" in table
