@@ -238,3 +238,15 @@ def test_gap_times_are_one_figure_in_summary_and_gaps() -> None:
     table = _run("gaps", path).stdout
     for us in (160, 430):
         assert f"at +{us} µs" in summary and f"+{us} µs" in table
+
+
+def test_statistics_tables_show_durations() -> None:
+    walls = sorted(r.end_ns - r.start_ns for r in samplegen.scenario("mini_train").ranges
+                   if r.name.startswith("step "))
+    assert walls == [1_757_000, 1_767_000, 1_777_000]
+    lines = _run("steps", MINI, "--steps", "^step", "--summary").stdout.splitlines()
+    wall = next(line.split() for line in lines if line.startswith("wall "))
+    # metric steps outliers mean p50 p95 p99 min max, durations as "value unit"
+    assert wall[:3] == ["wall", "3", "0"]
+    assert wall[3:5] == ["1.77", "ms"] and wall[5:7] == ["1.77", "ms"]  # mean, p50
+    assert wall[-4:] == ["1.76", "ms", "1.78", "ms"]  # min 1.757 ms, max 1.777 ms
