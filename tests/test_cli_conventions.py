@@ -226,3 +226,27 @@ def test_roofline_gpu_override_sets_the_roofs() -> None:
         _run("roofline", ncu, "--format", "csv", "--gpu", "A100 SXM4 80GB").stdout)))
     assert [float(r["peak_dram_bytes_per_s"]) for r in forced] == [
         float(a100["mem_bandwidth_gbs"]) * 1e9] * len(plain)
+
+
+def test_gap_times_are_one_figure_in_summary_and_gaps() -> None:
+    path = str(SAMPLES / "sync_bound.sqlite")
+    t0 = samplegen.scenario("sync_bound").span_ns()[0]  # first call/activity of the sample
+    rows = list(csv.DictReader(io.StringIO(_run("gaps", path, "--format", "csv").stdout)))
+    rel = sorted(int(r["start_ns"]) - t0 for r in rows)
+    assert rel == [160_000, 430_000]
+    summary = _run("summary", path).stdout
+    table = _run("gaps", path).stdout
+    for us in (160, 430):
+        assert f"at +{us} µs" in summary and f"+{us} µs" in table
+
+
+def test_statistics_tables_show_durations() -> None:
+    walls = sorted(r.end_ns - r.start_ns for r in samplegen.scenario("mini_train").ranges
+                   if r.name.startswith("step "))
+    assert walls == [1_757_000, 1_767_000, 1_777_000]
+    lines = _run("steps", MINI, "--steps", "^step", "--summary").stdout.splitlines()
+    wall = next(line.split() for line in lines if line.startswith("wall "))
+    # metric steps outliers mean p50 p95 p99 min max, durations as "value unit"
+    assert wall[:3] == ["wall", "3", "0"]
+    assert wall[3:5] == ["1.77", "ms"] and wall[5:7] == ["1.77", "ms"]  # mean, p50
+    assert wall[-4:] == ["1.76", "ms", "1.78", "ms"]  # min 1.757 ms, max 1.777 ms

@@ -78,7 +78,8 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
         empty = f"no host range matches --steps {steps!r}"
     else:
         frame = at.breakdown(tl, window=_window(window), group=group)
-        empty = "no GPU activity in the window"
+        empty = ("no GPU activity in the window" if tl.gpu.height else
+                 "no GPU activity (kernel, memory copy or set) in the trace")
     emit_frame(at.check_attribution(frame), fmt, output, empty=empty, decimals=_PCT,
                start_ns=trace_start(tl))
 

@@ -245,11 +245,40 @@ def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = N
     if fmt == "json":
         return render_json(frame)
     right = set(right or ())
-    if human:
+    if human and "metric" in frame.columns and frame.schema["metric"] == pl.String:
+        frame, unit_cols = metric_rows(frame)
+        right |= unit_cols
+    elif human:
         frame, unit_cols = _humanize(frame, start_ns)
         right |= unit_cols
     text = render_table(frame, decimals=decimals, right=right)
     return f"{title}\n\n{text}" if title else text
+
+
+def metric_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
+    """A statistics frame (one row per ``metric``, columns mean/p50/...) for people: a row
+    whose metric ends in ``_ns`` shows durations (and loses the suffix), a ``*_pct`` row
+    percentages; counts stay integers. Returns the frame and the columns to right-align."""
+    stats = [c for c in frame.columns if c != "metric"]
+    rows = []
+    for r in frame.iter_rows(named=True):
+        metric = str(r["metric"])
+        cells: dict[str, str] = {}
+        for c in stats:
+            v = r[c]
+            if v is None:
+                cells[c] = ""
+            elif c in ("count", "steps", "outliers") or isinstance(v, bool | str):
+                cells[c] = str(v)
+            elif metric.endswith("_ns"):
+                cells[c] = units.duration(v)
+            elif metric.endswith("_pct"):
+                cells[c] = f"{v:.1f}%"
+            else:
+                cells[c] = _cell(v, None, human=True)
+        rows.append({"metric": metric.removesuffix("_ns"), **cells})
+    out = pl.DataFrame(rows, schema=dict.fromkeys(["metric", *stats], pl.String))
+    return out, set(stats)
 
 
 def _force() -> bool:

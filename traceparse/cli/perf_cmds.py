@@ -4,9 +4,7 @@ function, renders and writes (inputs and outputs as in :mod:`traceparse.cli.comm
 from __future__ import annotations
 
 import click
-import polars as pl
 
-from traceparse import units
 from traceparse.cli.common import (
     emit,
     emit_frame,
@@ -46,44 +44,14 @@ def launches_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | N
         frame, decimals = launches.graph_recoverable(tl), {}
     else:
         frame, decimals = launches.launch_summary(tl), {}
-    if report == "summary" and fmt == "table":
-        frame = _metric_units(frame)
     linked = launches.launch_table(tl).height if report == "summary" else frame.height
     if not linked:
         frame = frame.clear()
-    right = set(frame.columns) - {"metric"} if report == "summary" else None
-    emit_frame(frame, fmt, output, right=right,
+    emit_frame(frame, fmt, output,
                empty="no kernel is linked to a launch call (the trace has no kernels, or "
                      "no runtime/driver API calls with correlation ids)",
                decimals=decimals, nsys_csv=report == "kern_exec_sum",
                start_ns=trace_start(tl))
-
-
-def _metric_units(frame: pl.DataFrame) -> pl.DataFrame:
-    """A (metric, statistics...) frame for people: rows of a ``*_ns`` metric as durations,
-    the fraction row as a percentage, counts as integers."""
-    stats = [c for c in frame.columns if c not in ("metric", "count")]
-    rows = []
-    for r in frame.iter_rows(named=True):
-        metric = str(r["metric"])
-        if metric.endswith("_ns"):
-            cells = {c: units.duration(r[c]) for c in stats}
-            metric = metric[:-3]
-        elif metric == "kernels_shorter_than_launch":
-            cells = {c: "" for c in stats}
-            if r.get("mean") is not None:
-                cells["mean"] = f"{r['mean'] * 100:.1f}%"
-        else:
-            cells = {c: "" if r[c] is None else str(r[c]) for c in stats}
-        rows.append({"metric": speak_metric(metric), "count": str(r["count"]), **cells})
-    return pl.DataFrame(rows, schema=dict.fromkeys(["metric", "count", *stats], pl.String))
-
-
-def speak_metric(metric: str) -> str:
-    """Metric name as a label: ``queue`` -> ``queue (launch to start)``."""
-    return {"launch": "launch call", "queue": "queue (launch to start)",
-            "kernel": "kernel", "total": "total (call start to kernel end)",
-            "graph_recoverable": "graph-recoverable idle"}.get(metric, metric)
 
 
 @main.command("comm")

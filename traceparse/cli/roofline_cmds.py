@@ -82,8 +82,8 @@ def roofline_cmd(traces: tuple[str, ...], ncu_csv: str | None, gpu: str | None,
         return
     cols = [c for c in POINT_COLS if c in points.columns]
     emit_frame(points.select(cols), fmt, output,
-               empty="no kernel could be placed on the roofline (no ncu metrics and no op "
-                     "shapes to estimate FLOPs and bytes from)")
+               empty="no kernel could be placed on the roofline: no ncu metrics, and no op "
+                     "with recorded shapes to estimate FLOPs and bytes from (give --ncu CSV)")
 
 
 @main.command("gpus")
