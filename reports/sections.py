@@ -319,7 +319,8 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     unplaced = [{"reason": k, "kernels": v} for k, v in notes.get("unplaced", {}).items()]
     return {"points": rows(shown), "ceilings": ceil_rows,
             "notes": clean_notes(notes), "count": pts.height,
-            "title": title_for(gpu, notes.get("sm_clock_hz")),
+            "title": title_for(gpu, notes.get("sm_clock_hz"),
+                               clock_source=notes.get("clock_source")),
             "banner": notes.get("gpu_mismatch"),
             "coverage": notes.get("coverage"), "coverage_line": coverage_line(notes["coverage"]),
             "unplaced": unplaced,
