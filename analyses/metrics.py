@@ -418,3 +418,8 @@ def clock_line(r: dict[str, object]) -> str:
     if float(ratio) > 1.0:  # type: ignore[arg-type]
         return s + ": no throttling (boosted above the listed clock)"
     return s + ": no throttling"
+
+
+def clock_lines(tl: Timeline) -> list[str]:
+    """:func:`clock_line` for every device with GPC clock samples under its kernels."""
+    return [clock_line(r) for r in kernel_clock(tl).iter_rows(named=True)]
