@@ -153,7 +153,8 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         clock = _metrics_clock(trace)
         if clock is not None:
             ceil = gpus.at_clock(ceil, clock, METRICS_CLOCK)
-            notes["clock_source"] = METRICS_CLOCK
+            if ceil.filter(pl.col("clock_hz") == clock).height:  # some roof is at that clock
+                notes["clock_source"] = METRICS_CLOCK
         linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
         points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
         if not points.height:  # nsys-only: the DRAM counters give bandwidth-only points

@@ -189,3 +189,17 @@ def test_resest_chart_png(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "measured 100.0% (bandwidth-only 100.0%" in res.output
+
+
+def test_unknown_gpu_keeps_points_without_a_clock_claim(tmp_path: Path) -> None:
+    """No ceiling table row (the device renamed): the DRAM point stays, no roof claims the
+    measured clock."""
+    p = _export(tmp_path, THROTTLED)
+    with sqlite3.connect(p) as db:
+        db.execute("UPDATE TARGET_INFO_GPU SET name = 'Mystery GPU', smCount = 7")
+    db.close()
+    points, ceil, notes = build(read(p))
+    assert ceil.filter(pl.col("kind") == "compute").height == 0
+    assert "clock_source" not in notes and notes["sm_clock_hz"] is None
+    assert points.height == 1 and points["placed"].to_list() == [True]
+    assert points["dram_bytes_per_s"][0] == pytest.approx(0.30 * PEAK_BW)
