@@ -349,3 +349,77 @@ def idle_caveat(tl: Timeline, *, threshold_pct: float = 10.0) -> str | None:
             "shows no GPU activity (" + "; ".join(parts) + "): the GPU ran work this trace "
             "does not record (another process, an untraced API or graph work), so its "
             "idle time is not idle hardware")
+
+
+#: Measured clock / listed clock below which the run counts as throttled.
+THROTTLE_RATIO = 0.95
+
+
+def kernel_clock(tl: Timeline) -> pl.DataFrame:
+    """The SM (GPC) clock the kernels ran at, per device, vs the device's listed clock.
+
+    ``gpc_clock_hz`` = time-weighted GPC Clock Frequency over every kernel launch of the
+    device (concurrent launches each count); ``spec_clock_hz`` = ``devices.clock_hz``
+    (nsys ``TARGET_INFO_GPU.clockRate``, the peak clock the driver lists);
+    ``clock_vs_spec`` = their ratio; ``throttled`` = ratio < :data:`THROTTLE_RATIO`.
+
+    Returns ``rank, device_id, gpc_clock_hz, covered_ns, spec_clock_hz, clock_vs_spec,
+    throttled``; empty without GPC clock samples under the kernels.
+
+    Example: one kernel [0, 200) ns over clock samples 1.2 GHz on [0, 100) and 1.6 GHz on
+    [100, 200) -> 1.4 GHz; with a listed 2.0 GHz, 0.7x: throttled.
+    """
+    k = tl.kernels
+    names = list(SUMMARY_METRICS["gpc_clock_hz"])
+    m = tl.metrics.filter(pl.col("metric").cast(pl.String).is_in(names)) \
+        if tl.metrics.height else tl.metrics
+    if m.height == 0 or k.height == 0:
+        return pl.DataFrame()
+    wins = k.select("rank", "device_id", "start_ns", "end_ns").with_row_index("_w") \
+        .with_columns(pl.col("_w").cast(pl.Int64))
+    per = interval_means(m, wins)
+    out = per.group_by("rank", "device_id").agg(pl.col("integral").sum(),
+                                                pl.col("covered_ns").sum()) \
+        .filter(pl.col("covered_ns") > 0)
+    if out.height == 0:
+        return pl.DataFrame()
+    spec = tl.devices.select("rank", "device_id",
+                             pl.col("clock_hz").cast(pl.Float64).alias("spec_clock_hz"))
+    return out.select("rank", "device_id",
+                      (pl.col("integral") / pl.col("covered_ns")).alias("gpc_clock_hz"),
+                      "covered_ns") \
+        .join(spec, on=["rank", "device_id"], how="left") \
+        .with_columns((pl.col("gpc_clock_hz") / pl.col("spec_clock_hz")).alias("clock_vs_spec")) \
+        .with_columns((pl.col("clock_vs_spec") < THROTTLE_RATIO).alias("throttled")) \
+        .sort("rank", "device_id")
+
+
+def clock_line(r: dict[str, object]) -> str:
+    """One sentence for a :func:`kernel_clock` row (summary and report).
+
+    Example:
+        >>> s = clock_line({"rank": 0, "device_id": 0, "gpc_clock_hz": 1.4e9,
+        ...     "spec_clock_hz": 2.0e9, "clock_vs_spec": 0.7, "throttled": True})
+        >>> s[:48], "0.70x the listed 2,000 MHz: THROTTLED" in s
+        ('rank 0 GPU 0: SM clock 1,400 MHz during kernels ', True)
+        >>> s[-40:]  # 1 / 0.7 - 1 = 43 %
+        'sted clock are 43% too high for this run'
+    """
+    clk = float(r["gpc_clock_hz"])  # type: ignore[arg-type]
+    s = (f"rank {r['rank']} GPU {r['device_id']}: SM clock {clk / 1e6:,.0f} MHz during "
+         "kernels (nsys GPU metrics, time-weighted)")
+    spec, ratio = r.get("spec_clock_hz"), r.get("clock_vs_spec")
+    if not spec or ratio is None:
+        return s + "; the device lists no clock to compare with"
+    s += f" = {float(ratio):.2f}x the listed {float(spec) / 1e6:,.0f} MHz"  # type: ignore[arg-type]
+    if r.get("throttled"):
+        return s + (": THROTTLED (or not yet boosted): compute ceilings at the listed clock "
+                    f"are {100.0 * (1.0 / float(ratio) - 1.0):.0f}% too high for this run")  # type: ignore[arg-type]
+    if float(ratio) > 1.0:  # type: ignore[arg-type]
+        return s + ": no throttling (boosted above the listed clock)"
+    return s + ": no throttling"
+
+
+def clock_lines(tl: Timeline) -> list[str]:
+    """:func:`clock_line` for every device with GPC clock samples under its kernels."""
+    return [clock_line(r) for r in kernel_clock(tl).iter_rows(named=True)]

@@ -115,6 +115,14 @@ def gpu_metrics_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
         pl.lit(rate / 1e3 if rate else None, dtype=pl.Float64).alias("sampled_khz"))
 
 
+def gpu_clock_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """SM clock during the kernels vs the device's listed clock (throttling), from nsys GPU
+    metrics (:func:`traceparse.analyses.metrics.kernel_clock`); empty without them."""
+    from traceparse.analyses.metrics import kernel_clock
+
+    return kernel_clock(tl)
+
+
 def memory_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """Device memory peaks (:func:`traceparse.analyses.memory.peaks`); empty without
     memory events."""
@@ -143,6 +151,7 @@ SECTIONS: dict[str, SectionFn] = {
     "layers": llm_summary.layers_section,
     "op_tree": llm_summary.op_tree_section,
     "gpu_metrics": gpu_metrics_section,
+    "gpu_clock": gpu_clock_section,
     "memory": memory_section,
     "graphs": graphs_section,
 }

@@ -139,6 +139,15 @@ def _gpu_metrics(frame: pl.DataFrame) -> list[str]:
     return lines
 
 
+def _gpu_clock(frame: pl.DataFrame) -> list[str]:
+    from traceparse.analyses.metrics import clock_line
+
+    if frame.height == 0:
+        return []
+    return ["GPU clock during kernels vs the listed clock (throttling)"] + [
+        f"  {clock_line(r)}" for r in frame.iter_rows(named=True)]
+
+
 def _memory(frame: pl.DataFrame) -> list[str]:
     if frame.height == 0:
         return []
@@ -164,7 +173,7 @@ def _graphs(frame: pl.DataFrame) -> list[str]:
 RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
     "top_gaps": _top_gaps, "launches": _launches, "communication": _communication,
-    "gpu_metrics": _gpu_metrics, "memory": _memory, "graphs": _graphs,
+    "gpu_metrics": _gpu_metrics, "gpu_clock": _gpu_clock, "memory": _memory, "graphs": _graphs,
 }
 
 

@@ -22,7 +22,12 @@ import polars as pl
 
 from traceparse.analyses import memory as memory_mod
 from traceparse.analyses import summary as summary_mod
-from traceparse.analyses.metrics import SUMMARY_METRICS, idle_caveat, interval_means
+from traceparse.analyses.metrics import (
+    SUMMARY_METRICS,
+    clock_lines,
+    idle_caveat,
+    interval_means,
+)
 from traceparse.reports.options import rows
 from traceparse.timeline import Timeline
 
@@ -108,6 +113,7 @@ def _gpu_metrics(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
         "table": {"columns": columns, "rows": rows(frame.drop("sampled_khz"))},
         "counters": _counters(tl),
         "caveat": idle_caveat(tl),
+        "clock_lines": clock_lines(tl),
         **_window_tables(tl, opts),
     }
 

@@ -290,6 +290,7 @@ GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
 
 
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
+    from traceparse.analyses.metrics import clock_lines
     from traceparse.roofline.build import build
     from traceparse.roofline.chart import title_for
     from traceparse.roofline.coverage import coverage_line
@@ -301,13 +302,16 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     placed = points.filter(pl.col("placed"))
     pts = placed.sort(["time_ns", "kernel_name"], descending=[True, False], nulls_last=True)
     keep = [c for c in ("kernel_name", "launches", "time_ns", "precision", "flop_per_s",
-                        "dram_bytes_per_s", "l2_bytes_per_s", "l1_bytes_per_s", "ai_dram",
+                        "dram_bytes_per_s", "dram_bytes_per_s_lo", "dram_bytes_per_s_hi",
+                        "l2_bytes_per_s", "l1_bytes_per_s", "ai_dram",
                         "attainable_flop_per_s", "pct_of_roof", "bound", "provenance",
                         "placed") if c in pts.columns]
     shown = pts.head(top).select(keep)
     columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
                col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
                col("dram_bytes_per_s", "DRAM B/s", "num"),
+               col("dram_bytes_per_s_lo", "DRAM B/s low", "num"),
+               col("dram_bytes_per_s_hi", "DRAM B/s high", "num"),
                col("ai_dram", "FLOP/byte", "num"),
                col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
                col("provenance", "provenance")]
@@ -319,8 +323,10 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     unplaced = [{"reason": k, "kernels": v} for k, v in notes.get("unplaced", {}).items()]
     return {"points": rows(shown), "ceilings": ceil_rows,
             "notes": clean_notes(notes), "count": pts.height,
-            "title": title_for(gpu, notes.get("sm_clock_hz")),
+            "title": title_for(gpu, notes.get("sm_clock_hz"),
+                               clock_source=notes.get("clock_source")),
             "banner": notes.get("gpu_mismatch"),
+            "clock_lines": clock_lines(tl) if notes.get("clock_source") else [],
             "coverage": notes.get("coverage"), "coverage_line": coverage_line(notes["coverage"]),
             "unplaced": unplaced,
             "steps_table": _roofline_steps(notes.get("steps") or []),
@@ -331,6 +337,10 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
                      "when under 5% of both roofs."
+                     + (" Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs) are "
+                        "dotted lines FLOP/s = intensity x their DRAM bandwidth, the kernel "
+                        "lying somewhere on its line; their bound is unknown."
+                        if (notes["coverage"].get("bandwidth_only_ns") or 0) > 0 else "")
                      + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
                         "device description in the inputs), so no chart and no % of roof."))}
 

@@ -3,12 +3,17 @@
 * an ncu CSV: measured points from its launches, ceilings measured by ncu (base clock);
 * a timeline (nsys/torch) with ``--ncu CSV``: measured points, plus the join report;
 * a timeline alone: estimated points from op shapes (``estimated (shapes)``), with datasheet
-  ceilings for the GPU named by ``--gpu`` or found in the devices table.
+  ceilings for the GPU named by ``--gpu`` or found in the devices table;
+* an nsys trace with GPU metrics and no op shapes: one ``measured (nsys GPU metrics, ...)``
+  point per kernel name from the DRAM throughput samples (:mod:`.metrics_points`); these
+  have DRAM bytes but no FLOPs ("bandwidth-only", ``flop_per_s`` null, ``bound`` null).
 
 One GPU per chart: the ceilings are those of the GPU the points were measured on (ncu's
 ``device__attribute_display_name`` for measured points), at the clock they were measured at
-(ncu's SM clock; datasheet compute roofs are rescaled to it). When the timeline ran on a
-different GPU, ``notes["gpu_mismatch"]`` says so (the CLI warns, the report shows a banner).
+(ncu's SM clock, else the time-weighted GPC clock of nsys GPU metrics over the kernels;
+datasheet compute roofs are rescaled to it, ``notes["clock_source"]`` says which). When the
+timeline ran on a different GPU, ``notes["gpu_mismatch"]`` says so (the CLI warns, the
+report shows a banner).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ from typing import Any
 
 import polars as pl
 
+from traceparse.analyses.metrics import kernel_clock
 from traceparse.analyses.steps import step_windows
 from traceparse.roofline import gpus
 from traceparse.roofline.coverage import coverage, step_split
 from traceparse.roofline.estimate import estimated_kernels, estimated_points
 from traceparse.roofline.join import join_ncu
+from traceparse.roofline.metrics_points import bandwidth_points
 from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
 
@@ -85,13 +92,28 @@ def gpu_mismatch(timeline_names: list[str], ncu_name: str | None) -> str | None:
             f"roofline shows {ncu_name} (points and ceilings), not the timeline GPU")
 
 
+#: Where the chart clock comes from for nsys traces with GPU metrics.
+METRICS_CLOCK = "nsys GPU metrics GPC clock over the kernels"
+
+
+def _metrics_clock(tl: Timeline) -> float | None:
+    """Time-weighted GPC clock over all kernels of ``tl`` (None without clock samples)."""
+    kc = kernel_clock(tl)
+    if not kc.height:
+        return None
+    w = kc.select((pl.col("gpc_clock_hz") * pl.col("covered_ns")).sum() / pl.col("covered_ns")
+                  .sum()).item()
+    return float(w)
+
+
 def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = None,
           ceilings_file: str | os.PathLike[str] | None = None,
           by: str = "kernel") -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
     """Roofline points and ceilings for ``trace`` (see module docstring).
 
     Notes: ``gpu`` (device the ceilings are for), ``ceiling_table_row``, ``sm_clock_hz``
-    (clock of the compute roofs), ``gpu_mismatch``, ``join`` (ncu <-> timeline counts),
+    (clock of the compute roofs), ``clock_source`` (set when that clock was measured by nsys
+    GPU metrics), ``gpu_mismatch``, ``join`` (ncu <-> timeline counts),
     ``coverage`` (kernel time placed measured / estimated / not placed) and ``unplaced``
     (reason -> kernels).
     """
@@ -128,8 +150,15 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         points = measured_points(launches, ceil, by=by)
     else:
         ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
+        clock = _metrics_clock(trace)
+        if clock is not None:
+            ceil = gpus.at_clock(ceil, clock, METRICS_CLOCK)
+            if ceil.filter(pl.col("clock_hz") == clock).height:  # some roof is at that clock
+                notes["clock_source"] = METRICS_CLOCK
         linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
         points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
+        if not points.height:  # nsys-only: the DRAM counters give bandwidth-only points
+            points = bandwidth_points(trace, ceil)
         if linked[1].height and points.height:
             notes["steps"] = step_split(linked[1], points, step_windows(trace),
                                         trace.gpu.filter(pl.col("kind") == "kernel"))

@@ -7,7 +7,10 @@
 * Points: placed kernels (``placed``) at (AI_dram, FLOP/s); marker area ~ kernel time, shape
   by provenance (measured o, estimated s), colour by precision; the top kernels by time
   labelled. The legend sits outside the plot area.
-* Title: the GPU and the SM clock of the compute roofs.
+* Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs): the kernel lies somewhere
+  on FLOP/s = intensity x its DRAM bandwidth, so it is drawn as that line (dotted, capped by
+  the highest compute roof) with its bounds as a shaded band, for the top kernels by time.
+* Title: the GPU and the SM clock of the compute roofs (and where that clock comes from).
 
 Same input -> same bytes (fixed SVG hash salt, no dates).
 """
@@ -70,15 +73,21 @@ def _rate(v: float, unit: str) -> str:
     return f"{v:,.3g} {unit}"
 
 
-def title_for(gpu: str | None, clock_hz: float | None, *, what: str = "Roofline") -> str:
+def title_for(gpu: str | None, clock_hz: float | None, *, what: str = "Roofline",
+              clock_source: str | None = None) -> str:
     """Chart title naming the GPU and the SM clock of its compute roofs.
 
     Example:
         >>> title_for("NVIDIA H800", 1.485e9)
         'Roofline: NVIDIA H800 @ 1,485 MHz SM clock'
+        >>> title_for("RTX 3090", 1.9545e9, clock_source="nsys GPU metrics GPC clock")
+        'Roofline: RTX 3090 @ 1,954 MHz SM clock (nsys GPU metrics GPC clock)'
     """
     s = f"{what}: {gpu or 'GPU not named in the input'}"
-    return s + (f" @ {clock_hz / 1e6:,.0f} MHz SM clock" if clock_hz else "")
+    if not clock_hz:
+        return s
+    return s + f" @ {clock_hz / 1e6:,.0f} MHz SM clock" + (
+        f" ({clock_source})" if clock_source else "")
 
 
 def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
@@ -90,6 +99,7 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     pts = points
     if "placed" in pts.columns:
         pts = pts.filter(pl.col("placed").fill_null(False))
+    bw_pts = _bandwidth_only(pts, top)
     if pts.height:
         pts = pts.filter(pl.col("ai_dram").is_not_null() & (pl.col("ai_dram") > 0)
                          & pl.col("flop_per_s").is_not_null() & (pl.col("flop_per_s") > 0))
@@ -169,7 +179,10 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                         textcoords="offset points", xytext=(7, 5 - 10 * (n % 3)), fontsize=7,
                         arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
         y_lo = min(fl) / 10
-    else:
+    if bw_pts.height:
+        y_bw = _draw_bandwidth_lines(ax, bw_pts, xs, top_peak)
+        y_lo = min(y_lo, y_bw) if pts.height else y_bw
+    elif not pts.height:
         ax.text(0.5, 0.5, "no kernel placed (see the notes: missing counters or shapes)",
                 transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.3")
         y_lo = (float(mem["value"].min()) * x_lo) if mem.height else 1e9  # type: ignore[arg-type]
@@ -180,9 +193,10 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     ax.set_ylabel("Performance (FLOP/s)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    if pts.height:
+    if pts.height or bw_pts.height:
         leg = ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                        frameon=False, title="precision, provenance", title_fontsize=7)
+                        frameon=False, title="precision, provenance" if pts.height else
+                        f"bandwidth-only: {bw_pts['provenance'][0]}", title_fontsize=7)
         for h in leg.legend_handles:  # legend markers at one size (the data's vary by time)
             set_sizes = getattr(h, "set_sizes", None)
             if set_sizes is not None:
@@ -193,3 +207,38 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     fig.savefig(buf, format=fmt, metadata=meta)
     plt.close(fig)
     return buf.getvalue()
+
+
+def _bandwidth_only(pts: pl.DataFrame, top: int) -> pl.DataFrame:
+    """The ``top`` placed points by time with a DRAM bandwidth and no FLOP/s."""
+    if not pts.height or "dram_bytes_per_s" not in pts.columns or "flop_per_s" not in pts.columns:
+        return pts.head(0)
+    bw = pts.filter(pl.col("flop_per_s").is_null() & (pl.col("dram_bytes_per_s") > 0))
+    return bw.sort(["time_ns", "kernel_name"], descending=[True, False],
+                   nulls_last=True).head(top)
+
+
+def _draw_bandwidth_lines(ax: plt.Axes, bw: pl.DataFrame, xs: list[float],
+                          top_peak: float | None) -> float:
+    """Each bandwidth-only kernel as the line FLOP/s = x * its DRAM B/s (capped by the top
+    roof), its bounds shaded; returns the lowest y drawn."""
+    colours = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf"]
+    y_lo = float("inf")
+    for n, r in enumerate(bw.iter_rows(named=True)):
+        col = colours[n % len(colours)]
+        b = float(r["dram_bytes_per_s"])
+
+        def line(v: float) -> list[float]:
+            return [min(x * v, top_peak) if top_peak else x * v for x in xs]
+
+        lo, hi = r.get("dram_bytes_per_s_lo"), r.get("dram_bytes_per_s_hi")
+        bounds = f" (bounds {_rate(float(lo), 'B/s')} to {_rate(float(hi), 'B/s')})" \
+            if lo is not None and hi is not None else ""
+        ax.plot(xs, line(b), ":", color=col, lw=1.6, zorder=2,
+                label=f"{_short(r['kernel_name'])}\nDRAM {_rate(b, 'B/s')}{bounds}, "
+                      "FLOPs unknown")
+        if lo is not None and hi is not None and float(lo) > 0:  # log axis: no zero bound
+            ax.fill_between(xs, line(float(lo)), line(float(hi)), color=col, alpha=0.08,
+                            lw=0, zorder=1)
+        y_lo = min(y_lo, xs[0] * b)
+    return y_lo

@@ -6,6 +6,8 @@ Definitions (docs/roofline.md):
   alone, the sum of the profiled launch durations (ncu clocks).
 * ``measured_ns`` / ``estimated_ns``: kernel time of points on the chart (``placed``) with
   provenance ``measured (ncu)`` / ``estimated (shapes)``.
+* ``bandwidth_only_ns``: the part of ``measured_ns`` in points without FLOPs (nsys GPU
+  metrics: DRAM bytes only); their bound is unknown (``bound_ns["unknown"]``).
 * ``not_placed_ns = total_ns - measured_ns - estimated_ns`` (never negative);
   ``communication_ns``: the part of the kernel time in communication kernels (NCCL/RCCL,
   ``gpu.category``), which no FLOP roofline places.
@@ -47,6 +49,8 @@ def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[
                      .select(t.sum()).item())
 
     measured, estimated = by_prov("measured"), by_prov("estimated")
+    bw_only = float(placed.filter(pl.col("flop_per_s").is_null()).select(t.sum()).item()) \
+        if placed.height and "flop_per_s" in placed.columns else 0.0
     comm = 0.0
     if kernels is not None and kernels.height and "category" in kernels.columns:
         comm = float(kernels.filter(pl.col("category").cast(pl.String) == "communication")
@@ -66,6 +70,7 @@ def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[
     achieved = flops / secs if secs else None
     return {
         "total_ns": total, "measured_ns": measured, "estimated_ns": estimated,
+        "bandwidth_only_ns": bw_only,
         "not_placed_ns": max(0.0, total - measured - estimated),
         "communication_ns": comm,
         "placed_pct": 100.0 * (measured + estimated) / total if total else None,
@@ -85,12 +90,16 @@ def coverage_line(c: dict[str, Any]) -> str:
         return f"{100.0 * v / tot:.1f}%"
 
     b = c["bound_ns"]
-    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}, estimated "
+    bw = c.get("bandwidth_only_ns") or 0.0
+    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}"
+         + (f" (bandwidth-only {pct(bw)}: DRAM bytes from nsys GPU metrics, no FLOPs)"
+            if bw else "") + ", estimated "
          f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}"
          + (f" (communication kernels {pct(c['communication_ns'])})"
             if c.get("communication_ns") else "") + "; by bound "
          f"(share of kernel time): compute {pct(b['compute'])}, memory {pct(b['memory'])}, "
-         f"latency {pct(b['latency'])}")
+         f"latency {pct(b['latency'])}" + (f", unknown {pct(b['unknown'])}"
+                                          if b.get("unknown") else ""))
     if c.get("achieved_flop_per_s"):
         s += f"; achieved {c['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s"
     if c.get("mfu") is not None:

@@ -304,3 +304,27 @@ def ceilings(*, ncu: pl.DataFrame | None = None, gpu: str | None = None,
                         schema={"name": pl.String, "kind": pl.String, "value": pl.Float64,
                                 "clock_hz": pl.Float64, "clock_note": pl.String,
                                 "source": pl.String})
+
+
+def at_clock(ceil: pl.DataFrame, clock_hz: float, why: str) -> pl.DataFrame:
+    """Datasheet compute roofs of ``ceil`` rescaled to ``clock_hz`` (``value x clock_hz /
+    clock of the roof``); memory roofs, roofs without a clock and user/ncu roofs unchanged.
+
+    Example (a 60 TFLOP/s roof at 2.0 GHz, measured at 1.5 GHz -> 45 TFLOP/s):
+        >>> c = pl.DataFrame({"name": ["fp32"], "kind": ["compute"], "value": [60e12],
+        ...     "clock_hz": [2.0e9], "clock_note": ["boost clock"], "source": ["datasheet"]})
+        >>> at_clock(c, 1.5e9, "GPC clock")["value"][0] / 1e12
+        45.0
+    """
+    if not ceil.height:
+        return ceil
+    scale = (pl.col("kind") == "compute") & pl.col("clock_hz").is_not_null() \
+        & pl.col("source").str.starts_with("datasheet")
+    note = pl.format("datasheet x {}/{} MHz (rescaled to the {})",
+                     pl.lit(f"{clock_hz / 1e6:.0f}"),
+                     (pl.col("clock_hz") / 1e6).round(0).cast(pl.Int64), pl.lit(why))
+    return ceil.with_columns(
+        pl.when(scale).then(pl.col("value") * clock_hz / pl.col("clock_hz"))
+        .otherwise(pl.col("value")).alias("value"),
+        pl.when(scale).then(note).otherwise(pl.col("clock_note")).alias("clock_note"),
+        pl.when(scale).then(pl.lit(clock_hz)).otherwise(pl.col("clock_hz")).alias("clock_hz"))

@@ -72,3 +72,30 @@ def metrics_points(tl: Timeline, ceil: pl.DataFrame, *, flops: pl.DataFrame | No
         .alias("dram_pct_of_peak"),
         pl.lit(provenance(tl)).alias("provenance"))
     return classify(pts).sort(["time_ns", "kernel_name"], descending=[True, False])
+
+
+#: ``note`` of a point with DRAM bytes and no FLOPs (see :func:`bandwidth_points`).
+BANDWIDTH_ONLY = ("bandwidth-only: nsys GPU metrics measure DRAM bytes, not FLOPs; drawn as "
+                  "the line FLOP/s = intensity x its DRAM bandwidth (the kernel lies on it)")
+
+
+def bandwidth_points(tl: Timeline, ceil: pl.DataFrame) -> pl.DataFrame:
+    """:func:`metrics_points` without FLOPs, as roofline rows with ``placed`` and ``note``.
+
+    A kernel with DRAM samples under it is ``placed`` with the note :data:`BANDWIDTH_ONLY`
+    (``flop_per_s``, ``ai_dram`` and ``bound`` null: its position along the line is
+    unknown; ``precision``, ``peak_flop_per_s`` and ``ridge`` null: no counter says which
+    roof applies); one without samples is not placed ("no GPU-metric samples under it").
+    """
+    pts = metrics_points(tl, ceil)
+    if not pts.height:
+        return pts
+    has = pl.col("dram_bytes_per_s").is_not_null()
+    return pts.with_columns(
+        pl.lit(None, pl.String).alias("precision"),
+        pl.lit(None, pl.Float64).alias("peak_flop_per_s"),
+        pl.lit(None, pl.Float64).alias("ridge"),
+        pl.lit(None, pl.Float64).alias("attainable_flop_per_s"),
+        has.alias("placed"),
+        pl.when(has).then(pl.lit(BANDWIDTH_ONLY))
+        .otherwise(pl.lit("no GPU-metric samples under this kernel")).alias("note"))

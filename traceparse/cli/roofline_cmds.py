@@ -23,8 +23,9 @@ from traceparse.cli.main import main
 from traceparse.errors import UsageError
 
 POINT_COLS = ["kernel_name", "launches", "time_ns", "precision", "provenance", "placed",
-              "flop_per_s", "dram_bytes_per_s", "ai_dram", "ai_l2", "ai_l1", "peak_flop_per_s",
-              "peak_dram_bytes_per_s", "ridge", "pct_of_roof", "bound", "note"]
+              "flop_per_s", "dram_bytes_per_s", "dram_bytes_per_s_lo",
+              "dram_bytes_per_s_hi", "dram_pct_of_peak", "ai_dram", "ai_l2", "ai_l1",
+              "peak_flop_per_s", "peak_dram_bytes_per_s", "ridge", "pct_of_roof", "bound", "note"]
 
 
 @main.command("roofline")
@@ -77,7 +78,7 @@ def roofline_cmd(traces: tuple[str, ...], ncu_csv: str | None, gpu: str | None,
                              f"no chart written: {why}")
         kind = "svg" if output.lower().endswith(".svg") else "png"
         title = title_for(notes.get("ceiling_table_row") or notes.get("gpu"),
-                          notes.get("sm_clock_hz"))
+                          notes.get("sm_clock_hz"), clock_source=notes.get("clock_source"))
         emit_bytes(draw(points, ceil, fmt=kind, title=title), output)
         return
     cols = [c for c in POINT_COLS if c in points.columns]
