@@ -207,7 +207,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         table, kind = target
         good = [e for e in evs if e.ts is not None and e.dur is not None]
         n_timed = len(good)
-        good = [e for e in good if not _negative(e.dur)]
+        good = _drop_negative(good)
         if table == "ranges":
             ks = [("profiler_step" if isinstance(n := e.name, str)
                    and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
@@ -299,6 +299,15 @@ def _looks_like_ns(picked: dict[str, list[Event]], base: int) -> bool:
     values = [float(v) for v in sample if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
+
+
+def _drop_negative(events: list[Event]) -> list[Event]:
+    """``events`` without those whose ``dur`` is below zero (see :func:`_negative`); plain
+    numbers, the usual case, are compared without a function call per event."""
+    kept = [e for e in events if not ((t := type(e.dur)) is int or t is float) or e.dur >= 0]
+    if any(type(e.dur) not in (int, float) for e in kept):
+        kept = [e for e in kept if not _negative(e.dur)]
+    return kept
 
 
 def _negative(dur: Any) -> bool:

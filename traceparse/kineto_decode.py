@@ -120,5 +120,5 @@ def decode_args(events: list[Event]) -> list[Any]:
     """
     if not events:
         return []
-    parts = [a if len(a) else _NULL for e in events for a in (e.args,)]
+    parts = [e.args or _NULL for e in events]  # an empty Raw (no args) is falsy
     return list(orjson.loads(b"[" + b",".join(parts) + b"]"))
