@@ -47,11 +47,13 @@ def _children(pid: int) -> list[int]:
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                kids = [int(c) for c in fh.read().split()]
+        kids = []
+        try:  # children started by any thread (Dask's nannies start workers off-main)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    kids += [int(c) for c in fh.read().split()]
         except (OSError, ValueError):
-            kids = []
+            pass
         out += kids
         todo += kids
     return out

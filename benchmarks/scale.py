@@ -61,8 +61,9 @@ def _tree_rss(pid: int) -> int:
         try:
             with open(f"/proc/{p}/statm") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
+            for task in os.listdir(f"/proc/{p}/task"):  # children of every thread
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError):
             pass
     return total
