@@ -113,7 +113,8 @@ def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str],
     copy = tmp / "copy.sqlite"
 
     def fresh_copy() -> None:
-        for stale in tmp.glob("copy.sqlite*"):
+        # nsys stats skips (exit 0, ~0.05 s) when its output file exists: remove it too
+        for stale in [*tmp.glob("copy.sqlite*"), *tmp.glob("out_*")]:
             stale.unlink()
         shutil.copyfile(n, copy)
 
@@ -147,6 +148,8 @@ def main() -> None:
     ap.add_argument("--hta-python", help="python of a venv with HTA 0.5")
     ap.add_argument("--nsys", default=os.environ.get("NSYS"), help="nsys executable")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only rows whose label contains this text (repeatable)")
     ap.add_argument("--before", type=Path, help="an exported older checkout (git archive): "
                     "its traceparse rows are run too, labelled 'before'")
     ap.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -160,6 +163,8 @@ def main() -> None:
                       for w, label, cmd, setup in rows(args, tmp)
                       if label.startswith("traceparse")]
             table.sort(key=lambda row: row[0] != "kineto")
+        if args.only:
+            table = [row for row in table if any(o in row[1] for o in args.only)]
         for cwd in {row[4] for row in table}:  # warm each checkout's cache (not timed)
             subprocess.run([sys.executable, "-m", "traceparse", "info", str(args.nsys_file)],
                            cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
