@@ -136,6 +136,8 @@ def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str],
 def version(cmd: list[str]) -> str:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+        if r.returncode:
+            return "?"
         return (r.stdout.strip() or r.stderr.strip()).splitlines()[-1][:80]
     except (OSError, subprocess.SubprocessError, IndexError):
         return "?"
@@ -191,7 +193,7 @@ def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], obje
            load0: tuple[float, float, float], load1: tuple[float, float, float]) -> str:
     sizes = {"kineto": sum(p.stat().st_size for p in args.kineto.glob("*.json")),
              "nsys": args.nsys_file.stat().st_size}
-    rev = version(["git", "rev-parse", "--short", "HEAD"])
+    rev = os.environ.get("TRACEPARSE_REV") or version(["git", "rev-parse", "--short", "HEAD"])
     vers = {"python": platform.python_version()}
     for lib in ("polars", "msgspec", "orjson", "pyarrow"):
         vers[lib] = version([sys.executable, "-c", f"import {lib}; print({lib}.__version__)"])
