@@ -81,9 +81,10 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
             .filter(pl.col("dur_ns") >= min_ns))
     if gaps.height == 0:
         return _empty(acts, group)
-    launched = (free.filter(pl.col("_launch") > 0)
-                .select(*group, "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("_l"))
-                .sort(*group, "start_ns")
+    launched = (intervals.sort_within(
+                    free.filter(pl.col("_launch") > 0).select(
+                        *group, "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("_l")),
+                    group, "start_ns")
                 .join_asof(gaps.select(*group, pl.col("start_ns").alias("_gap"),
                                        pl.col("end_ns").alias("_gap_end")).sort(*group, "_gap"),
                            left_on="start_ns", right_on="_gap", by=group, strategy="backward",

@@ -38,6 +38,32 @@ def _over(expr: pl.Expr, by: Sequence[str]) -> pl.Expr:
     return expr.over(list(by)) if by else expr
 
 
+def sort_within(frame: pl.DataFrame, by: Sequence[str], col: str) -> pl.DataFrame:
+    """``frame`` sorted by the ``by`` columns, then ``col``: the rows of
+    ``frame.sort([*by, col])``, but one single-key sort of ``col`` per group.
+
+    polars sorts on several keys through a row encoding that is 3-6x slower than a
+    single-key sort (4M rows: 6.7 s vs 2.1 s with one group, 14.4 s vs 2.8 s with 8, on
+    the 2-core benchmark machine), and the analyses sort millions of boundaries by
+    (rank, device, time). The groups come out in the order ``sort(by)`` gives them (nulls
+    first), so the result equals the multi-key sort up to the order of rows tied on every
+    key (neither sort promises one).
+
+    Example:
+        >>> f = pl.DataFrame({"g": [2, 1, 2, 1], "t": [5, 9, 1, 3]})
+        >>> sort_within(f, ["g"], "t").rows()
+        [(1, 3), (1, 9), (2, 1), (2, 5)]
+    """
+    by = list(by)
+    if not by or frame.height < 2:
+        return frame.sort([*by, col])
+    order = frame.select(by).unique().sort(by)
+    if order.height == 1:
+        return frame.sort(col)
+    parts = frame.partition_by(by, as_dict=True)
+    return pl.concat([parts[key].sort(col) for key in order.iter_rows()], rechunk=False)
+
+
 def _clean(frame: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     return (frame.select(*by, pl.col(START).cast(pl.Int64), pl.col(END).cast(pl.Int64))
             .filter(pl.col(START).is_not_null() & pl.col(END).is_not_null()
@@ -62,7 +88,7 @@ def union(frame: pl.DataFrame, *, by: Sequence[str] = ()) -> pl.DataFrame:
         [(1, 0, 7), (1, 10, 12), (2, 0, 1)]
     """
     by = list(by)
-    f = _clean(frame, by).sort([*by, START])
+    f = sort_within(_clean(frame, by), by, START)
     prev_end = _over(pl.col(END).cum_max().shift(1), by)
     new = (pl.col(START) > prev_end).fill_null(True)
     return (f.with_columns(_cluster=_over(new.cum_sum(), by))
@@ -123,7 +149,7 @@ def segments(sets: Mapping[str, pl.DataFrame], *, by: Sequence[str] = ()) -> pl.
     # No group_by on (by, _t): after the sort, the running sums on the LAST of several rows
     # with equal _t already include all of them, and the earlier ones get END == _t (the
     # next row's _t) and are dropped by the END > _t filter below.
-    ev = pl.concat(parts, how="vertical").sort([*by, "_t"])
+    ev = sort_within(pl.concat(parts, how="vertical"), by, "_t")
     # Every interval adds +1 and -1 inside its own group, so each group's deltas sum to 0 and
     # a global cumulative sum restarts at 0 at every group boundary: no window function.
     same_group = pl.lit(True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse.analyses._dist import nsys_stats, percentiles, round_half_up
+from traceparse.analyses.intervals import sort_within
 from traceparse.links import launch_join
 from traceparse.timeline import Timeline
 
@@ -138,9 +139,8 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
     ``table`` is :func:`launch_table` of ``tl`` when the caller already has it (the
     kernel-to-launch join is the expensive part: ~1 s per 1M kernels).
     """
-    t = (launch_table(tl) if table is None else table).sort(
-        "rank", "device_id", "stream_id", "start_ns")
     grp = ["rank", "device_id", "stream_id"]
+    t = sort_within(launch_table(tl) if table is None else table, grp, "start_ns")
     t = t.with_columns(prev_end=pl.col("end_ns").shift(1).over(grp))
     t = t.with_columns(prev_end=pl.col("prev_end").cum_max().over(grp))
     gap = (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0)

@@ -38,3 +38,27 @@ def test_launch_summary_with_a_precomputed_table_is_identical() -> None:
         assert launches.launch_summary(tl, table=table).equals(launches.launch_summary(tl))
         assert launches.graph_recoverable(tl, table=table).equals(
             launches.graph_recoverable(tl))
+
+
+def test_sort_within_equals_multi_key_sort() -> None:
+    """intervals.sort_within == frame.sort([*by, col]) on the keys, nulls and several groups
+    included (rows tied on every key may come in either order, so only keys are compared)."""
+    import numpy as np
+    import polars as pl
+
+    from traceparse.analyses.intervals import sort_within
+
+    rng = np.random.default_rng(7)
+    n = 5000
+    g = rng.integers(0, 5, n).astype(object)
+    g[rng.random(n) < 0.05] = None
+    frame = pl.DataFrame({"rank": pl.Series(list(g), dtype=pl.Int32),
+                          "dev": pl.Series(rng.integers(0, 3, n), dtype=pl.Int32),
+                          "t": rng.integers(-50, 50, n), "x": np.arange(n)})
+    for by in ([], ["rank"], ["rank", "dev"], ["dev", "rank"]):
+        got = sort_within(frame, by, "t").select(*by, "t")
+        assert got.equals(frame.sort([*by, "t"]).select(*by, "t")), by
+    assert sort_within(frame.head(0), ["rank"], "t").height == 0
+    # one group: one single-key sort, identical rows
+    one = frame.filter(pl.col("rank") == 1, pl.col("dev") == 2)
+    assert sort_within(one, ["rank", "dev"], "t")["t"].is_sorted()

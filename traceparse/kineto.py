@@ -35,7 +35,16 @@ import polars as pl
 from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
-from traceparse.kineto_events import CATEGORIES, FLOW_CATEGORIES, api_frame, gpu_frame, ranges_frame
+from traceparse.kineto_decode import Event, decode_args, decode_events, from_dicts
+from traceparse.kineto_events import (
+    CATEGORIES,
+    FLOW_CATEGORIES,
+    api_frame,
+    gpu_frame,
+    is_memory_event,
+    memory_frame,
+    ranges_frame,
+)
 from traceparse.kineto_io import NeedsDecimalText, decode, needs_decimal_text, read_bytes
 from traceparse.kineto_link import (
     COLL_COLS,
@@ -73,15 +82,11 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _bucket(events: list[Any], path: Path) -> dict[tuple[Any, Any], list[dict[str, Any]]]:
-    buckets: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+def _bucket(events: list[Event], path: Path) -> dict[tuple[Any, Any], list[Event]]:
+    buckets: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
     try:
         for e in events:
-            buckets[(e.get("cat"), e.get("ph"))].append(e)
-    except AttributeError:
-        bad = next(e for e in events if not isinstance(e, dict))
-        raise TraceError(path, f"traceEvents holds a {type(bad).__name__}, expected event "
-                               "objects") from None
+            buckets[(e.cat, e.ph)].append(e)
     except TypeError:
         raise TraceError(path, "an event has a cat or ph that is not a string") from None
     return buckets
@@ -119,16 +124,13 @@ def _devices(header: dict[str, Any], rank: int) -> pl.DataFrame:
     return schema.conform("devices", pl.DataFrame(rows, infer_schema_length=None))
 
 
-def _rpc_frame(ops: list[dict[str, Any]]) -> pl.DataFrame:
-    """record_param_comms ops carrying a Collective name -> frame for attach_collectives."""
+def _rpc_frame(ops: list[tuple[Event, dict[str, Any]]]) -> pl.DataFrame:
+    """record_param_comms ops carrying a Collective name (see :func:`_comm_ops`) -> frame
+    for attach_collectives."""
     rows = []
-    for e in ops:
-        a = e.get("args")
-        if e.get("name") != "record_param_comms" or not isinstance(a, dict) \
-                or a.get("Collective name") is None:
-            continue
-        rows.append({"pid": e.get("pid"), "tid": e.get("tid"), "ts": e.get("ts"),
-                     "dur": e.get("dur"), "external_id": a.get("External id"),
+    for e, a in ops:
+        rows.append({"pid": e.pid, "tid": e.tid, "ts": e.ts,
+                     "dur": e.dur, "external_id": a.get("External id"),
                      "coll_name": str(a.get("Collective name")),
                      "coll_in_nelems": _int_or_none(a.get("In msg nelems")),
                      "coll_out_nelems": _int_or_none(a.get("Out msg nelems")),
@@ -139,7 +141,23 @@ def _rpc_frame(ops: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
-def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
+def _comm_ops(events: list[Event], args: list[Any],
+              kinds: list[str]) -> list[tuple[Event, dict[str, Any]]]:
+    """(event, args) of the cpu_op ``record_param_comms`` ranges that name a collective."""
+    return [(e, a) for e, a, k in zip(events, args, kinds, strict=True)
+            if k == "cpu_op" and e.name == "record_param_comms" and isinstance(a, dict)
+            and a.get("Collective name") is not None]
+
+
+def _split_memory(cat: Any, ph: Any, evs: list[Event]) -> tuple[list[Event], list[Event]]:
+    """(``[memory]`` allocator instants, the rest) of one (cat, ph) bucket."""
+    if ph != "i" or cat not in (None, "cpu_instant_event"):
+        return [], evs
+    mem = [e for e in evs if is_memory_event(e)]
+    return mem, ([e for e in evs if not is_memory_event(e)] if mem else evs)
+
+
+def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
           rank: int | None = None, rank_fallback: tuple[int, str] = (0, "default")
           ) -> Timeline:
     """Build a validated Timeline from a decoded trace (see :func:`read`).
@@ -160,28 +178,40 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
     assert rank is not None
 
     buckets = _bucket(events, path)
-    picked: dict[str, list[dict[str, Any]]] = {"gpu": [], "api": [], "ranges": []}
+    picked: dict[str, list[Event]] = {"gpu": [], "api": [], "ranges": []}
     kinds: dict[str, list[str]] = {"gpu": [], "api": [], "ranges": []}
     ingest: list[dict[str, Any]] = []
-    comm_ops: list[dict[str, Any]] = []
-    for (cat, ph), evs in buckets.items():
+    mem_events: list[Event] = []
+    mem_args: list[Any] = []
+    for (cat, ph), all_evs in buckets.items():
         target = CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None
         source = cat if isinstance(cat, str) else f"(no cat, ph {ph})"
+        mem, evs = _split_memory(cat, ph, all_evs)
+        if mem:
+            margs = decode_args(mem)
+            keep = [i for i, (e, a) in enumerate(zip(mem, margs, strict=True))
+                    if e.ts is not None and isinstance(a, dict) and a.get("Bytes") is not None]
+            mem_events += [mem[i] for i in keep]
+            mem_args += [margs[i] for i in keep]
+            n_ts = sum(e.ts is not None for e in mem)
+            ingest += ingest_rows(rank, "memory", source, len(keep),
+                                  {"missing ts": len(mem) - n_ts,
+                                   "missing args.Bytes": n_ts - len(keep)})
+            if not evs:
+                continue
         if target is None or ph != "X":
             table, reason = (_skip_reason(cat, ph) if target is None
                              else (target[0], f"phase {ph} is not a complete event"))
             ingest += ingest_rows(rank, table, source, 0, {reason: len(evs)})
             continue
         table, kind = target
-        good = [e for e in evs if e.get("ts") is not None and e.get("dur") is not None]
+        good = [e for e in evs if e.ts is not None and e.dur is not None]
         n_timed = len(good)
-        good = [e for e in good if not _negative(e["dur"])]
+        good = _drop_negative(good)
         if table == "ranges":
-            ks = [("profiler_step" if isinstance(n := e.get("name"), str)
+            ks = [("profiler_step" if isinstance(n := e.name, str)
                    and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
                    else kind) for e in good]
-            if kind == "cpu_op":
-                comm_ops += [e for e in good if e.get("name") == "record_param_comms"]
         else:
             ks = [kind] * len(good)
         picked[table] += good
@@ -190,19 +220,23 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
                               {"missing ts or dur": len(evs) - n_timed,
                                "negative duration": n_timed - len(good)})
 
+    args = {t: decode_args(evs) for t, evs in picked.items()}
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
     unit = "ns" if _looks_like_ns(picked, base) else "us"
-    gpu = gpu_frame(picked["gpu"], kinds["gpu"], path, unit)
-    api = api_frame(picked["api"], kinds["api"], path, unit)
-    ranges = ranges_frame(picked["ranges"], kinds["ranges"], path, unit)
+    gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], path, unit)
+    api = api_frame(picked["api"], args["api"], kinds["api"], path, unit)
+    ranges = ranges_frame(picked["ranges"], args["ranges"], kinds["ranges"], path, unit)
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
+    memory = _memory(mem_events, mem_args, base, path, unit)
 
     gpu = link_gpu(gpu, api)
-    rpc = _rpc_frame(comm_ops)
-    if rpc.height:
-        rpc_times = _to_epoch(api_frame(comm_ops_with_coll(comm_ops), ["x"] * rpc.height,
+    comm_ops = _comm_ops(picked["ranges"], args["ranges"], kinds["ranges"])
+    if comm_ops:
+        rpc = _rpc_frame(comm_ops)
+        ops = [e for e, _ in comm_ops]
+        rpc_times = _to_epoch(api_frame(ops, [a for _, a in comm_ops], ["x"] * len(ops),
                                         path, unit), base)
         comms = rpc_times.select("process_id", "thread_id", "start_ns", "end_ns").hstack(
             rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
@@ -218,6 +252,7 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
         api=schema.conform("api", api.with_columns(add_rank)),
         ranges=schema.conform("ranges", ranges.with_columns(add_rank)),
         devices=_devices(raw_header, rank),
+        memory=schema.conform("memory", memory.with_columns(add_rank)),
         ingest=ingest_frame(ingest),
     )
     span = tl.span_ns()
@@ -239,13 +274,20 @@ def parse(raw_header: dict[str, Any], events: list[Any], path: Path, *,
     return tl.validate()
 
 
-def comm_ops_with_coll(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The record_param_comms ops that :func:`_rpc_frame` keeps (same order)."""
-    return [e for e in ops if e.get("name") == "record_param_comms"
-            and isinstance(e.get("args"), dict) and e["args"].get("Collective name") is not None]
+def _memory(events: list[Event], args: list[Any], base: int, path: Path,
+            unit: str) -> pl.DataFrame:
+    """The ``memory`` rows of ``[memory]`` instants on the epoch clock (see
+    :func:`~traceparse.kineto_events.memory_frame`)."""
+    frame = memory_frame(events, args, path, unit)
+    if frame.height:
+        lo, hi = frame.select(lo=pl.col("ts_ns").min(), hi=pl.col("ts_ns").max()).row(0)
+        if int(lo) + base < -(2**63) or int(hi) + base >= 2**63:
+            raise TraceError(path, "timestamps out of range: base time + ts does not fit "
+                                   "in int64 nanoseconds")
+    return frame.with_columns(pl.col("ts_ns") + base) if base else frame
 
 
-def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
+def _looks_like_ns(picked: dict[str, list[Event]], base: int) -> bool:
     """True for traces whose ``ts`` are already nanoseconds (non-Kineto Chrome writers).
 
     Kineto always writes microseconds; an absolute ``ts`` above 1e17 can only be epoch ns
@@ -253,10 +295,19 @@ def _looks_like_ns(picked: dict[str, list[dict[str, Any]]], base: int) -> bool:
     """
     if base:
         return False
-    sample = [e.get("ts") for evs in picked.values() for e in evs[:100]]
+    sample = [e.ts for evs in picked.values() for e in evs[:100]]
     values = [float(v) for v in sample if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
+
+
+def _drop_negative(events: list[Event]) -> list[Event]:
+    """``events`` without those whose ``dur`` is below zero (see :func:`_negative`); plain
+    numbers, the usual case, are compared without a function call per event."""
+    kept = [e for e in events if not ((t := type(e.dur)) is int or t is float) or e.dur >= 0]
+    if any(type(e.dur) not in (int, float) for e in kept):
+        kept = [e for e in kept if not _negative(e.dur)]
+    return kept
 
 
 def _negative(dur: Any) -> bool:
@@ -289,12 +340,15 @@ def _to_epoch(frame: pl.DataFrame, base: int) -> pl.DataFrame:
 
 
 def read(path: str | os.PathLike[str], *, rank: int | None = None,
-         _fallback: tuple[int, str] = (0, "default")) -> Timeline:
+         _fallback: tuple[int, str] = (0, "default"), decoder: str = "typed") -> Timeline:
     """Parse one Kineto trace (``.json``, ``.json.gz``, object or bare list).
 
     Args:
         path: the trace file.
         rank: force this rank (else ``distributedInfo.rank``, else the file name, else 0).
+        decoder: ``"typed"`` (msgspec, :mod:`traceparse.kineto_decode`) or ``"orjson"``
+            (full decode of the document, then reduced to the same events; slower, kept
+            as the reference the typed path is tested against).
 
     Raises:
         TraceError: unreadable, truncated, not JSON, not a trace, or wrongly typed content.
@@ -311,8 +365,14 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
         # (odd spacing) raises NeedsDecimalText and every time is read as text.
         modes = ["big", "text"] if needs_decimal_text(raw) else ["us", "big", "text"]
         for i, mode in enumerate(modes):
-            header, events = decode(raw, p, quote_times=mode == "text",
-                                    quote_big=mode == "big")
+            if decoder == "orjson":
+                header, dicts = decode(raw, p, quote_times=mode == "text",
+                                       quote_big=mode == "big")
+                events = from_dicts(dicts, p)
+                del dicts
+            else:
+                header, events = decode_events(raw, p, quote_times=mode == "text",
+                                               quote_big=mode == "big")
             try:
                 return parse(header, events, p, rank=rank, rank_fallback=_fallback)
             except NeedsDecimalText:

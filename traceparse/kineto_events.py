@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from traceparse.kineto_decode import Event
 from traceparse.kineto_io import us_to_ns
 
 #: lower-cased ``cat`` -> (table, kind). Everything else is counted and skipped.
@@ -108,10 +109,10 @@ def _str(values: list[Any], name: str) -> pl.Series:
     return pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
 
 
-def _name(events: list[dict[str, Any]]) -> pl.Series:
+def _name(events: list[Event]) -> pl.Series:
     """Event names as text; an event without one (malformed, but seen in fuzzing) is
     ``<unnamed>`` so the required ``name`` column stays filled."""
-    return pl.Series("name", ["<unnamed>" if (v := e.get("name")) is None else str(v)
+    return pl.Series("name", ["<unnamed>" if (v := e.name) is None else str(v)
                               for e in events], dtype=pl.String)
 
 
@@ -121,17 +122,18 @@ def _json(values: list[Any], name: str) -> pl.Series:
                      dtype=pl.String)
 
 
-def _times(events: list[dict[str, Any]], path: Path | str,
+def _times(events: list[Event], path: Path | str,
            unit: str) -> dict[str, pl.Series]:
     """``unit``: ``"us"`` (Kineto) or ``"ns"`` (a Chrome trace written in ns)."""
     ns = unit == "ns"
-    start = us_to_ns([e.get("ts") for e in events], "ts", path, ns_units=ns)
-    dur = us_to_ns([e.get("dur") for e in events], "dur", path, ns_units=ns)
+    start = us_to_ns([e.ts for e in events], "ts", path, ns_units=ns)
+    dur = us_to_ns([e.dur for e in events], "dur", path, ns_units=ns)
     return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
 
 
-def _args(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [a if isinstance(a := e.get("args"), dict) else {} for e in events]
+def _args(decoded: list[Any]) -> list[dict[str, Any]]:
+    """Decoded ``args`` values -> dicts (anything else, absent included, -> ``{}``)."""
+    return [a if isinstance(a, dict) else {} for a in decoded]
 
 
 def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
@@ -144,22 +146,22 @@ def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
     )
 
 
-def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
+def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
               path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
     ``device_id`` comes from ``args.device`` (else ``pid``), ``stream_id`` from
     ``args.stream`` (else ``tid``; legacy ``"stream 7"`` strings are understood).
     """
-    args = _args(events)
+    args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
     cols["device_id"] = _int(get("device"), "a").fill_null(
-        _int([e.get("pid") for e in events], "b")).fill_null(0)
+        _int([e.pid for e in events], "b")).fill_null(0)
     cols["stream_id"] = _int(get("stream"), "a").fill_null(
-        _int([e.get("tid") for e in events], "b"))
+        _int([e.tid for e in events], "b"))
     cols["context_id"] = _int(get("context"), "context_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
@@ -193,23 +195,23 @@ def gpu_frame(events: list[dict[str, Any]], kinds: list[str],
     ).drop("rocm_kind")
 
 
-def api_frame(events: list[dict[str, Any]], kinds: list[str],
+def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
               path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
-    args = _args(events)
+    args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
-    cols["process_id"] = _int([e.get("pid") for e in events], "process_id")
-    cols["thread_id"] = _int([e.get("tid") for e in events], "thread_id")
+    cols["process_id"] = _int([e.pid for e in events], "process_id")
+    cols["thread_id"] = _int([e.tid for e in events], "thread_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
-def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
+def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
                  path: Path | str, unit: str = "us") -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
@@ -218,13 +220,13 @@ def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
     remaining useful args (call stack, module hierarchy, collective args, strides ...) as one
     JSON object in ``payload``.
     """
-    args = _args(events)
+    args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
     cols.update(_times(events, path, unit))
     cols["name"] = _name(events)
-    pid = _int([e.get("pid") for e in events], "pid")
-    tid = _int([e.get("tid") for e in events], "tid")
+    pid = _int([e.pid for e in events], "pid")
+    tid = _int([e.tid for e in events], "tid")
     on_gpu = pl.Series([k == "gpu_user_annotation" for k in kinds], dtype=pl.Boolean)
     cols["process_id"] = pid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
     cols["thread_id"] = tid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
@@ -244,3 +246,49 @@ def ranges_frame(events: list[dict[str, Any]], kinds: list[str],
     cols["payload"] = _json([r if r else None for r in rest], "payload")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
+
+
+#: ``args["Device Type"]`` of a host (CPU) allocation (c10::DeviceType::CPU).
+_CPU_DEVICE_TYPE = 0
+
+
+def is_memory_event(e: Event) -> bool:
+    """True for a Kineto allocator event: an instant (``ph`` ``i``) named ``[memory]``
+    (``cat`` ``cpu_instant_event``, or none in 2021-era traces)."""
+    return e.name == "[memory]" and e.ph == "i"
+
+
+def memory_frame(events: list[Event], decoded_args: list[Any], path: Path | str,
+                 unit: str = "us") -> pl.DataFrame:
+    """Columns of the ``memory`` table (without rank and clock base) from ``[memory]``
+    instants, one row each.
+
+    ``bytes`` is ``args.Bytes`` (negative = free), ``kind`` alloc/free/other by its sign,
+    ``device_id`` is ``args["Device Id"]``, or -1 for host memory (``Device Type`` 0);
+    ``allocated_bytes``/``reserved_bytes`` are ``Total Allocated``/``Total Reserved`` and
+    ``address`` is ``Addr`` (null where the trace does not record them, as 2021 traces).
+    The caller drops events without ``ts`` or ``Bytes`` (counted as skipped).
+    """
+    args = _args(decoded_args)
+    get = _getter(args)
+    ns = unit == "ns"
+    size = _int(get("Bytes"), "bytes")
+    dev_type = _int(get("Device Type"), "device_type")
+    frame = pl.DataFrame({
+        "ts_ns": us_to_ns([e.ts for e in events], "ts", path, ns_units=ns).alias("ts_ns"),
+        "device_type": dev_type,
+        "device_id": _int(get("Device Id"), "device_id"),
+        "bytes": size,
+        "allocated_bytes": _int(get("Total Allocated"), "allocated_bytes"),
+        "reserved_bytes": _int(get("Total Reserved"), "reserved_bytes"),
+        "address": _int(get("Addr"), "address"),
+        "process_id": _int([e.pid for e in events], "process_id"),
+        "thread_id": _int([e.tid for e in events], "thread_id"),
+    })
+    return frame.with_columns(
+        device_id=pl.when(pl.col("device_type") == _CPU_DEVICE_TYPE).then(pl.lit(-1))
+        .otherwise(pl.col("device_id")),
+        kind=pl.when(pl.col("bytes") > 0).then(pl.lit("alloc"))
+        .when(pl.col("bytes") < 0).then(pl.lit("free")).otherwise(pl.lit("other")),
+        source=pl.lit("kineto [memory]"),
+    ).drop("device_type")

@@ -1,0 +1,144 @@
+"""Typed (msgspec) Kineto decoding: identical timelines to the full orjson decode on every
+real trace, ``[memory]`` allocator events in the ``memory`` table (hand-computed on a small
+trace, independent counts on real ones), and a UTF-8 byte-order mark accepted."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from tests.conftest import ids, shared_files
+from traceparse import schema
+from traceparse.errors import TraceError
+from traceparse.kineto import read
+
+TORCH = shared_files("torch")
+BASE = 1_700_000_000_000_000_000
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", TORCH, ids=ids(TORCH))
+def test_typed_decoder_equals_orjson_decoder(path: Path) -> None:
+    """Every table and the meta of the typed path equal those of the full orjson decode."""
+    typed = read(path)
+    full = read(path, decoder="orjson")
+    for name in schema.TABLES:
+        assert_frame_equal(typed.table(name), full.table(name), check_exact=True)
+    assert typed.meta == full.meta
+
+
+def _independent_memory(path: Path) -> list[dict]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw)
+    events = doc if isinstance(doc, list) else doc["traceEvents"]
+    return [e for e in events if e.get("name") == "[memory]" and e.get("ph") == "i"]
+
+
+MEMORY_FILES = [p for p in TORCH if p.name.startswith(("hta__df_index", "kineto__resnet50_worker0.",
+                                                      "tracelens__sglang_decode_capture"))]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", MEMORY_FILES, ids=ids(MEMORY_FILES))
+def test_memory_events_real(path: Path) -> None:
+    """Row count, byte sums, host rows and ingest accounting against plain json counts."""
+    mem = _independent_memory(path)
+    assert mem, "the corpus file is expected to hold [memory] events"
+    tl = read(path)
+    m = tl.memory
+    assert m.height == len(mem)
+    assert m["bytes"].sum() == sum(e["args"]["Bytes"] for e in mem)
+    assert (m["kind"] == "alloc").sum() == sum(e["args"]["Bytes"] > 0 for e in mem)
+    assert (m["kind"] == "free").sum() == sum(e["args"]["Bytes"] < 0 for e in mem)
+    host = sum(e["args"]["Device Type"] == 0 for e in mem)
+    assert (m["device_id"] == -1).sum() == host
+    peak = max((e["args"].get("Total Allocated") for e in mem
+                if e["args"].get("Total Allocated") is not None), default=None)
+    assert m["allocated_bytes"].max() == peak
+    parsed = tl.ingest.filter((pl.col("table") == "memory") & (pl.col("outcome") == "parsed"))
+    assert parsed["count"].sum() == len(mem)
+
+
+def _write(path: Path, doc: object, *, gz: bool = False, prefix: bytes = b"") -> Path:
+    text = prefix + json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(text) if gz else text)
+    return path
+
+
+def _memory_doc() -> dict:
+    return {"baseTimeNanoseconds": BASE, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1.0, "dur": 2.0,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        # CUDA alloc of 512 B on device 1 at 1.5 us
+        {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 10,
+         "tid": 11, "ts": 1.5, "args": {"Device Type": 1, "Device Id": 1, "Addr": 4096,
+                                        "Bytes": 512, "Total Allocated": 1536,
+                                        "Total Reserved": 2097152}},
+        # host free of 8 B (Device Type 0 -> device_id -1), 2021 layout: no cat, no totals
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 10, "tid": 12, "ts": 2.25,
+         "args": {"Device Type": 0, "Device Id": -1, "Bytes": -8}},
+        # no Bytes: counted as skipped
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 10, "tid": 11,
+         "ts": 3.0, "args": {"Device Type": 1, "Device Id": 1}},
+        # another instant: stays skipped in the meta table
+        {"ph": "i", "cat": "cpu_instant_event", "name": "[OutOfMemory]", "pid": 10, "tid": 11,
+         "ts": 3.5, "args": {}},
+    ]}
+
+
+def test_memory_events_hand_computed(tmp_path: Path) -> None:
+    tl = read(_write(tmp_path / "m.json", _memory_doc()))
+    m = tl.memory.sort("ts_ns")
+    assert m.select("device_id", "ts_ns", "kind", "bytes", "allocated_bytes",
+                    "reserved_bytes", "address", "process_id", "thread_id").rows() == [
+        (1, BASE + 1500, "alloc", 512, 1536, 2097152, 4096, 10, 11),
+        (-1, BASE + 2250, "free", -8, None, None, None, 10, 12),
+    ]
+    assert m["source"].to_list() == ["kineto [memory]"] * 2
+    rows = {(r["table"], r["source"], r["outcome"], r["reason"]): r["count"]
+            for r in tl.ingest.iter_rows(named=True)}
+    assert rows[("memory", "cpu_instant_event", "parsed", None)] == 1
+    assert rows[("memory", "cpu_instant_event", "skipped", "missing args.Bytes")] == 1
+    assert rows[("memory", "(no cat, ph i)", "parsed", None)] == 1
+    assert rows[("meta", "cpu_instant_event", "skipped",
+                 "category cpu_instant_event not used")] == 1
+    # parsed + skipped == events in the file
+    assert tl.ingest["count"].sum() == 5
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_utf8_bom_accepted(tmp_path: Path, gz: bool) -> None:
+    plain = read(_write(tmp_path / "a.json", _memory_doc(), gz=gz))
+    bom = read(_write(tmp_path / "b.json", _memory_doc(), gz=gz, prefix=BOM))
+    for name in ("gpu", "memory", "ingest"):
+        assert_frame_equal(plain.table(name), bom.table(name))
+    assert bom.gpu.height == 1
+
+
+def test_bom_only_is_empty(tmp_path: Path) -> None:
+    p = tmp_path / "bom.json"
+    p.write_bytes(BOM)
+    with pytest.raises(TraceError, match="empty file"):
+        read(p)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (b'{"traceEvents": [{"ph": "X"}, 3]}', "traceEvents holds a int"),
+    (b'{"traceEvents": {"a": 1}}', "traceEvents is a dict"),
+    (b'{"other": []}', "no traceEvents key"),
+    (b'{"traceEvents": [', "invalid JSON"),
+    (b'{"traceEvents": [{"name": "\xff"}]}', "invalid JSON"),
+])
+def test_typed_decoder_keeps_error_messages(tmp_path: Path, text: bytes, message: str) -> None:
+    p = tmp_path / "bad.json"
+    p.write_bytes(text)
+    with pytest.raises(TraceError, match=message):
+        read(p)
