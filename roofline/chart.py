@@ -39,8 +39,11 @@ def _short(name: str, n: int = 36) -> str:
         'distribution_kernel'
         >>> _short("void cutlass::Kernel<cutlass::gemm::kernel::B2bGemm<int, 3>>(Params)")
         'Kernel<B2bGemm>'
+        >>> _short("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+        ...        "at::native::(anonymous namespace)::TensorListMetadata<4>>(T1, T2)")
+        'multi_tensor_apply_kernel'
     """
-    full = name.replace("void ", "", 1).strip()
+    full = ANON.sub("", name.replace("void ", "", 1).strip())
     base = _strip_templates(full).split("(")[0].strip()
     parts = [p for p in base.split("::") if p]
     base = parts[-1] if parts else full
@@ -50,6 +53,10 @@ def _short(name: str, n: int = 36) -> str:
         base = f"{base}<{parts[-1]}>" if parts else base
     return base if len(base) <= n else base[: n - 1] + "…"
 
+
+#: Anonymous-namespace scopes (GCC ``(anonymous namespace)::``, ``{anonymous}::``, MSVC-style
+#: ``` `anonymous namespace'::```): their parenthesis would be taken for the parameter list.
+ANON = re.compile(r"(?:\(anonymous namespace\)|\{anonymous\}|`anonymous namespace')::")
 
 #: Wrapper kernel names that say nothing alone; their first template argument is shown too.
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
@@ -164,9 +171,14 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                            linewidths=0.8, zorder=3, label=f"same kernels, {lv.upper()} bytes")
         order = pts.with_row_index("_i").sort(["time_ns", "_i"], descending=[True, False],
                                                nulls_last=True).head(top)
+        roof_ys = [float(v) for v in comp["value"].to_list()]
         for n, r in enumerate(order.iter_rows(named=True)):
+            # a label just under a compute roof goes below its point, off the roof line
+            near = any(v / 4 <= r["flop_per_s"] <= v and (not bw or r["ai_dram"] >= v / bw)
+                       for v in roof_ys)
+            dy = -14 - 10 * (n % 3) if near else 5 - 10 * (n % 3)
             ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
-                        textcoords="offset points", xytext=(7, 5 - 10 * (n % 3)), fontsize=7,
+                        textcoords="offset points", xytext=(7, dy), fontsize=7,
                         arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
         y_lo = min(fl) / 10
     else:

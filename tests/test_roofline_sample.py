@@ -100,8 +100,15 @@ def test_readme_roofline_command_on_the_sample_writes_a_chart(tmp_path: Path) ->
                                     str(SAMPLES / "mini_train.sqlite"), "--ncu",
                                     str(SAMPLES / "mini_train.ncu.csv"), "-o", str(out)])
     assert res.exit_code == 0, res.output
-    svg = out.read_text(encoding="utf-8")
-    assert "bf16_tensor" in svg or "bf16" in svg
+    svg = out.read_text(encoding="utf-8")  # matplotlib writes each text as a comment
+    assert "<!-- bf16_tensor 860 TFLOP/s @ 1,590 MHz -->" in svg
+    assert "<!-- fp32 53.7 TFLOP/s @ 1,590 MHz -->" in svg
+    # the four kernels labelled by their own names (the FusedAdam kernel was 'native':
+    # '(anonymous namespace)' was taken for its parameter list)
+    for label in ("multi_tensor_apply_kernel", "vectorized_elementwise_kernel",
+                  "ncclDevKernel_AllReduce_Sum_bf16_RI…", "sm90_xmma_gemm_bf16bf16_bf16f32_f32…"):
+        assert f"<!-- {label} -->" in svg, label
+    assert "<!-- native -->" not in svg
     assert "not placed 0.0%" in res.stderr
 
 
