@@ -185,6 +185,10 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
         ax.text(0.5, 0.5, "no kernel placed (see the notes: missing counters or shapes)",
                 transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.3")
         y_lo = (float(mem["value"].min()) * x_lo) if mem.height else 1e9  # type: ignore[arg-type]
+    if not comp.height and not mem.height:  # say so in the figure, not only on stderr
+        ax.text(0.5, 0.03, "no roofs: unknown GPU and no peak metrics in the input "
+                "(use --gpu NAME)", transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=8, color="0.3")
     y_hi = (top_peak or max([*fl, 1e12])) * 3
     ax.set_ylim(max(min(y_lo, y_hi / 1e6), 1.0), y_hi)
     ax.set_xlim(x_lo, x_hi)

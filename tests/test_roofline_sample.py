@@ -7,6 +7,7 @@ import csv
 import importlib.util
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -15,6 +16,7 @@ from tests.conftest import REPO
 from traceparse import samplegen_ncu
 from traceparse.cli.main import main
 from traceparse.roofline.build import build
+from traceparse.roofline.chart import render
 
 SAMPLES = REPO / "sample_traces"
 GEMM_FLOP = 2 * 4096 * 4096 * 2048  # 68,719,476,736 per launch (bf16 tensor ops)
@@ -143,3 +145,17 @@ def test_gen_ncu_launches_are_placed_with_their_own_counts(tmp_path: Path) -> No
         assert r["dram_bytes_per_s"] == pytest.approx(bw, rel=1e-5)
         assert r["flop_per_s"] <= r["peak_flop_per_s"]
         assert r["dram_bytes_per_s"] <= r["peak_dram_bytes_per_s"]
+
+
+def test_chart_without_ceilings_says_so_in_the_figure() -> None:
+    pts = pl.DataFrame({"kernel_name": ["k"], "time_ns": [1e3], "ai_dram": [2.0],
+                        "flop_per_s": [1e12], "provenance": ["measured (ncu)"],
+                        "precision": ["fp32"], "placed": [True]})
+    none = pl.DataFrame(schema={"name": pl.String, "kind": pl.String, "value": pl.Float64})
+    svg = render(pts, none, fmt="svg").decode()
+    # (matplotlib writes '--' inside an SVG comment as '- -')
+    assert "<!-- no roofs: unknown GPU and no peak metrics in the input (use - -gpu NAME) -->" \
+        in svg
+    roofs = pl.DataFrame({"name": ["fp32", "dram"], "kind": ["compute", "memory"],
+                          "value": [1e13, 1e12]})
+    assert "no roofs" not in render(pts, roofs, fmt="svg").decode()
