@@ -121,6 +121,7 @@ def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
     op's id, else through the launch call's innermost ``cpu_op`` (newer Kineto traces give
     kernels their own external ids)."""
     from traceparse.links import kernel_ranges
+    from traceparse.roofline.estimate import CONV_BWD_OPS, CONV_OPS
 
     k = tl.kernels.with_columns(class_expr(), dtype_expr())
     by_id = k.filter(pl.col("external_id").is_not_null()).join(
@@ -148,6 +149,11 @@ def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
     # else the op's
     dt = (pl.when(pl.col("kdtype") != "unknown").then(pl.col("kdtype"))
           .otherwise(pl.col("precision").str.replace("_tensor", "")))
+    # a convolution's FLOPs (direct-convolution count) are conv work whatever kernel cuDNN
+    # picked: Winograd and implicit-GEMM convolutions have an sgemm as their longest kernel
+    conv = pl.col("name").is_in(sorted(CONV_OPS | CONV_BWD_OPS))
+    j = j.with_columns(pl.when(conv).then(pl.lit("conv")).otherwise(pl.col("kclass"))
+                       .alias("kclass"))
     return j.filter(pl.col("kclass").is_in(list(COMPUTE_CLASSES))).select(
         "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"),
         pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"))
