@@ -19,7 +19,7 @@ GEMM wgrad (4/step)   118.75                                     578.7 T, 565.1 
 GELU fwd (4/step)     12        148,500,000 fp32 27,000,000      12.375 T, 2.25 T
 GELU bwd (4/step)     10                                         14.85 T, 2.7 T
 FusedAdam (1/step)    45        121,500,000 fp32 99,000,000      2.7 T, 2.2 T
-NCCL all-reduce (2)   260       13,000,000 fp32  52,000,000      50 G, 200 G
+NCCL all-reduce (2)   260       13,000,000 fp32  52,000,000      not placed (communication)
 ====================  ========  ===============  ==============  =========================
 
 GEMM durations are the timeline's x 1.25 (compute-bound kernels run slower at the locked
