@@ -6,7 +6,7 @@
   get distinct line styles so none hides another.
 * Points: placed kernels (``placed``) at (AI_dram, FLOP/s); marker area ~ kernel time, shape
   by provenance (measured o, estimated s), colour by precision; the top kernels by time
-  labelled. The legend sits outside the plot area.
+  (by FLOP/s when the input has no durations) labelled. The legend sits outside the plot area.
 * Title: the GPU and the SM clock of the compute roofs.
 
 Same input -> same bytes (fixed SVG hash salt, no dates).
@@ -169,8 +169,10 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                 ax.scatter((hp["flop_per_s"] / hp[col]).to_list(), hp["flop_per_s"].to_list(),
                            s=30, marker=mk, facecolors="none", edgecolors="0.3",
                            linewidths=0.8, zorder=3, label=f"same kernels, {lv.upper()} bytes")
-        order = pts.with_row_index("_i").sort(["time_ns", "_i"], descending=[True, False],
-                                               nulls_last=True).head(top)
+        # the top kernels by time; without durations (roofline-chart pages) by FLOP/s
+        order = pts.with_row_index("_i").sort(["time_ns", "flop_per_s", "_i"],
+                                              descending=[True, True, False],
+                                              nulls_last=True).head(top)
         roof_ys = [float(v) for v in comp["value"].to_list()]
         for n, r in enumerate(order.iter_rows(named=True)):
             # a label just under a compute roof goes below its point, off the roof line
