@@ -117,37 +117,30 @@ def launch_stats(lt: pl.DataFrame) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ kernels
 def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
-    """Kernels linked to estimated ops: by ``(rank, external_id)`` where kernels carry the
-    op's id, else through the launch call's innermost ``cpu_op`` (newer Kineto traces give
-    kernels their own external ids)."""
-    from traceparse.links import kernel_ranges
+    """Kernels linked to estimated ops exactly as the roofline links them
+    (:func:`traceparse.roofline.link.link_kernels`: the innermost estimated op around the
+    kernel's launch, else the op with the kernel's external id); one point per op, time =
+    its kernels' summed duration, class and dtype of its longest kernel."""
+    from traceparse.roofline.estimate import CONV_BWD_OPS, CONV_OPS
+    from traceparse.roofline.link import link_kernels
 
-    k = tl.kernels.with_columns(class_expr(), dtype_expr())
-    by_id = k.filter(pl.col("external_id").is_not_null()).join(
-        est.select("rank", "external_id", pl.col("name").alias("_op")),
-        on=["rank", "external_id"], how="inner")
-    if by_id.height:
-        keyed = by_id.with_columns(pl.col("external_id").alias("_key"))
-        ops = est.with_columns(pl.col("external_id").alias("_key"))
-    else:
-        kr = kernel_ranges(tl, kinds=("cpu_op",)).with_columns(class_expr(), dtype_expr())
-        keyed = kr.filter(pl.col("range_name").is_not_null()).with_columns(
-            pl.struct(pl.col("range_name").cast(pl.String).alias("name"),
-                      pl.col("range_start_ns").alias("start_ns")).alias("_key"))
-        r = tl.ranges.filter(pl.col("kind") == "cpu_op").select(
-            "rank", "external_id", pl.struct(pl.col("name").cast(pl.String),
-                                             "start_ns").alias("_key"))
-        ops = est.join(r, on=["rank", "external_id"], how="inner")
-    per = (keyed.sort("dur_ns", descending=True)
-           .group_by("rank", "_key")
+    est = est.with_row_index("op_row")
+    linked = link_kernels(est, tl.gpu, tl.api).with_columns(class_expr(), dtype_expr())
+    per = (linked.sort("dur_ns", descending=True)
+           .group_by("op_row")
            .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("time_ns"),
                 pl.col("kclass").first(), pl.col("kdtype").first(),
                 pl.col("device_id").first()))
-    j = ops.join(per, on=["rank", "_key"], how="inner")
+    j = est.join(per, on="op_row", how="inner")
     # the kernel name's dtype where it says one (fp32 ops run as TF32 on tensor cores),
     # else the op's
     dt = (pl.when(pl.col("kdtype") != "unknown").then(pl.col("kdtype"))
           .otherwise(pl.col("precision").str.replace("_tensor", "")))
+    # a convolution's FLOPs (direct-convolution count) are conv work whatever kernel cuDNN
+    # picked: a Winograd convolution (transforms + an sgemm) has an sgemm as longest kernel
+    conv = pl.col("name").is_in(sorted(CONV_OPS | CONV_BWD_OPS))
+    j = j.with_columns(pl.when(conv).then(pl.lit("conv")).otherwise(pl.col("kclass"))
+                       .alias("kclass"))
     return j.filter(pl.col("kclass").is_in(list(COMPUTE_CLASSES))).select(
         "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"),
         pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"))
@@ -158,7 +151,8 @@ def kernel_work(tl: Timeline) -> pl.DataFrame:
 
     * ``shapes``: one point per torch op with an estimated FLOP count
       (:func:`traceparse.roofline.estimate.estimate_ops`), time = summed duration of its kernels
-      (linked by ``(rank, external_id)``), class of its longest kernel, dtype from the op.
+      (linked as the roofline links them), class of its longest kernel (``conv`` for every
+      convolution), dtype from the kernel name, else from the op.
     * ``ncu``: one point per ncu launch: FLOPs (tensor, else fp16+fp32+fp64) for compute
       classes, DRAM bytes for the others.
     """

@@ -4,7 +4,9 @@ Layout follows ncu 2024.1 (FORMATS.md B.2): identity columns ``ID, Process ID, P
 Name, Host Name, Kernel Name, Context, Stream, Block Size, Grid Size, Device, CC``, then
 metric columns sorted by name, a units row, one row per profiled launch, every value
 double-quoted, rows ending with a trailing comma. Metrics: the ones traceparse reads
-(duration, clocks, SpeedOfLight %, DRAM/L2/L1 bytes, FLOP counters, device attributes) plus
+(duration, clocks, SpeedOfLight %, DRAM/L2/L1 bytes, FLOP counters, device attributes),
+consistent per launch (cycles = duration x clock, rates under H100 peaks: every launch is a
+placeable roofline point), plus
 ``--filler`` extra counters so the width resembles a ``--set full`` page (about 300 columns).
 
 Usage::
@@ -54,6 +56,32 @@ METRICS = {
 }
 
 
+def _consistent(vals: dict[str, np.ndarray], rng: np.random.Generator
+                ) -> dict[str, np.ndarray]:
+    """Counters that depend on each other, derived from the drawn duration and SM clock so
+    every launch is a point an H100 could produce: cycles = duration x clock, DRAM bytes at
+    1-90 % of 3.35 TB/s (and their per-second rate), FFMA at 0-90 % of 132 SMs x 128 lanes
+    per cycle, FADD/FMUL a tenth of that, L2/L1 bytes at least the DRAM bytes."""
+    n = len(vals["gpu__time_duration.sum"])
+    dur_s = vals["gpu__time_duration.sum"] * 1e-9
+    clk = vals["sm__cycles_elapsed.avg.per_second"]
+    cycles = dur_s * clk
+    dram = rng.uniform(0.01, 0.9, n) * 3.35e12 * dur_s
+    lanes = 132 * 128 * cycles
+    out = {f"{u}__cycles_elapsed.avg.per_second": clk for u in ("smsp", "gpc", "lts", "l1tex")}
+    out |= {"sm__cycles_elapsed.avg": cycles, "dram__bytes.sum": dram,
+            "dram__bytes_read.sum": 0.6 * dram, "dram__bytes_write.sum": 0.4 * dram,
+            "dram__bytes.sum.per_second": dram / dur_s,
+            "lts__t_bytes.sum": dram * rng.uniform(1, 3, n),
+            "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum":
+                rng.uniform(0, 0.9, n) * lanes}
+    out["l1tex__t_bytes.sum"] = out["lts__t_bytes.sum"] * rng.uniform(1, 2, n)
+    for op in ("fadd", "fmul"):
+        out[f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum"] = \
+            rng.uniform(0, 0.09, n) * lanes
+    return out
+
+
 def generate(out: Path, launches: int, filler: int = 250, seed: int = 0) -> int:
     """Write the CSV; return the number of metric columns."""
     rng = np.random.default_rng(seed)
@@ -68,11 +96,13 @@ def generate(out: Path, launches: int, filler: int = 250, seed: int = 0) -> int:
         [f"kernel_{k}" for k in rng.integers(0, 200, n)], ["1"] * n,
         [str(s) for s in rng.integers(7, 11, n)], ["(256, 1, 1)"] * n,
         [f"({g}, 1, 1)" for g in rng.integers(1, 4096, n)], ["0"] * n, ["9.0"] * n]
-    for name, (_, lo, hi) in metrics.items():
+    vals = {name: rng.uniform(lo, hi, n) for name, (_, lo, hi) in metrics.items()}
+    vals.update(_consistent(vals, rng))
+    for name in metrics:
         if name == "device__attribute_display_name":
             cols.append(["NVIDIA H100 80GB HBM3"] * n)
         else:
-            cols.append([f"{v:.6g}" for v in rng.uniform(lo, hi, n)])
+            cols.append([f"{v:.6g}" for v in vals[name]])
 
     def line(cells: list[str]) -> str:
         return ",".join(f'"{c}"' for c in cells) + ",\n"

@@ -6,7 +6,7 @@
   get distinct line styles so none hides another.
 * Points: placed kernels (``placed``) at (AI_dram, FLOP/s); marker area ~ kernel time, shape
   by provenance (measured o, estimated s), colour by precision; the top kernels by time
-  labelled. The legend sits outside the plot area.
+  (by FLOP/s when the input has no durations) labelled. The legend sits outside the plot area.
 * Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs): the kernel lies somewhere
   on FLOP/s = intensity x its DRAM bandwidth, so it is drawn as that line (dotted, capped by
   the highest compute roof) with its bounds as a shaded band, for the top kernels by time.
@@ -42,8 +42,11 @@ def _short(name: str, n: int = 36) -> str:
         'distribution_kernel'
         >>> _short("void cutlass::Kernel<cutlass::gemm::kernel::B2bGemm<int, 3>>(Params)")
         'Kernel<B2bGemm>'
+        >>> _short("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
+        ...        "at::native::(anonymous namespace)::TensorListMetadata<4>>(T1, T2)")
+        'multi_tensor_apply_kernel'
     """
-    full = name.replace("void ", "", 1).strip()
+    full = ANON.sub("", name.replace("void ", "", 1).strip())
     base = _strip_templates(full).split("(")[0].strip()
     parts = [p for p in base.split("::") if p]
     base = parts[-1] if parts else full
@@ -53,6 +56,10 @@ def _short(name: str, n: int = 36) -> str:
         base = f"{base}<{parts[-1]}>" if parts else base
     return base if len(base) <= n else base[: n - 1] + "…"
 
+
+#: Anonymous-namespace scopes (GCC ``(anonymous namespace)::``, ``{anonymous}::``, MSVC-style
+#: ``` `anonymous namespace'::```): their parenthesis would be taken for the parameter list.
+ANON = re.compile(r"(?:\(anonymous namespace\)|\{anonymous\}|`anonymous namespace')::")
 
 #: Wrapper kernel names that say nothing alone; their first template argument is shown too.
 GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
@@ -172,11 +179,18 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                 ax.scatter((hp["flop_per_s"] / hp[col]).to_list(), hp["flop_per_s"].to_list(),
                            s=30, marker=mk, facecolors="none", edgecolors="0.3",
                            linewidths=0.8, zorder=3, label=f"same kernels, {lv.upper()} bytes")
-        order = pts.with_row_index("_i").sort(["time_ns", "_i"], descending=[True, False],
-                                               nulls_last=True).head(top)
+        # the top kernels by time; without durations (roofline-chart pages) by FLOP/s
+        order = pts.with_row_index("_i").sort(["time_ns", "flop_per_s", "_i"],
+                                              descending=[True, True, False],
+                                              nulls_last=True).head(top)
+        roof_ys = [float(v) for v in comp["value"].to_list()]
         for n, r in enumerate(order.iter_rows(named=True)):
+            # a label just under a compute roof goes below its point, off the roof line
+            near = any(v / 4 <= r["flop_per_s"] <= v and (not bw or r["ai_dram"] >= v / bw)
+                       for v in roof_ys)
+            dy = -14 - 10 * (n % 3) if near else 5 - 10 * (n % 3)
             ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
-                        textcoords="offset points", xytext=(7, 5 - 10 * (n % 3)), fontsize=7,
+                        textcoords="offset points", xytext=(7, dy), fontsize=7,
                         arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
         y_lo = min(fl) / 10
     if bw_pts.height:
@@ -186,6 +200,10 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
         ax.text(0.5, 0.5, "no kernel placed (see the notes: missing counters or shapes)",
                 transform=ax.transAxes, ha="center", va="center", fontsize=9, color="0.3")
         y_lo = (float(mem["value"].min()) * x_lo) if mem.height else 1e9  # type: ignore[arg-type]
+    if not comp.height and not mem.height:  # say so in the figure, not only on stderr
+        ax.text(0.5, 0.03, "no roofs: unknown GPU and no peak metrics in the input "
+                "(use --gpu NAME)", transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=8, color="0.3")
     y_hi = (top_peak or max([*fl, 1e12])) * 3
     ax.set_ylim(max(min(y_lo, y_hi / 1e6), 1.0), y_hi)
     ax.set_xlim(x_lo, x_hi)

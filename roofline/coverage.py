@@ -55,6 +55,9 @@ def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[
     if kernels is not None and kernels.height and "category" in kernels.columns:
         comm = float(kernels.filter(pl.col("category").cast(pl.String) == "communication")
                      ["dur_ns"].sum())
+    elif points.height and "note" in points.columns:  # measured points: ncu durations
+        comm = float(points.filter(pl.col("note").str.starts_with("communication kernel"))
+                     .select(t.sum()).item())
     bound: dict[str, float] = {"compute": 0.0, "memory": 0.0, "latency": 0.0, "unknown": 0.0}
     flops = secs = peak_w = 0.0
     for r in placed.iter_rows(named=True):

@@ -18,9 +18,12 @@ which).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import polars as pl
+
+from traceparse.categorize import COMM_KERNEL_RE
 
 #: Non-tensor precisions counted by the SASS FP counters.
 FP_PRECISIONS = ("fp64", "fp32", "fp16")
@@ -31,6 +34,8 @@ TENSOR_ACTIVE_PCT = 1.0
 PIPE_CEILING = {"imma": "int8_tensor", "igmma": "int8_tensor", "dmma": "fp64_tensor",
                 "qgmma": "fp8_tensor"}
 HINT = "add --section SpeedOfLight_HierarchicalTensorRooflineChart"
+COMM_NOTE = ("communication kernel (NCCL/RCCL): bound by the interconnect, not placed on a "
+             "FLOP/DRAM roofline")
 FP_HINT = ("capture --section SpeedOfLight_RooflineChart (or --metrics "
            "smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum)")
 
@@ -97,8 +102,10 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
 
     Every launch gets a precision from its counters (:func:`launch_precision`); launches
     without a FLOP rate stay in the frame with ``placed = False`` and a ``note`` naming what
-    is missing. Launches without a duration (roofline-chart pages print none) weigh 1 each
-    and have a null ``time_ns``.
+    is missing. Communication kernels (NCCL/RCCL names, as the timeline categorises them)
+    are never placed, whatever their counters: their roof is the interconnect. Launches
+    without a duration (roofline-chart pages print none) weigh 1 each and have a null
+    ``time_ns``.
 
     Args:
         ncu: the timeline's ``ncu`` table.
@@ -118,8 +125,11 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
     """
     bytes_cols = ["dram_bytes_per_s", "l2_bytes_per_s", "l1_bytes_per_s"]
     rows = []
+    comm = re.compile(COMM_KERNEL_RE)
     for r in ncu.iter_rows(named=True):
         prec, fl, note = launch_precision(r)
+        if comm.search(str(r["kernel_name"])):  # its roof is the interconnect
+            prec, fl, note = None, None, COMM_NOTE
         if note is None and _get(r, "dram_bytes_per_s") is None:
             note = "no DRAM bytes counted (dram__bytes): intensity unknown"
         dur = _get(r, "dur_ns")

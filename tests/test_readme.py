@@ -35,7 +35,7 @@ def _fill(cmd: str, tmp: Path) -> list[str]:
     subs = {"TRACE": [str(SAMPLES / "mini_train.sqlite"), str(SAMPLES / "comm_bound.sqlite")],
             "BASE": [str(SAMPLES / "mini_train.sqlite")],
             "NEW": [str(SAMPLES / "mini_train.sqlite")],
-            "CSV": [str(REPO / "tests" / "corpus_bad" / "ncu_good.csv")],
+            "CSV": [str(SAMPLES / "mini_train.ncu.csv")],
             "REGEX": ["^step"], "DIR": [str(tmp / "runs")], "OUT": [str(tmp / "out")]}
     used = {k: 0 for k in subs}
     out = []

@@ -17,9 +17,9 @@ tried in order (the first whose metrics exist wins, per launch):
        L1 B/s     = l1tex__lsu_writeback_active_mem_lg[ds].sum.per_second * 128
 
 2. **NERSC counts** (``--metrics`` runs, FORMATS B.8): ``FLOPs = add + mul + 2 * fma``
-   (``sm__sass_thread_inst_executed_op_*_pred_on.sum``), time = ``sm__cycles_elapsed.avg /
-   sm__cycles_elapsed.avg.per_second``, bytes = ``dram__bytes.sum``, ``lts__t_bytes.sum``,
-   ``l1tex__t_bytes.sum``.
+   (``sm__sass_thread_inst_executed_op_*_pred_on.sum``, or the equal ``smsp__`` sums),
+   time = ``sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second``, bytes =
+   ``dram__bytes.sum``, ``lts__t_bytes.sum``, ``l1tex__t_bytes.sum``.
 
 Both clocks are the *measured* clocks during the kernel: ncu locks to base clock by default,
 so these peaks are base-clock peaks (FORMATS B.7).
@@ -69,8 +69,11 @@ def roofline_exprs(cols: set[str]) -> dict[str, pl.Expr]:
                      m(f"smsp__{S.format(p + 'mul')}.sum.per_cycle_elapsed")).fill_null(0.0)
         chart = (fma2 + add + mul) * smsp_hz
         chart_any.append(chart.is_not_null())
-        count = (m(f"sm__{S.format(p + 'add')}.sum") + m(f"sm__{S.format(p + 'mul')}.sum")
-                 + 2.0 * m(f"sm__{S.format(p + 'fma')}.sum"))
+        # the device-wide sum is the same over SMs or SM sub-partitions: ncu accepts both
+        # prefixes on --metrics (NERSC scripts use sm__, ncu's chart sections smsp__)
+        cnt = {op: _first(m(f"sm__{S.format(p + op)}.sum"), m(f"smsp__{S.format(p + op)}.sum"))
+               for op in ("add", "mul", "fma")}
+        count = cnt["add"] + cnt["mul"] + 2.0 * cnt["fma"]
         out[f"{name}_flop_per_s"] = _first(chart, count / cyc_s)
         out[f"flop_{name}"] = _first(count, chart * dur_s)
         peak_ops = _first(m(f"derived__sm__{S.format(p + 'fma')}_x4"),
