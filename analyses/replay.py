@@ -62,13 +62,27 @@ def _activities(tl: Timeline, durations: pl.Series | None) -> pl.DataFrame:
     return rows
 
 
+def _not_launch(tl: Timeline) -> pl.DataFrame:
+    """``rank, process_id, correlation_id`` of calls that are not issuing cost: blocking
+    calls and warm-up (:func:`traceparse.analyses.attribution.classify_calls`)."""
+    from traceparse.analyses.attribution import classify_calls
+
+    return (classify_calls(tl).filter(pl.col("call_part") != "launch")
+            .select(*_PROC, "correlation_id", "call_part", "api_start_ns", "api_end_ns")
+            .with_columns(pl.col("process_id").fill_null(0))
+            .unique(subset=[*_PROC, "correlation_id"], keep="first"))
+
+
 def _launch_cum(tl: Timeline) -> pl.DataFrame:
-    """Per launch call: launch-call time spent on its thread before it (cumulative)."""
+    """Per launch call: launch-call time spent on its thread before it (cumulative). Only
+    issuing calls count: a blocking call or a warm-up call is not launch overhead."""
+    skip = _not_launch(tl).select(*_PROC, "correlation_id")
     launches = (tl.api.filter(pl.col("correlation_id").is_not_null()
                               & ~pl.col("name").cast(pl.String).str.contains(SYNC_RE))
                 .select(*_PROC, "thread_id", "correlation_id", "start_ns", "dur_ns")
                 .with_columns(pl.col("process_id").fill_null(0))
                 .unique(subset=[*_PROC, "correlation_id"], keep="first")
+                .join(skip, on=[*_PROC, "correlation_id"], how="anti")
                 .sort("start_ns"))
     return launches.with_columns(
         _cum=(pl.col("dur_ns").cum_sum() - pl.col("dur_ns")).over(*_PROC, "thread_id"))
@@ -82,7 +96,12 @@ def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame
     s = (tl.api.filter(pl.col("name").cast(pl.String).str.contains(SYNC_RE))
          .select(*_PROC, pl.col("start_ns").alias("sync_start"),
                  pl.col("end_ns").alias("sync_end"))
-         .with_columns(pl.col("process_id").fill_null(0)).sort("sync_start"))
+         .with_columns(pl.col("process_id").fill_null(0)))
+    # copies to/from pageable memory block the host too (attribution's host_sync calls)
+    paged = (_not_launch(tl).filter(pl.col("call_part") == "host_sync")
+             .select(*_PROC, pl.col("api_start_ns").alias("sync_start"),
+                     pl.col("api_end_ns").alias("sync_end")))
+    s = pl.concat([s, paged.cast(s.schema)]).unique().sort("sync_start")
     if s.height == 0:
         return s.with_columns(w=pl.lit(0, pl.Int64), tail=pl.lit(0, pl.Int64))
     a = acts
@@ -160,9 +179,15 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
                        _lat=pl.when(launched).then(lat.fill_null(0)).otherwise(0))
     if no_launch_overhead:
         lc = _launch_cum(tl).select(*_PROC, "correlation_id", "_cum")
+        keep = _not_launch(tl).select(*_PROC, "correlation_id",
+                                      pl.lit(True).alias("_keep_lat"))
         a = a.join(lc, on=[*_PROC, "correlation_id"], how="left", maintain_order="left")
-        a = a.with_columns(_lat=pl.when(launched).then(0).otherwise(pl.col("_lat")),
-                           _cum=pl.col("_cum").fill_null(0))
+        a = a.join(keep, on=[*_PROC, "correlation_id"], how="left", maintain_order="left")
+        # a blocking or warm-up call keeps its latency: removing launch cost does not
+        # remove a wait or a module load
+        a = a.with_columns(_lat=pl.when(launched & pl.col("_keep_lat").is_null()).then(0)
+                           .otherwise(pl.col("_lat")),
+                           _cum=pl.col("_cum").fill_null(0)).drop("_keep_lat")
     else:
         a = a.with_columns(_cum=pl.lit(0, pl.Int64))
     syncs = _syncs(tl, a, overlap_comm)

@@ -45,7 +45,9 @@ VERDICTS = {
     "compute_ns": ("compute-bound", "compute"),
     "communication_ns": ("communication-bound", "exposed communication"),
     "memory_ns": ("memory-copy-bound", "memcpy/memset"),
-    "launch_overhead_ns": ("launch-bound", "launch overhead"),
+    "launch_overhead_ns": ("launch-bound", "launch overhead (the host issuing work)"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("idle-bound", "idle (no GPU work queued)"),
 }
 
@@ -113,22 +115,46 @@ SECTIONS: dict[str, SectionFn] = {
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
     """One line naming the largest attribution part over all devices, e.g.
-    ``"launch-bound: 59.2% of the window is launch overhead"``.
+    ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
 
-    For idle-bound traces the most common cause among ``gaps`` (by time) is appended.
+    Host sync names the blocking call that explains the most gap time (``mostly
+    cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
+    ``gaps``; warm-up-dominated traces also give the largest steady-state part (the window
+    without warm-up), so a one-off module load does not hide what the run is bound by.
     """
     if bd.height == 0 or int(bd["window_ns"].sum()) == 0:
         return "no GPU activity"
     window = int(bd["window_ns"].sum())
-    sums = {p: int(bd[p].sum()) for p in VERDICTS}
+    sums = {p: int(bd[p].sum()) if p in bd.columns else 0 for p in VERDICTS}
     part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
     label, what = VERDICTS[part]
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
+    if part == "host_sync_ns" and gaps is not None and gaps.height:
+        calls = _top_by_time(gaps.filter(pl.col("cause") == "host_sync"), "cause_name")
+        if calls:
+            line += f" (mostly {calls})"
     if part == "idle_ns" and gaps is not None and gaps.height:
-        causes = (gaps.group_by("cause").agg(pl.col("dur_ns").sum())
-                  .sort(["dur_ns", "cause"], descending=[True, False]))
-        line += f"; largest gaps mostly {causes['cause'][0]}"
+        cause = _top_by_time(gaps, "cause")
+        if cause:
+            line += f"; largest gaps mostly {cause}"
+    if part == "warmup_ns":
+        steady = window - sums["warmup_ns"]
+        rest = max((p for p in VERDICTS if p != "warmup_ns"),
+                   key=lambda p: (sums[p], -list(VERDICTS).index(p)))
+        if steady > 0:
+            line += (f"; steady state (without warm-up) is {VERDICTS[rest][0]}: "
+                     f"{sums[rest] * 100.0 / steady:.1f}% {VERDICTS[rest][1]}")
     return line
+
+
+def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:
+    """The value of ``col`` with the most gap time (ties by name); None without any."""
+    g = gaps.filter(pl.col(col).is_not_null())
+    if g.height == 0:
+        return None
+    top = (g.group_by(col).agg(pl.col("dur_ns").sum())
+           .sort(["dur_ns", col], descending=[True, False]))
+    return str(top[col][0])
 
 
 def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,

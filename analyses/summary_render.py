@@ -10,7 +10,7 @@ import polars as pl
 
 #: Bar glyph per attribution part, in priority order.
 GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
-          "launch_overhead_ns": "L", "idle_ns": "."}
+          "launch_overhead_ns": "L", "warmup_ns": "W", "host_sync_ns": "S", "idle_ns": "."}
 BAR_WIDTH = 50
 
 

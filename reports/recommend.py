@@ -70,6 +70,8 @@ _BOUND = {
     "memory_ns": ("memory-transfer-bound", "memcpy/memset with nothing else running"),
     "communication_ns": ("communication-bound", "exposed communication"),
     "launch_overhead_ns": ("launch-bound", "waiting for kernel launches"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("host-bound", "idle GPU (no work, no launch in flight)"),
 }
 
@@ -98,6 +100,7 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
                 "detail": None, "bound": None}
     t = attr["totals"]
     w = t["window_ns"]
+    t = {p: t.get(p, 0) for p in (*_BOUND, "window_ns")}
     key = max(_BOUND, key=lambda p: (t[p], p))
     bound, what = _BOUND[key]
     parts = ", ".join(f"{_BOUND[p][1].split(' (')[0]} {_pct(t[p], w):.1f}%"

@@ -22,6 +22,10 @@ from traceparse.analyses.gaps import idle_gaps
 from traceparse.reports.payload import rows
 from traceparse.timeline import Timeline
 
+#: Attribution parts in priority order (without the ``_ns`` suffix).
+ATTR_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup", "host_sync",
+              "idle")
+
 if TYPE_CHECKING:
     from traceparse.reports.payload import ReportOptions
 
@@ -47,13 +51,12 @@ def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
     for r in data:
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
         w = r["window_ns"] or 0
-        for part in ("compute", "memory", "communication", "launch_overhead", "idle"):
+        for part in ATTR_PARTS:
             r[f"{part}_pct"] = 100.0 * r[f"{part}_ns"] / w if w else None
-    parts = ("compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns", "idle_ns",
-             "window_ns", "overlapped_comm_ns")
+    parts = (*(f"{p}_ns" for p in ATTR_PARTS), "window_ns", "overlapped_comm_ns")
     totals = {p: int(frame[p].sum()) if frame.height else 0 for p in parts}
     columns = [col("label", "rank / device"), col("window_ns", "window (ms)", "ms")]
-    for part in ("compute", "memory", "communication", "launch_overhead", "idle"):
+    for part in ATTR_PARTS:
         columns += [col(f"{part}_ns", f"{part.replace('_', ' ')} (ms)", "ms"),
                     col(f"{part}_pct", "%", "pct")]
     columns += [col("overlapped_comm_ns", "comm hidden under compute (ms)", "ms"),
@@ -64,7 +67,9 @@ def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
         "table": {"columns": columns, "rows": data},
         "note": ("Each device's window (first to last GPU activity) split so the parts sum to "
                  "the window exactly. Priority where streams overlap: compute > "
-                 "communication > memory > launch overhead > idle. Communication is the "
+                 "communication > memory > launch overhead > warm-up > host sync > idle. Launch "
+                 "overhead is the host issuing work; warm-up is module loading and compiling; "
+                 "host sync is the host blocked in a call that waits. Communication is the "
                  "exposed part; communication hidden under compute is counted as compute."),
     }
 
@@ -113,7 +118,9 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                                             pl.col("dur_ns").sum().alias("total_ns"),
                                             pl.col("idle_ns").sum().alias("idle_ns"),
                                             pl.col("launch_overhead_ns").sum()
-                                            .alias("launch_overhead_ns"))
+                                            .alias("launch_overhead_ns"),
+                                            pl.col("warmup_ns").sum().alias("warmup_ns"),
+                                            pl.col("host_sync_ns").sum().alias("host_sync_ns"))
                 .sort(["total_ns", "cause"], descending=[True, False]))
     listed = frame.head(opts.max_gaps)
     t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
@@ -122,7 +129,9 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
     columns = [col("label", "rank / device"), col("at_ns", "at (ms from first activity)", "ms"),
                col("dur_ns", "gap (µs)", "us"), col("idle_ns", "idle (µs)", "us"),
-               col("launch_overhead_ns", "launch overhead (µs)", "us"), col("kind", "kind"),
+               col("launch_overhead_ns", "launch overhead (µs)", "us"),
+               col("warmup_ns", "warm-up (µs)", "us"), col("host_sync_ns", "host sync (µs)", "us"),
+               col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
                col("cause_thread_id", "thread", "int")]
     more = frame.height - listed.height
@@ -135,7 +144,9 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         "cause_table": {"columns": [col("cause", "cause"), col("count", "gaps", "int"),
                                     col("total_ns", "total (ms)", "ms"),
                                     col("idle_ns", "idle (ms)", "ms"),
-                                    col("launch_overhead_ns", "launch overhead (ms)", "ms")],
+                                    col("launch_overhead_ns", "launch overhead (ms)", "ms"),
+                                    col("warmup_ns", "warm-up (ms)", "ms"),
+                                    col("host_sync_ns", "host sync (ms)", "ms")],
                         "rows": rows(by_cause)},
         "note": (f"{frame.height:,} stretches of at least {opts.gap_min_ns / 1e3:g} µs where "
                  "a device ran nothing, longest first"
@@ -266,7 +277,7 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
         r["dur_ns"] = r["wall_ns"]
     keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
                         "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
-                        "idle_ns") if c in st.columns]
+                        "warmup_ns", "host_sync_ns", "idle_ns") if c in st.columns]
     columns = [c if c["key"] != "wall_ns" else col("wall_ns", "step time (ms)", "ms")
                for c in auto_columns(st.select(keep))]
     return {
