@@ -37,6 +37,7 @@ from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
 from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_procs import annotate_processes, split_ranks
 from traceparse.nsys_ranges import read_ranges
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
@@ -105,8 +106,9 @@ def _read(db: NsysDB, rank: int) -> Timeline:
         "start_ns": [span[0] if span else None], "end_ns": [span[1] if span else None],
     }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
                          "start_ns": pl.Int64, "end_ns": pl.Int64}))
+    split_ranks(tl, rank)  # one rank per GPU process (traceparse.nsys_procs)
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
-               "processes": _processes(db, tl),
+               "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
     return tl.validate()
 
