@@ -244,6 +244,24 @@ def part_expr() -> pl.Expr:
             .otherwise(pl.lit("idle_ns")))
 
 
+def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GROUP
+                   ) -> pl.DataFrame:
+    """Where on the time line one attribution part (e.g. ``launch_overhead_ns``) lies:
+    the group columns, ``start_ns``, ``end_ns`` (merged intervals inside each group's
+    default window). Their lengths sum to that part of :func:`breakdown`."""
+    group = list(group)
+    acts = busy_activities(tl)
+    wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    sets: dict[str, pl.DataFrame] = {"_win": wins}
+    for label in ("compute", "communication", "memory"):
+        sets[label] = acts.filter(pl.col("category") == label).select(*group, "start_ns",
+                                                                       "end_ns")
+    sets.update(host_sets(tl, acts, group))
+    seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
+           .filter(part_expr() == part))
+    return intervals.union(seg.select(*group, "start_ns", "end_ns"), by=group)
+
+
 def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None
                   ) -> pl.DataFrame:
     """Windows from host ranges whose name matches the regex ``pattern`` (e.g. steps).

@@ -97,6 +97,25 @@ def launches_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     return launch_summary(tl)
 
 
+def savings_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """What removing launch overhead or exposed communication would save, per rank, from the
+    what-if replay (:func:`traceparse.analyses.savings.savings`: the numbers ``whatif``
+    prints), next to the attribution part each removes."""
+    from traceparse.analyses.savings import savings
+
+    return savings(tl)
+
+
+def straggler_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Ranks that start their collectives last
+    (:func:`traceparse.analyses.comm.straggler_summary`): per straggling (rank, device), the
+    calls it was last to start and their summed skew (what its lateness cost the others);
+    empty without collectives seen on two or more ranks/devices."""
+    from traceparse.analyses.comm import straggler_summary
+
+    return straggler_summary(tl)
+
+
 def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """NCCL/RCCL time per collective, exposed vs overlapped
     (:func:`traceparse.analyses.comm.comm_summary`)."""
@@ -110,10 +129,18 @@ SECTIONS: dict[str, SectionFn] = {
     "top_gaps": top_gaps_section,
     "launches": launches_section,
     "communication": communication_section,
+    "savings": savings_section,
+    "stragglers": straggler_section,
 }
 
 
-def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
+#: A straggler is named when its summed collective skew is at least this share of the
+#: longest device window.
+STRAGGLER_MIN_FRAC = 0.05
+
+
+def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
+            stragglers: pl.DataFrame | None = None) -> str:
     """One line naming the largest attribution part over all devices, e.g.
     ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
 
@@ -137,6 +164,13 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
         cause = _top_by_time(gaps, "cause")
         if cause:
             line += f"; largest gaps mostly {cause}"
+    if stragglers is not None and stragglers.height:
+        top = stragglers.row(0, named=True)
+        longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
+        if top["skew_ns"] >= STRAGGLER_MIN_FRAC * longest:
+            line += (f"; rank {top['straggler_rank']} straggles: it started "
+                     f"{top['calls']} collective(s) last, {top['skew_ns'] / 1e6:.3f} ms of "
+                     "summed skew the other ranks waited")
     if part == "warmup_ns":
         steady = window - sums["warmup_ns"]
         rest = max((p for p in VERDICTS if p != "warmup_ns"),
@@ -179,4 +213,5 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     out = {name: fn(tl, opts) for name, fn in wanted.items()}
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
-    return {"sections": out, "verdict": verdict(bd, top_gaps)}
+    strag = out["stragglers"] if "stragglers" in out else straggler_section(tl, opts)
+    return {"sections": out, "verdict": verdict(bd, top_gaps, strag)}

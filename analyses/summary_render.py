@@ -12,6 +12,7 @@ import polars as pl
 GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
           "launch_overhead_ns": "L", "warmup_ns": "W", "host_sync_ns": "S", "idle_ns": "."}
 BAR_WIDTH = 50
+_LABELS = {"launch_overhead_ns": "launch", "host_sync_ns": "host-sync"}
 
 
 def fmt_ns(ns: float | int | None) -> str:
@@ -45,7 +46,7 @@ def _breakdown(frame: pl.DataFrame) -> list[str]:
                          for p, g in GLYPHS.items()) + ")"]
     for r in frame.iter_rows(named=True):
         w = r["window_ns"] or 1
-        pct = "  ".join(f"{p.removesuffix('_ns').split('_')[0]} {r[p] * 100 / w:.1f}%"
+        pct = "  ".join(f"{_LABELS.get(p, p.removesuffix('_ns'))} {r[p] * 100 / w:.1f}%"
                         for p in GLYPHS)
         lines.append(f"  rank {r['rank']} dev {r['device_id']}  [{bar(r)}]  "
                      f"{fmt_ns(r['window_ns'])}")
@@ -101,8 +102,31 @@ def _launches(frame: pl.DataFrame) -> list[str]:
                      f"({short['mean'] * 100:.1f}%)")
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
-        lines.append(f"  CUDA graphs could recover up to {fmt_ns(rec['sum'])} "
-                     f"({rec['count']} launch-bound kernels)")
+        where = f" on rank {rec['rank']}" if rec.get("rank") is not None else ""
+        lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (replay without "
+                     f"launch cost = whatif --no-launch-overhead; {rec['count']} launch-bound "
+                     "kernels)")
+    return lines
+
+
+def _savings(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {fmt_ns(r['saving_ns']):>10} "
+                     f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
+                     f"{fmt_ns(r['predicted_ns'])})")
+    return lines
+
+
+def _stragglers(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    lines = ["Stragglers (rank last to start a collective; summed skew)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  rank {r['straggler_rank']} dev {r['straggler_device']}  "
+                     f"{r['calls']} call(s)  {fmt_ns(r['skew_ns'])}")
     return lines
 
 
@@ -121,6 +145,7 @@ def _communication(frame: pl.DataFrame) -> list[str]:
 RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
     "top_gaps": _top_gaps, "launches": _launches, "communication": _communication,
+    "savings": _savings, "stragglers": _stragglers,
 }
 
 
@@ -131,6 +156,8 @@ def render_text(summary: dict[str, Any]) -> str:
     blocks = []
     for name, frame in summary["sections"].items():
         fn = RENDERERS.get(name)
-        blocks.append("\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}")
+        text = "\n".join(fn(frame)) if fn else f"{name}\n{render_table(frame)}"
+        if text:
+            blocks.append(text)
     blocks.append(f"Verdict: {summary['verdict']}")
     return "\n\n".join(blocks) + "\n"

@@ -185,19 +185,22 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
     """``traceparse summary``'s result (verdict and shared sections) and its breakdown; the
     summary's own gap list is ``gaps`` (already computed), so nothing is computed twice."""
     res = summary_mod.summarize(tl, top=opts.top_n, min_gap_ns=opts.gap_min_ns, gaps=gaps,
-                                sections=("window", "breakdown", "top_kernels", "top_gaps"))
+                                sections=("window", "breakdown", "top_kernels", "top_gaps",
+                                          "savings", "stragglers"))
     secs = res["sections"]
     out = {"verdict": res["verdict"],
            "window": rows(secs["window"])[0] if secs["window"].height else {},
-           "top_kernels": rows(secs["top_kernels"])}
+           "top_kernels": rows(secs["top_kernels"]),
+           "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"])}
     return out, secs["breakdown"]
 
 
-def _launches(tl: Timeline) -> dict[str, Any] | None:
+def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, Any] | None:
     import numpy as np
 
     table: pl.DataFrame = launches_mod.launch_table(tl)
-    summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table)  # one launch join, not three
+    summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table,  # one launch join
+                                                     savings=savings)
     lat = (table["start_ns"] - table["api_start_ns"]).to_numpy() if table.height else \
         np.array([], dtype=np.int64)
     hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
@@ -224,6 +227,7 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
         "linked": table.height,
         "histogram": hist,
         "graph_recoverable_ns": int(rec.get("sum") or 0),
+        "graph_recoverable_rank": rec.get("rank"),
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": rows(metrics)},
@@ -231,8 +235,10 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
-                 f"call; CUDA graphs could recover about {int(rec.get('sum') or 0) / 1e3:,.1f}"
-                 f" µs of launch gaps on {int(rec.get('count') or 0):,} launch-bound kernels."),
+                 f"call; CUDA graphs could save {int(rec.get('sum') or 0) / 1e3:,.1f} µs"
+                 + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
+                 + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
+                 f"overhead); {int(rec.get('count') or 0):,} launch-bound kernels."),
     }
 
 
@@ -347,12 +353,17 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
     out: dict[str, Any] = {
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
-                     "pageable_copies": pageable_copies(tl)},
+                     "pageable_copies": pageable_copies(tl),
+                     # ROCm traces record HIP calls: recommendations say HIP graphs
+                     "hip": bool(tl.api.height and tl.api["name"].cast(pl.String)
+                                 .str.starts_with("hip").any())},
     }
     gap_frame = idle_gaps(tl, min_ns=opts.gap_min_ns)
     out["summary"], bd = _summary(tl, opts, gap_frame)
     out["attribution"] = _attribution(bd)
-    for name, fn in (("launches", _launches), ("comm", _comm), ("steps", _steps)):
+    sv = pl.DataFrame(out["summary"]["savings"]) if out["summary"]["savings"] else None
+    for name, fn in (("launches", lambda t: _launches(t, sv)), ("comm", _comm),
+                     ("steps", _steps)):
         sec = fn(tl)
         if sec is not None:
             out[name] = sec
