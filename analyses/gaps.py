@@ -26,8 +26,10 @@ are dropped; the rest are listed largest first with:
   - ``os_wait``: an OS-runtime call (``poll``, ``read``, ``futex``, ``pthread_cond_wait``,
     ``sem_wait``, ``sleep``, ...): the launching thread waited on I/O, another thread or
     process;
-  - ``cpu_busy``: CPU samples of a launching thread (the top frame is named);
   - ``cpu_work``: a host range;
+  - ``cpu_busy``: when nothing above covers the gap, CPU samples of a launching thread
+    that cover at least half of it (summed over the thread's sample runs in the gap): the
+    top frame with the most sampled time is named with its share of the gap;
   - ``unknown``: nothing covers the gap.
 
   One more rule: when nothing but CPU activity covers the gap (``cpu_busy``,
@@ -142,6 +144,13 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
     gaps = gaps.with_columns(kind.alias("kind"))
     cands = _candidates(tl, acts, group)
     best = _cover(gaps, cands, group)
+    sampled = _sample_cover(tl, acts, gaps, group)
+    best = (gaps.select("_gid").join(best, on="_gid", how="left")
+            .join(sampled, on="_gid", how="left", suffix="_s")
+            .with_columns(*(pl.when(pl.col("_cause").is_null()).then(pl.col(f"{c}_s"))
+                            .otherwise(pl.col(c)).alias(c)
+                            for c in ("_cause", "_name", "_tid", "_cs", "_ce")))
+            .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
     first_warm = _first_call_warmup(tl, acts, gaps, group)
     out = (gaps.join(best, on="_gid", how="left")
            .join(first_warm, on="_gid", how="left", suffix="_w"))
@@ -192,8 +201,6 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFr
              label(warmup_intervals(tl, acts, group), "warmup"),
              label(per_group(plain, acts, group), "cuda_api"),
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
-             label(per_group(by_thread.filter(kinds == SAMPLE_KIND), acts, group),
-                   "cpu_busy"),
              label(per_group(ranges, acts, group), "cpu_work")]
     return (pl.concat(parts, how="vertical_relaxed")
             .rename({"name": "_name", "thread_id": "_tid"}))
@@ -234,6 +241,41 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
             .agg(pl.col("_cause").first(), pl.col("_name").first(), pl.col("_tid").first(),
                  pl.col("start_ns").first().alias("_cs"), pl.col("end_ns").first().alias("_ce"))
             .cast(pl.Schema(schema)))
+
+
+def _sample_cover(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """CPU samples of a launching thread covering at least :data:`COVER_FRACTION` of a gap
+    (summed over its sample runs): ``_cause`` ``cpu_busy``, ``_name`` = the top frame with
+    the most sampled time in the gap and its share of the gap, the thread, and the sampled
+    stretch's first start / last end."""
+    schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_cause": pl.String(),
+                                      "_name": pl.String(), "_tid": pl.Int64(),
+                                      "_cs": pl.Int64(), "_ce": pl.Int64()}
+    kinds = pl.col("kind").cast(pl.String)
+    s = tl.ranges.filter((kinds == SAMPLE_KIND) & pl.col("end_ns").is_not_null()).join(
+        _launching_threads(tl), on=["rank", "process_id", "thread_id"], how="semi")
+    if s.height == 0:
+        return pl.DataFrame(schema=schema)
+    j = _join_gaps(gaps, per_group(s, acts, group), group)
+    if j.height == 0:
+        return pl.DataFrame(schema=schema)
+    per_thread = (j.group_by("_gid", "thread_id")
+                  .agg(pl.col("_ov").sum().alias("_tot"), (pl.col("_ge") - pl.col("_gs"))
+                       .first().alias("_len"), pl.col("start_ns").min().alias("_cs"),
+                       pl.col("end_ns").max().alias("_ce"))
+                  .filter(pl.col("_tot") >= COVER_FRACTION * pl.col("_len")))
+    top = (j.group_by("_gid", "thread_id", "name").agg(pl.col("_ov").sum().alias("_f"))
+           .sort(["_gid", "thread_id", "_f", "name"], descending=[False, False, True, False])
+           .group_by("_gid", "thread_id", maintain_order=True).first())
+    out = (per_thread.join(top, on=["_gid", "thread_id"])
+           .sort(["_gid", "_tot", "thread_id"], descending=[False, True, False])
+           .group_by("_gid", maintain_order=True).first()
+           .select("_gid", pl.lit("cpu_busy").alias("_cause"),
+                   (pl.col("name") + pl.lit(" (") + (pl.col("_f") * 100 / pl.col("_len"))
+                    .round(0).cast(pl.Int64).cast(pl.String) + pl.lit("% of the gap)"))
+                   .alias("_name"), pl.col("thread_id").alias("_tid"), "_cs", "_ce"))
+    return out.cast(pl.Schema(schema))
 
 
 def _first_call_warmup(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame,

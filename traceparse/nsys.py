@@ -37,6 +37,7 @@ from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
 from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_host import read_osrt, read_samples
 from traceparse.nsys_procs import annotate_processes, split_ranks
 from traceparse.nsys_ranges import read_ranges
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
@@ -89,6 +90,14 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     ranges, nvtx_acct = read_ranges(db, strings, rank)
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
+    host = [ranges]
+    for reader in (read_osrt, read_samples):  # OS-runtime calls, CPU samples (nsys_host)
+        frame, seen = reader(db, strings, rank)
+        if seen is not None:
+            rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
+            host.append(frame)
+    if len(host) > 1:
+        ranges = pl.concat(host, how="vertical").sort("start_ns", maintain_order=True)
 
     devices, dev_source, n_dev = _devices(db, gpu, rank)
     if dev_source:
