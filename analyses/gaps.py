@@ -37,7 +37,7 @@ are dropped; the rest are listed largest first with:
   the gap** is warm-up (``cuModuleLoadData``, ``nvrtcCompileProgram``, a lazy-loading
   first launch ...), the host spent the gap preparing that code (JIT compile, cache
   lookups): the cause is ``warmup``, named by that call, and the covering activity becomes
-  ``cause_detail``.
+  ``cause_detail`` (``first CUDA call in the gap; covered by cpu_busy: ...``).
 
   ``cause_name``, ``cause_thread_id``, ``cause_start_ns`` and ``cause_end_ns`` identify the
   explaining call or range (its interval always overlaps the gap); ``cause_detail`` holds
@@ -156,8 +156,9 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
            .join(first_warm, on="_gid", how="left", suffix="_w"))
     cpu_only = pl.col("_cause").is_null() | pl.col("_cause").is_in(list(_CPU_CAUSES))
     warm = cpu_only & pl.col("_name_w").is_not_null()
-    detail = pl.when(pl.col("_name").is_not_null()).then(
-        pl.col("_cause") + pl.lit(": ") + pl.col("_name"))
+    detail = pl.lit("first CUDA call in the gap; ") + pl.when(pl.col("_name").is_not_null()) \
+        .then(pl.lit("covered by ") + pl.col("_cause") + pl.lit(": ") + pl.col("_name")) \
+        .otherwise(pl.lit("nothing else covers the gap"))
 
     def pick(a: str, b: str) -> pl.Expr:
         return pl.when(warm).then(pl.col(b)).otherwise(pl.col(a))
