@@ -305,14 +305,25 @@ def collective_instances(tl: Timeline) -> pl.DataFrame:
 
 
 def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
-    """Alpha-beta fits per (collective, group size) of :func:`collective_instances`."""
+    """Alpha-beta fits per (collective, group size) of :func:`collective_instances`, with
+    how many ranks (``max_ranks_seen``) and message sizes (``sizes_seen``) each fit saw and
+    ``includes_peer_wait``: true when the collective was seen on a single rank, so its
+    kernel times include waiting for the peers (the multi-rank minimum over ranks cannot
+    remove it)."""
     out = []
     keyed = inst.with_columns(pl.col("group_size").fill_null(0))
     for (coll, gs), s in sorted(keyed.group_by("collective", "group_size"),
                                 key=lambda x: (str(x[0][0]), int(x[0][1]))):  # type: ignore[arg-type]
         sized = s.filter(pl.col("bytes").is_not_null())
+        ranks_seen = int(s["ranks"].max())  # type: ignore[arg-type]
         out.append({"collective": coll, "group_size": int(gs) or None, "instances": s.height,
-                    "max_ranks_seen": int(s["ranks"].max()),  # type: ignore[arg-type]
+                    "max_ranks_seen": ranks_seen,
+                    # distinct message sizes the fit saw (one size: alpha and beta are not
+                    # separable)
+                    "sizes_seen": int(sized["bytes"].n_unique()),
+                    # seen on one rank only: each kernel's time includes waiting for the
+                    # peers (no minimum over ranks could remove it), so alpha is inflated
+                    "includes_peer_wait": ranks_seen < 2 and (int(gs) or 0) != 1,
                     "duration_ns": _pct(s["dur_ns"].to_numpy()),
                     "fit": fit.alpha_beta(sized["bytes"].to_numpy(), sized["dur_ns"].to_numpy())
                     if sized.height else None})

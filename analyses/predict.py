@@ -36,13 +36,22 @@ from traceparse.errors import TraceError
 from traceparse.timeline import Timeline
 
 
+def gpu_mismatch(tl: Timeline, cal: dict[str, Any]) -> list[str]:
+    """The trace's device models the calibration has no entry for, each as ``"H100 (the
+    calibration has A100)"``; empty when every model is calibrated."""
+    have = [d["device_model"] for d in cal["devices"]]
+    models = sorted(set(device_models(tl)["device_model"].to_list()))
+    return [f"{m} (the calibration has {', '.join(have) or 'no device'})"
+            for m in models if m not in have]
+
+
 def _device_entry(cal: dict[str, Any], model: str) -> dict[str, Any]:
     for d in cal["devices"]:
         if d["device_model"] == model:
             return dict(d)
     if not cal["devices"]:
         raise TraceError(None, "calibration has no device entries")
-    return dict(cal["devices"][0])
+    return dict(cal["devices"][0])  # only with allow_other_gpu (see predict)
 
 
 def _lookup(frame: pl.DataFrame, keys: list[str], table: list[dict[str, Any]],
@@ -171,9 +180,23 @@ def summarize(rep: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def predict(tl: Timeline, cal: dict[str, Any] | None, *,
-            step_regex: str | None = None) -> pl.DataFrame:
+            step_regex: str | None = None, allow_other_gpu: bool = False) -> pl.DataFrame:
     """Replay ``tl`` with durations from ``cal`` (None: measured durations, which must
-    reproduce the trace exactly) and :func:`summarize` it."""
+    reproduce the trace exactly) and :func:`summarize` it: the window error per rank next
+    to the error of each category (compute, communication, memory), so a small window
+    error cannot hide large compensating ones.
+
+    Raises:
+        TraceError: the trace ran on a GPU the calibration has no entry for (a model
+            measured on one GPU says little about another), unless ``allow_other_gpu``;
+            then the calibration's first device prices it and the CLI warns.
+    """
+    if cal is not None and not allow_other_gpu:
+        other = gpu_mismatch(tl, cal)
+        if other:
+            raise TraceError(None, "the calibration was not measured on this trace's GPU: "
+                                   + "; ".join(other)
+                                   + " (calibrate on this GPU, or pass --allow-other-gpu)")
     durations = None if cal is None else model_durations(tl, cal)["pred_dur_ns"]
     rep = replay(tl, durations=durations)
     return summarize(rep, step_windows(tl, step_regex=step_regex))

@@ -412,3 +412,54 @@ def test_invariants_on_every_shared_trace(name: str, tmp_path: Path) -> None:
           - pl.max_horizontal("cause_start_ns", "start_ns"))
     if cov.height:
         assert cov.select((ov * 2 >= pl.col("dur_ns")).all()).item()
+
+
+# ------------------------------------------------------------------- honest models
+
+def test_predict_refuses_a_calibration_from_another_gpu(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from traceparse.analyses.calibrate import calibrate, to_json
+    from traceparse.analyses.predict import predict
+    from traceparse.cli import main
+    from traceparse.errors import TraceError
+    from traceparse.samplegen import default_sample, scenario_timeline
+
+    tl = scenario_timeline("mini_train")
+    cal = calibrate(tl)
+    model = cal["devices"][0]["device_model"]
+    assert predict(tl, cal).height  # same GPU: fine
+    cal["devices"][0]["device_model"] = "NVIDIA A100-SXM4-80GB"
+    with pytest.raises(TraceError, match=f"{model} \\(the calibration has NVIDIA A100"):
+        predict(tl, cal)
+    other = predict(tl, cal, allow_other_gpu=True)
+    # the window error per rank comes with the per-category errors
+    assert set(other["scope"]) >= {"window", "category"}
+    path = tmp_path / "a100.json"
+    path.write_text(to_json(cal))
+    r = CliRunner().invoke(main, ["predict", str(default_sample()), "--calibration",
+                                  str(path)])
+    assert r.exit_code == 2 and "allow-other-gpu" in r.output
+    assert "Traceback" not in r.output
+    r = CliRunner().invoke(main, ["predict", str(default_sample()), "--calibration",
+                                  str(path), "--allow-other-gpu"])
+    assert r.exit_code == 0 and "warning: predicting a trace from" in r.output
+
+
+@pytest.mark.shared
+def test_single_rank_collective_fit_is_marked_and_exported_with_a_warning() -> None:
+    from traceparse import load
+    from traceparse.analyses.calibrate import calibrate
+    from traceparse.analyses.export import export_files
+
+    path = _torch("hta__nccl_data.json.gz")
+    # the file is rank 0 of a world of 2: its NCCL kernels wait for a peer not in the trace
+    with gzip.open(path, "rt") as f:
+        dist = json.load(f)["distributedInfo"]
+    assert (dist["rank"], dist["world_size"]) == (0, 2)
+    cal = calibrate(load(path))
+    fits = [c for d in cal["devices"] for c in d["collectives"]]
+    assert fits and all(c["max_ranks_seen"] == 1 and c["includes_peer_wait"] for c in fits)
+    files = export_files(cal, "vidur")
+    assert "include waiting for the peers" in files["WARNINGS.txt"]
+    assert files["WARNINGS.txt"].count("\n") == len(fits)

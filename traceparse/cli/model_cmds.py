@@ -30,6 +30,8 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, export: str | None) -> N
     from traceparse.atomic import atomic_path
 
     files = export_files(cal, export)
+    for line in files.get("WARNINGS.txt", "").splitlines():
+        click.echo(f"warning: {line}", err=True)
     files["calibration.json"] = to_json(cal)
     with atomic_path(output, directory=True) as tmp:
         for name, text in files.items():
@@ -50,11 +52,14 @@ def _emit_frame(frame, fmt: str, output: str | None) -> None:  # type: ignore[no
 @click.option("--holdout", "holdout_steps", type=int, default=None,
               help="Calibrate on the first N steps of TRACE and predict every step.")
 @click.option("--step-regex", default=None, help="Host ranges that are steps (NVTX).")
+@click.option("--allow-other-gpu", is_flag=True,
+              help="Use a calibration measured on another GPU (warns; refused otherwise).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]),
               default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 def predict_cmd(trace: str, calibration: str | None, holdout_steps: int | None,
-                step_regex: str | None, fmt: str, output: str | None) -> None:
+                step_regex: str | None, allow_other_gpu: bool, fmt: str,
+                output: str | None) -> None:
     """Replay TRACE with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md)."""
     from traceparse.analyses import calibrate as cal_mod
@@ -66,7 +71,11 @@ def predict_cmd(trace: str, calibration: str | None, holdout_steps: int | None,
         frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=step_regex)
     else:
         cal = cal_mod.read(calibration) if calibration else None
-        frame = pr.predict(tl, cal, step_regex=step_regex)
+        if cal is not None and allow_other_gpu:
+            for other in pr.gpu_mismatch(tl, cal):
+                click.echo(f"warning: predicting a trace from {other}: expect large errors",
+                           err=True)
+        frame = pr.predict(tl, cal, step_regex=step_regex, allow_other_gpu=allow_other_gpu)
     _emit_frame(frame, fmt, output)
 
 
