@@ -82,8 +82,8 @@ BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]
 WARMUP_API_RE = (r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLinkComplete|cuLinkAddData\w*|"
                  r"nvrtc\w*|hipModuleLoad\w*|hiprtc\w*|nvJitLink\w*)$")
 #: Host ranges that compile or autotune (NVRTC, Triton, Inductor, nvFuser, autotuners).
-WARMUP_RANGE_RE = (r"(?i)(^|[^a-z])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
-                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z]|$)")
+WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
+                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)")
 #: A first launch of a kernel name is lazy loading when it lasts at least this long (and
 #: ten times the process's median launch call).
 LAZY_LOAD_MIN_NS = 100_000
@@ -260,6 +260,25 @@ def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GR
     seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
            .filter(part_expr() == part))
     return intervals.union(seg.select(*group, "start_ns", "end_ns"), by=group)
+
+
+def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
+    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
+    Overlapping calls of two threads both count, so the sum can exceed the part."""
+    group = list(group)
+    hs = part_intervals(tl, "host_sync_ns", group=group)
+    calls = blocking_intervals(tl, busy_activities(tl), group)
+    if hs.height == 0 or calls.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
+    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
+                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
+                         pl.col("end_ns") > pl.col("_hs"),
+                         *(pl.col(c) == pl.col(f"_h_{c}") for c in group))
+    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
+    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
+            .sort(["host_sync_ns", "name"], descending=[True, False]))
 
 
 def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None

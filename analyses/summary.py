@@ -140,12 +140,14 @@ STRAGGLER_MIN_FRAC = 0.05
 
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
-            stragglers: pl.DataFrame | None = None) -> str:
+            stragglers: pl.DataFrame | None = None,
+            sync_calls: pl.DataFrame | None = None) -> str:
     """One line naming the largest attribution part over all devices, e.g.
     ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
 
-    Host sync names the blocking call that explains the most gap time (``mostly
-    cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
+    Host sync names the blocking call that overlaps the most host-sync time
+    (``sync_calls``: :func:`traceparse.analyses.attribution.host_sync_by_call`; e.g.
+    ``mostly cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
     ``gaps``; warm-up-dominated traces also give the largest steady-state part (the window
     without warm-up), so a one-off module load does not hide what the run is bound by.
     """
@@ -156,10 +158,8 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
     label, what = VERDICTS[part]
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
-    if part == "host_sync_ns" and gaps is not None and gaps.height:
-        calls = _top_by_time(gaps.filter(pl.col("cause") == "host_sync"), "cause_name")
-        if calls:
-            line += f" (mostly {calls})"
+    if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
+        line += f" (mostly {sync_calls['name'][0]})"
     if part == "idle_ns" and gaps is not None and gaps.height:
         cause = _top_by_time(gaps, "cause")
         if cause:
@@ -214,4 +214,9 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
     strag = out["stragglers"] if "stragglers" in out else straggler_section(tl, opts)
-    return {"sections": out, "verdict": verdict(bd, top_gaps, strag)}
+    sync_calls = None
+    if bd.height and int(bd["host_sync_ns"].sum()) > 0:
+        from traceparse.analyses.attribution import host_sync_by_call
+
+        sync_calls = host_sync_by_call(tl)
+    return {"sections": out, "verdict": verdict(bd, top_gaps, strag, sync_calls)}
