@@ -368,6 +368,15 @@ def test_report_savings_equal_whatif(name: str) -> None:
     # the launch summary quotes the same engine
     assert p["launches"]["graph_recoverable_ns"] == max(
         r["saving_ns"] for r in p["summary"]["savings"] if r["change"] == "no_launch_overhead")
+    # every recommendation saves at most the part it removes on one rank (never a sum)
+    bd = breakdown(tl).group_by("rank").agg(pl.col("^.*_ns$").sum())
+    most = {c: int(bd[c].max()) for c in bd.columns if c.endswith("_ns")}  # type: ignore[arg-type]
+    part = {"cuda-graphs": "launch_overhead_ns", "overlap-comm": "communication_ns",
+            "host-sync": "host_sync_ns", "overlap-copies": "memory_ns",
+            "input-pipeline": "idle_ns"}
+    for rid, col in part.items():
+        if rid in recs:
+            assert recs[rid]["saving_ns"] <= most[col]
 
 
 # ------------------------------------------------------------------------- invariants
