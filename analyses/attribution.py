@@ -273,9 +273,12 @@ def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> 
         return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
     h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
                   pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
     j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
-                         pl.col("end_ns") > pl.col("_hs"),
-                         *(pl.col(c) == pl.col(f"_h_{c}") for c in group))
+                         pl.col("end_ns") > pl.col("_hs"))
+    for c in group:
+        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
     ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
     return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
             .sort(["host_sync_ns", "name"], descending=[True, False]))
