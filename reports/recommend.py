@@ -2,8 +2,8 @@
 
 Every recommendation carries: ``id``, ``title``, ``saving_ns`` (the GPU wall time the fix
 could recover **on one rank**: the rank where it saves most; never a sum over ranks),
-``saving_pct`` (of that rank's window; of the summed device windows for the trace-wide rules
-``fusion``, ``pinned-memory`` and ``tensor-cores``), ``evidence`` (sentences with the numbers
+``saving_pct`` (of that rank's window; of the summed device windows for ``tensor-cores``,
+whose roofline points carry no rank), ``evidence`` (sentences with the numbers
 and the kernels or gaps behind them), ``how`` (what to do) and ``estimate`` (how
 ``saving_ns`` was computed). They are ranked by ``saving_ns`` (ties by id), so the first one
 is the biggest lever.
@@ -208,7 +208,12 @@ def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[
 
 
 def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    tiny = payload["evidence"]["tiny_memory_kernels"]
+    tiny = dict(payload["evidence"]["tiny_memory_kernels"])
+    ranks = _by_rank(payload)
+    if len(ranks) > 1 and tiny.get("by_rank"):  # per rank: the rank with the most
+        top = tiny["by_rank"][0]
+        tiny.update(count=top["count"], total_ns=top["total_ns"])
+        w = ranks.get(int(top["rank"]), {}).get("window_ns", w)
     if tiny["count"] < FUSION_MIN_COUNT or tiny["total_ns"] < FUSION_MIN_FRAC * w:
         return []
     names = "; ".join(f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"])
@@ -226,6 +231,10 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     pc = payload["evidence"]["pageable_copies"]
     pg, pn = pc["pageable"], pc["pinned"]
+    ranks = _by_rank(payload)
+    if len(ranks) > 1 and pc.get("pageable_by_rank"):  # per rank: the rank with the most
+        pg = pc["pageable_by_rank"][0]
+        w = ranks.get(int(pg["rank"]), {}).get("window_ns", w)
     if not pg["count"] or not pg["total_ns"]:
         return []
     if pn["gbps"]:

@@ -87,8 +87,12 @@ def tiny_memory_kernels(tl: Timeline, *, max_ns: int = TINY_KERNEL_NS,
     by = (k.group_by(pl.col("name").cast(pl.String))
           .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
           .sort(["count", "total_ns", "name"], descending=[True, True, False]).head(top))
+    per = (k.group_by("rank").agg(pl.len().alias("count"),
+                                  pl.col("dur_ns").sum().alias("total_ns"))
+           .sort(["total_ns", "rank"], descending=[True, False]))
     return {"max_ns": max_ns, "count": k.height,
-            "total_ns": int(k["dur_ns"].sum()) if k.height else 0, "top": rows(by)}
+            "total_ns": int(k["dur_ns"].sum()) if k.height else 0, "top": rows(by),
+            "by_rank": rows(per)}
 
 
 def pageable_copies(tl: Timeline) -> dict[str, Any]:
@@ -108,7 +112,10 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
         return {"count": f.height, "bytes": b, "total_ns": t,
                 "gbps": (b / t) if t else None}  # bytes/ns == GB/s
 
-    return {"pageable": agg(pageable), "pinned": agg(pinned)}
+    per = [{"rank": int(r), **agg(pageable.filter(pl.col("rank") == r))}
+           for r in sorted(pageable["rank"].unique().to_list())]
+    per.sort(key=lambda d: (-d["total_ns"], d["rank"]))
+    return {"pageable": agg(pageable), "pinned": agg(pinned), "pageable_by_rank": per}
 
 
 def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, Any]:

@@ -472,3 +472,28 @@ def test_single_rank_collective_fit_is_marked_and_exported_with_a_warning() -> N
     files = export_files(cal, "vidur")
     assert "include waiting for the peers" in files["WARNINGS.txt"]
     assert files["WARNINGS.txt"].count("\n") == len(fits)
+
+
+@pytest.mark.shared
+def test_dlrm_report_savings_are_per_rank(tmp_path: Path) -> None:
+    # 8 ranks: every saving is one rank's (at most that rank's part or window), never the
+    # sum over ranks; cuda-graphs equals the engine's best rank, as whatif prints it
+    from traceparse import load
+    from traceparse.reports.payload import build_payload
+
+    if len(_DLRM) != 8:
+        pytest.skip("corpus missing")
+    for f in _DLRM:
+        (tmp_path / f.name).symlink_to(f)
+    tl = load(tmp_path)
+    p = build_payload(tl)
+    bd = breakdown(tl).group_by("rank").agg(pl.col("^.*_ns$").sum())
+    longest = int(bd["window_ns"].max())  # type: ignore[arg-type]
+    for r in p["recommendations"]["items"]:
+        assert r["saving_ns"] <= longest, r["id"]
+    w = whatif(tl, no_launch_overhead=True).filter(pl.col("scope") == "window")
+    best = max(int(x["measured_ns"] - x["predicted_ns"]) for x in w.iter_rows(named=True))
+    assert p["launches"]["graph_recoverable_ns"] == best
+    lo = dict(bd.select("rank", "launch_overhead_ns").iter_rows())
+    eng = [r for r in p["summary"]["savings"] if r["change"] == "no_launch_overhead"]
+    assert all(r["saving_ns"] <= lo[r["rank"]] for r in eng)
