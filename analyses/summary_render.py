@@ -80,6 +80,8 @@ def _top_gaps(frame: pl.DataFrame) -> list[str]:
     for r in frame.iter_rows(named=True):
         why = r["cause"] + (f" ({r['cause_name']}, thread {r['cause_thread_id']})"
                             if r["cause_name"] else "")
+        if r.get("cause_detail"):
+            why += f"; {r['cause_detail']}"
         lines.append(f"  {fmt_ns(r['dur_ns']):>10}  rank {r['rank']} dev {r['device_id']} "
                      f"at {r['start_ns']} ns  {r['kind']}  {why}")
     return lines

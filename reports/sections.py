@@ -140,7 +140,7 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                col("warmup_ns", "warm-up (µs)", "us"), col("host_sync_ns", "host sync (µs)", "us"),
                col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
-               col("cause_thread_id", "thread", "int")]
+               col("cause_thread_id", "thread", "int"), col("cause_detail", "detail")]
     more = frame.height - listed.height
     return {
         "count": frame.height,
