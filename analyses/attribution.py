@@ -13,19 +13,37 @@ window **to the nanosecond**:
 ``memory_ns``
     A memcpy/memset ran and neither compute nor communication did.
 ``launch_overhead_ns``
-    Nothing ran on the device while the host was inside the launch call of some activity of
-    this device that had not started yet: the GPU waited for the CPU to issue work. An
-    activity's *launch window* is ``[api.start_ns, min(api.end_ns, activity.start_ns))``, the
-    API call found by joining ``gpu`` to ``api`` on ``(rank, process_id, correlation_id)``;
-    activities without a matching call have no launch window. Queueing latency after the call
-    returned, with no other launch in flight, is idle, not launch overhead.
+    Nothing ran on the device while the host was *issuing* work of this device: inside a
+    non-blocking launch call (kernel launch, async copy between device and pinned memory,
+    graph launch, ...) of an activity that had not started yet. An activity's *launch
+    window* is ``[api.start_ns, min(api.end_ns, activity.start_ns))``, the API call found by
+    joining ``gpu`` to ``api`` on ``(rank, process_id, correlation_id)``; activities without
+    a matching call have no launch window. Queueing latency after the call returned, with no
+    other launch in flight, is idle, not launch overhead. Bounded by the launch calls' own
+    duration: a call that *waits* is host synchronisation, a first launch that loads a
+    module is warm-up (below).
+``warmup_ns``
+    Nothing ran and no launch was in flight while the host was warming up (see
+    :func:`warmup_intervals`): in a module-load / runtime-compile call (``cuModuleLoad*``,
+    ``cuLibraryLoad*``, ``nvrtc*``, ``hipModuleLoad*``, ``hiprtc*``), in a host range that
+    compiles or autotunes (:data:`WARMUP_RANGE_RE`), or in the first launch call of a kernel
+    name on its process when that call lasted at least :data:`LAZY_LOAD_MIN_NS` and ten
+    times the process's median launch call (lazy loading). Reported apart from steady state.
+``host_sync_ns``
+    Nothing ran, nothing was being issued and no warm-up was under way while a thread of a
+    process with work on this device sat in a call that **waits** (see
+    :func:`blocking_intervals`): ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
+    ``cudaMemcpy*``, a ``cudaMemcpyAsync`` to or from pageable memory, a copy call that
+    returned only after its copy had finished, ``cudaMalloc``/``cudaFree`` (implicit
+    device syncs), and their ``cu*``/``hip*`` twins. Never launch overhead.
 ``idle_ns``
-    The rest: nothing ran and no launch was in flight (host synchronisation, CPU work, data
-    loading, ...; :func:`traceparse.analyses.gaps.idle_gaps` explains the stretches).
+    The rest: nothing ran and the host was not issuing, warming up or blocked (CPU work,
+    data loading, ...; :func:`traceparse.analyses.gaps.idle_gaps` explains the stretches).
 
 Priority where streams overlap (each nanosecond goes to the first that applies):
-**compute > communication > memory > launch overhead > idle**. Activities of kind ``sync``
-(host waits recorded on a GPU lane) are never busy time and never define a window.
+**compute > communication > memory > launch overhead > warm-up > host sync > idle**.
+Activities of kind ``sync`` (host waits recorded on a GPU lane) are never busy time and never
+define a window.
 
 The window is, by default, the first start to the last end of the non-sync activities of the
 group; pass ``window=(start_ns, end_ns)`` for a fixed window (the same for every group), or use
@@ -36,6 +54,9 @@ in flight, then a 30 ns copy)::
 
     gpu:  kernel [0, 100)   memcpy [150, 180)      api of the memcpy: [125, 140)
     ->    window 180 = compute 100 + memory 30 + launch_overhead 15 + idle 35
+
+and if the memcpy's call were a synchronous ``cudaMemcpy`` [60, 185) instead, the 50 ns gap
+would be host synchronisation: ``compute 100 + memory 30 + host_sync 50``.
 """
 
 from __future__ import annotations
@@ -48,9 +69,25 @@ from traceparse.analyses import intervals
 from traceparse.timeline import Timeline
 
 #: Attribution parts in priority order (first wins where they overlap).
-PARTS = ("compute_ns", "communication_ns", "memory_ns", "launch_overhead_ns", "idle_ns")
+PARTS = ("compute_ns", "communication_ns", "memory_ns", "launch_overhead_ns", "warmup_ns",
+         "host_sync_ns", "idle_ns")
+#: Host calls that wait for the GPU (or for an implicit device synchronisation).
+BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]e(_v\d+)*$"
+                   r"|^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|cudaMemcpyToSymbol|"
+                   r"cudaMemcpyFromSymbol|cudaMemcpyPeer|cuMemcpy|cuMemcpyDtoH|cuMemcpyHtoD|"
+                   r"cuMemcpyDtoD|cuMemcpy2D|cuMemcpy3D|hipMemcpy|hipMemcpy2D|hipMemcpyDtoH|"
+                   r"hipMemcpyHtoD|hipMemcpyDtoD|hipMemcpyWithStream)(_v\d+)*$"
+                   r"|^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)(_v\d+)*$")
+#: Module load and runtime compilation calls (warm-up).
+WARMUP_API_RE = (r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLinkComplete|cuLinkAddData\w*|"
+                 r"nvrtc\w*|hipModuleLoad\w*|hiprtc\w*|nvJitLink\w*)$")
+#: Host ranges that compile or autotune (NVRTC, Triton, Inductor, nvFuser, autotuners).
+WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
+                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)")
+#: A first launch of a kernel name is lazy loading when it lasts at least this long (and
+#: ten times the process's median launch call).
+LAZY_LOAD_MIN_NS = 100_000
 DEFAULT_GROUP = ("rank", "device_id")
-_BUSY = {"compute": "compute", "communication": "communication", "memory": "memory"}
 
 
 class AttributionError(AssertionError):
@@ -64,30 +101,187 @@ def busy_activities(tl: Timeline) -> pl.DataFrame:
             .with_columns(pl.col("category").cast(pl.String)))
 
 
-def launch_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Launch windows of GPU activities: ``[api.start_ns, min(api.end_ns, start_ns))``.
-
-    Joins ``acts`` (default: :func:`busy_activities`) to ``tl.api`` on
-    ``(rank, process_id, correlation_id)``; API rows duplicated on that key keep the first.
-    Returns the activity columns with ``start_ns``/``end_ns`` replaced by the launch window;
-    empty windows (the activity started before the call) are dropped.
-
-    Example:
-        kernel [200, 300) launched by cudaLaunchKernel [100, 150) -> window [100, 150);
-        a synchronous cudaMemcpy [100, 400) whose copy ran [250, 390) -> window [100, 250).
-    """
+def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Each GPU activity of ``acts`` (default :func:`busy_activities`) joined to its call in
+    ``tl.api`` on ``(rank, process_id, correlation_id)`` (API rows duplicated on that key
+    keep the first), with ``call_name``, ``api_start_ns``, ``api_end_ns`` and
+    ``call_part``: ``host_sync`` (the call waits: :data:`BLOCKING_API_RE`, or a copy to or
+    from pageable memory), ``warmup`` (the first launch of the activity's name on its
+    process lasted at least :data:`LAZY_LOAD_MIN_NS` and ten times the process's median
+    non-blocking call: lazy module loading) or ``launch`` (issuing work)."""
     if acts is None:
         acts = busy_activities(tl)
     key = ["rank", "process_id", "correlation_id"]
     api = (tl.api.filter(pl.col("correlation_id").is_not_null())
-           .select(*key, pl.col("start_ns").alias("_api_start"),
-                   pl.col("end_ns").alias("_api_end"))
+           .select(*key, pl.col("name").cast(pl.String).alias("call_name"),
+                   pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
            .unique(subset=key, keep="first", maintain_order=True))
-    joined = acts.filter(pl.col("correlation_id").is_not_null()).join(api, on=key, how="inner")
-    return (joined.with_columns(pl.min_horizontal("_api_end", "start_ns").alias("end_ns"),
-                                pl.col("_api_start").alias("start_ns"))
+    j = acts.filter(pl.col("correlation_id").is_not_null()).join(api, on=key, how="inner")
+    pageable = pl.lit(False)
+    for c in ("src_kind", "dst_kind"):
+        if c in j.columns:
+            pageable = pageable | (pl.col(c).cast(pl.String).fill_null("") == "Pageable")
+    blocking = (pl.col("call_name").str.contains(BLOCKING_API_RE)
+                | (pl.col("kind").cast(pl.String).is_in(["memcpy", "memset"]) & pageable))
+    dur = pl.col("api_end_ns") - pl.col("api_start_ns")
+    j = j.with_columns(_first=pl.col("api_start_ns").rank("ordinal")
+                       .over("rank", "process_id", pl.col("name").cast(pl.String)) == 1,
+                       _med=dur.filter(~blocking).median().over("rank", "process_id"))
+    lazy = (pl.col("_first") & ~blocking & (dur >= LAZY_LOAD_MIN_NS)
+            & (dur >= 10 * pl.col("_med").fill_null(0)))
+    part = pl.when(blocking).then(pl.lit("host_sync")).when(lazy).then(pl.lit("warmup")) \
+        .otherwise(pl.lit("launch"))
+    return j.with_columns(part.alias("call_part")).drop("_first", "_med")
+
+
+def call_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """:func:`classify_calls` with ``start_ns``/``end_ns`` replaced by the host window of
+    the call: the whole call ``[api.start, api.end)`` for ``host_sync`` (the host was
+    blocked throughout), ``[api.start, min(api.end, start))`` otherwise (the call is only
+    in the way until its work starts). Empty windows are dropped.
+
+    Example:
+        kernel [200, 300) launched by cudaLaunchKernel [100, 150) -> launch [100, 150);
+        a synchronous cudaMemcpy [100, 400) whose copy ran [250, 390) -> host_sync
+        [100, 400).
+    """
+    j = classify_calls(tl, acts)
+    end = pl.when(pl.col("call_part") == "host_sync").then(pl.col("api_end_ns")) \
+        .otherwise(pl.min_horizontal("api_end_ns", "start_ns"))
+    return (j.with_columns(end.alias("end_ns"), pl.col("api_start_ns").alias("start_ns"))
             .filter(pl.col("end_ns") > pl.col("start_ns"))
-            .drop("_api_start", "_api_end"))
+            .drop("api_start_ns", "api_end_ns"))
+
+
+def launch_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Launch windows of GPU activities: :func:`call_windows` whose ``call_part`` is
+    ``launch`` (the host issuing work, not waiting or loading modules), without the two
+    call columns.
+
+    Example:
+        kernel [200, 300) launched by cudaLaunchKernel [100, 150) -> window [100, 150);
+        a synchronous cudaMemcpy [100, 400) -> no launch window (host synchronisation).
+    """
+    return (call_windows(tl, acts).filter(pl.col("call_part") == "launch")
+            .drop("call_name", "call_part"))
+
+
+def per_group(frame: pl.DataFrame, acts: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+    """Host rows (``rank, process_id, name, thread_id, start_ns, end_ns``) copied to every
+    group of ``acts`` their process has work in (same rank; a null process id on either
+    side matches any process of the rank). Returns the group columns, ``name`` (string),
+    ``thread_id``, ``start_ns``, ``end_ns``."""
+    group = list(group)
+    procs = acts.select(*group, "process_id").unique()
+    rows = frame.select("rank", pl.col("process_id").alias("_pid"),
+                        pl.col("name").cast(pl.String), "thread_id", "start_ns", "end_ns")
+    if "rank" in group:
+        j = procs.join(rows, on="rank", how="inner")
+    else:
+        j = procs.join(rows.drop("rank"), how="cross")
+    return (j.filter(pl.col("process_id").is_null() | pl.col("_pid").is_null()
+                     | (pl.col("process_id") == pl.col("_pid")))
+            .select(*group, "name", "thread_id", "start_ns", "end_ns")
+            .unique(maintain_order=True))
+
+
+def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
+                       ) -> pl.DataFrame:
+    """Host calls that wait, per group: every :data:`BLOCKING_API_RE` call of a process
+    with work in the group, plus the calls :func:`call_windows` marks ``host_sync``.
+    Columns: group, ``name``, ``thread_id``, ``start_ns``, ``end_ns``."""
+    group = list(group)
+    calls = tl.api.filter(pl.col("end_ns").is_not_null()
+                          & pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE))
+    out = per_group(calls, acts, group)
+    corr = call_windows(tl, acts).filter(pl.col("call_part") == "host_sync")
+    extra = corr.select(*group, pl.col("call_name").alias("name"),
+                        pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
+    return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
+
+
+def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+    """Warm-up per group: :data:`WARMUP_API_RE` calls and :data:`WARMUP_RANGE_RE` host
+    ranges of a process with work in the group, and lazy-loading first launches
+    (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`."""
+    group = list(group)
+    calls = tl.api.filter(pl.col("end_ns").is_not_null()
+                          & pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
+    ranges = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null()
+                              & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
+    out = pl.concat([per_group(calls, acts, group), per_group(ranges, acts, group)],
+                    how="vertical_relaxed")
+    corr = call_windows(tl, acts).filter(pl.col("call_part") == "warmup")
+    extra = corr.select(*group, pl.col("call_name").alias("name"),
+                        pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
+    return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
+
+
+def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
+              ) -> dict[str, pl.DataFrame]:
+    """The host-side interval sets of the attribution, each with the group columns:
+    ``launch`` (:func:`launch_windows`), ``warmup`` (:func:`warmup_intervals`) and
+    ``host_sync`` (:func:`blocking_intervals`)."""
+    group = list(group)
+    return {"launch": launch_windows(tl, acts).select(*group, "start_ns", "end_ns"),
+            "warmup": warmup_intervals(tl, acts, group).select(*group, "start_ns", "end_ns"),
+            "host_sync": blocking_intervals(tl, acts, group)
+            .select(*group, "start_ns", "end_ns")}
+
+
+def part_expr() -> pl.Expr:
+    """The attribution part of a segment of :func:`traceparse.analyses.intervals.segments`
+    over the sets ``compute, communication, memory, launch, warmup, host_sync`` (first
+    that applies, in :data:`PARTS` order)."""
+    c = {k: pl.col(k) > 0 for k in ("compute", "communication", "memory", "launch", "warmup",
+                                      "host_sync")}
+    return (pl.when(c["compute"]).then(pl.lit("compute_ns"))
+            .when(c["communication"]).then(pl.lit("communication_ns"))
+            .when(c["memory"]).then(pl.lit("memory_ns"))
+            .when(c["launch"]).then(pl.lit("launch_overhead_ns"))
+            .when(c["warmup"]).then(pl.lit("warmup_ns"))
+            .when(c["host_sync"]).then(pl.lit("host_sync_ns"))
+            .otherwise(pl.lit("idle_ns")))
+
+
+def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GROUP
+                   ) -> pl.DataFrame:
+    """Where on the time line one attribution part (e.g. ``launch_overhead_ns``) lies:
+    the group columns, ``start_ns``, ``end_ns`` (merged intervals inside each group's
+    default window). Their lengths sum to that part of :func:`breakdown`."""
+    group = list(group)
+    acts = busy_activities(tl)
+    wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    sets: dict[str, pl.DataFrame] = {"_win": wins}
+    for label in ("compute", "communication", "memory"):
+        sets[label] = acts.filter(pl.col("category") == label).select(*group, "start_ns",
+                                                                       "end_ns")
+    sets.update(host_sets(tl, acts, group))
+    seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
+           .filter(part_expr() == part))
+    return intervals.union(seg.select(*group, "start_ns", "end_ns"), by=group)
+
+
+def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
+    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
+    Overlapping calls of two threads both count, so the sum can exceed the part."""
+    group = list(group)
+    hs = part_intervals(tl, "host_sync_ns", group=group)
+    calls = blocking_intervals(tl, busy_activities(tl), group)
+    if hs.height == 0 or calls.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
+    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
+                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
+    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
+                         pl.col("end_ns") > pl.col("_hs"))
+    for c in group:
+        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
+    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
+    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
+            .sort(["host_sync_ns", "name"], descending=[True, False]))
 
 
 def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None
@@ -183,25 +377,18 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
         w = groups.join(w, how="cross")
     w = w.select(*group, *(["window_name"] if named else []), "window_start_ns",
                  "window_end_ns").with_row_index("_wid")
-    launch = launch_windows(tl, acts)
     sets: dict[str, pl.DataFrame] = {
         "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
                          pl.col("window_end_ns").alias("end_ns")),
     }
-    for label, frame in (("compute", acts.filter(pl.col("category") == "compute")),
-                         ("communication", acts.filter(pl.col("category") == "communication")),
-                         ("memory", acts.filter(pl.col("category") == "memory")),
-                         ("launch", launch)):
+    for label in ("compute", "communication", "memory"):
+        sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, group)
+    for label, frame in host_sets(tl, acts, group).items():
         sets[label] = _clip_to_windows(frame, w, group)
     seg = intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0)
     length = pl.col("end_ns") - pl.col("start_ns")
     comp, comm = pl.col("compute") > 0, pl.col("communication") > 0
-    mem, lau = pl.col("memory") > 0, pl.col("launch") > 0
-    part = (pl.when(comp).then(pl.lit("compute_ns"))
-            .when(comm).then(pl.lit("communication_ns"))
-            .when(mem).then(pl.lit("memory_ns"))
-            .when(lau).then(pl.lit("launch_overhead_ns"))
-            .otherwise(pl.lit("idle_ns")))
+    part = part_expr()
     sums = (seg.with_columns(part.alias("_part"), length.alias("_len"))
             .group_by("_wid")
             .agg(*(pl.col("_len").filter(pl.col("_part") == p).sum().alias(p) for p in PARTS),
@@ -215,7 +402,7 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
         .otherwise(None).cast(pl.Float64).alias("comm_overlap_pct"))
     cols = [*group, *(["window_name"] if named else []), "window_start_ns", "window_end_ns",
             "window_ns", "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
-            "idle_ns", "overlapped_comm_ns", "comm_overlap_pct"]
+            "warmup_ns", "host_sync_ns", "idle_ns", "overlapped_comm_ns", "comm_overlap_pct"]
     return out.select(cols).sort([*group, "window_start_ns"], nulls_last=True)
 
 

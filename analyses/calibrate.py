@@ -15,7 +15,8 @@ dict (schema ``traceparse.calibration``, version :data:`VERSION`, JSON Schema in
   :mod:`traceparse.roofline.estimate`, or from ncu counters), the achieved efficiency against the
   ceiling and a saturating fit ``eff(w) = e_max * w / (w + w_half)``
   (:mod:`traceparse.analyses.fit`);
-* ``kernel_table`` - per kernel name: count and duration P50/P95/mean (the lookup model);
+* ``kernel_table`` - per kernel name and launch grid: count and duration P50/P95/mean (the
+  lookup model);
 * ``memcpy`` / ``memset`` - alpha-beta fits per direction and host memory kind;
 * ``collectives`` - alpha-beta fits per collective and group size on the message bytes;
   for multi-rank traces the *i*-th call of a collective in a process group on every rank is
@@ -231,9 +232,22 @@ def kernel_classes(k: pl.DataFrame, work: pl.DataFrame,
     return out
 
 
+def grid_expr() -> pl.Expr:
+    """The launch grid as ``"GXxGYxGZ"`` (``""`` when the trace does not record it)."""
+    return pl.concat_str(pl.col("grid_x").cast(pl.String), pl.col("grid_y").cast(pl.String),
+                         pl.col("grid_z").cast(pl.String), separator="x").fill_null("")
+
+
 def kernel_table(k: pl.DataFrame) -> list[dict[str, Any]]:
-    """Per kernel name: class, count, P50/P95/mean duration (sorted by total time)."""
-    t = (k.group_by(pl.col("name").cast(pl.String))
+    """Per (kernel name, launch grid): class, count, P50/P95/mean duration (sorted by total
+    time). The grid separates shapes of one kernel (flash_fwd_kernel at grid 244x1x6 runs
+    7.9 ms, at 122x1x12 0.16 ms on nsys-ai__mfu_2gpu_after: a per-name median prices both at
+    4.0 ms)."""
+    if "grid_x" in k.columns:
+        k = k.with_columns(grid_expr().alias("grid"))
+    else:
+        k = k.with_columns(pl.lit("").alias("grid"))
+    t = (k.group_by(pl.col("name").cast(pl.String), "grid")
          .agg(pl.col("kclass").first(), pl.len().alias("count"),
               pl.col("dur_ns").sum().alias("time_ns"),
               pl.col("dur_ns").quantile(0.5, "linear").alias("p50_ns"),
@@ -299,14 +313,25 @@ def collective_instances(tl: Timeline) -> pl.DataFrame:
 
 
 def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
-    """Alpha-beta fits per (collective, group size) of :func:`collective_instances`."""
+    """Alpha-beta fits per (collective, group size) of :func:`collective_instances`, with
+    how many ranks (``max_ranks_seen``) and message sizes (``sizes_seen``) each fit saw and
+    ``includes_peer_wait``: true when the collective was seen on a single rank, so its
+    kernel times include waiting for the peers (the multi-rank minimum over ranks cannot
+    remove it)."""
     out = []
     keyed = inst.with_columns(pl.col("group_size").fill_null(0))
     for (coll, gs), s in sorted(keyed.group_by("collective", "group_size"),
                                 key=lambda x: (str(x[0][0]), int(x[0][1]))):  # type: ignore[arg-type]
         sized = s.filter(pl.col("bytes").is_not_null())
+        ranks_seen = int(s["ranks"].max())  # type: ignore[arg-type]
         out.append({"collective": coll, "group_size": int(gs) or None, "instances": s.height,
-                    "max_ranks_seen": int(s["ranks"].max()),  # type: ignore[arg-type]
+                    "max_ranks_seen": ranks_seen,
+                    # distinct message sizes the fit saw (one size: alpha and beta are not
+                    # separable)
+                    "sizes_seen": int(sized["bytes"].n_unique()),
+                    # seen on one rank only: each kernel's time includes waiting for the
+                    # peers (no minimum over ranks could remove it), so alpha is inflated
+                    "includes_peer_wait": ranks_seen < 2 and (int(gs) or 0) != 1,
                     "duration_ns": _pct(s["dur_ns"].to_numpy()),
                     "fit": fit.alpha_beta(sized["bytes"].to_numpy(), sized["dur_ns"].to_numpy())
                     if sized.height else None})

@@ -53,6 +53,22 @@ def _ms(ns: float | None) -> str:
     return "" if ns is None else f"{ns / 1e6:.6f}"
 
 
+def peer_wait_warnings(d: dict[str, Any]) -> list[str]:
+    """One line per collective fit of device entry ``d`` that saw a single rank (its times
+    include waiting for the peers) or a single message size."""
+    out = []
+    for c in d.get("collectives") or []:
+        what = f"{d.get('device_model')}: {c['collective']} (group size {c['group_size']})"
+        if c.get("includes_peer_wait"):
+            out.append(f"{what}: fitted from {c['max_ranks_seen']} rank, "
+                       f"{c.get('sizes_seen', '?')} message size(s); kernel times include "
+                       "waiting for the peers, so alpha is inflated")
+        elif c.get("sizes_seen") == 1:
+            out.append(f"{what}: fitted from 1 message size; alpha and bandwidth are not "
+                       "separable")
+    return out
+
+
 def vidur(d: dict[str, Any]) -> dict[str, str]:
     """Vidur-style profiling CSVs (times in ms)."""
     files = {"compute.csv": _csv(
@@ -143,6 +159,12 @@ def genz(d: dict[str, Any]) -> dict[str, str]:
 
 def export_files(cal: dict[str, Any], kind: str, *,
                  device_model: str | None = None) -> dict[str, str]:
-    """Files for simulator ``kind`` (``vidur``, ``astra-sim``, ``genz``)."""
+    """Files for simulator ``kind`` (``vidur``, ``astra-sim``, ``genz``), plus
+    ``WARNINGS.txt`` when a collective fit saw a single rank (times include peer wait) or a
+    single message size (:func:`peer_wait_warnings`), so the caveat travels with them."""
     d = _device(cal, device_model)
-    return {"vidur": vidur, "astra-sim": astra_sim, "genz": genz}[kind](d)
+    files = {"vidur": vidur, "astra-sim": astra_sim, "genz": genz}[kind](d)
+    warnings = peer_wait_warnings(d)
+    if warnings:
+        files["WARNINGS.txt"] = "".join(f"{w}\n" for w in warnings)
+    return files

@@ -5,23 +5,43 @@ A **gap** is a maximal stretch inside the window (as in
 where no non-sync GPU activity ran on any stream of the device. Gaps shorter than ``min_ns``
 are dropped; the rest are listed largest first with:
 
-* ``launch_overhead_ns`` / ``idle_ns``: the gap split exactly as the attribution splits it
-  (launch overhead = a launch call of this device's work was in flight); ``kind`` is
-  ``launch_overhead`` when that part is at least half the gap, else ``idle``.
-* ``cause``, decided in this order:
+* ``launch_overhead_ns`` / ``warmup_ns`` / ``host_sync_ns`` / ``idle_ns``: the gap split
+  exactly as the attribution splits it; ``kind`` names the largest of the four
+  (``launch_overhead``, ``warmup``, ``host_sync``, ``idle``; ties in that order).
+* ``cause``: **host activity that covers the gap**. Candidates are everything the trace
+  recorded about the host of a process with work on the device: CUDA/HIP API calls,
+  host ranges (NVTX, ``cpu_op``, ``user_annotation``, ...), and, from nsys exports that
+  have them, OS-runtime calls (``osrt`` ranges) and CPU-sample runs (``cpu_sample``
+  ranges) *of threads that made CUDA calls*. A candidate covers the gap when it overlaps
+  at least half of it (:data:`COVER_FRACTION`); among covering candidates the
+  **innermost** (shortest) wins, so the NVRTC compile beats the fusion range around it
+  and a data loader's ``__next__`` beats the step around it. A call that ended at the
+  gap's start covers nothing. The winner's kind gives the cause:
 
-  1. ``host_sync`` - a blocking host call on a process that launched work on the device was
-     in progress when the gap began (``call.start <= gap.start <= call.end``: the host was
-     waiting for the GPU to drain, so nothing was queued behind the last activity). Blocking
-     calls: :data:`SYNC_API_RE` (device/stream/event/context synchronise, synchronous
-     ``cudaMemcpy*``/``cuMemcpy*``). A sync that only starts inside the gap explains
-     nothing. The one overlapping the gap the most is named.
-  2. ``cpu_work`` - a host range (NVTX, torch ``cpu_op``, ``user_annotation``, data loading,
-     ...) of such a process overlaps the gap; the range overlapping it the most is named,
-     the innermost (shortest) on ties, so ``forward`` beats the ``step 3`` around it.
-  3. ``unknown``.
+  - ``host_sync``: a call that waits (:data:`traceparse.analyses.attribution.BLOCKING_API_RE`,
+    or a copy to or from pageable memory);
+  - ``warmup``: a module-load / compile call, a lazy-loading first launch or a compile or
+    autotune range (:func:`traceparse.analyses.attribution.warmup_intervals`);
+  - ``cuda_api``: another CUDA call (issuing work, allocating, querying events, ...);
+  - ``os_wait``: an OS-runtime call (``poll``, ``read``, ``futex``, ``pthread_cond_wait``,
+    ``sem_wait``, ``sleep``, ...): the launching thread waited on I/O, another thread or
+    process;
+  - ``cpu_work``: a host range;
+  - ``cpu_busy``: when nothing above covers the gap, CPU samples of a launching thread
+    that cover at least half of it (summed over the thread's sample runs in the gap): the
+    top frame with the most sampled time is named with its share of the gap;
+  - ``unknown``: nothing covers the gap.
 
-  ``cause_name`` and ``cause_thread_id`` name the explaining call or range and its thread.
+  One more rule: when nothing but CPU activity covers the gap (``cpu_busy``,
+  ``cpu_work``, ``os_wait`` or ``unknown``) and the **first CUDA call the host made inside
+  the gap** is warm-up (``cuModuleLoadData``, ``nvrtcCompileProgram``, a lazy-loading
+  first launch ...), the host spent the gap preparing that code (JIT compile, cache
+  lookups): the cause is ``warmup``, named by that call, and the covering activity becomes
+  ``cause_detail`` (``first CUDA call in the gap; covered by cpu_busy: ...``).
+
+  ``cause_name``, ``cause_thread_id``, ``cause_start_ns`` and ``cause_end_ns`` identify the
+  explaining call or range (its interval always overlaps the gap); ``cause_detail`` holds
+  the covering CPU activity when the cause is the warm-up rule.
 """
 
 from __future__ import annotations
@@ -31,22 +51,34 @@ from collections.abc import Sequence
 import polars as pl
 
 from traceparse.analyses import intervals
-from traceparse.analyses.attribution import DEFAULT_GROUP, busy_activities, launch_windows
+from traceparse.analyses.attribution import (
+    BLOCKING_API_RE,
+    DEFAULT_GROUP,
+    WARMUP_API_RE,
+    blocking_intervals,
+    busy_activities,
+    host_sets,
+    per_group,
+    warmup_intervals,
+)
 from traceparse.timeline import Timeline
 
-#: Host API calls that block the calling thread until the GPU catches up.
-SYNC_API_RE = (r"^(cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|"
-               r"cudaThreadSynchronize|cuCtxSynchronize|cuStreamSynchronize|"
-               r"cuEventSynchronize|hipDeviceSynchronize|hipStreamSynchronize|"
-               r"hipEventSynchronize)|^(cudaMemcpy|cudaMemcpy2D|cudaMemcpy3D|"
-               r"cudaMemcpyToSymbol|cudaMemcpyFromSymbol|cudaMemcpyPeer|cuMemcpy|cuMemcpyDtoH|"
-               r"cuMemcpyHtoD|cuMemcpyDtoD|hipMemcpy)(_v\d+)*$")
-#: Range kinds that are not host work (GPU-side annotations, whole profiler steps).
+#: Kept for callers: host API calls that block the calling thread until the GPU catches up.
+SYNC_API_RE = BLOCKING_API_RE
+#: Range kinds that are not host work (GPU-side annotations, whole profiler steps, marks)
+#: or are read as their own cause (OS-runtime calls, CPU samples).
 NON_HOST_RANGE_KINDS = ("gpu_user_annotation", "profiler_step", "nvtx_mark")
+OSRT_KIND = "osrt"
+SAMPLE_KIND = "cpu_sample"
+#: A candidate covers a gap when it overlaps at least this fraction of it.
+COVER_FRACTION = 0.5
 DEFAULT_MIN_NS = 10_000
+_GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
+_CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
+_CAUSE_ORDER = ("host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy", "cpu_work")
 
-_GAP_COLS = ["start_ns", "end_ns", "dur_ns", "launch_overhead_ns", "idle_ns", "kind",
-             "cause", "cause_name", "cause_thread_id"]
+_GAP_COLS = ["start_ns", "end_ns", "dur_ns", *_GAP_PARTS, "kind", "cause", "cause_name",
+             "cause_thread_id", "cause_start_ns", "cause_end_ns", "cause_detail"]
 
 
 def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
@@ -61,9 +93,13 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
         group: as in :func:`traceparse.analyses.attribution.breakdown`.
 
     Returns:
-        The ``group`` columns, ``start_ns``, ``end_ns``, ``dur_ns``, ``launch_overhead_ns``,
-        ``idle_ns``, ``kind``, ``cause``, ``cause_name``, ``cause_thread_id`` (see the module
-        docstring), sorted by ``dur_ns`` descending, then group and start.
+        The ``group`` columns and :data:`_GAP_COLS` (see the module docstring), sorted by
+        ``dur_ns`` descending, then group and start.
+
+    Example:
+        A kernel [0, 100) us, a blocking ``cudaMemcpy`` [90, 400) whose copy runs
+        [380, 390), then the next kernel [400, 450): the gap [100, 380) is 280 us of
+        ``host_sync`` (the call blocks throughout), cause ``host_sync`` ``cudaMemcpy``.
     """
     group = list(group)
     acts = busy_activities(tl)
@@ -73,98 +109,203 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
         wins = (acts.select(group).unique()
                 .with_columns(pl.lit(int(window[0]), pl.Int64).alias("start_ns"),
                               pl.lit(int(window[1]), pl.Int64).alias("end_ns")))
-    seg = intervals.segments({"_win": wins, "_busy": acts, "_launch": launch_windows(tl, acts)},
-                             by=group)
+    hs = host_sets(tl, acts, group)
+    seg = intervals.segments({"_win": wins, "_busy": acts, **hs}, by=group)
     free = seg.filter((pl.col("_win") > 0) & (pl.col("_busy") == 0))
     gaps = (intervals.union(free, by=group)
             .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
             .filter(pl.col("dur_ns") >= min_ns))
     if gaps.height == 0:
         return _empty(acts, group)
-    launched = (intervals.sort_within(
-                    free.filter(pl.col("_launch") > 0).select(
-                        *group, "start_ns", (pl.col("end_ns") - pl.col("start_ns")).alias("_l")),
-                    group, "start_ns")
-                .join_asof(gaps.select(*group, pl.col("start_ns").alias("_gap"),
-                                       pl.col("end_ns").alias("_gap_end")).sort(*group, "_gap"),
-                           left_on="start_ns", right_on="_gap", by=group, strategy="backward",
-                           check_sortedness=False)
-                .filter(pl.col("start_ns") < pl.col("_gap_end"))
-                .group_by(*group, "_gap").agg(pl.col("_l").sum().alias("launch_overhead_ns")))
-    gaps = (gaps.join(launched, left_on=[*group, "start_ns"], right_on=[*group, "_gap"],
+    part = (pl.when(pl.col("launch") > 0).then(pl.lit("launch_overhead_ns"))
+            .when(pl.col("warmup") > 0).then(pl.lit("warmup_ns"))
+            .when(pl.col("host_sync") > 0).then(pl.lit("host_sync_ns"))
+            .otherwise(pl.lit("idle_ns")))
+    split = (intervals.sort_within(
+                 free.select(*group, "start_ns", part.alias("_part"),
+                             (pl.col("end_ns") - pl.col("start_ns")).alias("_l")),
+                 group, "start_ns")
+             .join_asof(gaps.select(*group, pl.col("start_ns").alias("_gap"),
+                                    pl.col("end_ns").alias("_gap_end")).sort(*group, "_gap"),
+                        left_on="start_ns", right_on="_gap", by=group, strategy="backward",
+                        check_sortedness=False)
+             .filter(pl.col("start_ns") < pl.col("_gap_end"))
+             .group_by(*group, "_gap")
+             .agg(*(pl.col("_l").filter(pl.col("_part") == p).sum().alias(p)
+                    for p in _GAP_PARTS)))
+    gaps = (gaps.join(split, left_on=[*group, "start_ns"], right_on=[*group, "_gap"],
                       how="left", nulls_equal=True)
-            .with_columns(pl.col("launch_overhead_ns").fill_null(0))
-            .with_columns((pl.col("dur_ns") - pl.col("launch_overhead_ns")).alias("idle_ns"))
-            .with_columns(pl.when(pl.col("launch_overhead_ns") * 2 >= pl.col("dur_ns"))
-                          .then(pl.lit("launch_overhead")).otherwise(pl.lit("idle"))
-                          .alias("kind"))
+            .with_columns(*(pl.col(p).fill_null(0).cast(pl.Int64) for p in _GAP_PARTS))
             .with_row_index("_gid"))
-    procs = acts.select(*group, "process_id").unique()
-    sync = _explain(gaps, _host_rows(tl.api.filter(
-        pl.col("name").cast(pl.String).str.contains(SYNC_API_RE)), procs, group),
-        group, touching=True)
-    cpu = _explain(gaps, _host_rows(tl.ranges.filter(
-        pl.col("end_ns").is_not_null() & pl.col("device_id").is_null()
-        & ~pl.col("kind").cast(pl.String).is_in(list(NON_HOST_RANGE_KINDS))), procs, group),
-        group, touching=False)
-    out = (gaps.join(sync, on="_gid", how="left")
-           .join(cpu, on="_gid", how="left", suffix="_cpu")
-           .with_columns(
-               pl.when(pl.col("_name").is_not_null()).then(pl.lit("host_sync"))
-               .when(pl.col("_name_cpu").is_not_null()).then(pl.lit("cpu_work"))
-               .otherwise(pl.lit("unknown")).alias("cause"),
-               pl.coalesce("_name", "_name_cpu").alias("cause_name"),
-               pl.when(pl.col("_name").is_not_null()).then(pl.col("_tid"))
-               .otherwise(pl.col("_tid_cpu")).alias("cause_thread_id")))
+    top = pl.max_horizontal(*_GAP_PARTS)  # the largest part; ties in _GAP_PARTS order
+    kind = (pl.when(pl.col("launch_overhead_ns") == top).then(pl.lit("launch_overhead"))
+            .when(pl.col("warmup_ns") == top).then(pl.lit("warmup"))
+            .when(pl.col("host_sync_ns") == top).then(pl.lit("host_sync"))
+            .otherwise(pl.lit("idle")))
+    gaps = gaps.with_columns(kind.alias("kind"))
+    cands = _candidates(tl, acts, group)
+    best = _cover(gaps, cands, group)
+    sampled = _sample_cover(tl, acts, gaps, group)
+    best = (gaps.select("_gid").join(best, on="_gid", how="left")
+            .join(sampled, on="_gid", how="left", suffix="_s")
+            .with_columns(*(pl.when(pl.col("_cause").is_null()).then(pl.col(f"{c}_s"))
+                            .otherwise(pl.col(c)).alias(c)
+                            for c in ("_cause", "_name", "_tid", "_cs", "_ce")))
+            .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
+    first_warm = _first_call_warmup(tl, acts, gaps, group)
+    out = (gaps.join(best, on="_gid", how="left")
+           .join(first_warm, on="_gid", how="left", suffix="_w"))
+    cpu_only = pl.col("_cause").is_null() | pl.col("_cause").is_in(list(_CPU_CAUSES))
+    warm = cpu_only & pl.col("_name_w").is_not_null()
+    detail = pl.lit("first CUDA call in the gap; ") + pl.when(pl.col("_name").is_not_null()) \
+        .then(pl.lit("covered by ") + pl.col("_cause") + pl.lit(": ") + pl.col("_name")) \
+        .otherwise(pl.lit("nothing else covers the gap"))
+
+    def pick(a: str, b: str) -> pl.Expr:
+        return pl.when(warm).then(pl.col(b)).otherwise(pl.col(a))
+
+    out = out.with_columns(
+        pl.when(warm).then(pl.lit("warmup")).otherwise(pl.col("_cause").fill_null("unknown"))
+        .alias("cause"),
+        pick("_name", "_name_w").alias("cause_name"),
+        pick("_tid", "_tid_w").cast(pl.Int64).alias("cause_thread_id"),
+        pick("_cs", "_cs_w").cast(pl.Int64).alias("cause_start_ns"),
+        pick("_ce", "_ce_w").cast(pl.Int64).alias("cause_end_ns"),
+        pl.when(warm).then(detail).otherwise(None).cast(pl.String).alias("cause_detail"))
     return (out.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
 
 
-def _host_rows(frame: pl.DataFrame, procs: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Host rows of the processes that launched work on each group (same rank; a null
-    process id on either side matches any process of the rank)."""
-    keys = [c for c in group if c != "rank"]
-    rows = frame.select("rank", pl.col("process_id").alias("_pid"),
-                        pl.col("name").cast(pl.String).alias("_name"),
-                        pl.col("thread_id").alias("_tid"), "start_ns", "end_ns")
-    j = procs.join(rows, on="rank", how="inner") if "rank" in group else procs.join(
-        rows.drop("rank"), how="cross")
-    return (j.filter(pl.col("process_id").is_null() | pl.col("_pid").is_null()
-                     | (pl.col("process_id") == pl.col("_pid")))
-            .select(*(["rank"] if "rank" in group else []), *keys, "_name", "_tid",
-                    "start_ns", "end_ns")
-            .unique())
+def _launching_threads(tl: Timeline) -> pl.DataFrame:
+    """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls."""
+    return tl.api.select("rank", "process_id", "thread_id").unique()
 
 
-def _explain(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *, touching: bool
-             ) -> pl.DataFrame:
-    """Best explaining row per gap: largest overlap, then shortest, then earliest."""
+def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Every host interval that may explain a gap: group columns, ``_cause``, ``_name``,
+    ``_tid``, ``start_ns``, ``end_ns``."""
+    cols = [*group, "name", "thread_id", "start_ns", "end_ns"]
+
+    def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
+        return frame.select(*cols).with_columns(pl.lit(cause).alias("_cause"))
+
+    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    plain = api.filter(~pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE)
+                       & ~pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
+    kinds = pl.col("kind").cast(pl.String)
+    host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
+    ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND]))
+    threads = _launching_threads(tl)
+    by_thread = host.filter(kinds.is_in([OSRT_KIND, SAMPLE_KIND])).join(
+        threads, on=["rank", "process_id", "thread_id"], how="semi")
+    parts = [label(blocking_intervals(tl, acts, group), "host_sync"),
+             label(warmup_intervals(tl, acts, group), "warmup"),
+             label(per_group(plain, acts, group), "cuda_api"),
+             label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
+             label(per_group(ranges, acts, group), "cpu_work")]
+    return (pl.concat(parts, how="vertical_relaxed")
+            .rename({"name": "_name", "thread_id": "_tid"}))
+
+
+def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Rows overlapping a gap of their own group, with ``_gid``, ``_gs``, ``_ge``,
+    ``_ov`` (overlap) and ``_d`` (row duration)."""
     g = gaps.select("_gid", *(pl.col(c).alias(f"_g_{c}") for c in group),
                     pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge"))
-    if touching:  # in progress when the gap began
-        preds = [pl.col("start_ns") <= pl.col("_gs"), pl.col("end_ns") >= pl.col("_gs")]
-    else:
-        preds = [pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs")]
-    if rows.height == 0:
-        return pl.DataFrame(schema={"_gid": pl.UInt32, "_name": pl.String, "_tid": pl.Int64})
-    j = rows.join_where(g, *preds)
+    j = rows.join_where(g, pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs"))
     for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_g_{c}")) | (pl.col(c).is_null()
-                                                        & pl.col(f"_g_{c}").is_null()))
-    overlap = (pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs"))
-    return (j.with_columns(overlap.alias("_ov"), (pl.col("end_ns") - pl.col("start_ns"))
-                           .alias("_d"))
-            .sort(["_gid", "_ov", "_d", "start_ns", "_name"],
-                  descending=[False, True, False, False, False])
+        j = j.filter((pl.col(c) == pl.col(f"_g_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_g_{c}").is_null()))
+    overlap = pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")
+    return j.with_columns(overlap.alias("_ov"),
+                          (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
+
+
+def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Innermost candidate covering at least :data:`COVER_FRACTION` of each gap:
+    ``_gid, _cause, _name, _tid, _cs, _ce``."""
+    schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_cause": pl.String(),
+                                      "_name": pl.String(), "_tid": pl.Int64(),
+                                      "_cs": pl.Int64(), "_ce": pl.Int64()}
+    if cands.height == 0:
+        return pl.DataFrame(schema=schema)
+    j = _join_gaps(gaps, cands, group)
+    j = j.filter(pl.col("_ov") >= COVER_FRACTION * (pl.col("_ge") - pl.col("_gs")))
+    # the same call can be a candidate twice (a lazy first launch is warm-up and a CUDA
+    # call): the more specific cause wins
+    j = j.with_columns(pl.col("_cause").replace_strict(list(_CAUSE_ORDER),
+                                                       list(range(len(_CAUSE_ORDER))),
+                                                       return_dtype=pl.Int32).alias("_o"))
+    return (j.sort(["_gid", "_d", "_ov", "_o", "start_ns", "_name"],
+                   descending=[False, False, True, False, False, False], nulls_last=True)
             .group_by("_gid", maintain_order=True)
-            .agg(pl.col("_name").first(), pl.col("_tid").first()))
+            .agg(pl.col("_cause").first(), pl.col("_name").first(), pl.col("_tid").first(),
+                 pl.col("start_ns").first().alias("_cs"), pl.col("end_ns").first().alias("_ce"))
+            .cast(pl.Schema(schema)))
+
+
+def _sample_cover(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """CPU samples of a launching thread covering at least :data:`COVER_FRACTION` of a gap
+    (summed over its sample runs): ``_cause`` ``cpu_busy``, ``_name`` = the top frame with
+    the most sampled time in the gap and its share of the gap, the thread, and the sampled
+    stretch's first start / last end."""
+    schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_cause": pl.String(),
+                                      "_name": pl.String(), "_tid": pl.Int64(),
+                                      "_cs": pl.Int64(), "_ce": pl.Int64()}
+    kinds = pl.col("kind").cast(pl.String)
+    s = tl.ranges.filter((kinds == SAMPLE_KIND) & pl.col("end_ns").is_not_null()).join(
+        _launching_threads(tl), on=["rank", "process_id", "thread_id"], how="semi")
+    if s.height == 0:
+        return pl.DataFrame(schema=schema)
+    j = _join_gaps(gaps, per_group(s, acts, group), group)
+    if j.height == 0:
+        return pl.DataFrame(schema=schema)
+    per_thread = (j.group_by("_gid", "thread_id")
+                  .agg(pl.col("_ov").sum().alias("_tot"), (pl.col("_ge") - pl.col("_gs"))
+                       .first().alias("_len"), pl.col("start_ns").min().alias("_cs"),
+                       pl.col("end_ns").max().alias("_ce"))
+                  .filter(pl.col("_tot") >= COVER_FRACTION * pl.col("_len")))
+    top = (j.group_by("_gid", "thread_id", "name").agg(pl.col("_ov").sum().alias("_f"))
+           .sort(["_gid", "thread_id", "_f", "name"], descending=[False, False, True, False])
+           .group_by("_gid", "thread_id", maintain_order=True).first())
+    out = (per_thread.join(top, on=["_gid", "thread_id"])
+           .sort(["_gid", "_tot", "thread_id"], descending=[False, True, False])
+           .group_by("_gid", maintain_order=True).first()
+           .select("_gid", pl.lit("cpu_busy").alias("_cause"),
+                   (pl.col("name") + pl.lit(" (") + (pl.col("_f") * 100 / pl.col("_len"))
+                    .round(0).cast(pl.Int64).cast(pl.String) + pl.lit("% of the gap)"))
+                   .alias("_name"), pl.col("thread_id").alias("_tid"), "_cs", "_ce"))
+    return out.cast(pl.Schema(schema))
+
+
+def _first_call_warmup(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame,
+                       group: list[str]) -> pl.DataFrame:
+    """Per gap whose first CUDA call started inside it is a warm-up call: ``_gid``,
+    ``_name``, ``_tid``, ``_cs``, ``_ce`` of that call."""
+    schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_name": pl.String(),
+                                      "_tid": pl.Int64(), "_cs": pl.Int64(), "_ce": pl.Int64()}
+    calls = per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts, group)
+    warm = warmup_intervals(tl, acts, group).select(*group, "name", "start_ns",
+                                                    pl.lit(True).alias("_warm"))
+    calls = calls.join(warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
+    if calls.height == 0:
+        return pl.DataFrame(schema=schema)
+    j = _join_gaps(gaps, calls, group).filter(pl.col("start_ns") >= pl.col("_gs"))
+    first = (j.sort("_gid", "start_ns", "name").group_by("_gid", maintain_order=True)
+             .agg(pl.all().first()))
+    return (first.filter(pl.col("_warm").fill_null(False))
+            .select("_gid", pl.col("name").alias("_name"), pl.col("thread_id").alias("_tid"),
+                    pl.col("start_ns").alias("_cs"), pl.col("end_ns").alias("_ce"))
+            .cast(pl.Schema(schema)))
 
 
 def _empty(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
     schema: dict[str, pl.DataType] = {c: acts.schema[c] for c in group}
-    schema.update({"start_ns": pl.Int64(), "end_ns": pl.Int64(), "dur_ns": pl.Int64(),
-                   "launch_overhead_ns": pl.Int64(), "idle_ns": pl.Int64(),
-                   "kind": pl.String(), "cause": pl.String(), "cause_name": pl.String(),
-                   "cause_thread_id": pl.Int64()})
+    schema.update({"start_ns": pl.Int64(), "end_ns": pl.Int64(), "dur_ns": pl.Int64()})
+    schema.update({p: pl.Int64() for p in _GAP_PARTS})
+    schema.update({"kind": pl.String(), "cause": pl.String(), "cause_name": pl.String(),
+                   "cause_thread_id": pl.Int64(), "cause_start_ns": pl.Int64(),
+                   "cause_end_ns": pl.Int64(), "cause_detail": pl.String()})
     return pl.DataFrame(schema=schema)

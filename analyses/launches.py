@@ -112,7 +112,10 @@ def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
 
 def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
                       table: pl.DataFrame | None = None) -> pl.DataFrame:
-    """Estimate, per (rank, device, stream), the GPU idle time CUDA graphs could recover.
+    """Launch-bound gaps per (rank, device, stream): a per-stream *upper estimate* of the
+    launch latency a graph would remove. Not a saving: streams overlap and it ignores what
+    the rank's launch overhead allows; the saving quoted anywhere is the savings engine's
+    (:func:`launch_summary` ``graph_recoverable_ns``).
 
     The estimate (documented in docs/analyses.md): a kernel is **launch-bound** when its
     launch call *began* after the previous kernel on the same stream had ended: the stream
@@ -159,7 +162,8 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
 
 
 def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
-                   table: pl.DataFrame | None = None) -> pl.DataFrame:
+                   table: pl.DataFrame | None = None,
+                   savings: pl.DataFrame | None = None) -> pl.DataFrame:
     """Distributions of launch, queue and kernel time over all launched kernels.
 
     Returns:
@@ -167,14 +171,22 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
         ``count, mean, p50, p95, p99, min, max, sum``, followed by rows ``metric`` =
         ``kernels_shorter_than_launch`` (``count`` = kernels whose duration is below their
         own launch call's duration, ``mean`` = that share in 0..1) and
-        ``graph_recoverable_ns`` (``sum`` = :func:`graph_recoverable` total).
+        ``graph_recoverable_ns``: ``sum`` = what CUDA/HIP graphs could save on the rank
+        where they save most, from the savings engine
+        (:func:`traceparse.analyses.savings.savings`, change ``no_launch_overhead``: the
+        number ``whatif --no-launch-overhead`` prints; never more than that rank's launch
+        overhead), ``rank`` = that rank, ``count`` = :func:`graph_recoverable`'s
+        launch-bound kernels (all ranks).
 
     Example:
         Kernels with (launch, kernel) = (10, 5), (10, 20): one kernel of two is shorter
         than its launch -> count 1, mean 0.5.
 
-    ``table``: a precomputed :func:`launch_table` of ``tl`` (see :func:`graph_recoverable`).
+    ``table``: a precomputed :func:`launch_table` of ``tl`` (see :func:`graph_recoverable`);
+    ``savings``: a precomputed :func:`traceparse.analyses.savings.savings` of ``tl``.
     """
+    from traceparse.analyses import savings as savings_mod
+
     t = launch_table(tl) if table is None else table
     cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
     rows = []
@@ -189,10 +201,14 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
     n = t.height
     short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
     rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t)
+    sv = savings_mod.savings(tl) if savings is None else savings
+    top = savings_mod.best(sv, "no_launch_overhead")
     extra = pl.DataFrame({
         "metric": ["kernels_shorter_than_launch", "graph_recoverable_ns"],
         "count": [short, int(rec["launch_bound_kernels"].sum())],
         "mean": [short / n if n else None, None],
-        "sum": [None, float(rec["graph_recoverable_ns"].sum())],
-    }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64})
+        "sum": [None, float(top["saving_ns"]) if top else 0.0],
+        "rank": [None, top["rank"] if top else None],
+    }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64,
+                         "rank": pl.Int32})
     return pl.concat([out, extra], how="diagonal_relaxed")

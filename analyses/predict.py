@@ -4,7 +4,8 @@
   (:mod:`traceparse.analyses.calibrate`): memcpy/memset by their alpha-beta fit on bytes;
   collectives
   by the alpha-beta fit of (collective, group size) on message bytes; other kernels by the
-  P50 of their name in ``kernel_table``, else of their (class, dtype); anything the model
+  P50 of their (name, launch grid) in ``kernel_table``, else of their name (its most
+  launched grid), else of their (class, dtype); anything the model
   cannot price keeps its measured duration (``source = measured``).
 * :func:`predict` - replay (:func:`traceparse.analyses.replay.replay`) with those durations; the
   window, per-step and per-category times, measured vs predicted.
@@ -27,7 +28,13 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses import fit
-from traceparse.analyses.calibrate import UNKNOWN, calibrate, device_models, host_memory_expr
+from traceparse.analyses.calibrate import (
+    UNKNOWN,
+    calibrate,
+    device_models,
+    grid_expr,
+    host_memory_expr,
+)
 from traceparse.analyses.comm import DTYPE_BYTES, collective_expr
 from traceparse.analyses.kclass import class_expr, dtype_expr
 from traceparse.analyses.replay import replay
@@ -36,13 +43,22 @@ from traceparse.errors import TraceError
 from traceparse.timeline import Timeline
 
 
+def gpu_mismatch(tl: Timeline, cal: dict[str, Any]) -> list[str]:
+    """The trace's device models the calibration has no entry for, each as ``"H100 (the
+    calibration has A100)"``; empty when every model is calibrated."""
+    have = [d["device_model"] for d in cal["devices"]]
+    models = sorted(set(device_models(tl)["device_model"].to_list()))
+    return [f"{m} (the calibration has {', '.join(have) or 'no device'})"
+            for m in models if m not in have]
+
+
 def _device_entry(cal: dict[str, Any], model: str) -> dict[str, Any]:
     for d in cal["devices"]:
         if d["device_model"] == model:
             return dict(d)
     if not cal["devices"]:
         raise TraceError(None, "calibration has no device entries")
-    return dict(cal["devices"][0])
+    return dict(cal["devices"][0])  # only with allow_other_gpu (see predict)
 
 
 def _lookup(frame: pl.DataFrame, keys: list[str], table: list[dict[str, Any]],
@@ -52,6 +68,17 @@ def _lookup(frame: pl.DataFrame, keys: list[str], table: list[dict[str, Any]],
     t = pl.DataFrame(table).select(*keys, pl.col(value).cast(pl.Float64))
     t = t.unique(subset=keys, keep="first")
     return frame.select(*keys).join(t, on=keys, how="left", maintain_order="left")[value]
+
+
+def _per_name(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Kernel-table rows merged per name (rows keyed by grid): the P50 of the grid with the
+    most launches stands for the name."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in table:
+        cur = best.get(r["name"])
+        if cur is None or r["count"] > cur["count"]:
+            best[r["name"]] = r
+    return list(best.values())
 
 
 def model_durations(tl: Timeline, cal: dict[str, Any]) -> pl.DataFrame:
@@ -109,8 +136,15 @@ def model_durations(tl: Timeline, cal: dict[str, Any]) -> pl.DataFrame:
                 src[m] = "collective fit"
         # kernels: name table, then class P50
         todo = (kind == "kernel") & ~np.isfinite(pred)
-        by_name = _lookup(part.select(pl.col("_name").alias("name")), ["name"],
-                          d.get("kernel_table") or [], "p50_ns").to_numpy()
+        table = d.get("kernel_table") or []
+        keyed = part.select(pl.col("_name").alias("name"), grid_expr().alias("grid"))
+        if table and all("grid" in r for r in table):  # same name and grid first
+            by_grid = _lookup(keyed, ["name", "grid"], table, "p50_ns").to_numpy()
+            m = todo & np.isfinite(by_grid.astype(float))
+            pred[m], src[m] = by_grid[m], "kernel table"
+            todo = todo & ~m
+        # then the name alone: the P50 of its most launched grid
+        by_name = _lookup(keyed, ["name"], _per_name(table), "p50_ns").to_numpy()
         m = todo & np.isfinite(by_name.astype(float))
         pred[m], src[m] = by_name[m], "kernel table"
         cls = [{"kclass": k["class"], "kdtype": k["dtype"], "p50": k["duration_ns"]["p50"]}
@@ -171,9 +205,23 @@ def summarize(rep: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def predict(tl: Timeline, cal: dict[str, Any] | None, *,
-            step_regex: str | None = None) -> pl.DataFrame:
+            step_regex: str | None = None, allow_other_gpu: bool = False) -> pl.DataFrame:
     """Replay ``tl`` with durations from ``cal`` (None: measured durations, which must
-    reproduce the trace exactly) and :func:`summarize` it."""
+    reproduce the trace exactly) and :func:`summarize` it: the window error per rank next
+    to the error of each category (compute, communication, memory), so a small window
+    error cannot hide large compensating ones.
+
+    Raises:
+        TraceError: the trace ran on a GPU the calibration has no entry for (a model
+            measured on one GPU says little about another), unless ``allow_other_gpu``;
+            then the calibration's first device prices it and the CLI warns.
+    """
+    if cal is not None and not allow_other_gpu:
+        other = gpu_mismatch(tl, cal)
+        if other:
+            raise TraceError(None, "the calibration was not measured on this trace's GPU: "
+                                   + "; ".join(other)
+                                   + " (calibrate on this GPU, or pass --allow-other-gpu)")
     durations = None if cal is None else model_durations(tl, cal)["pred_dur_ns"]
     rep = replay(tl, durations=durations)
     return summarize(rep, step_windows(tl, step_regex=step_regex))

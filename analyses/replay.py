@@ -12,9 +12,10 @@ device, stream) in measured stream order. Its predicted start is the latest of:
   end of the work launched before it) + (measured return - measured end of that work)``;
   every later call on that process moves by the difference.
 
-A gap before an activity is **host-caused** when its launch call began at or after the
-previous activity on the stream ended (the stream sat idle waiting for the host): the host
-constraint then reproduces it, with the measured launch-to-start latency. Otherwise the
+A gap before an activity is **host-caused** when its launch call was still in progress when
+the previous activity on the stream ended (it began, or returned, after that end: the stream
+sat idle waiting for the host): the host constraint then reproduces it, with the measured
+launch-to-start latency. Otherwise the
 activity was queued, and the measured gap (dispatch, cross-stream event waits) is kept. With
 measured durations the replay therefore reproduces every start and end exactly.
 
@@ -62,16 +63,39 @@ def _activities(tl: Timeline, durations: pl.Series | None) -> pl.DataFrame:
     return rows
 
 
+def _not_launch(tl: Timeline) -> pl.DataFrame:
+    """``rank, process_id, correlation_id`` of calls that are not issuing cost: blocking
+    calls and warm-up (:func:`traceparse.analyses.attribution.classify_calls`)."""
+    from traceparse.analyses.attribution import classify_calls
+
+    return (classify_calls(tl).filter(pl.col("call_part") != "launch")
+            .select(*_PROC, "correlation_id", "call_part", "api_start_ns", "api_end_ns")
+            .with_columns(pl.col("process_id").fill_null(0))
+            .unique(subset=[*_PROC, "correlation_id"], keep="first"))
+
+
 def _launch_cum(tl: Timeline) -> pl.DataFrame:
-    """Per launch call: launch-call time spent on its thread before it (cumulative)."""
-    launches = (tl.api.filter(pl.col("correlation_id").is_not_null()
-                              & ~pl.col("name").cast(pl.String).str.contains(SYNC_RE))
-                .select(*_PROC, "thread_id", "correlation_id", "start_ns", "dur_ns")
-                .with_columns(pl.col("process_id").fill_null(0))
-                .unique(subset=[*_PROC, "correlation_id"], keep="first")
-                .sort("start_ns"))
-    return launches.with_columns(
-        _cum=(pl.col("dur_ns").cum_sum() - pl.col("dur_ns")).over(*_PROC, "thread_id"))
+    """Per call: the rank's **launch overhead** (GPU idle while the host was issuing work,
+    :func:`traceparse.analyses.attribution.part_intervals`) that had ended before the call
+    began (cumulative). Removing launch cost moves later host work earlier by at most the
+    time the GPU actually waited for launches, so the saving never exceeds the rank's
+    launch overhead; a blocking or warm-up call is not launch overhead."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import part_intervals
+
+    lo = intervals.union(part_intervals(tl, "launch_overhead_ns").select(
+        "rank", "start_ns", "end_ns"), by=["rank"])
+    lo = lo.sort("rank", "end_ns").with_columns(
+        _cum=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over("rank"))
+    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
+             .select(*_PROC, "correlation_id", "start_ns")
+             .with_columns(pl.col("process_id").fill_null(0))
+             .unique(subset=[*_PROC, "correlation_id"], keep="first")
+             .sort("start_ns"))
+    out = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
+                          on="start_ns", by="rank", strategy="backward",
+                          check_sortedness=False)
+    return out.with_columns(pl.col("_cum").fill_null(0).cast(pl.Int64))
 
 
 def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame:
@@ -82,7 +106,12 @@ def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame
     s = (tl.api.filter(pl.col("name").cast(pl.String).str.contains(SYNC_RE))
          .select(*_PROC, pl.col("start_ns").alias("sync_start"),
                  pl.col("end_ns").alias("sync_end"))
-         .with_columns(pl.col("process_id").fill_null(0)).sort("sync_start"))
+         .with_columns(pl.col("process_id").fill_null(0)))
+    # copies to/from pageable memory block the host too (attribution's host_sync calls)
+    paged = (_not_launch(tl).filter(pl.col("call_part") == "host_sync")
+             .select(*_PROC, pl.col("api_start_ns").alias("sync_start"),
+                     pl.col("api_end_ns").alias("sync_end")))
+    s = pl.concat([s, paged.cast(s.schema)]).unique().sort("sync_start")
     if s.height == 0:
         return s.with_columns(w=pl.lit(0, pl.Int64), tail=pl.lit(0, pl.Int64))
     a = acts
@@ -140,9 +169,13 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
     # _prev_end: end of the stream's previous activity; _busy_until: latest end before it
     a = a.with_columns(_prev_end=pl.col("end_ns").shift(1).over(_STREAM),
                        _busy_until=pl.col("end_ns").shift(1).cum_max().over(_STREAM))
+    # host-bound: the launch call was still in progress when the stream went idle (it began
+    # after, or returned after, the previous activity ended): the host, not the stream
+    # order, decided the start
     host_bound = pl.col("_prev_end").is_null() | (
         pl.col("api_start_ns").is_not_null()
-        & (pl.col("api_start_ns") >= pl.col("_busy_until")))
+        & (pl.max_horizontal("api_start_ns", "api_end_ns") > pl.col("_busy_until"))
+        & (pl.col("start_ns") >= pl.col("_busy_until")))
     # queued rows keep their measured gap, negative when the stream overlapped itself
     gap = (pl.col("start_ns") - pl.col("_prev_end")).fill_null(0)
     a = a.with_columns(_hb=host_bound, _g=pl.when(host_bound).then(0).otherwise(gap))
@@ -161,8 +194,10 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
     if no_launch_overhead:
         lc = _launch_cum(tl).select(*_PROC, "correlation_id", "_cum")
         a = a.join(lc, on=[*_PROC, "correlation_id"], how="left", maintain_order="left")
-        a = a.with_columns(_lat=pl.when(launched).then(0).otherwise(pl.col("_lat")),
-                           _cum=pl.col("_cum").fill_null(0))
+        # each activity keeps its measured launch-to-start latency (its own call, an event
+        # wait, a busy engine, a blocking copy, a module load): only the launch overhead
+        # before its call is removed (_cum)
+        a = a.with_columns(_cum=pl.col("_cum").fill_null(0))
     else:
         a = a.with_columns(_cum=pl.lit(0, pl.Int64))
     syncs = _syncs(tl, a, overlap_comm)

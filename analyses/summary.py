@@ -46,7 +46,9 @@ VERDICTS = {
     "compute_ns": ("compute-bound", "compute"),
     "communication_ns": ("communication-bound", "exposed communication"),
     "memory_ns": ("memory-copy-bound", "memcpy/memset"),
-    "launch_overhead_ns": ("launch-bound", "launch overhead"),
+    "launch_overhead_ns": ("launch-bound", "launch overhead (the host issuing work)"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("idle-bound", "idle (no GPU work queued)"),
 }
 
@@ -94,6 +96,25 @@ def launches_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """Launch, queue and kernel time distributions
     (:func:`traceparse.analyses.launches.launch_summary`)."""
     return launch_summary(tl)
+
+
+def savings_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """What removing launch overhead or exposed communication would save, per rank, from the
+    what-if replay (:func:`traceparse.analyses.savings.savings`: the numbers ``whatif``
+    prints), next to the attribution part each removes."""
+    from traceparse.analyses.savings import savings
+
+    return savings(tl)
+
+
+def straggler_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
+    """Ranks that start their collectives last
+    (:func:`traceparse.analyses.comm.straggler_summary`): per straggling (rank, device), the
+    calls it was last to start and their summed skew (what its lateness cost the others);
+    empty without collectives seen on two or more ranks/devices."""
+    from traceparse.analyses.comm import straggler_summary
+
+    return straggler_summary(tl)
 
 
 def communication_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
@@ -154,27 +175,66 @@ SECTIONS: dict[str, SectionFn] = {
     "gpu_clock": gpu_clock_section,
     "memory": memory_section,
     "graphs": graphs_section,
+    "savings": savings_section,
+    "stragglers": straggler_section,
 }
 
 
-def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None) -> str:
-    """One line naming the largest attribution part over all devices, e.g.
-    ``"launch-bound: 59.2% of the window is launch overhead"``.
+#: A straggler is named when its summed collective skew is at least this share of the
+#: longest device window.
+STRAGGLER_MIN_FRAC = 0.05
 
-    For idle-bound traces the most common cause among ``gaps`` (by time) is appended.
+
+def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
+            stragglers: pl.DataFrame | None = None,
+            sync_calls: pl.DataFrame | None = None) -> str:
+    """One line naming the largest attribution part over all devices, e.g.
+    ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
+
+    Host sync names the blocking call that overlaps the most host-sync time
+    (``sync_calls``: :func:`traceparse.analyses.attribution.host_sync_by_call`; e.g.
+    ``mostly cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
+    ``gaps``; warm-up-dominated traces also give the largest steady-state part (the window
+    without warm-up), so a one-off module load does not hide what the run is bound by.
     """
     if bd.height == 0 or int(bd["window_ns"].sum()) == 0:
         return "no GPU activity"
     window = int(bd["window_ns"].sum())
-    sums = {p: int(bd[p].sum()) for p in VERDICTS}
+    sums = {p: int(bd[p].sum()) if p in bd.columns else 0 for p in VERDICTS}
     part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
     label, what = VERDICTS[part]
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
+    if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
+        line += f" (mostly {sync_calls['name'][0]})"
     if part == "idle_ns" and gaps is not None and gaps.height:
-        causes = (gaps.group_by("cause").agg(pl.col("dur_ns").sum())
-                  .sort(["dur_ns", "cause"], descending=[True, False]))
-        line += f"; largest gaps mostly {causes['cause'][0]}"
+        cause = _top_by_time(gaps, "cause")
+        if cause:
+            line += f"; largest gaps mostly {cause}"
+    if stragglers is not None and stragglers.height:
+        top = stragglers.row(0, named=True)
+        longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
+        if top["skew_ns"] >= STRAGGLER_MIN_FRAC * longest:
+            line += (f"; rank {top['straggler_rank']} straggles: it started "
+                     f"{top['calls']} collective(s) last, {top['skew_ns'] / 1e6:.3f} ms of "
+                     "summed skew the other ranks waited")
+    if part == "warmup_ns":
+        steady = window - sums["warmup_ns"]
+        rest = max((p for p in VERDICTS if p != "warmup_ns"),
+                   key=lambda p: (sums[p], -list(VERDICTS).index(p)))
+        if steady > 0:
+            line += (f"; steady state (without warm-up) is {VERDICTS[rest][0]}: "
+                     f"{sums[rest] * 100.0 / steady:.1f}% {VERDICTS[rest][1]}")
     return line
+
+
+def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:
+    """The value of ``col`` with the most gap time (ties by name); None without any."""
+    g = gaps.filter(pl.col(col).is_not_null())
+    if g.height == 0:
+        return None
+    top = (g.group_by(col).agg(pl.col("dur_ns").sum())
+           .sort(["dur_ns", col], descending=[True, False]))
+    return str(top[col][0])
 
 
 def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
@@ -199,7 +259,13 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     out = {name: fn(tl, opts) for name, fn in wanted.items()}
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
-    line = verdict(bd, top_gaps)
+    strag = out["stragglers"] if "stragglers" in out else straggler_section(tl, opts)
+    sync_calls = None
+    if bd.height and int(bd["host_sync_ns"].sum()) > 0:
+        from traceparse.analyses.attribution import host_sync_by_call
+
+        sync_calls = host_sync_by_call(tl)
+    line = verdict(bd, top_gaps, strag, sync_calls)
     if tl.metrics.height and "idle" in line:
         from traceparse.analyses.metrics import idle_caveat
 

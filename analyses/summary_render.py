@@ -12,8 +12,9 @@ from traceparse import units
 
 #: Bar glyph per attribution part, in priority order.
 GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
-          "launch_overhead_ns": "L", "idle_ns": "."}
+          "launch_overhead_ns": "L", "warmup_ns": "W", "host_sync_ns": "S", "idle_ns": "."}
 BAR_WIDTH = 50
+_LABELS = {"launch_overhead_ns": "launch", "host_sync_ns": "host-sync"}
 
 
 def fmt_ns(ns: float | int | None) -> str:
@@ -41,7 +42,7 @@ def _breakdown(frame: pl.DataFrame) -> list[str]:
                          for p, g in GLYPHS.items()) + ")"]
     for r in frame.iter_rows(named=True):
         w = r["window_ns"] or 1
-        pct = "  ".join(f"{p.removesuffix('_ns').split('_')[0]} {r[p] * 100 / w:.1f}%"
+        pct = "  ".join(f"{_LABELS.get(p, p.removesuffix('_ns'))} {r[p] * 100 / w:.1f}%"
                         for p in GLYPHS)
         lines.append(f"  rank {r['rank']} dev {r['device_id']}  [{bar(r)}]  "
                      f"{fmt_ns(r['window_ns'])}")
@@ -76,6 +77,8 @@ def _top_gaps(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
     for r in frame.iter_rows(named=True):
         why = r["cause"] + (f" ({r['cause_name']}, thread {r['cause_thread_id']})"
                             if r["cause_name"] else "")
+        if r.get("cause_detail"):
+            why += f"; {r['cause_detail']}"
         lines.append(f"  {fmt_ns(r['dur_ns']):>10}  rank {r['rank']} dev {r['device_id']} "
                      f"at {units.timestamp(r['start_ns'], t0)}  {r['kind']}  {why}")
     return lines
@@ -98,8 +101,31 @@ def _launches(frame: pl.DataFrame) -> list[str]:
                      f"({short['mean'] * 100:.1f}%)")
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
-        lines.append(f"  CUDA graphs could recover up to {fmt_ns(rec['sum'])} "
-                     f"({units.plural(rec['count'], 'launch-bound kernel')})")
+        where = f" on rank {rec['rank']}" if rec.get("rank") is not None else ""
+        lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (replay without "
+                     f"launch cost = whatif --no-launch-overhead; "
+                     f"{units.plural(rec['count'], 'launch-bound kernel')})")
+    return lines
+
+
+def _savings(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {fmt_ns(r['saving_ns']):>10} "
+                     f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
+                     f"{fmt_ns(r['predicted_ns'])})")
+    return lines
+
+
+def _stragglers(frame: pl.DataFrame) -> list[str]:
+    if frame.height == 0:
+        return []
+    lines = ["Stragglers (rank last to start a collective; summed skew)"]
+    for r in frame.iter_rows(named=True):
+        lines.append(f"  rank {r['straggler_rank']} dev {r['straggler_device']}  "
+                     f"{r['calls']} call(s)  {fmt_ns(r['skew_ns'])}")
     return lines
 
 
@@ -174,6 +200,7 @@ RENDERERS: dict[str, Callable[[pl.DataFrame], list[str]]] = {
     "window": _window, "breakdown": _breakdown, "top_kernels": _top_kernels,
     "top_gaps": _top_gaps, "launches": _launches, "communication": _communication,
     "gpu_metrics": _gpu_metrics, "gpu_clock": _gpu_clock, "memory": _memory, "graphs": _graphs,
+    "savings": _savings, "stragglers": _stragglers,
 }
 
 

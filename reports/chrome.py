@@ -208,16 +208,17 @@ def attribution_intervals(tl: Timeline) -> pl.DataFrame:
     Uses :mod:`traceparse.analyses.attribution`'s definitions (busy activities, launch windows,
     window =
     first to last busy activity) and its priority compute > communication > memory >
-    launch overhead > idle; adjacent intervals of one category are merged. Per (rank,
+    launch overhead > warm-up > host sync > idle; adjacent intervals of one category are
+    merged. Per (rank,
     device) the interval lengths of each category sum to the matching ``breakdown`` part
     (tested).
 
     Returns:
         ``rank``, ``device_id``, ``start_ns``, ``end_ns``, ``category`` (compute,
-        communication, memory, launch_overhead, idle), sorted.
+        communication, memory, launch_overhead, warmup, host_sync, idle), sorted.
     """
     from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import busy_activities, launch_windows
+    from traceparse.analyses.attribution import busy_activities, host_sets, part_expr
 
     group = ["rank", "device_id"]
     acts = busy_activities(tl)
@@ -226,20 +227,16 @@ def attribution_intervals(tl: Timeline) -> pl.DataFrame:
                                     "start_ns": pl.Int64, "end_ns": pl.Int64,
                                     "category": pl.String})
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-    launch = launch_windows(tl, acts).join(wins.rename({"start_ns": "_ws", "end_ns": "_we"}),
-                                           on=group)
-    launch = launch.with_columns(pl.max_horizontal("start_ns", "_ws").alias("start_ns"),
-                                 pl.min_horizontal("end_ns", "_we").alias("end_ns")) \
-        .filter(pl.col("end_ns") > pl.col("start_ns"))
-    sets = {"_win": wins, "launch": launch.select(*group, "start_ns", "end_ns")}
+    sets = {"_win": wins}
+    for label, frame in host_sets(tl, acts, group).items():
+        f = frame.join(wins.rename({"start_ns": "_ws", "end_ns": "_we"}), on=group)
+        sets[label] = (f.select(*group, pl.max_horizontal("start_ns", "_ws").alias("start_ns"),
+                                pl.min_horizontal("end_ns", "_we").alias("end_ns"))
+                       .filter(pl.col("end_ns") > pl.col("start_ns")))
     for cat in ("compute", "communication", "memory"):
         sets[cat] = acts.filter(pl.col("category") == cat).select(*group, "start_ns", "end_ns")
     seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
-    cat_expr = (pl.when(pl.col("compute") > 0).then(pl.lit("compute"))
-                .when(pl.col("communication") > 0).then(pl.lit("communication"))
-                .when(pl.col("memory") > 0).then(pl.lit("memory"))
-                .when(pl.col("launch") > 0).then(pl.lit("launch_overhead"))
-                .otherwise(pl.lit("idle")))
+    cat_expr = part_expr().str.strip_suffix("_ns")
     seg = seg.select(*group, "start_ns", "end_ns", cat_expr.alias("category")) \
         .sort(*group, "start_ns")
     # merge runs of the same category that touch

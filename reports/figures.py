@@ -30,6 +30,8 @@ COLORS = {
     "memory": "#DD8452",
     "communication": "#55A868",
     "launch_overhead": "#C44E52",
+    "warmup": "#937860",
+    "host_sync": "#DA8BC3",
     "sync": "#8172B3",
     "idle": "#D0D0D0",
     "overlapped_comm": "#A6D8B0",

@@ -27,7 +27,8 @@ from markupsafe import Markup, escape
 
 from traceparse.reports import figures
 
-ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "idle")
+ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup",
+                     "host_sync", "idle")
 
 
 def json_for_script(value: Any) -> Markup:

@@ -1,18 +1,23 @@
 """The verdict and ranked recommendations of the report, from the payload's numbers.
 
-Every recommendation carries: ``id``, ``title``, ``saving_ns`` (an *upper bound* on the GPU
-wall time the fix could recover, summed over devices), ``saving_pct`` (of the summed device
-windows), ``evidence`` (sentences with the numbers and the kernels or gaps behind them),
-``how`` (what to do) and ``estimate`` (how ``saving_ns`` was computed). They are ranked by
-``saving_ns`` (ties by id), so the first one is the biggest lever.
+Every recommendation carries: ``id``, ``title``, ``saving_ns`` (the GPU wall time the fix
+could recover **on one rank**: the rank where it saves most; never a sum over ranks),
+``saving_pct`` (of that rank's window; of the summed device windows for ``tensor-cores``,
+whose roofline points carry no rank), ``evidence`` (sentences with the numbers
+and the kernels or gaps behind them), ``how`` (what to do) and ``estimate`` (how
+``saving_ns`` was computed). They are ranked by ``saving_ns`` (ties by id), so the first one
+is the biggest lever.
 
 Rules and their savings estimates:
 
-``cuda-graphs`` (launch-bound)
-    Fires when attribution's launch overhead is at least 5% of the window. Saving = the
-    launch overhead time itself: the GPU sat idle while the host was inside a launch call for
-    work that had not started. CUDA graphs replace per-kernel launches by one graph launch,
-    so at most this time comes back.
+``cuda-graphs`` (launch-bound; "HIP graphs" on ROCm traces)
+    Fires when a rank's launch overhead is at least 5% of its window and the replay saves
+    time. Saving = the savings engine's figure (:mod:`traceparse.analyses.savings`): the
+    rank's window minus its replay without launch cost, exactly what ``whatif
+    --no-launch-overhead`` prints for that rank, and never more than its launch overhead.
+``host-sync`` (host blocked in synchronising calls)
+    Fires when a rank's host-sync time is at least 5% of its window. Saving = that time (an
+    upper bound), the covering calls named from the gaps.
 ``fusion`` (many tiny memory-bound kernels)
     Fires when at least 100 kernels shorter than 10 µs whose names mark them as
     memory-bound elementwise/reduction/copy work
@@ -30,8 +35,9 @@ Rules and their savings estimates:
     (pinned transfers typically reach about twice the pageable bandwidth, and can overlap
     compute, which pageable ones cannot).
 ``overlap-comm`` (exposed NCCL time)
-    Fires when exposed communication is at least 2% of the window. Saving = the exposed
-    communication time (if all of it were hidden under compute).
+    Fires when a rank's exposed communication is at least 2% of its window and the replay
+    saves time. Saving = the savings engine's ``overlap_comm`` figure for that rank (what
+    ``whatif --overlap-comm`` prints), never more than its exposed communication.
 ``tensor-cores`` (GEMMs far under their roof; only with roofline data)
     Fires for GEMM/convolution kernels (names matching :data:`traceparse.reports.sections.GEMM_RE`)
     that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
@@ -39,13 +45,15 @@ Rules and their savings estimates:
     the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
     lower-precision kernel).
 ``overlap-copies`` (exposed memcpy/memset)
-    Fires when copies/memsets with nothing else running are at least 10% of the window.
+    Fires when copies/memsets with nothing else running are at least 10% of a rank's window
+    (the rank with the most).
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
     or were avoided by keeping data on the device).
 ``input-pipeline`` (host-bound idle)
-    Fires when idle time is at least 10% of the window. Saving = the idle time (an upper
-    bound: the GPU had nothing to do and no launch was in flight, which points at host
-    work such as data loading, preprocessing or synchronisation).
+    Fires when idle time is at least 10% of a rank's window (the rank with the most). Saving
+    = that idle time (an upper bound: the GPU had nothing to do, no launch was in flight, no
+    warm-up ran and the host was not blocked, which points at host work such as data
+    loading or preprocessing).
 
 The verdict names the part of the attribution that dominates the window. When the payload
 has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
@@ -70,6 +78,8 @@ _BOUND = {
     "memory_ns": ("memory-transfer-bound", "memcpy/memset with nothing else running"),
     "communication_ns": ("communication-bound", "exposed communication"),
     "launch_overhead_ns": ("launch-bound", "waiting for kernel launches"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("host-bound", "idle GPU (no work, no launch in flight)"),
 }
 
@@ -98,6 +108,7 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
                 "detail": None, "bound": None}
     t = attr["totals"]
     w = t["window_ns"]
+    t = {p: t.get(p, 0) for p in (*_BOUND, "window_ns")}
     key = max(_BOUND, key=lambda p: (t[p], p))
     bound, what = _BOUND[key]
     parts = ", ".join(f"{_BOUND[p][1].split(' (')[0]} {_pct(t[p], w):.1f}%"
@@ -118,31 +129,91 @@ def _rec(rid: str, title: str, saving: float, window: int, evidence: list[str], 
             "estimate": estimate}
 
 
+def _by_rank(payload: dict[str, Any]) -> dict[int, dict[str, int]]:
+    """Attribution parts and window summed per rank (over its devices)."""
+    out: dict[int, dict[str, int]] = {}
+    for r in payload.get("attribution", {}).get("rows", []):
+        d = out.setdefault(int(r["rank"]), {})
+        for k, v in r.items():
+            if k.endswith("_ns") and isinstance(v, int):
+                d[k] = d.get(k, 0) + v
+    return out
+
+
+def _worst_rank(payload: dict[str, Any], part: str) -> tuple[int, int, int] | None:
+    """(rank, part_ns, rank window_ns) of the rank with the most ``part``: multi-rank
+    savings are per rank, never a sum over ranks."""
+    ranks = _by_rank(payload)
+    if not ranks:
+        return None
+    rank = max(ranks, key=lambda r: (ranks[r].get(part, 0), -r))
+    return rank, ranks[rank].get(part, 0), ranks[rank].get("window_ns", 0)
+
+
+def _engine(payload: dict[str, Any], change: str) -> dict[str, Any] | None:
+    """The savings engine's row (:func:`traceparse.analyses.savings.savings`, copied into
+    the payload's summary) with the largest saving for ``change``."""
+    rows = [r for r in payload.get("summary", {}).get("savings", []) if r["change"] == change]
+    return max(rows, key=lambda r: (r["saving_ns"], -r["rank"])) if rows else None
+
+
 def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    lo = t["launch_overhead_ns"]
-    if lo < LAUNCH_MIN_FRAC * w:
+    top = _engine(payload, "no_launch_overhead")
+    if top is None or top["saving_ns"] <= 0 \
+            or top["bound_ns"] < LAUNCH_MIN_FRAC * top["measured_ns"]:
         return []
-    ev = [f"Launch overhead {_ms(lo)} = {_pct(lo, w):.1f}% of the GPU window: the GPU was idle "
-          "while the host was still inside a launch call for the next kernel."]
+    hip = payload.get("evidence", {}).get("hip", False)
+    graphs = "HIP graphs" if hip else "CUDA graphs"
+    r = top["rank"]
+    ev = [f"Rank {r}: launch overhead {_ms(top['bound_ns'])} = "
+          f"{_pct(top['bound_ns'], top['measured_ns']):.1f}% of its {_ms(top['measured_ns'])} "
+          "window: the GPU was idle while the host was inside a launch call for the next "
+          "kernel (not blocked in a synchronising call: that is host sync).",
+          f"Replaying rank {r} without launch cost (whatif --no-launch-overhead) shortens "
+          f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved."]
     la = payload.get("launches")
     if la and la.get("linked"):
         ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
-                  "shorter than their own launch call; CUDA graphs could recover about "
-                  f"{_ms(la['graph_recoverable_ns'])} of launch gaps on "
-                  f"{la['launch_bound_kernels']:,} launch-bound kernels.")
-    k = payload.get("kernels")
-    if k and k.get("instances"):
-        ev.append(f"{k['instances']:,} kernel launches, average kernel "
-                  f"{k['total_ns'] / k['instances'] / 1e3:,.2f} µs.")
-    return [_rec("cuda-graphs", "Launch-bound: capture the step in a CUDA graph", lo, w, ev,
-                 "Capture the repeated step with CUDA graphs (torch.cuda.graphs / "
-                 "torch.compile mode='reduce-overhead') so one graph launch replaces many "
-                 "kernel launches; also remove host work between launches.",
-                 "the launch overhead time (GPU idle while a launch call was in flight).")]
+                  "shorter than their own launch call.")
+    how = (f"Capture the repeated step with {graphs} (torch.cuda.graphs / torch.compile "
+           "mode='reduce-overhead'" + (", which use HIP graphs on ROCm" if hip else "")
+           + ") so one graph launch replaces many kernel launches; also remove host work "
+           "between launches.")
+    return [_rec("cuda-graphs", f"Launch-bound: capture the step in {graphs[:-1]}",
+                 top["saving_ns"], top["measured_ns"], ev, how,
+                 f"whatif --no-launch-overhead on rank {r}: measured window minus the replay "
+                 "without launch cost (at most the rank's launch overhead).")]
+
+
+def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
+    worst = _worst_rank(payload, "host_sync_ns")
+    if worst is None or worst[1] < LAUNCH_MIN_FRAC * worst[2]:
+        return []
+    rank, sync, rw = worst
+    ev = [f"Rank {rank}: the GPU sat idle for {_ms(sync)} = {_pct(sync, rw):.1f}% of its window "
+          "while the host was blocked in a call that waits for the GPU."]
+    gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
+            if g.get("cause") == "host_sync"][:3]
+    for g in gaps:
+        ev.append(f"Gap of {g['dur_ns'] / 1e3:,.1f} µs covered by {g['cause_name']} "
+                  f"(thread {g.get('cause_thread_id')}).")
+    return [_rec("host-sync", "Host blocked in synchronising calls: remove the syncs",
+                 sync, rw, ev,
+                 "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "
+                 "copies to pageable memory (pin the buffer and use non_blocking=True), "
+                 "cudaMalloc/cudaFree in the loop (use the caching allocator), explicit "
+                 "synchronize calls; overlap the remaining ones with queued work.",
+                 "the host-sync time of that rank (an upper bound: the GPU idle while the "
+                 "host was blocked).")]
 
 
 def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    tiny = payload["evidence"]["tiny_memory_kernels"]
+    tiny = dict(payload["evidence"]["tiny_memory_kernels"])
+    ranks = _by_rank(payload)
+    if len(ranks) > 1 and tiny.get("by_rank"):  # per rank: the rank with the most
+        top = tiny["by_rank"][0]
+        tiny.update(count=top["count"], total_ns=top["total_ns"])
+        w = ranks.get(int(top["rank"]), {}).get("window_ns", w)
     if tiny["count"] < FUSION_MIN_COUNT or tiny["total_ns"] < FUSION_MIN_FRAC * w:
         return []
     names = "; ".join(f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"])
@@ -160,6 +231,10 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     pc = payload["evidence"]["pageable_copies"]
     pg, pn = pc["pageable"], pc["pinned"]
+    ranks = _by_rank(payload)
+    if len(ranks) > 1 and pc.get("pageable_by_rank"):  # per rank: the rank with the most
+        pg = pc["pageable_by_rank"][0]
+        w = ranks.get(int(pg["rank"]), {}).get("window_ns", w)
     if not pg["count"] or not pg["total_ns"]:
         return []
     if pn["gbps"]:
@@ -184,27 +259,35 @@ def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 
 
 def _comm(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    exposed = t["communication_ns"]
-    if exposed < COMM_MIN_FRAC * w:
+    top = _engine(payload, "overlap_comm")
+    if top is None or top["saving_ns"] <= 0 \
+            or top["bound_ns"] < COMM_MIN_FRAC * top["measured_ns"]:
         return []
-    hidden = t["overlapped_comm_ns"]
-    ev = [f"Exposed communication {_ms(exposed)} = {_pct(exposed, w):.1f}% of the window; "
-          f"{_ms(hidden)} of communication was already hidden under compute "
-          f"({_pct(hidden, hidden + exposed):.1f}% overlap)."]
+    r = top["rank"]
+    exposed = _by_rank(payload).get(r, {}).get("communication_ns", top["bound_ns"])
+    hidden = _by_rank(payload).get(r, {}).get("overlapped_comm_ns", 0)
+    ev = [f"Rank {r}: exposed communication {_ms(exposed)} = "
+          f"{_pct(exposed, top['measured_ns']):.1f}% of its window; {_ms(hidden)} of "
+          f"communication was already hidden under compute "
+          f"({_pct(hidden, hidden + exposed):.1f}% overlap).",
+          f"Replaying rank {r} with communication off the critical path (whatif "
+          f"--overlap-comm) shortens its window to {_ms(top['predicted_ns'])}."]
     return [_rec("overlap-comm", "Exposed NCCL time: overlap communication with compute",
-                 exposed, w, ev,
+                 top["saving_ns"], top["measured_ns"], ev,
                  "Overlap collectives with compute (DDP bucketing / FSDP prefetch, async "
                  "collectives on a separate stream), shrink them (gradient compression, "
                  "bigger buckets) or fix rank imbalance that makes ranks wait.",
-                 "the exposed communication time (if all of it were hidden under compute).")]
+                 f"whatif --overlap-comm on rank {r}: measured window minus the replay (at "
+                 "most the rank's exposed communication).")]
 
 
 def _copies(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    mem = t["memory_ns"]
-    if mem < COPY_MIN_FRAC * w:
+    worst = _worst_rank(payload, "memory_ns")
+    if worst is None or worst[1] < COPY_MIN_FRAC * worst[2]:
         return []
-    ev = [f"Copies/memsets ran with no kernel alongside for {_ms(mem)} = "
-          f"{_pct(mem, w):.1f}% of the window."]
+    rank, mem, w = worst
+    ev = [f"Rank {rank}: copies/memsets ran with no kernel alongside for {_ms(mem)} = "
+          f"{_pct(mem, w):.1f}% of its window."]
     pc = payload["evidence"]["pageable_copies"]
     moved = pc["pageable"]["bytes"] + pc["pinned"]["bytes"]
     if moved:
@@ -249,11 +332,12 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 
 
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    idle = t["idle_ns"]
-    if idle < IDLE_MIN_FRAC * w:
+    worst = _worst_rank(payload, "idle_ns")
+    if worst is None or worst[1] < IDLE_MIN_FRAC * worst[2]:
         return []
-    ev = [f"The GPU was idle with no launch in flight for {_ms(idle)} = "
-          f"{_pct(idle, w):.1f}% of the window."]
+    rank, idle, w = worst
+    ev = [f"Rank {rank}: the GPU was idle with no launch in flight, no warm-up and the host "
+          f"not blocked for {_ms(idle)} = {_pct(idle, w):.1f}% of its window."]
     gaps = payload.get("gaps", {}).get("table", {}).get("rows", [])
     if gaps:
         g = gaps[0]
@@ -277,6 +361,7 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
     if attr and attr["totals"]["window_ns"]:
         t, w = attr["totals"], attr["totals"]["window_ns"]
         items += _launch(payload, t, w)
+        items += _host_sync(payload, t, w)
         items += _fusion(payload, w)
         items += _pinned(payload, w)
         items += _comm(payload, t, w)

@@ -22,6 +22,10 @@ from traceparse.analyses.gaps import idle_gaps
 from traceparse.reports.options import STEP_REGEX, rows
 from traceparse.timeline import Timeline
 
+#: Attribution parts in priority order (without the ``_ns`` suffix).
+ATTR_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup", "host_sync",
+              "idle")
+
 if TYPE_CHECKING:
     from traceparse.reports.options import ReportOptions
 
@@ -47,13 +51,12 @@ def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
     for r in data:
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
         w = r["window_ns"] or 0
-        for part in ("compute", "memory", "communication", "launch_overhead", "idle"):
+        for part in ATTR_PARTS:
             r[f"{part}_pct"] = 100.0 * r[f"{part}_ns"] / w if w else None
-    parts = ("compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns", "idle_ns",
-             "window_ns", "overlapped_comm_ns")
+    parts = (*(f"{p}_ns" for p in ATTR_PARTS), "window_ns", "overlapped_comm_ns")
     totals = {p: int(frame[p].sum()) if frame.height else 0 for p in parts}
     columns = [col("label", "rank / device"), col("window_ns", "window (ms)", "ms")]
-    for part in ("compute", "memory", "communication", "launch_overhead", "idle"):
+    for part in ATTR_PARTS:
         columns += [col(f"{part}_ns", f"{part.replace('_', ' ')} (ms)", "ms"),
                     col(f"{part}_pct", "%", "pct")]
     columns += [col("overlapped_comm_ns", "comm hidden under compute (ms)", "ms"),
@@ -64,7 +67,9 @@ def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
         "table": {"columns": columns, "rows": data},
         "note": ("Each device's window (first to last GPU activity) split so the parts sum to "
                  "the window exactly. Priority where streams overlap: compute > "
-                 "communication > memory > launch overhead > idle. Communication is the "
+                 "communication > memory > launch overhead > warm-up > host sync > idle. Launch "
+                 "overhead is the host issuing work; warm-up is module loading and compiling; "
+                 "host sync is the host blocked in a call that waits. Communication is the "
                  "exposed part; communication hidden under compute is counted as compute."),
     }
 
@@ -82,8 +87,12 @@ def tiny_memory_kernels(tl: Timeline, *, max_ns: int = TINY_KERNEL_NS,
     by = (k.group_by(pl.col("name").cast(pl.String))
           .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
           .sort(["count", "total_ns", "name"], descending=[True, True, False]).head(top))
+    per = (k.group_by("rank").agg(pl.len().alias("count"),
+                                  pl.col("dur_ns").sum().alias("total_ns"))
+           .sort(["total_ns", "rank"], descending=[True, False]))
     return {"max_ns": max_ns, "count": k.height,
-            "total_ns": int(k["dur_ns"].sum()) if k.height else 0, "top": rows(by)}
+            "total_ns": int(k["dur_ns"].sum()) if k.height else 0, "top": rows(by),
+            "by_rank": rows(per)}
 
 
 def pageable_copies(tl: Timeline) -> dict[str, Any]:
@@ -103,7 +112,10 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
         return {"count": f.height, "bytes": b, "total_ns": t,
                 "gbps": (b / t) if t else None}  # bytes/ns == GB/s
 
-    return {"pageable": agg(pageable), "pinned": agg(pinned)}
+    per = [{"rank": int(r), **agg(pageable.filter(pl.col("rank") == r))}
+           for r in sorted(pageable["rank"].unique().to_list())]
+    per.sort(key=lambda d: (-d["total_ns"], d["rank"]))
+    return {"pageable": agg(pageable), "pinned": agg(pinned), "pageable_by_rank": per}
 
 
 def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, Any]:
@@ -113,7 +125,9 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                                             pl.col("dur_ns").sum().alias("total_ns"),
                                             pl.col("idle_ns").sum().alias("idle_ns"),
                                             pl.col("launch_overhead_ns").sum()
-                                            .alias("launch_overhead_ns"))
+                                            .alias("launch_overhead_ns"),
+                                            pl.col("warmup_ns").sum().alias("warmup_ns"),
+                                            pl.col("host_sync_ns").sum().alias("host_sync_ns"))
                 .sort(["total_ns", "cause"], descending=[True, False]))
     listed = frame.head(opts.max_gaps)
     t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
@@ -122,9 +136,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
     columns = [col("label", "rank / device"), col("at_ns", "at (ms from first activity)", "ms"),
                col("dur_ns", "gap (µs)", "us"), col("idle_ns", "idle (µs)", "us"),
-               col("launch_overhead_ns", "launch overhead (µs)", "us"), col("kind", "kind"),
+               col("launch_overhead_ns", "launch overhead (µs)", "us"),
+               col("warmup_ns", "warm-up (µs)", "us"), col("host_sync_ns", "host sync (µs)", "us"),
+               col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
-               col("cause_thread_id", "thread", "int")]
+               col("cause_thread_id", "thread", "int"), col("cause_detail", "detail")]
     more = frame.height - listed.height
     return {
         "count": frame.height,
@@ -135,7 +151,9 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         "cause_table": {"columns": [col("cause", "cause"), col("count", "gaps", "int"),
                                     col("total_ns", "total (ms)", "ms"),
                                     col("idle_ns", "idle (ms)", "ms"),
-                                    col("launch_overhead_ns", "launch overhead (ms)", "ms")],
+                                    col("launch_overhead_ns", "launch overhead (ms)", "ms"),
+                                    col("warmup_ns", "warm-up (ms)", "ms"),
+                                    col("host_sync_ns", "host sync (ms)", "ms")],
                         "rows": rows(by_cause)},
         "note": (f"{frame.height:,} stretches of at least {opts.gap_min_ns / 1e3:g} µs where "
                  "a device ran nothing, longest first"
@@ -174,19 +192,22 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
     """``traceparse summary``'s result (verdict and shared sections) and its breakdown; the
     summary's own gap list is ``gaps`` (already computed), so nothing is computed twice."""
     res = summary_mod.summarize(tl, top=opts.top_n, min_gap_ns=opts.gap_min_ns, gaps=gaps,
-                                sections=("window", "breakdown", "top_kernels", "top_gaps"))
+                                sections=("window", "breakdown", "top_kernels", "top_gaps",
+                                          "savings", "stragglers"))
     secs = res["sections"]
     out = {"verdict": res["verdict"],
            "window": rows(secs["window"])[0] if secs["window"].height else {},
-           "top_kernels": rows(secs["top_kernels"])}
+           "top_kernels": rows(secs["top_kernels"]),
+           "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"])}
     return out, secs["breakdown"]
 
 
-def _launches(tl: Timeline) -> dict[str, Any] | None:
+def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, Any] | None:
     import numpy as np
 
     table: pl.DataFrame = launches_mod.launch_table(tl)
-    summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table)  # one launch join, not three
+    summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table,  # one launch join
+                                                     savings=savings)
     lat = (table["start_ns"] - table["api_start_ns"]).to_numpy() if table.height else \
         np.array([], dtype=np.int64)
     hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
@@ -213,6 +234,7 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
         "linked": table.height,
         "histogram": hist,
         "graph_recoverable_ns": int(rec.get("sum") or 0),
+        "graph_recoverable_rank": rec.get("rank"),
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": rows(metrics)},
@@ -220,8 +242,10 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
-                 f"call; CUDA graphs could recover about {int(rec.get('sum') or 0) / 1e3:,.1f}"
-                 f" µs of launch gaps on {int(rec.get('count') or 0):,} launch-bound kernels."),
+                 f"call; CUDA graphs could save {int(rec.get('sum') or 0) / 1e3:,.1f} µs"
+                 + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
+                 + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
+                 f"overhead); {int(rec.get('count') or 0):,} launch-bound kernels."),
     }
 
 
@@ -265,7 +289,7 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
         r["dur_ns"] = r["wall_ns"]
     keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
                         "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
-                        "idle_ns") if c in st.columns]
+                        "warmup_ns", "host_sync_ns", "idle_ns") if c in st.columns]
     columns = [c if c["key"] != "wall_ns" else col("wall_ns", "step time (ms)", "ms")
                for c in auto_columns(st.select(keep))]
     return {
@@ -375,12 +399,17 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
     out: dict[str, Any] = {
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
-                     "pageable_copies": pageable_copies(tl)},
+                     "pageable_copies": pageable_copies(tl),
+                     # ROCm traces record HIP calls: recommendations say HIP graphs
+                     "hip": bool(tl.api.height and tl.api["name"].cast(pl.String)
+                                 .str.starts_with("hip").any())},
     }
     gap_frame = idle_gaps(tl, min_ns=opts.gap_min_ns)
     out["summary"], bd = _summary(tl, opts, gap_frame)
     out["attribution"] = _attribution(bd)
-    for name, fn in (("launches", _launches), ("comm", _comm), ("steps", _steps)):
+    sv = pl.DataFrame(out["summary"]["savings"]) if out["summary"]["savings"] else None
+    for name, fn in (("launches", lambda t: _launches(t, sv)), ("comm", _comm),
+                     ("steps", _steps)):
         sec = fn(tl)
         if sec is not None:
             out[name] = sec

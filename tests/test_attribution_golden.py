@@ -1,8 +1,9 @@
 """Golden attribution tests: each scenario's breakdown worked out by hand (times in us).
 
 Rules (analyses/attribution.py): window = first to last non-sync activity; priority
-compute > communication > memory > launch overhead > idle; a launch window is
-[api.start, min(api.end, activity.start)).
+compute > communication > memory > launch overhead > warm-up > host sync > idle; a launch
+window is [api.start, min(api.end, activity.start)) of a non-blocking call; a blocking call
+(synchronise, synchronous or pageable copy) is host sync for its whole duration.
 """
 
 from __future__ import annotations
@@ -55,19 +56,22 @@ US = 1000
 #   K4 s7 [710,760) call [700,705); cudaStreamSynchronize [706,761)
 #   window [100,760) = 660 (the stream sync row ending at 761 does not extend it)
 #   compute = [100,250) + [410,510) + [710,760) = 150 + 100 + 50 = 300; memory = 10
-#   gap [250,410): K3 call [400,405) -> launch 5, idle 155 (the memcpy call starts at 412)
-#   gap [520,710): K4 call [700,705) -> launch 5, idle 185
-#   launch 10, idle 340;  300 + 10 + 10 + 340 = 660
+#   gap [250,410): cudaDeviceSynchronize still blocks [250,252) -> host_sync 2;
+#     K3 call [400,405) -> launch 5, idle 153 (the memcpy call starts at 412)
+#   gap [520,710): the blocking cudaMemcpy [412,522) covers [520,522) -> host_sync 2;
+#     K4 call [700,705) -> launch 5; cudaStreamSynchronize [706,761) -> host_sync 4;
+#     idle 190 - 2 - 5 - 4 = 179
+#   launch 10, host_sync 8, idle 332;  300 + 10 + 10 + 8 + 332 = 660
 GOLDEN = {
-    #                 window compute memory comm  launch idle overlapped
-    "compute_bound": (800, 760, 30, 0, 8, 2, 0),
-    "memory_bound": (1000, 100, 850, 0, 10, 40, 0),
-    "launch_bound": (103, 40, 0, 0, 61, 2, 0),
-    "comm_bound": (700, 300, 0, 400, 0, 0, 50),
-    "sync_bound": (660, 300, 10, 0, 10, 340, 0),
+    #                 window compute memory comm  launch warmup sync idle overlapped
+    "compute_bound": (800, 760, 30, 0, 8, 0, 0, 2, 0),
+    "memory_bound": (1000, 100, 850, 0, 10, 0, 0, 40, 0),
+    "launch_bound": (103, 40, 0, 0, 61, 0, 0, 2, 0),
+    "comm_bound": (700, 300, 0, 400, 0, 0, 0, 0, 50),
+    "sync_bound": (660, 300, 10, 0, 10, 0, 8, 332, 0),
 }
 COLS = ["window_ns", "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
-        "idle_ns", "overlapped_comm_ns"]
+        "warmup_ns", "host_sync_ns", "idle_ns", "overlapped_comm_ns"]
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
@@ -118,16 +122,20 @@ def test_breakdown_by_stream() -> None:
     assert (s20["window_ns"], s20["communication_ns"]) == (450 * US, 450 * US)
 
 
-# Gaps, by hand (us). sync_bound, min 1 us: [520,710) 190 (launch 5 idle 185; the sync
-# cudaMemcpy [412,522) was in progress at 520 -> host_sync), then [250,410) 160 (launch 5,
-# idle 155; cudaDeviceSynchronize [100,252) in progress at 250 -> host_sync).
+# Gaps, by hand (us). sync_bound, min 1 us: [520,710) 190: the blocking cudaMemcpy
+# [412,522) covers [520,522) (host_sync 2), K4's call [700,705) launch 5, the stream sync
+# [706,761) covers [706,710) (host_sync 4), idle 179. The memcpy ended 2 us into the gap: it
+# covers 2 of 190 us and explains nothing; host_postprocess [522,700) covers 178 >= 95 ->
+# cpu_work. Then [250,410) 160: cudaDeviceSynchronize [100,252) blocks 2 us, K3's call
+# [400,405) launch 5, idle 153; host_postprocess [252,400) covers 148 >= 80 -> cpu_work.
 def test_gaps_sync_bound() -> None:
     g = idle_gaps(scenario_timeline("sync_bound"), min_ns=1 * US)
-    assert g.select("start_ns", "end_ns", "launch_overhead_ns", "idle_ns", "kind", "cause",
-                    "cause_name", "cause_thread_id").rows() == [
-        (520 * US, 710 * US, 5 * US, 185 * US, "idle", "host_sync", "cudaMemcpy_v3020", 4242),
-        (250 * US, 410 * US, 5 * US, 155 * US, "idle", "host_sync",
-         "cudaDeviceSynchronize_v3020", 4242),
+    assert g.select("start_ns", "end_ns", "launch_overhead_ns", "host_sync_ns", "idle_ns",
+                    "kind", "cause", "cause_name", "cause_start_ns", "cause_end_ns").rows() == [
+        (520 * US, 710 * US, 5 * US, 6 * US, 179 * US, "idle", "cpu_work", "host_postprocess",
+         522 * US, 700 * US),
+        (250 * US, 410 * US, 5 * US, 2 * US, 153 * US, "idle", "cpu_work", "host_postprocess",
+         252 * US, 400 * US),
     ]
     # above 170 us only the first remains
     assert idle_gaps(scenario_timeline("sync_bound"), min_ns=170 * US).height == 1
@@ -135,14 +143,18 @@ def test_gaps_sync_bound() -> None:
 
 def test_gaps_cpu_work_and_launch_kinds() -> None:
     # launch_bound: nine 7 us gaps; the first eight are all launch overhead, the last
-    # ([195,202)) is 5 launch + 2 idle -> still kind launch_overhead (5 >= 3.5).
+    # ([195,202)) is 5 launch + 2 idle -> still kind launch_overhead (5 > 2). Each gap is
+    # covered by launch calls (call i+1 [110+10i, 120+10i) covers 5 of 7 us) -> cuda_api.
     g = idle_gaps(scenario_timeline("launch_bound"), min_ns=1 * US)
     assert g.height == 9
     assert g["launch_overhead_ns"].sum() == 61 * US and g["idle_ns"].sum() == 2 * US
-    assert set(g["kind"]) == {"launch_overhead"} and set(g["cause"]) == {"unknown"}
-    # mini_train: the gaps between steps start while loss.item()'s stream sync is waiting
+    assert set(g["kind"]) == {"launch_overhead"} and set(g["cause"]) == {"cuda_api"}
+    # mini_train: the gaps between steps start while loss.item()'s stream sync is waiting,
+    # but the sync returns early in the gap; the "dataloader" range that follows covers it
     g = idle_gaps(scenario_timeline("mini_train"), min_ns=100 * US)
-    assert g.height == 2 and set(g["cause_name"]) == {"cudaStreamSynchronize_v3020"}
+    assert g.height == 2 and set(g["cause_name"]) == {"dataloader"}
+    assert set(g["cause"]) == {"cpu_work"}
+    assert ((g["cause_end_ns"] - g["start_ns"]) * 2 >= g["dur_ns"]).all()
 
 
 def test_gaps_cpu_work_range() -> None:

@@ -49,4 +49,5 @@ def test_summary_sum_checks_on_real_trace(path: Path) -> None:
             (r["rank"], r["device_id"])]
     assert isinstance(result["verdict"], str) and result["verdict"]
     gaps = result["sections"]["top_gaps"]
-    assert (gaps["launch_overhead_ns"] + gaps["idle_ns"] == gaps["dur_ns"]).all()
+    assert (gaps["launch_overhead_ns"] + gaps["warmup_ns"] + gaps["host_sync_ns"]
+            + gaps["idle_ns"] == gaps["dur_ns"]).all()

@@ -56,7 +56,8 @@ def _check(out: Path, summary: pl.DataFrame, paths: list[Path]) -> None:
         assert row["kernels"] == w["kernels"]
         assert row["kernel_time_ns"] == w["kernel_time_ns"]
         parts = [row[f"{p}_pct"] for p in ("compute", "communication", "memory",
-                                           "launch_overhead", "idle")]
+                                           "launch_overhead", "warmup", "host_sync",
+                                           "idle")]
         assert sum(parts) == pytest.approx(100.0)
     on_disk = pl.read_parquet(out / "summary.parquet")
     assert on_disk.equals(summary)

@@ -183,7 +183,8 @@ def test_dlrm_eight_ranks_skew_and_straggler(tmp_path: Path) -> None:
     assert row["end_skew_ns"] * 100 < row["skew_ns"]
     steps = step_table(tl)
     assert steps.height == 8 and steps["step"].unique().to_list() == ["ProfilerStep#10"]
-    parts = ["compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns", "idle_ns"]
+    parts = ["compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns", "warmup_ns",
+             "host_sync_ns", "idle_ns"]
     assert (steps.select(pl.sum_horizontal(parts).alias("s"))["s"] == steps["wall_ns"]).all()
     assert (steps["gpu_busy_ns"] <= steps["wall_ns"]).all()
 

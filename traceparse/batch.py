@@ -47,9 +47,11 @@ SUMMARY_COLS = {
     "window_start_ns": pl.Int64, "window_end_ns": pl.Int64, "window_ns": pl.Int64,
     "top_kernel": pl.String, "top_kernel_ns": pl.Int64, "top_kernel_pct": pl.Float64,
     "compute_pct": pl.Float64, "communication_pct": pl.Float64, "memory_pct": pl.Float64,
-    "launch_overhead_pct": pl.Float64, "idle_pct": pl.Float64,
+    "launch_overhead_pct": pl.Float64, "warmup_pct": pl.Float64, "host_sync_pct": pl.Float64,
+    "idle_pct": pl.Float64,
 }
-_PARTS = ("compute", "communication", "memory", "launch_overhead", "idle")
+_PARTS = ("compute", "communication", "memory", "launch_overhead", "warmup", "host_sync",
+          "idle")
 
 
 def discover(spec: str | os.PathLike[str]) -> list[Path]:

@@ -52,7 +52,7 @@ from traceparse.timeline import Timeline
 log = logging.getLogger(__name__)
 
 #: Bump when the entry layout or the identity recipe changes.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 3  # 2: one rank per nsys GPU process; 3: osrt and cpu_sample ranges
 #: Files up to this size are hashed whole.
 FULL_HASH_BYTES = 16 << 20
 #: Larger files: this many evenly spaced blocks ...

@@ -51,9 +51,11 @@ from traceparse.nsys_graphs import (
     read_graph_events,
     read_graph_trace,
 )
+from traceparse.nsys_host import read_osrt, read_samples
 from traceparse.nsys_memory import TABLE as MEMORY_TABLE
 from traceparse.nsys_memory import read_memory
 from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
+from traceparse.nsys_procs import annotate_processes, split_ranks
 from traceparse.nsys_ranges import read_ranges
 from traceparse.nsys_tables import unread_rows
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
@@ -114,6 +116,14 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     ranges, nvtx_acct = read_ranges(db, strings, rank)
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
+    host = [ranges]
+    for reader in (read_osrt, read_samples):  # OS-runtime calls, CPU samples (nsys_host)
+        frame, seen = reader(db, strings, rank)
+        if seen is not None:
+            rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
+            host.append(frame)
+    if len(host) > 1:
+        ranges = pl.concat(host, how="vertical").sort("start_ns", maintain_order=True)
 
     graph_events, graph_acct = read_graph_events(db, strings, rank)
     for table, parsed, skipped in graph_acct:
@@ -150,8 +160,9 @@ def _read(db: NsysDB, rank: int) -> Timeline:
         "start_ns": [span[0] if span else None], "end_ns": [span[1] if span else None],
     }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
                          "start_ns": pl.Int64, "end_ns": pl.Int64}))
+    split_ranks(tl, rank)  # one rank per GPU process (traceparse.nsys_procs)
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
-               "processes": _processes(db, tl),
+               "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
     return tl.validate()
 

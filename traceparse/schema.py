@@ -132,7 +132,10 @@ RANGES = (
     RANK,
     _c("kind", CAT, "", "nvtx_push_pop, nvtx_start_end, nvtx_mark, cpu_op, user_annotation, "
        "gpu_user_annotation, python_function, profiler_step, cuda_graph (nsys graph/node "
-       "creation events) or other.", required=True),
+       "creation events), osrt (an nsys OS-runtime call: poll, read, futex, "
+       "pthread_cond_wait ...; name = the function), cpu_sample (a run of nsys CPU samples of "
+       "one thread with the same top frame; name = 'symbol (module)') or other.",
+       required=True),
     _c("name", CAT, "", "Range text / op name.", required=True),
     _c("start_ns", I64, "ns", "Range start on the trace clock.", required=True),
     _c("end_ns", I64, "ns", "Range end; null for marks and ranges never closed."),

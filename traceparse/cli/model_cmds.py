@@ -49,6 +49,8 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, force: bool, export: str
     from traceparse.atomic import atomic_path
 
     files = export_files(cal, export)
+    for line in files.get("WARNINGS.txt", "").splitlines():
+        click.echo(f"warning: {line}", err=True)
     files["calibration.json"] = to_json(cal)
     with atomic_path(output, directory=True) as tmp:
         for name, text in files.items():
@@ -69,10 +71,12 @@ def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
               help="Calibrate on the first N steps of TRACE and predict every step.")
 @steps_option
 @gpu_option
+@click.option("--allow-other-gpu", is_flag=True,
+              help="Use a calibration measured on another GPU (warns; refused otherwise).")
 @output_options
 def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
-                steps: str | None, gpu: str | None, fmt: str, output: str | None,
-                force: bool) -> None:
+                steps: str | None, gpu: str | None, allow_other_gpu: bool, fmt: str,
+                output: str | None, force: bool) -> None:
     """Replay TRACE... with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md)."""
     from traceparse.analyses import calibrate as cal_mod
@@ -83,7 +87,11 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
         frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=steps)
     else:
         cal = cal_mod.read(calibration) if calibration else None
-        frame = pr.predict(tl, cal, step_regex=steps)
+        if cal is not None and allow_other_gpu:
+            for other in pr.gpu_mismatch(tl, cal):
+                click.echo(f"traceparse: warning: predicting a trace from {other}: expect large errors",
+                           err=True)
+        frame = pr.predict(tl, cal, step_regex=steps, allow_other_gpu=allow_other_gpu)
     _emit_frame(frame, fmt, output)
 
 

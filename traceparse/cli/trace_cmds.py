@@ -47,6 +47,8 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
     """A two-column (``item``, ``value``) summary of a timeline, one fact per row."""
     rows: list[tuple[str, str]] = []
     for src in tl.sources.iter_rows(named=True):
+        if tl.sources.height > 1 or src["rank_source"] not in (None, "default"):
+            rows.append(("rank", f"{src['rank']} (from {src['rank_source']})"))
         rows += [("file", str(src["file"])), ("format", str(src["format"])),
                  ("tool version", str(src["tool_version"] or "unknown")),
                  ("format version", str(src["format_version"] or "unknown"))]
@@ -59,7 +61,8 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
             desc += f", {units.clock(dev['clock_hz'])}"
         rows.append((f"device {dev['rank']}:{dev['device_id']}", desc))
     for proc in tl.meta.get("processes", []):
-        rows.append((f"process {proc['pid']}", str(proc.get("name") or "")))
+        rank = "" if proc.get("rank") is None else f" (rank {proc['rank']})"
+        rows.append((f"process {proc['pid']}", str(proc.get("name") or "") + rank))
     for name in ("gpu", "api", "ranges"):
         frame = tl.table(name)
         if frame.height:
