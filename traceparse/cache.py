@@ -51,8 +51,9 @@ from traceparse.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
-#: Bump when the entry layout or the identity recipe changes.
-CACHE_FORMAT = 1
+#: Bump when the entry layout or the identity recipe changes, or when a parser's output for
+#: the same input changes (2: Kineto ``[memory]`` events fill the ``memory`` table).
+CACHE_FORMAT = 2
 #: Files up to this size are hashed whole.
 FULL_HASH_BYTES = 16 << 20
 #: Larger files: this many evenly spaced blocks ...
