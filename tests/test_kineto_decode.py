@@ -142,3 +142,13 @@ def test_typed_decoder_keeps_error_messages(tmp_path: Path, text: bytes, message
     p.write_bytes(text)
     with pytest.raises(TraceError, match=message):
         read(p)
+
+
+def test_invalid_text_inside_args_is_a_trace_error(tmp_path: Path) -> None:
+    """The typed pass keeps ``args`` undecoded; a lone surrogate escape inside them (found by
+    the fuzzer) must still be the one-line 'invalid JSON' error of the full decode."""
+    p = tmp_path / "surrogate.json"
+    p.write_bytes(b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, '
+                  b'"dur": 2, "args": {"a": "\\ud800"}}]}')
+    with pytest.raises(TraceError, match="invalid JSON"):
+        read(p)

@@ -51,8 +51,10 @@ from traceparse.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
-#: Bump when the entry layout or the identity recipe changes.
-CACHE_FORMAT = 3  # 2: one rank per nsys GPU process; 3: osrt and cpu_sample ranges
+#: Bump when the entry layout or the identity recipe changes, or when a parser's output for
+#: the same input changes (2: Kineto ``[memory]`` events fill the ``memory`` table; 3: one
+#: rank per nsys GPU process, osrt and cpu_sample ranges; 4: both of those together).
+CACHE_FORMAT = 4
 #: Files up to this size are hashed whole.
 FULL_HASH_BYTES = 16 << 20
 #: Larger files: this many evenly spaced blocks ...

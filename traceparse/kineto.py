@@ -188,7 +188,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         source = cat if isinstance(cat, str) else f"(no cat, ph {ph})"
         mem, evs = _split_memory(cat, ph, all_evs)
         if mem:
-            margs = decode_args(mem)
+            margs = decode_args(mem, path)
             keep = [i for i, (e, a) in enumerate(zip(mem, margs, strict=True))
                     if e.ts is not None and isinstance(a, dict) and a.get("Bytes") is not None]
             mem_events += [mem[i] for i in keep]
@@ -220,7 +220,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
                               {"missing ts or dur": len(evs) - n_timed,
                                "negative duration": n_timed - len(good)})
 
-    args = {t: decode_args(evs) for t, evs in picked.items()}
+    args = {t: decode_args(evs, path) for t, evs in picked.items()}
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
     unit = "ns" if _looks_like_ns(picked, base) else "us"
     gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], path, unit)

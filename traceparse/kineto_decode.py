@@ -111,14 +111,21 @@ def from_dicts(events: list[Any], path: Path | str) -> list[Event]:
     return out
 
 
-def decode_args(events: list[Event]) -> list[Any]:
+def decode_args(events: list[Event], path: Path | str = "") -> list[Any]:
     """The decoded ``args`` of each event (None where absent), in one orjson call.
 
     orjson (not msgspec) decodes them: the ``ranges`` table keeps every remaining argument
     as JSON text in ``payload``, and orjson's dicts re-encode to exactly the text the
     previous full-document decode produced.
+
+    Raises:
+        TraceError: an ``args`` value the typed pass skipped over is not valid JSON text
+            (e.g. a lone UTF-16 surrogate escape), as the full decode would have said.
     """
     if not events:
         return []
     parts = [e.args or _NULL for e in events]  # an empty Raw (no args) is falsy
-    return list(orjson.loads(b"[" + b",".join(parts) + b"]"))
+    try:
+        return list(orjson.loads(b"[" + b",".join(parts) + b"]"))
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(path, f"invalid JSON: {exc}") from None

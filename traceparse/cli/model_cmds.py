@@ -89,8 +89,8 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
         cal = cal_mod.read(calibration) if calibration else None
         if cal is not None and allow_other_gpu:
             for other in pr.gpu_mismatch(tl, cal):
-                click.echo(f"traceparse: warning: predicting a trace from {other}: expect large errors",
-                           err=True)
+                click.echo(f"traceparse: warning: predicting a trace from {other}: expect "
+                           "large errors", err=True)
         frame = pr.predict(tl, cal, step_regex=steps, allow_other_gpu=allow_other_gpu)
     _emit_frame(frame, fmt, output)
 
