@@ -102,6 +102,35 @@ def fmt_bytes(x: Any) -> str:
     return str(x)
 
 
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def fmt_si(x: Any, unit: str, digits: int = 3) -> str:
+    """A rate or frequency with an SI prefix and ``digits`` significant digits:
+    ``fmt_si(3.35232e12, "B/s")`` is ``3.35 TB/s``, ``fmt_si(1.98e9, "Hz")`` is ``1.98 GHz``."""
+    if x is None:
+        return ""
+    v = float(x)
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{v / scale:.{digits}g} {prefix}{unit}"
+    return f"{v:.{digits}g} {unit}"
+
+
+def fmt_id(x: Any) -> str:
+    """An identifier (thread, process, correlation id): the integer, no thousands separators."""
+    if x is None:
+        return ""
+    return str(int(x))
+
+
+def fmt_bool(x: Any) -> str:
+    """A flag as ``yes`` / ``no`` (``""`` for missing)."""
+    if x is None:
+        return ""
+    return "yes" if x else "no"
+
+
 def environment() -> jinja2.Environment:
     """The jinja2 environment of the report templates (autoescape on for every template)."""
     env = jinja2.Environment(
@@ -114,7 +143,8 @@ def environment() -> jinja2.Environment:
         finalize=_finalize,
     )
     env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, int=fmt_int, num=fmt_num,
-                       bytes=fmt_bytes, script_json=json_for_script)
+                       bytes=fmt_bytes, si=fmt_si, id=fmt_id, bool=fmt_bool,
+                       script_json=json_for_script)
     return env
 
 
@@ -175,8 +205,8 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
                   "pct": other["pct"], "instances": other["instances"]}
     dev_rows = payload["devices"]
     dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
-                ("clock_hz", "max clock (Hz)", "int"), ("memory_bytes", "memory", "bytes"),
-                ("memory_bandwidth_bps", "memory bandwidth (B/s)", "num"),
+                ("clock_hz", "max clock", "hz"), ("memory_bytes", "memory", "bytes"),
+                ("memory_bandwidth_bps", "memory bandwidth", "bps"),
                 ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),
                 ("activities", "GPU activities", "int"), ("busy_ns", "busy (ms)", "ms")]
     present = {key for r in dev_rows for key, v in r.items() if v is not None}

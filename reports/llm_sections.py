@@ -91,6 +91,8 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                 _col("tflop_per_s", "TFLOP/s", "num"), _col("compute_pct", "compute %", "pct"),
                 _col("launch_overhead_pct", "launch %", "pct"), _col("idle_pct", "idle %", "pct")]
         out["phases"] = {
+            # the heading names the phases this trace has (a training trace: train only)
+            "names": list(dict.fromkeys(str(p) for p in ph["phase"].to_list())),
             "table": {"columns": [c for c in cols if c["key"] in ph.columns], "rows": rows(ph)},
             "note": ("Steps found from serving annotations (SGLang step[...], vLLM "
                      "execute_..., capture_...), model-runner frames or ProfilerStep#N and "

@@ -124,7 +124,7 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                col("dur_ns", "gap (µs)", "us"), col("idle_ns", "idle (µs)", "us"),
                col("launch_overhead_ns", "launch overhead (µs)", "us"), col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
-               col("cause_thread_id", "thread", "int")]
+               col("cause_thread_id", "thread", "id")]
     more = frame.height - listed.height
     return {
         "count": frame.height,
@@ -159,6 +159,8 @@ def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None
             fmt, label = "pct", name[:-4].replace("_", " ") + " %"
         elif name.endswith("bytes"):
             fmt, label = "bytes", name.replace("_", " ")
+        elif dtype == pl.Boolean:
+            fmt, label = "bool", name.replace("_", " ")
         elif dtype.is_integer():
             fmt, label = "int", name.replace("_", " ")
         elif dtype.is_float():
@@ -266,7 +268,10 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
                         "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
                         "idle_ns") if c in st.columns]
-    columns = [c if c["key"] != "wall_ns" else col("wall_ns", "step time (ms)", "ms")
+    # one unit for every duration of a step row (step times are milliseconds)
+    columns = [c if not c["key"].endswith("_ns") else
+               col(c["key"], "step time (ms)" if c["key"] == "wall_ns"
+                   else c["label"].replace("(µs)", "(ms)"), "ms")
                for c in auto_columns(st.select(keep))]
     return {
         "rows": data, "stats": stats, "source": source,
@@ -308,10 +313,10 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                         "placed") if c in pts.columns]
     shown = pts.head(top).select(keep)
     columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
-               col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
-               col("dram_bytes_per_s", "DRAM B/s", "num"),
-               col("dram_bytes_per_s_lo", "DRAM B/s low", "num"),
-               col("dram_bytes_per_s_hi", "DRAM B/s high", "num"),
+               col("precision", "precision"), col("flop_per_s", "FLOP/s", "flops"),
+               col("dram_bytes_per_s", "DRAM", "bps"),
+               col("dram_bytes_per_s_lo", "DRAM low", "bps"),
+               col("dram_bytes_per_s_hi", "DRAM high", "bps"),
                col("ai_dram", "FLOP/byte", "num"),
                col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
                col("provenance", "provenance")]
@@ -358,7 +363,7 @@ def _roofline_steps(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
                         col("compute_ns", "compute-bound (ms)", "ms"),
                         col("memory_ns", "memory-bound (ms)", "ms"),
                         col("latency_ns", "latency-bound (ms)", "ms"),
-                        col("achieved_flop_per_s", "FLOP/s over the step", "num"),
+                        col("achieved_flop_per_s", "FLOP/s over the step", "flops"),
                         col("mfu_pct", "MFU %", "pct")],
             "rows": rows_}
 

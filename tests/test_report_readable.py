@@ -1,0 +1,119 @@
+"""What a reader sees in the report and the CLI tables: clocks, bandwidths and FLOP rates in
+SI units, identifiers without thousands separators, flags as yes/no, memory peak times
+relative to the trace start (never a raw epoch timestamp), phase headings that name the
+phases the trace has."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from tests.conftest import TRACES
+from tests.test_memory import _kineto_like
+from traceparse.cli import main
+from traceparse.reports.html import fmt_bool, fmt_id, fmt_si, render_html
+from traceparse.reports.payload import ReportOptions, build_payload
+from traceparse.timeline import Timeline
+
+RESNET = TRACES / "torch" / "kineto__resnet50_worker0.1623143089861.pt.trace.json.gz"
+#: a Kineto-like epoch offset (µs since 1970 as ns), as in real torch traces
+EPOCH_NS = 1_623_142_623_460_016_000
+
+
+def test_si_id_bool_formatters() -> None:
+    assert fmt_si(3_352_320_000_000, "B/s") == "3.35 TB/s"      # H100 HBM3 datasheet value
+    assert fmt_si(1_980_000_000, "Hz") == "1.98 GHz"
+    assert fmt_si(1_545_000_000, "Hz") == "1.54 GHz"            # 3 significant digits
+    assert fmt_si(216_145_774_290_091, "FLOP/s") == "216 TFLOP/s"
+    assert fmt_si(23_288_058_409, "B/s") == "23.3 GB/s"
+    assert fmt_si(0, "B/s") == "0 B/s"
+    assert fmt_si(None, "Hz") == ""
+    assert fmt_id(60060) == "60060" and fmt_id(None) == ""
+    assert fmt_bool(True) == "yes" and fmt_bool(False) == "no" and fmt_bool(None) == ""
+
+
+def test_device_table_clock_and_bandwidth_in_si_units() -> None:
+    from traceparse.reports.build import report_html
+    from traceparse.samplegen import default_sample
+
+    html = report_html([default_sample()])
+    dev = html[html.index('id="devices"'):html.index('id="provenance"')]
+    # the sample's H100: 1,980 MHz max clock, 3,352.32 GB/s (TARGET_INFO_GPU values)
+    assert ">1.98 GHz<" in dev and ">3.35 TB/s<" in dev
+    assert "1,980,000,000" not in dev and "3,352,320,000,000" not in dev
+
+
+def _shift(tl: Timeline, off: int) -> Timeline:
+    """The same timeline ``off`` ns later (a Kineto epoch clock)."""
+    tables = tl.tables()
+    tables["memory"] = tables["memory"].with_columns(pl.col("ts_ns") + off)
+    tables["ranges"] = tables["ranges"].with_columns(pl.col("start_ns") + off,
+                                                     pl.col("end_ns") + off)
+    return Timeline(**tables).validate()
+
+
+def test_memory_peak_time_counts_from_trace_start() -> None:
+    # _kineto_like: first event (ProfilerStep#1, Python frame) at 0, peak 36 MiB at 70 ns
+    tl = _shift(_kineto_like(), EPOCH_NS)
+    p = build_payload(tl, options=ReportOptions())
+    row = p["memory"]["peaks"]["rows"][0]
+    assert row["peak_at_ns"] == 70 and p["memory"]["t0_ns"] == EPOCH_NS
+    html = render_html(p)
+    mem = html[html.index('id="memory"'):html.index('<script type="application/json"')]
+    assert "peak at (ms from trace start)" in mem
+    assert f"{EPOCH_NS + 70:,}" not in mem and str(EPOCH_NS + 70) not in mem
+    assert "time since the trace start (s)" in mem  # the chart counts from the same origin
+
+
+def _resnet_peaks() -> tuple[dict[int, tuple[int, float]], float]:
+    """Peak level per Device Id from the trace's own [memory] events (summed Bytes in ts
+    order), and the trace start: the first complete event (µs), the profiler's own
+    'PyTorch Profiler' span (cat Trace) aside."""
+    with gzip.open(RESNET) as f:
+        ev = json.load(f)["traceEvents"]
+    mem = sorted((e for e in ev if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    level: dict[int, int] = defaultdict(int)
+    best: dict[int, tuple[int, float]] = {}
+    for e in mem:
+        dev = e["args"]["Device Id"]
+        level[dev] += e["args"]["Bytes"]
+        if level[dev] > best.get(dev, (0, 0.0))[0]:
+            best[dev] = (level[dev], e["ts"])
+    t0 = min(e["ts"] for e in ev if e.get("ph") == "X" and e.get("cat") != "Trace")
+    return best, t0
+
+
+@pytest.mark.shared
+def test_resnet_memory_peak_times_relative_in_cli_and_report() -> None:
+    best, t0 = _resnet_peaks()
+    # device 0: 2.79 GB at +122 ms; host (-1): 57.8 MB at +245 ms (from the JSON above)
+    assert best[0][0] == 2_791_636_480 and round((best[0][1] - t0) / 1e3) == 122
+    assert round((best[-1][1] - t0) / 1e3) == 245
+    res = CliRunner().invoke(main, ["--no-cache", "memory", str(RESNET)])
+    assert res.exit_code == 0, res.output
+    lines = {ln.split()[1]: ln for ln in res.output.splitlines()[2:]}
+    assert "+122 ms" in lines["0"] and "+245 ms" in lines["-1"]
+    assert "1623142" not in res.output  # no epoch seconds
+    from traceparse.loader import load
+
+    p = build_payload(load(RESNET), options=ReportOptions())
+    rows = {r["device_id"]: r for r in p["memory"]["peaks"]["rows"]}
+    assert rows[0]["peak_allocated_bytes"] == best[0][0]
+    assert rows[0]["peak_at_ns"] / 1e3 == pytest.approx(best[0][1] - t0, abs=1)
+
+
+@pytest.mark.shared
+def test_training_trace_phase_heading_names_its_phases() -> None:
+    files = sorted((TRACES / "torch").glob("param__dlrm_8rank__worker*"))
+    assert len(files) == 8
+    from traceparse.reports.build import report_html
+
+    html = report_html(files)
+    heading = re.search(r"<h2>Phases: ([^<]*)</h2>", html)
+    assert heading is not None and heading.group(1) == "train"  # DLRM training, no serving
