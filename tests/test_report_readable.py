@@ -100,6 +100,10 @@ def test_resnet_memory_peak_times_relative_in_cli_and_report() -> None:
     lines = {ln.split()[1]: ln for ln in res.output.splitlines()[2:]}
     assert "+122 ms" in lines["0"] and "+245 ms" in lines["-1"]
     assert "1623142" not in res.output  # no epoch seconds
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(RESNET)])
+    mem = res.output[res.output.index("Device memory"):]
+    assert "dev 0: peak 2.79 GB at +122 ms" in mem and "dev -1: peak 57.8 MB at +245 ms" in mem
+    assert "1623142" not in mem  # was: at 1623142623582083000 ns
     from traceparse.loader import load
 
     p = build_payload(load(RESNET), options=ReportOptions())
