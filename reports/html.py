@@ -107,10 +107,13 @@ _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 def fmt_si(x: Any, unit: str, digits: int = 3) -> str:
     """A rate or frequency with an SI prefix and ``digits`` significant digits:
-    ``fmt_si(3.35232e12, "B/s")`` is ``3.35 TB/s``, ``fmt_si(1.98e9, "Hz")`` is ``1.98 GHz``."""
+    ``fmt_si(3.35232e12, "B/s")`` is ``3.35 TB/s``. Clocks are whole MHz, as the clock notes
+    write them: ``fmt_si(1.695e9, "Hz")`` is ``1,695 MHz``."""
     if x is None:
         return ""
     v = float(x)
+    if unit == "Hz":
+        return f"{v / 1e6:,.0f} MHz"
     for scale, prefix in _SI:
         if abs(v) >= scale:
             return f"{v / scale:.{digits}g} {prefix}{unit}"

@@ -28,8 +28,8 @@ EPOCH_NS = 1_623_142_623_460_016_000
 
 def test_si_id_bool_formatters() -> None:
     assert fmt_si(3_352_320_000_000, "B/s") == "3.35 TB/s"      # H100 HBM3 datasheet value
-    assert fmt_si(1_980_000_000, "Hz") == "1.98 GHz"
-    assert fmt_si(1_545_000_000, "Hz") == "1.54 GHz"            # 3 significant digits
+    assert fmt_si(1_980_000_000, "Hz") == "1,980 MHz"
+    assert fmt_si(1_695_000_000, "Hz") == "1,695 MHz"           # RTX 3090 (resest): not 1.7 GHz
     assert fmt_si(216_145_774_290_091, "FLOP/s") == "216 TFLOP/s"
     assert fmt_si(23_288_058_409, "B/s") == "23.3 GB/s"
     assert fmt_si(0, "B/s") == "0 B/s"
@@ -45,7 +45,7 @@ def test_device_table_clock_and_bandwidth_in_si_units() -> None:
     html = report_html([default_sample()])
     dev = html[html.index('id="devices"'):html.index('id="provenance"')]
     # the sample's H100: 1,980 MHz max clock, 3,352.32 GB/s (TARGET_INFO_GPU values)
-    assert ">1.98 GHz<" in dev and ">3.35 TB/s<" in dev
+    assert ">1,980 MHz<" in dev and ">3.35 TB/s<" in dev
     assert "1,980,000,000" not in dev and "3,352,320,000,000" not in dev
 
 
