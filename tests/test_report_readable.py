@@ -121,3 +121,17 @@ def test_training_trace_phase_heading_names_its_phases() -> None:
     html = report_html(files)
     heading = re.search(r"<h2>Phases: ([^<]*)</h2>", html)
     assert heading is not None and heading.group(1) == "train"  # DLRM training, no serving
+
+
+def test_fill_and_zero_write_their_output_only() -> None:
+    from traceparse.roofline.estimate import memory_op_work
+
+    # fill_ of a [256, 256, 3, 3] fp32 weight (ResNet-50): 589,824 elements written, 4 B each;
+    # counting a read of self too put ResNet-50's fill_ point at 145% of the V100 DRAM roof
+    assert memory_op_work("aten::fill_", [[256, 256, 3, 3], []], ["float", "Int"]) == (
+        589_824.0, 2_359_296.0)
+    assert memory_op_work("aten::zero_", [[1024]], ["float"]) == (1024.0, 4096.0)
+    # an out-of-place op still reads its input: div of [32, 2048, 7, 7] by a scalar
+    n = 32 * 2048 * 7 * 7
+    assert memory_op_work("aten::div", [[32, 2048, 7, 7], []], ["float", "Scalar"]) == (
+        float(n), 8.0 * n)
