@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import comm as comm_mod
 from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
@@ -337,7 +338,8 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
             "steps_table": _roofline_steps(notes.get("steps") or []),
             "table": {"columns": [c for c in columns if c["key"] in keep],
                       "rows": rows(shown)},
-            "note": (f"{pts.height:,} kernels placed on the roofline of {gpu or 'the GPU'}; "
+            "note": (f"{units.plural(pts.height, 'kernel')} placed on the roofline of "
+                     f"{gpu or 'the GPU'}; "
                      "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
