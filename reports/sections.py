@@ -223,8 +223,9 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
-                 f"call; CUDA graphs could recover about {int(rec.get('sum') or 0) / 1e3:,.1f}"
-                 f" µs of launch gaps on {int(rec.get('count') or 0):,} launch-bound kernels."),
+                 "call; CUDA graphs could recover about "
+                 f"{units.duration(int(rec.get('sum') or 0))} of launch gaps on "
+                 f"{int(rec.get('count') or 0):,} launch-bound kernels."),
     }
 
 
@@ -242,8 +243,16 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
         skew: pl.DataFrame = comm_mod.collective_skew(tl)
         if skew.height:
             worst = skew.sort(["skew_ns", "seq"], descending=[True, False]).head(20)
+            # start times from the first GPU activity, like the gap table (not trace-clock
+            # epochs: Kineto's are microseconds since 1970)
+            t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
+            worst = worst.with_columns(pl.col("first_start_ns", "last_start_ns") - t0)
+            labels = {c: c[:-3].replace("_", " ") + " (ms from first activity)"
+                      for c in ("first_start_ns", "last_start_ns")}
+            columns = [col(c["key"], labels[c["key"]], "ms") if c["key"] in labels else c
+                       for c in auto_columns(worst)]
             tables.append({"title": "Largest cross-rank start skews",
-                           "columns": auto_columns(worst), "rows": rows(worst)})
+                           "columns": columns, "rows": rows(worst)})
     return {"tables": tables, "collectives": rows(summ),
             "note": ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
                      "overlapped time, algorithm and bus bandwidth where message sizes are "

@@ -135,3 +135,26 @@ def test_fill_and_zero_write_their_output_only() -> None:
     n = 32 * 2048 * 7 * 7
     assert memory_op_work("aten::div", [[32, 2048, 7, 7], []], ["float", "Scalar"]) == (
         float(n), 8.0 * n)
+
+
+@pytest.mark.shared
+def test_dlrm_skew_table_times_count_from_first_gpu_activity() -> None:
+    files = sorted((TRACES / "torch").glob("param__dlrm_8rank__worker*"))
+    t0, t1 = float("inf"), 0.0  # first kernel/memcpy start and last end over the 8 ranks (µs)
+    for f in files:
+        with open(f, "rb") as fh:
+            ev = json.load(fh)["traceEvents"]
+        gpu = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy",
+                                                                         "gpu_memset")]
+        t0 = min(t0, min(e["ts"] for e in gpu))
+        t1 = max(t1, max(e["ts"] + e["dur"] for e in gpu))
+    from traceparse.loader import load
+
+    p = build_payload([load(f) for f in files], options=ReportOptions())
+    skew = next(t for t in p["comm"]["tables"] if t["title"] == "Largest cross-rank start skews")
+    labels = {c["key"]: c["label"] for c in skew["columns"]}
+    assert labels["first_start_ns"] == "first start (ms from first activity)"
+    assert skew["rows"] and t1 - t0 < 1e6  # the 8 ranks' GPU work spans well under a second
+    for r in skew["rows"]:
+        assert 0 <= r["first_start_ns"] <= r["last_start_ns"] <= (t1 - t0) * 1e3
+        assert r["last_start_ns"] - r["first_start_ns"] == r["skew_ns"]
