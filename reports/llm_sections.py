@@ -118,7 +118,7 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                                   _col("max_ns", "max (ms)", "ms"),
                                   _col("slowest", "slowest layer", "int"),
                                   _col("spread_pct", "spread %", "pct"),
-                                  _col("same_structure", "same ops")],
+                                  _col("same_structure", "same ops", "bool")],
                       "rows": rows(lay)},
             "note": ("Repeated layers (siblings named by a layer word and an index: "
                      "DecoderLayer_N, Block_N, layers.N, blocks.N; at least 3) in one row: "
