@@ -207,6 +207,13 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
         footer = {"name": f"other ({other['names']:,} kernels)", "total_ns": other["total_ns"],
                   "pct": other["pct"], "instances": other["instances"]}
     dev_rows = payload["devices"]
+    hidden = 0
+    if len({r.get("rank") for r in dev_rows}) > 1:
+        # several ranks each list every GPU of their node (8 DLRM ranks: 64 rows, 56 idle):
+        # keep the devices that ran something and say how many rows were folded
+        active = [r for r in dev_rows if r.get("activities")]
+        if active:
+            hidden, dev_rows = len(dev_rows) - len(active), active
     dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
                 ("clock_hz", "max clock", "hz"), ("memory_bytes", "memory", "bytes"),
                 ("memory_bandwidth_bps", "memory bandwidth", "bps"),
@@ -218,7 +225,7 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
     prov = payload["provenance"]
     return payload | {
         "kernel_table": {"columns": kernel_cols, "rows": k["rows"], "footer": footer},
-        "device_table": {"columns": dev_cols, "rows": dev_rows},
+        "device_table": {"columns": dev_cols, "rows": dev_rows, "hidden": hidden},
         "provenance_tables": {
             "sources": {"columns": [_c("rank", "rank", "int"), _c("file", "file"),
                                     _c("format", "format"), _c("tool_version", "tool version"),

@@ -158,3 +158,27 @@ def test_dlrm_skew_table_times_count_from_first_gpu_activity() -> None:
     for r in skew["rows"]:
         assert 0 <= r["first_start_ns"] <= r["last_start_ns"] <= (t1 - t0) * 1e3
         assert r["last_start_ns"] - r["first_start_ns"] == r["skew_ns"]
+
+
+@pytest.mark.shared
+def test_dlrm_devices_table_keeps_the_devices_that_ran_work() -> None:
+    files = sorted((TRACES / "torch").glob("param__dlrm_8rank__worker*"))
+    want = {}  # (rank, device) -> kernels + copies in that rank's JSON
+    for rank, f in enumerate(files):
+        with open(f, "rb") as fh:
+            ev = json.load(fh)["traceEvents"]
+        for e in ev:
+            if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+                key = (rank, e["args"]["device"])
+                want[key] = want.get(key, 0) + 1
+    assert want[(0, 0)] == 261 and want[(1, 1)] == 326 and len(want) == 8
+    from traceparse.loader import load
+    from traceparse.reports.html import _view
+
+    p = build_payload([load(f) for f in files], options=ReportOptions())
+    assert len(p["devices"]) == 64  # every rank lists the node's 8 V100s
+    table = _view(p)["device_table"]
+    got = {(r["rank"], r["device_id"]): r["activities"] for r in table["rows"]}
+    assert got == want and table["hidden"] == 56
+    html = render_html(p)
+    assert "56 more devices listed in the ranks' traces had no GPU activity" in html
