@@ -75,9 +75,12 @@ def fmt_pct(x: Any, digits: int = 1) -> str:
 
 
 def fmt_int(x: Any) -> str:
-    """An integer with thousands separators."""
+    """An integer with thousands separators; a float is rounded, not truncated (tokens/s
+    15,556.9 is ``15,557``, as the CLI prints it)."""
     if x is None:
         return ""
+    if isinstance(x, float):
+        return f"{x:,.0f}"
     return f"{int(x):,}"
 
 

@@ -182,3 +182,15 @@ def test_dlrm_devices_table_keeps_the_devices_that_ran_work() -> None:
     assert got == want and table["hidden"] == 56
     html = render_html(p)
     assert "56 more devices listed in the ranks' traces had no GPU activity" in html
+
+
+def test_tflop_columns_and_rounded_rates() -> None:
+    from traceparse.cli.common import _humanize
+    from traceparse.reports.html import fmt_int
+
+    # phases give tflop_per_s already in TFLOP/s: 216 must not print as 0.000000000216 TFLOP/s
+    frame = pl.DataFrame({"tflop_per_s": [216.145], "flop_per_s": [2.5e12]})
+    out, _ = _humanize(frame, None)
+    assert out.row(0) == ("216 TFLOP/s", "2.50 TFLOP/s")
+    assert out.columns == ["tflop/s", "flop/s"]
+    assert fmt_int(15_556.9) == "15,557" and fmt_int(15_360) == "15,360"  # rounded, as the CLI

@@ -132,6 +132,10 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
             header = stem
         elif col.dtype.is_numeric() and c.endswith("_hz"):
             fn, header = units.clock, c[:-3]
+        elif col.dtype.is_numeric() and c.endswith("tflop_per_s"):  # already in TFLOP/s
+            def fn(v: Any) -> str:
+                return units.tflops(None if v is None else v * 1e12)
+            header = "tflop/s"
         elif col.dtype.is_numeric() and c.endswith("flop_per_s"):
             fn, header = units.tflops, c[: -len("_per_s")] + "/s"
         elif col.dtype.is_numeric() and c.endswith("bytes_per_s"):
