@@ -221,7 +221,8 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
                 ("clock_hz", "max clock", "hz"), ("memory_bytes", "memory", "bytes"),
                 ("memory_bandwidth_bps", "memory bandwidth", "bps"),
                 ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),
-                ("activities", "GPU activities", "int"), ("busy_ns", "busy (ms)", "ms")]
+                ("activities", "GPU activities", "int"),
+                ("busy_ns", "activity time, summed (ms)", "ms")]
     present = {key for r in dev_rows for key, v in r.items() if v is not None}
     dev_cols = [_c("rank", "rank", "int"), _c("device_id", "device", "int")] + [
         _c(key, label, fmt) for key, label, fmt in dev_keys if key in present]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sqlite3
 from collections import defaultdict
 
 import polars as pl
@@ -47,6 +48,12 @@ def test_device_table_clock_and_bandwidth_in_si_units() -> None:
     # the sample's H100: 1,980 MHz max clock, 3,352.32 GB/s (TARGET_INFO_GPU values)
     assert ">1,980 MHz<" in dev and ">3.35 TB/s<" in dev
     assert "1,980,000,000" not in dev and "3,352,320,000,000" not in dev
+    # summed activity time can exceed the window (streams overlap): not labelled "busy"
+    con = sqlite3.connect(default_sample())
+    total = sum(con.execute(f"SELECT sum(end - start) FROM {t}").fetchone()[0] or 0
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"))
+    con.close()
+    assert "activity time, summed (ms)" in dev and f">{total / 1e6:,.3f}<" in dev
 
 
 def _shift(tl: Timeline, off: int) -> Timeline:
