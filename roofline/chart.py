@@ -188,6 +188,16 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
             # a label just under a compute roof goes below its point, off the roof line
             near = any(v / 4 <= r["flop_per_s"] <= v and (not bw or r["ai_dram"] >= v / bw)
                        for v in roof_ys)
+            # ... unless a lower roof (and its right-aligned label) is just below too: then
+            # the label goes left of the point, between the two roofs (SGLang's bf16 GEMMs
+            # between the bf16 and fp32 roofs wrote 'mm' over the fp32 roof label)
+            below = any(v < r["flop_per_s"] <= 4 * v for v in roof_ys)
+            if near and below:
+                ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
+                            textcoords="offset points", xytext=(-9, -3 - 10 * (n % 2)),
+                            ha="right", fontsize=7,
+                            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
+                continue
             dy = -14 - 10 * (n % 3) if near else 5 - 10 * (n % 3)
             ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
                         textcoords="offset points", xytext=(7, dy), fontsize=7,
