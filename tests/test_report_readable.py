@@ -10,6 +10,7 @@ import json
 import re
 import sqlite3
 from collections import defaultdict
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -201,3 +202,16 @@ def test_tflop_columns_and_rounded_rates() -> None:
     assert out.row(0) == ("216 TFLOP/s", "2.50 TFLOP/s")
     assert out.columns == ["tflop/s", "flop/s"]
     assert fmt_int(15_556.9) == "15,557" and fmt_int(15_360) == "15,360"  # rounded, as the CLI
+
+
+@pytest.mark.shared
+def test_roofs_of_the_same_height_share_one_label(tmp_path: Path) -> None:
+    out = tmp_path / "r.svg"
+    res = CliRunner().invoke(main, ["--no-cache", "roofline",
+                                    str(TRACES / "nsys" / "resest__report2.sqlite"),
+                                    "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    svg = out.read_text(encoding="utf-8")  # matplotlib writes each text as a comment
+    # RTX 3090: bf16 and fp16 tensor peaks are both 81.9 TFLOP/s (gpu_specs.csv)
+    assert "<!-- bf16_tensor / fp16_tensor 81.9 TFLOP/s @ 1,954 MHz -->" in svg
+    assert "<!-- fp16_tensor 81.9" not in svg and "<!-- bf16_tensor 81.9" not in svg
