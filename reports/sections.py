@@ -218,7 +218,7 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
         "graph_recoverable_ns": int(rec.get("sum") or 0),
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
-        "table": {"columns": spec, "rows": rows(metrics)},
+        "table": {"columns": spec, "rows": _metric_names(rows(metrics))},
         "note": (f"{table.height:,} kernels linked to their launch call. launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
@@ -227,6 +227,15 @@ def _launches(tl: Timeline) -> dict[str, Any] | None:
                  f"{units.duration(int(rec.get('sum') or 0))} of launch gaps on "
                  f"{int(rec.get('count') or 0):,} launch-bound kernels."),
     }
+
+
+def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Statistics rows named for a reader: ``queue_ns`` -> ``queue``, ``gpu_busy_ns`` ->
+    ``gpu busy`` (the column headers carry the unit)."""
+    for r in data:
+        m = str(r.get("metric", ""))
+        r["metric"] = (m[:-3] if m.endswith("_ns") else m).replace("_", " ")
+    return data
 
 
 def _comm(tl: Timeline) -> dict[str, Any] | None:
@@ -294,7 +303,7 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                                       col("p95", "P95 (ms)", "ms"),
                                       col("p99", "P99 (ms)", "ms"), col("min", "min (ms)", "ms"),
                                       col("max", "max (ms)", "ms")],
-                          "rows": rows(summ)},
+                          "rows": _metric_names(rows(summ))},
         "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
                  "rank's GPU activity inside the step. Outlier: step time > median + 3 MAD."),
     }

@@ -215,3 +215,16 @@ def test_roofs_of_the_same_height_share_one_label(tmp_path: Path) -> None:
     # RTX 3090: bf16 and fp16 tensor peaks are both 81.9 TFLOP/s (gpu_specs.csv)
     assert "<!-- bf16_tensor / fp16_tensor 81.9 TFLOP/s @ 1,954 MHz -->" in svg
     assert "<!-- fp16_tensor 81.9" not in svg and "<!-- bf16_tensor 81.9" not in svg
+
+
+def test_statistics_rows_are_named_without_the_ns_suffix() -> None:
+    from traceparse.loader import load
+    from traceparse.samplegen import default_sample
+
+    p = build_payload(load(default_sample()), options=ReportOptions())
+    # the headers say "(µs)" / "(ms)": the row names need no unit suffix
+    assert [r["metric"] for r in p["launches"]["table"]["rows"]] == [
+        "launch", "queue", "kernel", "total"]
+    assert [r["metric"] for r in p["steps"]["summary_table"]["rows"]] == ["wall", "gpu busy"]
+    # the step figure's statistics still come from the raw summary rows
+    assert p["steps"]["stats"]["metric"] == "wall_ns"
