@@ -174,17 +174,19 @@ def _gpu_clock(frame: pl.DataFrame) -> list[str]:
         f"  {clock_line(r)}" for r in frame.iter_rows(named=True)]
 
 
-def _memory(frame: pl.DataFrame) -> list[str]:
+def _memory(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
+    """Peaks in the units of ``traceparse memory`` (sizes, times from the trace start)."""
     if frame.height == 0:
         return []
-    lines = ["Device memory (peak allocated; replayed = from event sizes, relative to the "
-             "capture start)"]
+    lines = ["Device memory (peak allocated; replayed = levels from event sizes, relative to "
+             "the capture start)"]
     for r in frame.iter_rows(named=True):
-        res = (f", reserved peak {r['peak_reserved_bytes'] / 2**20:,.1f} MiB"
+        res = (f", reserved peak {units.size(r['peak_reserved_bytes'])}"
                if r["peak_reserved_bytes"] is not None else "")
         how = " (replayed)" if r["replayed"] else ""
         lines.append(f"  rank {r['rank']} dev {r['device_id']}: peak "
-                     f"{r['peak_allocated_bytes'] / 2**20:,.1f} MiB at {r['peak_ts_ns']} ns"
+                     f"{units.size(r['peak_allocated_bytes'])} at "
+                     f"{units.timestamp(r['peak_ts_ns'], t0)}"
                      f"{how}{res}; {r['allocs']} allocs, {r['frees']} frees")
     return lines
 
@@ -262,8 +264,10 @@ def render_text(summary: dict[str, Any]) -> str:
         if name in OPTIONAL and frame.height == 0:
             continue
         fn = RENDERERS.get(name)
-        if name == "top_gaps":  # gap times are shown from the trace start
-            blocks.append("\n".join(_top_gaps(frame, t0)))
+        if name in ("top_gaps", "memory"):  # their times are shown from the trace start
+            lines = _top_gaps(frame, t0) if name == "top_gaps" else _memory(frame, t0)
+            if lines:
+                blocks.append("\n".join(lines))
             continue
         lines = fn(frame) if fn else [f"{name}\n{render_table(frame)}"]
         if lines:  # a renderer returns no lines for content the trace does not have

@@ -76,9 +76,12 @@ def fmt_pct(x: Any, digits: int = 1) -> str:
 
 
 def fmt_int(x: Any) -> str:
-    """An integer with thousands separators."""
+    """An integer with thousands separators; a float is rounded, not truncated (tokens/s
+    15,556.9 is ``15,557``, as the CLI prints it)."""
     if x is None:
         return ""
+    if isinstance(x, float):
+        return f"{x:,.0f}"
     return f"{int(x):,}"
 
 
@@ -103,6 +106,38 @@ def fmt_bytes(x: Any) -> str:
     return str(x)
 
 
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def fmt_si(x: Any, unit: str, digits: int = 3) -> str:
+    """A rate or frequency with an SI prefix and ``digits`` significant digits:
+    ``fmt_si(3.35232e12, "B/s")`` is ``3.35 TB/s``. Clocks are whole MHz, as the clock notes
+    write them: ``fmt_si(1.695e9, "Hz")`` is ``1,695 MHz``."""
+    if x is None:
+        return ""
+    v = float(x)
+    if unit == "Hz":
+        return f"{v / 1e6:,.0f} MHz"
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{v / scale:.{digits}g} {prefix}{unit}"
+    return f"{v:.{digits}g} {unit}"
+
+
+def fmt_id(x: Any) -> str:
+    """An identifier (thread, process, correlation id): the integer, no thousands separators."""
+    if x is None:
+        return ""
+    return str(int(x))
+
+
+def fmt_bool(x: Any) -> str:
+    """A flag as ``yes`` / ``no`` (``""`` for missing)."""
+    if x is None:
+        return ""
+    return "yes" if x else "no"
+
+
 def environment() -> jinja2.Environment:
     """The jinja2 environment of the report templates (autoescape on for every template)."""
     env = jinja2.Environment(
@@ -115,7 +150,8 @@ def environment() -> jinja2.Environment:
         finalize=_finalize,
     )
     env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, int=fmt_int, num=fmt_num,
-                       bytes=fmt_bytes, script_json=json_for_script)
+                       bytes=fmt_bytes, si=fmt_si, id=fmt_id, bool=fmt_bool,
+                       script_json=json_for_script)
     return env
 
 
@@ -175,18 +211,26 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
         footer = {"name": f"other ({other['names']:,} kernels)", "total_ns": other["total_ns"],
                   "pct": other["pct"], "instances": other["instances"]}
     dev_rows = payload["devices"]
+    hidden = 0
+    if len({r.get("rank") for r in dev_rows}) > 1:
+        # several ranks each list every GPU of their node (8 DLRM ranks: 64 rows, 56 idle):
+        # keep the devices that ran something and say how many rows were folded
+        active = [r for r in dev_rows if r.get("activities")]
+        if active:
+            hidden, dev_rows = len(dev_rows) - len(active), active
     dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
-                ("clock_hz", "max clock (Hz)", "int"), ("memory_bytes", "memory", "bytes"),
-                ("memory_bandwidth_bps", "memory bandwidth (B/s)", "num"),
+                ("clock_hz", "max clock", "hz"), ("memory_bytes", "memory", "bytes"),
+                ("memory_bandwidth_bps", "memory bandwidth", "bps"),
                 ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),
-                ("activities", "GPU activities", "int"), ("busy_ns", "busy (ms)", "ms")]
+                ("activities", "GPU activities", "int"),
+                ("busy_ns", "activity time, summed (ms)", "ms")]
     present = {key for r in dev_rows for key, v in r.items() if v is not None}
     dev_cols = [_c("rank", "rank", "int"), _c("device_id", "device", "int")] + [
         _c(key, label, fmt) for key, label, fmt in dev_keys if key in present]
     prov = payload["provenance"]
     return payload | {
         "kernel_table": {"columns": kernel_cols, "rows": k["rows"], "footer": footer},
-        "device_table": {"columns": dev_cols, "rows": dev_rows},
+        "device_table": {"columns": dev_cols, "rows": dev_rows, "hidden": hidden},
         "provenance_tables": {
             "sources": {"columns": [_c("rank", "rank", "int"), _c("file", "file"),
                                     _c("format", "format"), _c("tool_version", "tool version"),

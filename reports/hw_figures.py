@@ -35,11 +35,12 @@ def counter_lanes(counters: dict[str, Any]) -> str:
         return to_svg(fig)
 
 
-def memory_timeline(series: list[dict[str, Any]]) -> str:
-    """Allocated (and reserved) bytes per device over time (s since the first event)."""
+def memory_timeline(series: list[dict[str, Any]], t0_ns: int | None = None) -> str:
+    """Allocated (and reserved) bytes per device over time (s since ``t0_ns``, the trace
+    start; the first memory event without it)."""
     with _style():
         fig, ax = plt.subplots(figsize=(11, 3.2))
-        t0 = min(s["ts_ns"][0] for s in series if s["ts_ns"])
+        t0 = t0_ns if t0_ns is not None else min(s["ts_ns"][0] for s in series if s["ts_ns"])
         for s in series:
             x = [(t - t0) / 1e9 for t in s["ts_ns"]]
             label = f"r{s['rank']} GPU{s['device_id']}" if s["device_id"] >= 0 \
@@ -49,7 +50,8 @@ def memory_timeline(series: list[dict[str, Any]]) -> str:
             if any(v is not None for v in s["reserved_bytes"]):
                 ax.step(x, [(b or 0) / 2**30 for b in s["reserved_bytes"]], where="post",
                         label=f"{label} reserved", linewidth=1, linestyle="--")
-        ax.set_xlabel("time since the first memory event (s)")
+        ax.set_xlabel("time since the trace start (s)" if t0_ns is not None
+                      else "time since the first memory event (s)")
         ax.set_ylabel("GiB")
         ax.legend(loc="upper left", fontsize=8, frameon=False)
         return to_svg(fig)
@@ -63,5 +65,5 @@ def figures(payload: dict[str, Any]) -> dict[str, str]:
         out["counters"] = counter_lanes(gm["counters"])
     mem = payload.get("memory")
     if mem and mem.get("series") and any(s["ts_ns"] for s in mem["series"]):
-        out["memory"] = memory_timeline(mem["series"])
+        out["memory"] = memory_timeline(mem["series"], mem.get("t0_ns"))
     return out

@@ -97,7 +97,7 @@ def _gpu_metrics(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
                _col("dram_bytes", "DRAM bytes (est.)", "bytes"),
                _col("dram_bytes_lo", "DRAM bytes low", "bytes"),
                _col("dram_bytes_hi", "DRAM bytes high", "bytes"),
-               _col("gpc_clock_hz", "GPC clock (Hz)", "num"),
+               _col("gpc_clock_hz", "GPC clock", "hz"),
                _col("clock_vs_spec", "clock / spec clock", "num")]
     columns = [c for c in columns if c["key"] in frame.columns]
     return {
@@ -122,7 +122,7 @@ _METRIC_COLS = [_col("sm_active_pct", "SM active", "pct"), _col("sm_issue_pct", 
                 _col("tensor_active_pct", "tensor active", "pct"),
                 _col("dram_read_pct", "DRAM read % of peak", "pct"),
                 _col("dram_write_pct", "DRAM write % of peak", "pct"),
-                _col("gpc_clock_hz", "GPC clock (Hz)", "num")]
+                _col("gpc_clock_hz", "GPC clock", "hz")]
 
 
 def _window_tables(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
@@ -175,22 +175,30 @@ def _memory(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
     pk = summary_mod.memory_section(tl, summary_mod.SummaryOptions(top=opts.top_n))
     if pk.height == 0:
         return None
+    span = tl.span_ns()
+    # one origin for the table and the chart: the trace start (first event), as in the CLI
+    t0 = span[0] if span else int(tl.memory["ts_ns"].min())  # type: ignore[arg-type]
+    peak_rows = rows(pk)
+    for r in peak_rows:
+        r["peak_at_ns"] = r["peak_ts_ns"] - t0 if r["peak_ts_ns"] is not None else None
     peak_cols = [_col("rank", "rank", "int"), _col("device_id", "device", "int"),
                  _col("events", "events", "int"), _col("allocs", "allocs", "int"),
                  _col("frees", "frees", "int"),
                  _col("peak_allocated_bytes", "peak allocated", "bytes"),
-                 _col("peak_ts_ns", "peak at (ns)", "int"),
+                 _col("peak_at_ns", "peak at (ms from trace start)", "ms"),
                  _col("final_allocated_bytes", "allocated at end", "bytes"),
                  _col("peak_reserved_bytes", "peak reserved", "bytes"),
-                 _col("replayed", "replayed from sizes")]
+                 _col("replayed", "replayed from sizes", "bool")]
     out: dict[str, Any] = {
         "note": ("Device memory over time from the trace's own allocation events (Kineto "
                  "[memory] totals, or nsys CUDA memory-usage events replayed from their "
-                 "sizes: levels relative to the capture start). Peak of a step or op = the "
+                 "sizes: levels relative to the capture start). Times count from the trace "
+                 "start (first event). Peak of a step or op = the "
                  "highest allocated level inside it; rise = peak - level when it began. "
                  "Same numbers as traceparse memory. Definitions: docs/memory.md."),
-        "peaks": {"columns": peak_cols, "rows": rows(pk)},
+        "peaks": {"columns": peak_cols, "rows": peak_rows},
         "series": _memory_series(tl),
+        "t0_ns": t0,
     }
     steps = memory_mod.step_peaks(tl)
     if steps.height:

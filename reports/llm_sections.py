@@ -91,6 +91,8 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                 _col("tflop_per_s", "TFLOP/s", "num"), _col("compute_pct", "compute %", "pct"),
                 _col("launch_overhead_pct", "launch %", "pct"), _col("idle_pct", "idle %", "pct")]
         out["phases"] = {
+            # the heading names the phases this trace has (a training trace: train only)
+            "names": list(dict.fromkeys(str(p) for p in ph["phase"].to_list())),
             "table": {"columns": [c for c in cols if c["key"] in ph.columns], "rows": rows(ph)},
             "note": ("Steps found from serving annotations (SGLang step[...], vLLM "
                      "execute_..., capture_...), model-runner frames or ProfilerStep#N and "
@@ -116,7 +118,7 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                                   _col("max_ns", "max (ms)", "ms"),
                                   _col("slowest", "slowest layer", "int"),
                                   _col("spread_pct", "spread %", "pct"),
-                                  _col("same_structure", "same ops")],
+                                  _col("same_structure", "same ops", "bool")],
                       "rows": rows(lay)},
             "note": ("Repeated layers (siblings named by a layer word and an index: "
                      "DecoderLayer_N, Block_N, layers.N, blocks.N; at least 3) in one row: "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import comm as comm_mod
 from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
@@ -140,7 +141,7 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                col("warmup_ns", "warm-up (µs)", "us"), col("host_sync_ns", "host sync (µs)", "us"),
                col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
-               col("cause_thread_id", "thread", "int"), col("cause_detail", "detail")]
+               col("cause_thread_id", "thread", "id"), col("cause_detail", "detail")]
     more = frame.height - listed.height
     return {
         "count": frame.height,
@@ -177,6 +178,8 @@ def auto_columns(frame: pl.DataFrame, labels: dict[str, str] | None = None
             fmt, label = "pct", name[:-4].replace("_", " ") + " %"
         elif name.endswith("bytes"):
             fmt, label = "bytes", name.replace("_", " ")
+        elif dtype == pl.Boolean:
+            fmt, label = "bool", name.replace("_", " ")
         elif dtype.is_integer():
             fmt, label = "int", name.replace("_", " ")
         elif dtype.is_float():
@@ -237,16 +240,26 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
         "graph_recoverable_rank": rec.get("rank"),
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
-        "table": {"columns": spec, "rows": rows(metrics)},
+        "table": {"columns": spec, "rows": _metric_names(rows(metrics))},
         "note": (f"{table.height:,} kernels linked to their launch call. launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
-                 f"call; CUDA graphs could save {int(rec.get('sum') or 0) / 1e3:,.1f} µs"
+                 f"call; CUDA graphs could save {units.duration(int(rec.get('sum') or 0))}"
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
                  + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
-                 f"overhead); {int(rec.get('count') or 0):,} launch-bound kernels."),
+                 f"overhead); "
+                 f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."),
     }
+
+
+def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Statistics rows named for a reader: ``queue_ns`` -> ``queue``, ``gpu_busy_ns`` ->
+    ``gpu busy`` (the column headers carry the unit)."""
+    for r in data:
+        m = str(r.get("metric", ""))
+        r["metric"] = (m[:-3] if m.endswith("_ns") else m).replace("_", " ")
+    return data
 
 
 def _comm(tl: Timeline) -> dict[str, Any] | None:
@@ -263,8 +276,16 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
         skew: pl.DataFrame = comm_mod.collective_skew(tl)
         if skew.height:
             worst = skew.sort(["skew_ns", "seq"], descending=[True, False]).head(20)
+            # start times from the first GPU activity, like the gap table (not trace-clock
+            # epochs: Kineto's are microseconds since 1970)
+            t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
+            worst = worst.with_columns(pl.col("first_start_ns", "last_start_ns") - t0)
+            labels = {c: c[:-3].replace("_", " ") + " (ms from first activity)"
+                      for c in ("first_start_ns", "last_start_ns")}
+            columns = [col(c["key"], labels[c["key"]], "ms") if c["key"] in labels else c
+                       for c in auto_columns(worst)]
             tables.append({"title": "Largest cross-rank start skews",
-                           "columns": auto_columns(worst), "rows": rows(worst)})
+                           "columns": columns, "rows": rows(worst)})
     return {"tables": tables, "collectives": rows(summ),
             "note": ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
                      "overlapped time, algorithm and bus bandwidth where message sizes are "
@@ -290,7 +311,10 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
                         "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
                         "warmup_ns", "host_sync_ns", "idle_ns") if c in st.columns]
-    columns = [c if c["key"] != "wall_ns" else col("wall_ns", "step time (ms)", "ms")
+    # one unit for every duration of a step row (step times are milliseconds)
+    columns = [c if not c["key"].endswith("_ns") else
+               col(c["key"], "step time (ms)" if c["key"] == "wall_ns"
+                   else c["label"].replace("(µs)", "(ms)"), "ms")
                for c in auto_columns(st.select(keep))]
     return {
         "rows": data, "stats": stats, "source": source,
@@ -303,7 +327,7 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                                       col("p95", "P95 (ms)", "ms"),
                                       col("p99", "P99 (ms)", "ms"), col("min", "min (ms)", "ms"),
                                       col("max", "max (ms)", "ms")],
-                          "rows": rows(summ)},
+                          "rows": _metric_names(rows(summ))},
         "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
                  "rank's GPU activity inside the step. Outlier: step time > median + 3 MAD."),
     }
@@ -332,10 +356,10 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                         "placed") if c in pts.columns]
     shown = pts.head(top).select(keep)
     columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
-               col("precision", "precision"), col("flop_per_s", "FLOP/s", "num"),
-               col("dram_bytes_per_s", "DRAM B/s", "num"),
-               col("dram_bytes_per_s_lo", "DRAM B/s low", "num"),
-               col("dram_bytes_per_s_hi", "DRAM B/s high", "num"),
+               col("precision", "precision"), col("flop_per_s", "FLOP/s", "flops"),
+               col("dram_bytes_per_s", "DRAM", "bps"),
+               col("dram_bytes_per_s_lo", "DRAM low", "bps"),
+               col("dram_bytes_per_s_hi", "DRAM high", "bps"),
                col("ai_dram", "FLOP/byte", "num"),
                col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
                col("provenance", "provenance")]
@@ -356,7 +380,8 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
             "steps_table": _roofline_steps(notes.get("steps") or []),
             "table": {"columns": [c for c in columns if c["key"] in keep],
                       "rows": rows(shown)},
-            "note": (f"{pts.height:,} kernels placed on the roofline of {gpu or 'the GPU'}; "
+            "note": (f"{units.plural(pts.height, 'kernel')} placed on the roofline of "
+                     f"{gpu or 'the GPU'}; "
                      "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
@@ -382,7 +407,7 @@ def _roofline_steps(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
                         col("compute_ns", "compute-bound (ms)", "ms"),
                         col("memory_ns", "memory-bound (ms)", "ms"),
                         col("latency_ns", "latency-bound (ms)", "ms"),
-                        col("achieved_flop_per_s", "FLOP/s over the step", "num"),
+                        col("achieved_flop_per_s", "FLOP/s over the step", "flops"),
                         col("mfu_pct", "MFU %", "pct")],
             "rows": rows_}
 

@@ -119,7 +119,8 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     fl = pts["flop_per_s"].to_list()
     x_lo = min([*ai, 0.05]) / 4
     x_hi = max([*ai, 100.0]) * 40  # room on the right for the roof labels
-    comp = ceilings.filter(pl.col("kind") == "compute").sort("value", descending=True)
+    comp = ceilings.filter(pl.col("kind") == "compute").sort(["value", "name"],
+                                                             descending=[True, False])
     if pts.height and "precision" in pts.columns and comp.height:
         # the roofs of the precisions on the chart, plus the highest roof for reference
         want = {str(p) for p in pts["precision"].to_list()} | {str(comp["name"][0])}
@@ -144,6 +145,11 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
     dram = mem.filter(pl.col("name") == "dram")["value"].to_list()
     bw = float(dram[0]) if dram else None
     seen = {}
+    # roofs of the same height (RTX 3090: bf16 and fp16 tensor at 81.9 TFLOP/s) share one
+    # label: two labels 9 points apart overlapped
+    same: dict[float, list[str]] = {}
+    for r in comp.iter_rows(named=True):
+        same.setdefault(round(float(r["value"]), -9), []).append(str(r["name"]))
     for r in comp.iter_rows(named=True):
         v = float(r["value"])
         k = seen.get(round(v, -9), 0)
@@ -151,9 +157,12 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
         start = max(v / bw if bw else x_lo, x_lo)
         col = PREC_COLOURS.get(str(r["name"]), "#444444")
         ax.plot([start, x_hi], [v, v], STYLES[k % len(STYLES)], color=col, lw=1.5)
+        if k:
+            continue
         clk = r.get("clock_hz")
-        lab = f"{r['name']} {_rate(v, 'FLOP/s')}" + (f" @ {clk / 1e6:,.0f} MHz" if clk else "")
-        ax.annotate(lab, (x_hi, v), textcoords="offset points", xytext=(-4, 2 - 9 * k),
+        names = " / ".join(same[round(v, -9)])
+        lab = f"{names} {_rate(v, 'FLOP/s')}" + (f" @ {clk / 1e6:,.0f} MHz" if clk else "")
+        ax.annotate(lab, (x_hi, v), textcoords="offset points", xytext=(-4, 2),
                     ha="right", va="bottom", fontsize=7, color=col)
     if pts.height:
         t = [x or 0.0 for x in pts["time_ns"].to_list()]
@@ -188,6 +197,16 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
             # a label just under a compute roof goes below its point, off the roof line
             near = any(v / 4 <= r["flop_per_s"] <= v and (not bw or r["ai_dram"] >= v / bw)
                        for v in roof_ys)
+            # ... unless a lower roof (and its right-aligned label) is just below too: then
+            # the label goes left of the point, between the two roofs (SGLang's bf16 GEMMs
+            # between the bf16 and fp32 roofs wrote 'mm' over the fp32 roof label)
+            below = any(v < r["flop_per_s"] <= 4 * v for v in roof_ys)
+            if near and below:
+                ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
+                            textcoords="offset points", xytext=(-9, -3 - 10 * (n % 2)),
+                            ha="right", fontsize=7,
+                            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"})
+                continue
             dy = -14 - 10 * (n % 3) if near else 5 - 10 * (n % 3)
             ax.annotate(_short(r["kernel_name"]), (r["ai_dram"], r["flop_per_s"]),
                         textcoords="offset points", xytext=(7, dy), fontsize=7,

@@ -58,6 +58,8 @@ MEMORY_OPS = {
                                    "_fused_rms_norm", "group_norm", "softmax", "_softmax",
                                    "log_softmax", "_log_softmax")},
 }
+#: Memory-bound ops that only write their output (``self``): its old contents are not read.
+WRITE_ONLY_OPS = {"aten::fill_", "aten::zero_"}
 #: Argument positions (stride, padding, dilation) in 'Concrete Inputs' per conv op.
 CONV_ARGS = {"aten::convolution": (3, 4, 5), "aten::_convolution": (3, 4, 5),
              "aten::conv1d": (3, 4, 5), "aten::conv2d": (3, 4, 5), "aten::conv3d": (3, 4, 5),
@@ -191,12 +193,15 @@ def _first_dtype(types: list[Any]) -> str | None:
 
 def memory_op_work(name: str, dims: list[Any], types: list[Any]) -> tuple[float, float] | None:
     """(FLOPs, bytes) of a memory-bound op: ``MEMORY_OPS[name]`` FLOPs per output element,
-    every tensor input read once and an output the size of the largest input written once.
+    every tensor input read once and an output the size of the largest input written once
+    (``WRITE_ONLY_OPS``: the output written only).
 
-    Example (add of two [1024, 1024] fp32 tensors: 1M FLOPs, 12 MiB):
+    Examples (add of two [1024, 1024] fp32 tensors: 1M FLOPs, 12 MiB; fill_ of one: 4 MiB):
         >>> memory_op_work("aten::add", [[1024, 1024], [1024, 1024], []],
         ...                ["float", "float", "Scalar"])
         (1048576.0, 12582912.0)
+        >>> memory_op_work("aten::fill_", [[1024, 1024], []], ["float", "Int"])
+        (1048576.0, 4194304.0)
     """
     per = MEMORY_OPS.get(name)
     if per is None:
@@ -214,6 +219,8 @@ def memory_op_work(name: str, dims: list[Any], types: list[Any]) -> tuple[float,
     if not tens:
         return None
     out_n, out_b = max(tens)
+    if name in WRITE_ONLY_OPS:
+        return per * out_n, float(out_n * out_b)
     return per * out_n, float(sum(n * b for n, b in tens) + out_n * out_b)
 
 

@@ -111,7 +111,8 @@ def min_gap_ns(min_gap_us: float | None) -> int:
 def _humanize(frame: pl.DataFrame, start_ns: int | None
               ) -> tuple[pl.DataFrame, set[str]]:
     """Unit columns as human text (:mod:`traceparse.units`); returns the frame and the
-    columns to right-align. ``*_ns`` times named start/end/at are relative to ``start_ns``."""
+    columns to right-align. ``*_ns`` times named start/end/at/ts (``peak_ts_ns``) are
+    relative to ``start_ns``."""
     out: dict[str, pl.Series] = {}
     right: set[str] = set()
     for c in frame.columns:
@@ -122,8 +123,8 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
             fn, header = units.duration, c[: -len(" (ns)")]
         elif col.dtype.is_numeric() and c.endswith("_ns"):
             stem = c[:-3]
-            if start_ns is not None and (stem in ("start", "end", "at")
-                                         or stem.endswith(("_start", "_end"))):
+            if start_ns is not None and (stem in ("start", "end", "at", "ts")
+                                         or stem.endswith(("_start", "_end", "_ts"))):
                 def fn(v: Any, t0: int = start_ns) -> str:
                     return units.timestamp(v, t0)
             else:
@@ -131,6 +132,10 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
             header = stem
         elif col.dtype.is_numeric() and c.endswith("_hz"):
             fn, header = units.clock, c[:-3]
+        elif col.dtype.is_numeric() and c.endswith("tflop_per_s"):  # already in TFLOP/s
+            def fn(v: Any) -> str:
+                return units.tflops(None if v is None else v * 1e12)
+            header = "tflop/s"
         elif col.dtype.is_numeric() and c.endswith("flop_per_s"):
             fn, header = units.tflops, c[: -len("_per_s")] + "/s"
         elif col.dtype.is_numeric() and c.endswith("bytes_per_s"):
