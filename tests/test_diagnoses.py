@@ -254,6 +254,40 @@ def test_negative_queue_is_host_sync_in_pageable_copies_not_launch() -> None:
 
 
 @pytest.mark.shared
+def test_nccl_data_exposed_allreduce_is_not_on_the_critical_path() -> None:
+    from traceparse import load
+
+    path = _torch("hta__nccl_data.json.gz")
+    ev = _events(path)
+    gpu = sorted((e for e in ev if e.get("ph") == "X"
+                  and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                 key=lambda e: e["ts"])
+    calls = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "cuda_runtime"
+             and "correlation" in e.get("args", {})}
+    nccl = [e for e in gpu if e["name"].startswith("ncclKernel_AllReduce")]
+    assert len(nccl) == 15
+    # the file's own events: after most all-reduces the host issued the next compute
+    # kernel only once the all-reduce had ended (its launch call began after that end):
+    # the autograd thread was busy in CPU ops, not waiting for the collective
+    late = 0
+    for k in nccl:
+        end = k["ts"] + k["dur"]
+        nxt = next(e for e in gpu if not e["name"].startswith("nccl") and e["ts"] >= end)
+        late += calls[nxt["args"]["correlation"]]["ts"] >= end
+    assert late == 11
+    # and the window ends ~29 ms after the last collective with host-issued work
+    last = gpu[-1]
+    assert calls[last["args"]["correlation"]]["ts"] > nccl[-1]["ts"] + nccl[-1]["dur"]
+    # so overlapping communication saves nothing: whatif and the savings engine say 0,
+    # though 39.6 ms of communication is exposed
+    tl = load(path)
+    s = savings(tl).filter(pl.col("change") == "overlap_comm").row(0, named=True)
+    assert s["saving_ns"] == 0 and 39_000_000 < s["bound_ns"] < 40_000_000
+    w = whatif(tl, overlap_comm=True).filter(pl.col("scope") == "window").row(0, named=True)
+    assert w["measured_ns"] == w["predicted_ns"]
+
+
+@pytest.mark.shared
 def test_sglang_largest_gap_is_warmup_not_the_sync_that_ended() -> None:
     from traceparse import load
 
