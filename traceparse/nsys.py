@@ -51,7 +51,7 @@ from traceparse.nsys_graphs import (
     read_graph_events,
     read_graph_trace,
 )
-from traceparse.nsys_host import read_osrt, read_samples
+from traceparse.nsys_host import read_osrt, read_profiler_overhead, read_samples
 from traceparse.nsys_memory import TABLE as MEMORY_TABLE
 from traceparse.nsys_memory import read_memory
 from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
@@ -117,7 +117,8 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
     host = [ranges]
-    for reader in (read_osrt, read_samples):  # OS-runtime calls, CPU samples (nsys_host)
+    # OS-runtime calls, CPU samples, the profiler's own overhead (nsys_host)
+    for reader in (read_osrt, read_samples, read_profiler_overhead):
         frame, seen = reader(db, strings, rank)
         if seen is not None:
             rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
