@@ -179,7 +179,7 @@ def test_multi_process_nsys_export_has_one_rank_per_process(tmp_path: Path) -> N
     # calls as pid 5000 on device 1, inserted into the same export with sqlite3
     from traceparse import nsys
     from traceparse.samplegen import SCENARIOS
-    from traceparse.samplegen_sqlite import global_pid, global_tid, write
+    from traceparse.samplegen_sqlite import create_table, global_pid, global_tid, write
 
     path = write(SCENARIOS["compute_bound"](), tmp_path / "two.sqlite")
     con = sqlite3.connect(path)
@@ -201,6 +201,24 @@ def test_multi_process_nsys_export_has_one_rank_per_process(tmp_path: Path) -> N
         (0, 4242, 0), (1, 5000, 1)]
     assert tl.sources["rank_source"].cast(pl.String).to_list() == ["process order"] * 2
     assert [(p["pid"], p["rank"]) for p in tl.meta["processes"]] == [(4242, 0), (5000, 1)]
+    # with nsys' MPI thread names the recorded ranks win over process order: pid 4242 is
+    # 'MPI Rank 1', pid 5000 'MPI Rank 0'
+    con = sqlite3.connect(path)
+    if not con.execute("SELECT 1 FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchone():
+        create_table(con, "NVTX_EVENTS")
+    sid = con.execute("SELECT max(id) FROM StringIds").fetchone()[0]
+    con.executemany("INSERT INTO StringIds (id, value) VALUES (?, ?)",
+                    [(sid + 1, "MPI Rank 1"), (sid + 2, "MPI Rank 0")])
+    con.executemany("INSERT INTO NVTX_EVENTS (start, eventType, globalTid, textId) "
+                    "VALUES (0, 39, ?, ?)", [(global_tid(4242, 4242), sid + 1),
+                                             (global_tid(5000, 5000), sid + 2)])
+    con.commit()
+    con.close()
+    named = nsys.read(path)
+    assert named.gpu.select("rank", "process_id").unique().sort("rank").rows() == [
+        (0, 5000), (1, 4242)]
+    assert named.sources["rank_source"].cast(pl.String).to_list() == [
+        "NVTX thread name 'MPI Rank N'"] * 2
     # each rank's attribution is the single-process one (tests/test_attribution_golden.py:
     # window 800, compute 760, memory 30, launch 8, idle 2)
     bd = check_attribution(breakdown(tl)).sort("rank")
@@ -462,6 +480,37 @@ def test_two_process_nsys_has_two_ranks() -> None:
            .sort("process_id").rows())
     assert [(p, d, n) for p, d, _, n in got] == want
     assert [r for _, _, r, _ in got] == [0, 1]  # process order
+    # no rank is recorded: no MPI thread names, and the only environment exported is the
+    # launch environment of the session, without RANK
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    assert con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE eventType = 39").fetchone() \
+        == (0,)
+    env = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV "
+                      "WHERE name = 'DeviceEnvironment'").fetchone()[0]
+    con.close()
+    assert not any(v.split("=")[0] in ("RANK", "LOCAL_RANK") for v in env.split(";"))
+    assert tl.sources["rank_source"].cast(pl.String).to_list() == ["process order"] * 2
+
+
+@pytest.mark.shared
+def test_mpi_nsys_ranks_from_nvtx_thread_names() -> None:
+    from traceparse import load
+
+    path = TRACES / "nsys" / "p2p-acc__mpiV100.sqlite"
+    if not path.is_file():
+        pytest.skip("corpus missing")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    named = dict(con.execute(
+        "SELECT (n.globalTid >> 24) & 16777215, CAST(substr(coalesce(n.text, s.value), 10) "
+        "AS INTEGER) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType = 39 AND coalesce(n.text, s.value) LIKE 'MPI Rank %'").fetchall())
+    con.close()
+    assert sorted(named.values()) == [0, 1, 2, 3]
+    tl = load(path)
+    got = dict(tl.gpu.select("process_id", "rank").unique().iter_rows())
+    assert got == named
+    assert set(tl.sources["rank_source"].cast(pl.String)) == {
+        "NVTX thread name 'MPI Rank N'"}
 
 
 @pytest.mark.shared

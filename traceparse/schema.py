@@ -242,7 +242,7 @@ SOURCES = (
     _c("tool_version", STR, "", "Producer version (nsys version, PyTorch/Kineto schema, ncu)."),
     _c("format_version", STR, "", "Export schema version where the file states it."),
     _c("rank_source", CAT, "", "Where rank came from: distributedInfo, file name, file order, "
-       "default."),
+       "process order, NVTX thread name 'MPI Rank N' (nsys), default."),
     _c("start_ns", I64, "ns", "First event start in this file."),
     _c("end_ns", I64, "ns", "Last event end in this file."),
 )
