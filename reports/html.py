@@ -26,6 +26,7 @@ import orjson
 from markupsafe import Markup, escape
 
 from traceparse.reports import figures
+from traceparse.vendor import amd_vendors
 
 ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup",
                      "host_sync", "idle")
@@ -175,7 +176,9 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
         footer = {"name": f"other ({other['names']:,} kernels)", "total_ns": other["total_ns"],
                   "pct": other["pct"], "instances": other["instances"]}
     dev_rows = payload["devices"]
-    dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
+    # AMD devices have compute units, as the CLI says (traceparse.vendor)
+    units_label = "compute units" if amd_vendors(r.get("vendor") for r in dev_rows) else "SMs"
+    dev_keys = [("name", "name", "text"), ("sm_count", units_label, "int"),
                 ("clock_hz", "max clock (Hz)", "int"), ("memory_bytes", "memory", "bytes"),
                 ("memory_bandwidth_bps", "memory bandwidth (B/s)", "num"),
                 ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),

@@ -21,6 +21,7 @@ from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
 from traceparse.reports.options import STEP_REGEX, rows
 from traceparse.timeline import Timeline
+from traceparse.vendor import speak_vendor
 
 #: Attribution parts in priority order (without the ``_ns`` suffix).
 ATTR_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup", "host_sync",
@@ -238,14 +239,15 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": rows(metrics)},
-        "note": (f"{table.height:,} kernels linked to their launch call. launch = API call "
+        "note": speak_vendor(
+                (f"{table.height:,} kernels linked to their launch call. launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
                  f"call; CUDA graphs could save {int(rec.get('sum') or 0) / 1e3:,.1f} µs"
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
                  + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
-                 f"overhead); {int(rec.get('count') or 0):,} launch-bound kernels."),
+                 f"overhead); {int(rec.get('count') or 0):,} launch-bound kernels."), tl),
     }
 
 
