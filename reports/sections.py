@@ -159,9 +159,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         "note": (f"{frame.height:,} stretches of at least {opts.gap_min_ns / 1e3:g} µs where "
                  "a device ran nothing, longest first"
                  + (f" (the {listed.height} longest shown; {more:,} more)" if more else "")
-                 + ". Cause: host_sync = the host was blocked in a synchronising call when the "
-                 "gap began; cpu_work = a host range (NVTX, torch op, data loading) overlapped "
-                 "it; unknown otherwise."),
+                 + ". Cause: the host activity covering at least half of the gap, innermost "
+                 "first: host_sync (a call that waits), warmup (module load, compile, lazy "
+                 "first launch), cuda_api (another CUDA call), os_wait (a launching thread in "
+                 "an OS wait), cpu_work (a host range), cpu_busy (CPU samples); profiler (the "
+                 "profiler's buffer flush) wins over all; unknown when nothing covers it."),
     }
 
 
