@@ -55,6 +55,9 @@ from traceparse.timeline import Timeline
 SYNC_RE = (r"(?i)synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$"
            r"|^cudaMemcpy[23]D(_v\d+)?$|^hipMemcpy$")
 _NEG = -(1 << 62)
+#: Offset of the lane communication moves to under ``overlap_comm`` (stream ids are far
+#: smaller: nsys and Kineto number streams from small integers).
+_COMM_LANE = 1 << 48
 _STREAM = ["rank", "process_id", "device_id", "stream_id"]
 _PROC = ["rank", "process_id"]
 
@@ -182,7 +185,7 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         # work (the original stream id is restored on output)
         a = a.with_columns(_sid=pl.col("stream_id"), stream_id=pl.when(
             pl.col("category").cast(pl.String) == "communication")
-            .then(-2 - pl.col("stream_id")).otherwise(pl.col("stream_id")))
+            .then(pl.col("stream_id") + _COMM_LANE).otherwise(pl.col("stream_id")))
     a = a.sort(*_STREAM, "start_ns", "_i")
     # _prev_end: end of the stream's previous activity; _busy_until: latest end before it
     a = a.with_columns(_prev_end=pl.col("end_ns").shift(1).over(_STREAM),
