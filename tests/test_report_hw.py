@@ -41,7 +41,9 @@ def test_resest_report_gpu_metrics_and_counter_lanes() -> None:
         assert anchor in html
     assert "sampled at 10 kHz" in html
     unread = {r["source"]: r for r in p["unread_tables"]["rows"]}
-    assert unread["OSRT_API"]["count"] == 667 and unread["OSRT_API"]["outcome"] == "not read"
+    # OS-runtime calls are read since issue 14 (osrt ranges for the gap causes): not listed
+    assert "OSRT_API" not in unread
+    assert tl.ranges.filter(pl.col("kind").cast(pl.String) == "osrt").height == 667
     assert unread["StringIds"]["outcome"] == "lookup"
     assert 'id="unread-tables"' in html
 
