@@ -108,9 +108,9 @@ def test_mfu_2gpu_top_gap_is_a_cupti_flush_not_the_memset() -> None:
     path = TRACES / "nsys" / "nsys-ai__mfu_2gpu_after.sqlite"
     if not path.is_file():
         pytest.skip("corpus missing")
-    con = sqlite3.connect(path)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     # the file's own events: rank 0's (pid 148) cudaMemsetAsync calls take ~8 us, but one
-    # lasts 5.75 ms, inside a 6.01 ms 'CUPTI Buffer flush' of the same process
+    # lasts 5.75 ms, begun during a 6.01 ms 'CUPTI Buffer flush' of the same process
     durs = sorted(d for (d,) in con.execute(
         "SELECT r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
         "ON s.id = r.nameId WHERE s.value LIKE 'cudaMemsetAsync%' "
@@ -129,7 +129,7 @@ def test_mfu_2gpu_top_gap_is_a_cupti_flush_not_the_memset() -> None:
     tl = load(path)
     g = idle_gaps(tl).row(0, named=True)
     assert g["rank"] == 0 and g["start_ns"] < ms_start < ms_end <= g["end_ns"] + 100_000
-    # the flush covers most of the 6.59 ms gap; the memset call sat inside it
+    # the flush covers most of the 6.59 ms gap; the memset call began inside it
     ov = min(f_end, g["end_ns"]) - max(f_start, g["start_ns"])
     assert ov > 0.9 * g["dur_ns"]
     assert (g["cause"], g["cause_name"], g["cause_start_ns"]) == (

@@ -27,7 +27,8 @@ Example:
     from ``globalTid`` (the profiler's thread inside the application's process). While
     CUPTI flushes its buffers the process's CUDA calls can stall (on
     ``nsys-ai__mfu_2gpu_after`` a ``cudaMemsetAsync`` that usually takes 8 us lasts
-    5.7 ms inside a 6.0 ms flush). Rows with ``end < start`` are skipped and counted.
+    5.7 ms, begun during a 6.0 ms flush and returning just after it). Rows with
+    ``end < start`` are skipped and counted.
 """
 
 from __future__ import annotations
