@@ -32,6 +32,13 @@ are dropped; the rest are listed largest first with:
     top frame with the most sampled time is named with its share of the gap;
   - ``unknown``: nothing covers the gap.
 
+  Profiler rule: a ``profiler_overhead`` range of the process (nsys ``PROFILER_OVERHEAD``,
+  e.g. ``CUPTI Buffer flush``, on the profiler's own thread) that covers the gap wins over
+  every other candidate: cause ``profiler``, and ``cause_detail`` names the call or range
+  it held up (the innermost other covering candidate). While CUPTI flushes, the
+  application's CUDA calls stall, so the gap is the measurement's, not the application's
+  (nsys' own ``gpu_gaps`` rule leaves such time out for the same reason).
+
   One more rule: when nothing but CPU activity covers the gap (``cpu_busy``,
   ``cpu_work``, ``os_wait`` or ``unknown``) and the **first CUDA call the host made inside
   the gap** is warm-up (``cuModuleLoadData``, ``nvrtcCompileProgram``, a lazy-loading
@@ -70,12 +77,14 @@ SYNC_API_RE = BLOCKING_API_RE
 NON_HOST_RANGE_KINDS = ("gpu_user_annotation", "profiler_step", "nvtx_mark")
 OSRT_KIND = "osrt"
 SAMPLE_KIND = "cpu_sample"
+PROFILER_KIND = "profiler_overhead"
 #: A candidate covers a gap when it overlaps at least this fraction of it.
 COVER_FRACTION = 0.5
 DEFAULT_MIN_NS = 10_000
 _GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 _CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
-_CAUSE_ORDER = ("host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy", "cpu_work")
+_CAUSE_ORDER = ("profiler", "host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy",
+                "cpu_work")
 
 _GAP_COLS = ["start_ns", "end_ns", "dur_ns", *_GAP_PARTS, "kind", "cause", "cause_name",
              "cause_thread_id", "cause_start_ns", "cause_end_ns", "cause_detail"]
@@ -145,6 +154,11 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
     gaps = gaps.with_columns(kind.alias("kind"))
     cands = _candidates(tl, acts, group)
     best = _cover(gaps, cands, group)
+    held = _cover(gaps, cands.filter(pl.col("_cause") != "profiler"), group).select(
+        "_gid", (pl.lit("profiler overhead; it held up ")
+                 + pl.col("_cause") + pl.lit(": ") + pl.col("_name")
+                 + pl.lit(" (thread ") + pl.col("_tid").cast(pl.String) + pl.lit(")"))
+        .alias("_held"))
     sampled = _sample_cover(tl, acts, gaps, group)
     best = (gaps.select("_gid").join(best, on="_gid", how="left")
             .join(sampled, on="_gid", how="left", suffix="_s")
@@ -154,7 +168,8 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
             .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
     first_warm = _first_call_warmup(tl, acts, gaps, group)
     out = (gaps.join(best, on="_gid", how="left")
-           .join(first_warm, on="_gid", how="left", suffix="_w"))
+           .join(first_warm, on="_gid", how="left", suffix="_w")
+           .join(held, on="_gid", how="left"))
     cpu_only = pl.col("_cause").is_null() | pl.col("_cause").is_in(list(_CPU_CAUSES))
     warm = cpu_only & pl.col("_name_w").is_not_null()
     detail = pl.lit("first CUDA call in the gap; ") + pl.when(pl.col("_name").is_not_null()) \
@@ -171,7 +186,9 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
         pick("_tid", "_tid_w").cast(pl.Int64).alias("cause_thread_id"),
         pick("_cs", "_cs_w").cast(pl.Int64).alias("cause_start_ns"),
         pick("_ce", "_ce_w").cast(pl.Int64).alias("cause_end_ns"),
-        pl.when(warm).then(detail).otherwise(None).cast(pl.String).alias("cause_detail"))
+        pl.when(warm).then(detail)
+        .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
+        .otherwise(None).cast(pl.String).alias("cause_detail"))
     return (out.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
@@ -195,7 +212,8 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFr
                        & ~pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
     kinds = pl.col("kind").cast(pl.String)
     host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
-    ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND]))
+    ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND,
+                                       PROFILER_KIND]))
     threads = _launching_threads(tl)
     by_thread = host.filter(kinds.is_in([OSRT_KIND, SAMPLE_KIND])).join(
         threads, on=["rank", "process_id", "thread_id"], how="semi")
@@ -203,7 +221,9 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFr
              label(warmup_intervals(tl, acts, group), "warmup"),
              label(per_group(plain, acts, group), "cuda_api"),
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
-             label(per_group(ranges, acts, group), "cpu_work")]
+             label(per_group(ranges, acts, group), "cpu_work"),
+             # the profiler's thread, not a launching one: any thread of the process
+             label(per_group(host.filter(kinds == PROFILER_KIND), acts, group), "profiler")]
     return (pl.concat(parts, how="vertical_relaxed")
             .rename({"name": "_name", "thread_id": "_tid"}))
 
@@ -237,8 +257,12 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
     j = j.with_columns(pl.col("_cause").replace_strict(list(_CAUSE_ORDER),
                                                        list(range(len(_CAUSE_ORDER))),
                                                        return_dtype=pl.Int32).alias("_o"))
-    return (j.sort(["_gid", "_d", "_ov", "_o", "start_ns", "_name"],
-                   descending=[False, False, True, False, False, False], nulls_last=True)
+    # a profiler overhead range covering the gap wins (it stalls the calls inside it);
+    # otherwise the innermost candidate
+    j = j.with_columns((pl.col("_cause") != "profiler").alias("_np"))
+    return (j.sort(["_gid", "_np", "_d", "_ov", "_o", "start_ns", "_name"],
+                   descending=[False, False, False, True, False, False, False],
+                   nulls_last=True)
             .group_by("_gid", maintain_order=True)
             .agg(pl.col("_cause").first(), pl.col("_name").first(), pl.col("_tid").first(),
                  pl.col("start_ns").first().alias("_cs"), pl.col("end_ns").first().alias("_ce"))

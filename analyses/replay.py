@@ -24,9 +24,16 @@ What-ifs (:func:`replay` options):
 * ``no_launch_overhead``: launch calls take no time and launch-to-start latency is zero:
   each call happens earlier by the launch-call time spent on its thread since the last
   blocking sync, and host-caused gaps shrink accordingly. CPU work between calls is kept.
-* ``overlap_comm``: communication never delays other work: sync points do not wait for
-  communication, and gaps before non-communication activities are shortened by the time a
-  communication activity ran on the same device during the gap (a cross-stream wait).
+* ``overlap_comm``: communication never delays other work, and the time it can give back
+  is the **exposed** communication (no compute kernel running on the device, as in the
+  attribution): sync points do not wait for communication; communication activities move
+  to a lane of their own (a compute kernel queued behind an all-reduce on the same stream
+  no longer follows it in stream order); and the measured gap before a non-communication
+  activity (from the previous non-communication activity on its stream) is shortened by the
+  exposed communication inside it. Host-bound activities keep their host time: when the
+  host issued the next kernel only after the collective ended, overlapping the collective
+  saves nothing, and the replay says so. Each gap shrinks by at most the exposed
+  communication inside it, so a rank's saving stays within its exposed communication.
 * ``durations``: replace each activity's duration (e.g. a calibrated model, or a
   ``--speedup REGEX=FACTOR`` scaling).
 
@@ -48,6 +55,9 @@ from traceparse.timeline import Timeline
 SYNC_RE = (r"(?i)synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$"
            r"|^cudaMemcpy[23]D(_v\d+)?$|^hipMemcpy$")
 _NEG = -(1 << 62)
+#: Offset of the lane communication moves to under ``overlap_comm`` (stream ids are far
+#: smaller: nsys and Kineto number streams from small integers).
+_COMM_LANE = 1 << 48
 _STREAM = ["rank", "process_id", "device_id", "stream_id"]
 _PROC = ["rank", "process_id"]
 
@@ -130,13 +140,17 @@ def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame
 
 
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
-    """Per activity: time in its pre-gap ``[prev_end, start)`` covered by communication
-    activities of the same (rank, device)."""
+    """Per activity: time in its pre-gap ``[prev_end, start)`` covered by **exposed**
+    communication of the same (rank, device): a communication activity running while no
+    compute kernel runs (the attribution's ``communication_ns``)."""
     from traceparse.analyses import intervals
     from traceparse.analyses.comm import _overlap_ns
 
-    comm = acts.filter(pl.col("category").cast(pl.String) == "communication")
-    cover = intervals.union(comm, by=["rank", "device_id"])
+    cat = pl.col("category").cast(pl.String)
+    by = ["rank", "device_id"]
+    cover = intervals.subtract(
+        intervals.union(acts.filter(cat == "communication"), by=by),
+        intervals.union(acts.filter(cat == "compute"), by=by), by=by)
     q = acts.select("rank", "device_id",
                     pl.col("_prev_end").fill_null(pl.col("start_ns")).alias("start_ns"),
                     pl.max_horizontal(pl.col("_prev_end").fill_null(pl.col("start_ns")),
@@ -165,7 +179,14 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         its call began before A ended, gap 5 kept). With A's duration halved: A 10..15,
         B max(15 + 5, 6) = 20..30.
     """
-    a = _activities(tl, durations).sort(*_STREAM, "start_ns", "_i")
+    a = _activities(tl, durations)
+    if overlap_comm:
+        # communication on a lane of its own: it no longer holds back the stream's other
+        # work (the original stream id is restored on output)
+        a = a.with_columns(_sid=pl.col("stream_id"), stream_id=pl.when(
+            pl.col("category").cast(pl.String) == "communication")
+            .then(pl.col("stream_id") + _COMM_LANE).otherwise(pl.col("stream_id")))
+    a = a.sort(*_STREAM, "start_ns", "_i")
     # _prev_end: end of the stream's previous activity; _busy_until: latest end before it
     a = a.with_columns(_prev_end=pl.col("end_ns").shift(1).over(_STREAM),
                        _busy_until=pl.col("end_ns").shift(1).cum_max().over(_STREAM))
@@ -224,6 +245,8 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         out.append(_replay_process(part, ps))
     res = pl.concat(out) if out else a.with_columns(
         pred_start_ns=pl.col("start_ns"), pred_end_ns=pl.col("end_ns"))
+    if overlap_comm:
+        res = res.with_columns(stream_id=pl.col("_sid"))
     return res.sort("_i").select(
         "_i", "rank", "process_id", "device_id", "stream_id", "kind", "category",
         pl.col("name").cast(pl.String), "api_start_ns", "start_ns", "end_ns", "dur_ns",

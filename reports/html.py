@@ -26,6 +26,7 @@ import orjson
 from markupsafe import Markup, escape
 
 from traceparse.reports import figures
+from traceparse.vendor import amd_vendors
 
 ATTRIBUTION_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup",
                      "host_sync", "idle")
@@ -218,7 +219,9 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
         active = [r for r in dev_rows if r.get("activities")]
         if active:
             hidden, dev_rows = len(dev_rows) - len(active), active
-    dev_keys = [("name", "name", "text"), ("sm_count", "SMs", "int"),
+    # AMD devices have compute units, as the CLI says (traceparse.vendor)
+    units_label = "compute units" if amd_vendors(r.get("vendor") for r in dev_rows) else "SMs"
+    dev_keys = [("name", "name", "text"), ("sm_count", units_label, "int"),
                 ("clock_hz", "max clock", "hz"), ("memory_bytes", "memory", "bytes"),
                 ("memory_bandwidth_bps", "memory bandwidth", "bps"),
                 ("compute_major", "CC major", "int"), ("compute_minor", "CC minor", "int"),

@@ -64,6 +64,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceparse.vendor import amd_vendors
+
 #: Thresholds (fractions of the summed window) at which each rule fires.
 LAUNCH_MIN_FRAC = 0.05
 FUSION_MIN_FRAC = 0.02
@@ -162,7 +164,9 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
     if top is None or top["saving_ns"] <= 0 \
             or top["bound_ns"] < LAUNCH_MIN_FRAC * top["measured_ns"]:
         return []
-    hip = payload.get("evidence", {}).get("hip", False)
+    # HIP calls recorded, or AMD devices (the CLI's rule, traceparse.vendor)
+    hip = payload.get("evidence", {}).get("hip", False) or amd_vendors(
+        d.get("vendor") for d in payload.get("devices", []))
     graphs = "HIP graphs" if hip else "CUDA graphs"
     r = top["rank"]
     ev = [f"Rank {r}: launch overhead {_ms(top['bound_ns'])} = "

@@ -22,6 +22,7 @@ from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
 from traceparse.reports.options import STEP_REGEX, rows
 from traceparse.timeline import Timeline
+from traceparse.vendor import speak_vendor
 
 #: Attribution parts in priority order (without the ``_ns`` suffix).
 ATTR_PARTS = ("compute", "memory", "communication", "launch_overhead", "warmup", "host_sync",
@@ -159,9 +160,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         "note": (f"{frame.height:,} stretches of at least {opts.gap_min_ns / 1e3:g} µs where "
                  "a device ran nothing, longest first"
                  + (f" (the {listed.height} longest shown; {more:,} more)" if more else "")
-                 + ". Cause: host_sync = the host was blocked in a synchronising call when the "
-                 "gap began; cpu_work = a host range (NVTX, torch op, data loading) overlapped "
-                 "it; unknown otherwise."),
+                 + ". Cause: the host activity covering at least half of the gap, innermost "
+                 "first: host_sync (a call that waits), warmup (module load, compile, lazy "
+                 "first launch), cuda_api (another CUDA call), os_wait (a launching thread in "
+                 "an OS wait), cpu_work (a host range), cpu_busy (CPU samples); profiler (the "
+                 "profiler's buffer flush) wins over all; unknown when nothing covers it."),
     }
 
 
@@ -241,7 +244,8 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
         "launch_bound_kernels": int(rec.get("count") or 0),
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": _metric_names(rows(metrics))},
-        "note": (f"{table.height:,} kernels linked to their launch call. launch = API call "
+        "note": speak_vendor(
+                (f"{table.height:,} kernels linked to their launch call. launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
@@ -249,7 +253,7 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
                  + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
                  f"overhead); "
-                 f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."),
+                 f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."), tl),
     }
 
 

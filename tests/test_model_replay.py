@@ -102,6 +102,51 @@ def test_overlap_comm_hand_computed() -> None:
     assert _pred(tl, overlap_comm=True) == [(0, 100), (100, 300), (100, 200)]
 
 
+def test_overlap_comm_same_stream_bounded_by_exposed_comm() -> None:
+    # stream 7: compute A 0..100 (call 0..2), NCCL 100..300 (call 3..5), compute B queued
+    # behind it (call 6..8) 300..400; stream 9: compute C 150..200 (call 9..10).
+    # Exposed communication (no compute running): [100,150) + [200,300) = 150.
+    tl = _tl([{"stream": 7, "start": 0, "end": 100, "corr": 1, "name": "A"},
+              {"stream": 7, "start": 100, "end": 300, "corr": 2, "name": "ncclKernel_x",
+               "category": "communication"},
+              {"stream": 7, "start": 300, "end": 400, "corr": 3, "name": "B"},
+              {"stream": 9, "start": 150, "end": 200, "corr": 4, "name": "C"}],
+             [{"name": LAUNCH, "start": 0, "end": 2, "corr": 1},
+              {"name": LAUNCH, "start": 3, "end": 5, "corr": 2},
+              {"name": LAUNCH, "start": 6, "end": 8, "corr": 3},
+              {"name": LAUNCH, "start": 9, "end": 10, "corr": 4}])
+    assert _pred(tl) == [(0, 100), (100, 300), (300, 400), (150, 200)]
+    # the NCCL kernel moves to a lane of its own (still 100..300); B follows A in stream
+    # order with its measured gap 300 - 100 = 200 shortened by the exposed communication
+    # in [100,300): 150 (C's 50 under compute is not given back) -> gap 50: B 150..250.
+    # Window 0..300 (the collective itself) instead of 0..400: saving 100 <= 150.
+    # (Before, B stayed behind the collective on its stream: saving 0.)
+    assert _pred(tl, overlap_comm=True) == [(0, 100), (100, 300), (150, 250), (150, 200)]
+    from traceparse.analyses.savings import savings
+    s = savings(tl).filter(pl.col("change") == "overlap_comm").row(0, named=True)
+    assert (s["saving_ns"], s["bound_ns"]) == (100, 150)
+    w = whatif(tl, overlap_comm=True).filter(pl.col("scope") == "window").row(0, named=True)
+    assert w["measured_ns"] - w["predicted_ns"] == 100
+    assert replay(tl, overlap_comm=True)["stream_id"].to_list() == [7, 7, 7, 9]
+
+
+def test_overlap_comm_host_bound_saves_nothing() -> None:
+    # as in hta__nccl_data: the host issues the next compute kernel only after the
+    # collective ended (call 305..308, kernel 310..400): the host, not the collective, set
+    # its start, so overlapping communication saves 0 though 200 of it is exposed.
+    tl = _tl([{"stream": 7, "start": 0, "end": 100, "corr": 1, "name": "A"},
+              {"stream": 20, "start": 100, "end": 300, "corr": 2, "name": "ncclKernel_x",
+               "category": "communication"},
+              {"stream": 7, "start": 310, "end": 400, "corr": 3, "name": "B"}],
+             [{"name": LAUNCH, "start": 0, "end": 2, "corr": 1},
+              {"name": LAUNCH, "start": 5, "end": 8, "corr": 2},
+              {"name": LAUNCH, "start": 305, "end": 308, "corr": 3}])
+    assert _pred(tl, overlap_comm=True) == [(0, 100), (100, 300), (310, 400)]
+    from traceparse.analyses.savings import savings
+    s = savings(tl).filter(pl.col("change") == "overlap_comm").row(0, named=True)
+    assert (s["saving_ns"], s["bound_ns"]) == (0, 200)
+
+
 def test_parse_speedup() -> None:
     assert parse_speedup("gemm=1.5") == ("gemm", 1.5)
     assert parse_speedup("a=b=2") == ("a=b", 2.0)

@@ -45,9 +45,11 @@ def test_resest_report_gpu_metrics_and_counter_lanes() -> None:
     # OS-runtime calls are read (gap causes use them); their call chains are not
     with sqlite3.connect(f"file:{RESEST}?mode=ro", uri=True) as db:
         chains = db.execute("SELECT COUNT(*) FROM OSRT_CALLCHAINS").fetchone()[0]
+        osrt = db.execute("SELECT COUNT(*) FROM OSRT_API").fetchone()[0]
     assert "OSRT_API" not in unread
     assert unread["OSRT_CALLCHAINS"]["count"] == chains == 1120
     assert unread["OSRT_CALLCHAINS"]["outcome"] == "not read"
+    assert tl.ranges.filter(pl.col("kind").cast(pl.String) == "osrt").height == osrt == 667
     assert unread["StringIds"]["outcome"] == "lookup"
     assert 'id="unread-tables"' in html
 

@@ -51,11 +51,11 @@ from traceparse.nsys_graphs import (
     read_graph_events,
     read_graph_trace,
 )
-from traceparse.nsys_host import read_osrt, read_samples
+from traceparse.nsys_host import read_osrt, read_profiler_overhead, read_samples
 from traceparse.nsys_memory import TABLE as MEMORY_TABLE
 from traceparse.nsys_memory import read_memory
 from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
-from traceparse.nsys_procs import annotate_processes, split_ranks
+from traceparse.nsys_procs import annotate_processes, recorded_ranks, split_ranks
 from traceparse.nsys_ranges import read_ranges
 from traceparse.nsys_tables import unread_rows
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
@@ -117,7 +117,8 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
     host = [ranges]
-    for reader in (read_osrt, read_samples):  # OS-runtime calls, CPU samples (nsys_host)
+    # OS-runtime calls, CPU samples, the profiler's own overhead (nsys_host)
+    for reader in (read_osrt, read_samples, read_profiler_overhead):
         frame, seen = reader(db, strings, rank)
         if seen is not None:
             rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
@@ -160,7 +161,8 @@ def _read(db: NsysDB, rank: int) -> Timeline:
         "start_ns": [span[0] if span else None], "end_ns": [span[1] if span else None],
     }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
                          "start_ns": pl.Int64, "end_ns": pl.Int64}))
-    split_ranks(tl, rank)  # one rank per GPU process (traceparse.nsys_procs)
+    # one rank per GPU process (traceparse.nsys_procs), from MPI thread names when recorded
+    split_ranks(tl, rank, recorded_ranks(_thread_names(db, strings)))
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
                "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
@@ -224,6 +226,27 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
             .otherwise(pl.col("correlation_id")).alias("correlation_id"))
     frame = sort_by_start(schema.conform("api", frame))
     return frame, frame.height, skipped
+
+
+def _thread_names(db: NsysDB, strings: pl.DataFrame) -> pl.DataFrame:
+    """``process_id, name`` of NVTX thread-naming events (eventType 39, ``NvtxThread``)."""
+    empty = pl.DataFrame(schema={"process_id": pl.Int64, "name": pl.String})
+    if not db.has("NVTX_EVENTS"):
+        return empty
+    cols = set(db.columns("NVTX_EVENTS"))
+    if not {"eventType", "globalTid"} <= cols:
+        return empty
+    text = "text" if "text" in cols else "NULL"
+    tid = "textId" if "textId" in cols else "NULL"
+    raw = db.frame(f"SELECT (globalTid >> 24) & 16777215 AS process_id, {text} AS _t, "
+                   f"{tid} AS _tid FROM NVTX_EVENTS WHERE eventType = ?", (39,))
+    if raw.height == 0:
+        return empty
+    named = raw.with_columns(pl.col("_tid").cast(pl.Int64)).join(
+        strings.select(pl.col("id").alias("_tid"), pl.col("value").alias("_s")),
+        on="_tid", how="left")
+    return named.select(pl.col("process_id").cast(pl.Int64),
+                        pl.coalesce(pl.col("_t").cast(pl.String), "_s").alias("name"))
 
 
 def _devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str | None, int]:

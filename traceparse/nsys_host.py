@@ -1,4 +1,5 @@
-"""What the host threads were doing, from an nsys export: OS-runtime calls and CPU samples.
+"""What the host threads were doing, from an nsys export: OS-runtime calls, CPU samples and
+the profiler's own overhead.
 
 Both become rows of the ``ranges`` table (see ``schema.RANGES``) so the gap analysis
 (:mod:`traceparse.analyses.gaps`) can name what a launching thread did while the GPU idled:
@@ -20,6 +21,14 @@ Example:
     samples of thread 7 at 0, 1, 2, 10 ms with top frames A, A, B, B (median interval
     1 ms, cap 2 ms): ranges A [0, 2), B [2, 3), B [10, 12) -> [2, 3) and [10, 12) are not
     merged (not contiguous).
+
+``profiler_overhead`` (table ``PROFILER_OVERHEAD``)
+    One range per row: ``name`` = its text (``CUPTI Buffer flush`` ...), process and thread
+    from ``globalTid`` (the profiler's thread inside the application's process). While
+    CUPTI flushes its buffers the process's CUDA calls can stall (on
+    ``nsys-ai__mfu_2gpu_after`` a ``cudaMemsetAsync`` that usually takes 8 us lasts
+    5.7 ms, begun during a 6.0 ms flush and returning just after it). Rows with
+    ``end < start`` are skipped and counted.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from traceparse import schema
 from traceparse.nsys_db import NsysDB
 
 OSRT = "OSRT_API"
+OVERHEAD = "PROFILER_OVERHEAD"
 SAMPLES = "COMPOSITE_EVENTS"
 CALLCHAINS = "SAMPLING_CALLCHAINS"
 #: A sample covers at most this many of its thread's median sampling intervals.
@@ -66,6 +76,30 @@ def read_osrt(db: NsysDB, strings: pl.DataFrame, rank: int
         [c.name for c in schema.RANGES if c.name in ev.columns]).sort("start_ns"))
     assert out.height + bad == total
     return out, (OSRT, out.height, skipped)
+
+
+def read_profiler_overhead(db: NsysDB, strings: pl.DataFrame, rank: int
+                           ) -> tuple[pl.DataFrame, Accounting | None]:
+    """``profiler_overhead`` ranges from ``PROFILER_OVERHEAD`` and their accounting (None
+    without the table)."""
+    if not db.has(OVERHEAD):
+        return schema.empty("ranges"), None
+    db.require(OVERHEAD, ("start", "end", "nameId", "globalTid"))
+    raw = db.table_frame(OVERHEAD, 'start AS start_ns, "end" AS end_ns, nameId AS _nid, '
+                                   "(globalTid >> 24) & 16777215 AS process_id, "
+                                   "globalTid & 16777215 AS thread_id")
+    total = raw.height
+    bad = raw.filter(pl.col("end_ns") < pl.col("start_ns")).height
+    ev = (raw.filter(pl.col("end_ns") >= pl.col("start_ns"))
+          .join(_strings(db, strings, "_nid"), on="_nid", how="left")
+          .with_columns(name=pl.col("_nid_s").fill_null(""),
+                        kind=pl.lit("profiler_overhead"), rank=pl.lit(rank, pl.Int32),
+                        dur_ns=pl.col("end_ns") - pl.col("start_ns")))
+    skipped = {"end before start": bad} if bad else {}
+    out = schema.conform("ranges", ev.select(
+        [c.name for c in schema.RANGES if c.name in ev.columns]).sort("start_ns"))
+    assert out.height + bad == total
+    return out, (OVERHEAD, out.height, skipped)
 
 
 def read_samples(db: NsysDB, strings: pl.DataFrame, rank: int

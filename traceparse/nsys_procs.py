@@ -1,19 +1,30 @@
 """Ranks of an nsys export with several GPU processes (``torchrun``, ``mpirun`` captured in
 one report).
 
-Each process with GPU work is its own rank. nsys records no rank of its own; when the export
-carries none of the rank evidence we know of (the processes' environments are not exported
-by ``nsys export``, and NVTX domains name no rank in the shared corpus), ranks follow
-**process order**: the GPU processes sorted by process id get ``base, base + 1, ...``
-(``base`` is the ``rank`` argument of :func:`traceparse.nsys.read`). ``sources`` gets one row
-per rank with ``rank_source = "process order"``, and ``meta["processes"]`` gives each
-process its ``rank`` (``info`` prints both). Host rows (API calls, ranges) follow their
+Each process with GPU work is its own rank. nsys records no rank of its own. The evidence
+read, first match wins:
+
+1. **NVTX thread names** ``MPI Rank N`` (``NVTX_EVENTS`` eventType 39 ``NvtxThread``, written
+   by nsys' MPI tracing on each rank's main thread, e.g. ``p2p-acc__mpiV100``): when every
+   GPU process has exactly one such name and the numbers differ, process -> ``base + N``,
+   ``rank_source = "NVTX thread name 'MPI Rank N'"``.
+2. Otherwise **process order**: the GPU processes sorted by process id get ``base, base + 1,
+   ...`` (``rank_source = "process order"``).
+
+The per-process environment (``RANK``, ``OMPI_COMM_WORLD_RANK`` ...) is not exported:
+``TARGET_INFO_SYSTEM_ENV`` holds the session's launch environment (one
+``DeviceEnvironment`` string for the whole capture, without the ranks torchrun or mpirun
+set per child), and NVTX domains in the corpus name no rank (``MPI``, ``cuBLAS``,
+``TensorRT`` ...). ``base`` is the ``rank`` argument of :func:`traceparse.nsys.read`.
+``sources`` gets one row per rank with its ``rank_source``, and ``meta["processes"]`` gives
+each process its ``rank`` (``info`` prints both). Host rows (API calls, ranges) follow their
 process; rows of processes without GPU work keep ``base``. A file with at most one GPU
 process is unchanged.
 
 Example:
     ``torchrun --nproc_per_node=2``: python pid 148 runs on GPU 0 and pid 149 on GPU 1 ->
-    rank 0 = pid 148, rank 1 = pid 149.
+    rank 0 = pid 148, rank 1 = pid 149 (process order). ``mpirun -np 4`` with MPI tracing:
+    the thread names ``MPI Rank 0..3`` of pids 60666, 60668, 60670, 60672 give their ranks.
 """
 
 from __future__ import annotations
@@ -26,21 +37,41 @@ from traceparse import schema
 from traceparse.timeline import Timeline
 
 RANK_SOURCE = "process order"
+NVTX_RANK_SOURCE = "NVTX thread name 'MPI Rank N'"
+#: Thread names nsys' MPI tracing gives each rank's main thread.
+MPI_RANK_RE = r"^MPI Rank (\d+)$"
 
 
-def process_ranks(gpu: pl.DataFrame, base: int) -> dict[int, int]:
-    """``{pid: rank}`` for the processes with GPU work, in pid order from ``base``; empty
-    when there are fewer than two."""
+def process_ranks(gpu: pl.DataFrame, base: int,
+                  recorded: dict[int, int] | None = None) -> tuple[dict[int, int], str]:
+    """``{pid: rank}`` for the processes with GPU work and where the ranks come from: the
+    ``recorded`` ranks (``{pid: N}``, e.g. from :func:`recorded_ranks`) when every GPU
+    process has a distinct one, else pid order from ``base``; empty when there are fewer
+    than two GPU processes."""
     pids = sorted(int(p) for p in gpu["process_id"].drop_nulls().unique().to_list())
     if len(pids) < 2:
-        return {}
-    return {pid: base + i for i, pid in enumerate(pids)}
+        return {}, RANK_SOURCE
+    rec = recorded or {}
+    if all(p in rec for p in pids) and len({rec[p] for p in pids}) == len(pids):
+        return {pid: base + rec[pid] for pid in pids}, NVTX_RANK_SOURCE
+    return {pid: base + i for i, pid in enumerate(pids)}, RANK_SOURCE
 
 
-def split_ranks(tl: Timeline, base: int) -> Timeline:
+def recorded_ranks(thread_names: pl.DataFrame) -> dict[int, int]:
+    """``{pid: N}`` from NVTX thread names (``process_id``, ``name``) matching
+    :data:`MPI_RANK_RE`; a process naming two different ranks has none."""
+    n = thread_names.select(
+        "process_id", pl.col("name").cast(pl.String).str.extract(MPI_RANK_RE, 1)
+        .cast(pl.Int64).alias("_r")).drop_nulls().unique()
+    one = n.group_by("process_id").agg(pl.col("_r").first(), pl.len().alias("_n"))
+    return {int(p): int(r) for p, r, k in one.iter_rows() if k == 1}
+
+
+def split_ranks(tl: Timeline, base: int, recorded: dict[int, int] | None = None) -> Timeline:
     """Give each GPU process of ``tl`` (one nsys export read as rank ``base``) its own rank
-    (see the module docstring). Returns ``tl`` itself, changed in place."""
-    ranks = process_ranks(tl.gpu, base)
+    (see the module docstring); ``recorded`` as in :func:`process_ranks`. Returns ``tl``
+    itself, changed in place."""
+    ranks, source = process_ranks(tl.gpu, base, recorded)
     if not ranks:
         return tl
     pids, values = list(ranks), list(ranks.values())
@@ -66,7 +97,7 @@ def split_ranks(tl: Timeline, base: int) -> Timeline:
         rows = []
         for pid, rank in ranks.items():
             g = tl.gpu.filter(pl.col("process_id") == pid)
-            rows.append({**src, "rank": rank, "rank_source": RANK_SOURCE,
+            rows.append({**src, "rank": rank, "rank_source": source,
                          "start_ns": g["start_ns"].min(), "end_ns": g["end_ns"].max()})
         tl.sources = schema.conform("sources", pl.DataFrame(rows, schema=tl.sources.schema))
     return tl

@@ -33,7 +33,6 @@ _NOT_READ: tuple[tuple[str, str], ...] = (
     ("SAMPLING_", "CPU sampling call chains: not in the unified timeline"),
     ("COMPOSITE_EVENTS", "CPU sampling events: not in the unified timeline"),
     ("SCHED_EVENTS", "thread scheduling: not in the unified timeline"),
-    ("PROFILER_OVERHEAD", "the profiler's own overhead ranges"),
     ("DIAGNOSTIC_EVENT", "capture diagnostics (nsys warnings)"),
     ("CUDA_UM_", "unified-memory page faults: not modelled"),
     ("UNIFIED_MEMORY", "unified-memory migrations: not modelled"),

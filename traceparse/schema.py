@@ -134,7 +134,8 @@ RANGES = (
        "gpu_user_annotation, python_function, profiler_step, cuda_graph (nsys graph/node "
        "creation events), osrt (an nsys OS-runtime call: poll, read, futex, "
        "pthread_cond_wait ...; name = the function), cpu_sample (a run of nsys CPU samples of "
-       "one thread with the same top frame; name = 'symbol (module)') or other.",
+       "one thread with the same top frame; name = 'symbol (module)'), profiler_overhead (an "
+       "nsys PROFILER_OVERHEAD range such as 'CUPTI Buffer flush') or other.",
        required=True),
     _c("name", CAT, "", "Range text / op name.", required=True),
     _c("start_ns", I64, "ns", "Range start on the trace clock.", required=True),
@@ -241,7 +242,7 @@ SOURCES = (
     _c("tool_version", STR, "", "Producer version (nsys version, PyTorch/Kineto schema, ncu)."),
     _c("format_version", STR, "", "Export schema version where the file states it."),
     _c("rank_source", CAT, "", "Where rank came from: distributedInfo, file name, file order, "
-       "default."),
+       "process order, NVTX thread name 'MPI Rank N' (nsys), default."),
     _c("start_ns", I64, "ns", "First event start in this file."),
     _c("end_ns", I64, "ns", "Last event end in this file."),
 )

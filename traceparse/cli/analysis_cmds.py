@@ -28,7 +28,6 @@ from traceparse.cli.common import (
     no_events,
     output_options,
     render_csv,
-    speak_vendor,
     steps_option,
     trace_start,
     traces_argument,
@@ -36,6 +35,7 @@ from traceparse.cli.common import (
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
+from traceparse.vendor import speak_vendor
 
 _PCT = {"comm_overlap_pct": 2, "pct": 2, "avg_ns": 1}
 

@@ -368,21 +368,3 @@ def load_trace(path: str, ctx: click.Context | None = None) -> Timeline:
     from traceparse.loader import load
 
     return load(path, cache=cache_of(ctx))
-
-
-def is_amd(tl: Timeline) -> bool:
-    """True when every described device of ``tl`` is an AMD GPU."""
-    vendors = {str(v).lower() for v in tl.devices["vendor"].drop_nulls().to_list()}
-    return bool(vendors) and vendors <= {"amd"}
-
-
-def speak_vendor(text: str, tl: Timeline) -> str:
-    """Text written in NVIDIA terms, in AMD terms when ``tl`` is an AMD trace: HIP graphs
-    for CUDA graphs, compute units (CUs) for SMs."""
-    if not is_amd(tl):
-        return text
-    for nv, amd in (("CUDA graphs", "HIP graphs"), ("CUDA graph", "HIP graph"),
-                    ("CUDA-graph", "HIP-graph"), (" SMs", " compute units"),
-                    (" SM ", " compute unit ")):
-        text = text.replace(nv, amd)
-    return text
