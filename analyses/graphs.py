@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceparse import units
 from traceparse.timeline import Timeline
 
 _LAUNCH = r"(?i)graphlaunch"
@@ -105,15 +106,17 @@ def graph_notes(tl: Timeline) -> list[str]:
             kns = int(with_k["kernel_ns"].sum())
             share = f" ({100.0 * kns / kern_total:.1f}% of kernel time)" if kern_total else ""
             notes.append(
-                f"{with_k.height} graph launch(es) ran {nk} kernels{share}; they share the "
-                "launch call's correlation id, so their time is attributed to that "
+                f"{units.plural(with_k.height, 'graph launch')} ran "
+                f"{units.plural(nk, 'kernel')}{share}; they share the launch call's "
+                "correlation id, so their time is attributed to that "
                 f"{with_k['name'][0]} call, not to per-kernel launches.")
         empty = gl.filter(pl.col("activities") == 0)
         if empty.height:
             notes.append(
-                f"{empty.height} graph launch(es) have no GPU work recorded in this trace "
-                "(graph traced without its kernels, or outside the capture window): their "
-                "GPU time is missing, so busy time is understated and idle time overstated.")
+                f"{units.plural(empty.height, 'graph launch')} have no GPU work recorded in "
+                "this trace (graph traced without its kernels, or outside the capture "
+                "window): their GPU time is missing, so busy time is understated and idle "
+                "time overstated.")
     graphs = tl.gpu.filter(pl.col("kind").cast(pl.String) == "graph")
     if graphs.height:
         in_graph_kernels = tl.kernels.filter(pl.col("graph_id").is_not_null()

@@ -75,8 +75,9 @@ def _top_gaps(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
     if frame.height == 0:
         return [*lines, "  (none above the threshold)"]
     for r in frame.iter_rows(named=True):
-        why = r["cause"] + (f" ({r['cause_name']}, thread {r['cause_thread_id']})"
-                            if r["cause_name"] else "")
+        thread = (f", thread {r['cause_thread_id']}" if r.get("cause_thread_id") is not None
+                  else "")
+        why = r["cause"] + (f" ({r['cause_name']}{thread})" if r["cause_name"] else "")
         if r.get("cause_detail"):
             why += f"; {r['cause_detail']}"
         lines.append(f"  {fmt_ns(r['dur_ns']):>10}  rank {r['rank']} dev {r['device_id']} "

@@ -124,10 +124,11 @@ def plural(n: int, noun: str, plural_form: str | None = None) -> str:
     Example:
         >>> plural(1, "kernel"), plural(2, "kernel"), plural(0, "memory op")
         ('1 kernel', '2 kernels', '0 memory ops')
-        >>> plural(3, "process", "processes"), plural(1234, "call")
-        ('3 processes', '1,234 calls')
+        >>> plural(3, "process"), plural(1234, "call"), plural(2, "graph launch")
+        ('3 processes', '1,234 calls', '2 graph launches')
     """
-    word = noun if n == 1 else (plural_form or noun + "s")
+    regular = noun + ("es" if noun.endswith(("s", "sh", "ch", "x", "z")) else "s")
+    word = noun if n == 1 else (plural_form or regular)
     return f"{count(n)} {word}"
 
 
