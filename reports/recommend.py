@@ -64,6 +64,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceparse import units
 from traceparse.vendor import amd_vendors
 
 #: Thresholds (fractions of the summed window) at which each rule fires.
@@ -87,7 +88,8 @@ _BOUND = {
 
 
 def _ms(ns: float) -> str:
-    return f"{ns / 1e6:,.3f} ms"
+    """A duration in human units (ns, µs, ms, s), as the CLI prints it."""
+    return units.duration(round(ns))
 
 
 def _short(name: str, n: int = 70) -> str:
@@ -199,8 +201,9 @@ def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[
     gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
             if g.get("cause") == "host_sync"][:3]
     for g in gaps:
-        ev.append(f"Gap of {g['dur_ns'] / 1e3:,.1f} µs covered by {g['cause_name']} "
-                  f"(thread {g.get('cause_thread_id')}).")
+        thread = g.get("cause_thread_id")
+        ev.append(f"Gap of {_ms(g['dur_ns'])} covered by {g['cause_name']}"
+                  + (f" (thread {thread})." if thread is not None else "."))
     return [_rec("host-sync", "Host blocked in synchronising calls: remove the syncs",
                  sync, rw, ev,
                  "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "
@@ -324,7 +327,7 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     if not slow or saving < FUSION_MIN_FRAC * base:
         return []
     ev = [f"{_short(p['kernel_name'])}: {p['pct_of_roof']:.1f}% of its roof "
-          f"({p.get('precision') or '?'}), {p['time_ns'] / 1e3:,.1f} µs"
+          f"({p.get('precision') or '?'}), {_ms(p['time_ns'])}"
           for p in sorted(slow, key=lambda p: -p["time_ns"])[:3]]
     return [_rec("tensor-cores", "GEMMs far under their roof: use tensor cores / lower "
                  "precision", saving, base, ev,
@@ -345,7 +348,7 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
     gaps = payload.get("gaps", {}).get("table", {}).get("rows", [])
     if gaps:
         g = gaps[0]
-        ev.append(f"Longest gap: {g.get('dur_ns', 0) / 1e3:,.1f} µs"
+        ev.append(f"Longest gap: {_ms(g.get('dur_ns', 0))}"
                   + (f", cause: {g['cause']}" if g.get("cause") else "")
                   + (f" ({g['cause_name']})" if g.get("cause_name") else "") + ".")
         for c in payload["gaps"].get("by_cause", [])[:3]:

@@ -86,7 +86,7 @@ def test_compute_bound_has_no_recommendation_and_verdict() -> None:
     p = build_payload(scenario_timeline("compute_bound"))
     v = p["recommendations"]["verdict"]
     assert v["headline"] == "compute-bound: 95.0% of the window is compute"
-    assert v["detail"].startswith("GPU window 0.800 ms (summed over devices): compute kernels "
+    assert v["detail"].startswith("GPU window 800 µs (summed over devices): compute kernels "
                                   "95.0%")
     assert p["recommendations"]["items"] == []
 
