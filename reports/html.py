@@ -25,6 +25,7 @@ import jinja2
 import orjson
 from markupsafe import Markup, escape
 
+from traceparse import units
 from traceparse.reports import figures
 from traceparse.vendor import amd_vendors
 
@@ -44,6 +45,11 @@ def json_for_script(value: Any) -> Markup:
     text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     text = text.replace("://", ":\\/\\/")  # JSON-equal; keeps URL text out of the page
     return Markup(text)
+
+
+def fmt_duration(ns: Any) -> str:
+    """A duration in human units (ns, µs, ms, s), as the CLI prints it; '' for none."""
+    return "" if ns is None else units.duration(round(float(ns)))
 
 
 def _finalize(value: Any) -> Any:
@@ -152,7 +158,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, int=fmt_int, num=fmt_num,
                        bytes=fmt_bytes, si=fmt_si, id=fmt_id, bool=fmt_bool,
-                       script_json=json_for_script)
+                       duration=fmt_duration, script_json=json_for_script)
     return env
 
 
