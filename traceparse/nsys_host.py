@@ -55,51 +55,41 @@ def _strings(db: NsysDB, strings: pl.DataFrame, col: str) -> pl.DataFrame:
     return strings.select(pl.col("id").alias(col), pl.col("value").alias(f"{col}_s"))
 
 
-def read_osrt(db: NsysDB, strings: pl.DataFrame, rank: int
-              ) -> tuple[pl.DataFrame, Accounting | None]:
-    """``osrt`` ranges from ``OSRT_API`` and their accounting (None without the table)."""
-    if not db.has(OSRT):
+def _read_calls(db: NsysDB, strings: pl.DataFrame, rank: int, table: str, kind: str
+                ) -> tuple[pl.DataFrame, Accounting | None]:
+    """Ranges of ``kind`` from an nsys table of named thread intervals (start, end, nameId,
+    globalTid) and their accounting; None without the table."""
+    if not db.has(table):
         return schema.empty("ranges"), None
-    db.require(OSRT, ("start", "end", "nameId", "globalTid"))
-    raw = db.table_frame(OSRT, 'start AS start_ns, "end" AS end_ns, nameId AS _nid, '
-                               "(globalTid >> 24) & 16777215 AS process_id, "
-                               "globalTid & 16777215 AS thread_id")
+    db.require(table, ("start", "end", "nameId", "globalTid"))
+    raw = db.table_frame(table, 'start AS start_ns, "end" AS end_ns, nameId AS _nid, '
+                                "(globalTid >> 24) & 16777215 AS process_id, "
+                                "globalTid & 16777215 AS thread_id")
     total = raw.height
     bad = raw.filter(pl.col("end_ns") < pl.col("start_ns")).height
     ev = (raw.filter(pl.col("end_ns") >= pl.col("start_ns"))
           .join(_strings(db, strings, "_nid"), on="_nid", how="left")
-          .with_columns(name=pl.col("_nid_s").fill_null(""), kind=pl.lit("osrt"),
+          .with_columns(name=pl.col("_nid_s").fill_null(""), kind=pl.lit(kind),
                         rank=pl.lit(rank, pl.Int32),
                         dur_ns=pl.col("end_ns") - pl.col("start_ns")))
     skipped = {"end before start": bad} if bad else {}
     out = schema.conform("ranges", ev.select(
         [c.name for c in schema.RANGES if c.name in ev.columns]).sort("start_ns"))
     assert out.height + bad == total
-    return out, (OSRT, out.height, skipped)
+    return out, (table, out.height, skipped)
+
+
+def read_osrt(db: NsysDB, strings: pl.DataFrame, rank: int
+              ) -> tuple[pl.DataFrame, Accounting | None]:
+    """``osrt`` ranges from ``OSRT_API`` and their accounting (None without the table)."""
+    return _read_calls(db, strings, rank, OSRT, "osrt")
 
 
 def read_profiler_overhead(db: NsysDB, strings: pl.DataFrame, rank: int
                            ) -> tuple[pl.DataFrame, Accounting | None]:
     """``profiler_overhead`` ranges from ``PROFILER_OVERHEAD`` and their accounting (None
     without the table)."""
-    if not db.has(OVERHEAD):
-        return schema.empty("ranges"), None
-    db.require(OVERHEAD, ("start", "end", "nameId", "globalTid"))
-    raw = db.table_frame(OVERHEAD, 'start AS start_ns, "end" AS end_ns, nameId AS _nid, '
-                                   "(globalTid >> 24) & 16777215 AS process_id, "
-                                   "globalTid & 16777215 AS thread_id")
-    total = raw.height
-    bad = raw.filter(pl.col("end_ns") < pl.col("start_ns")).height
-    ev = (raw.filter(pl.col("end_ns") >= pl.col("start_ns"))
-          .join(_strings(db, strings, "_nid"), on="_nid", how="left")
-          .with_columns(name=pl.col("_nid_s").fill_null(""),
-                        kind=pl.lit("profiler_overhead"), rank=pl.lit(rank, pl.Int32),
-                        dur_ns=pl.col("end_ns") - pl.col("start_ns")))
-    skipped = {"end before start": bad} if bad else {}
-    out = schema.conform("ranges", ev.select(
-        [c.name for c in schema.RANGES if c.name in ev.columns]).sort("start_ns"))
-    assert out.height + bad == total
-    return out, (OVERHEAD, out.height, skipped)
+    return _read_calls(db, strings, rank, OVERHEAD, "profiler_overhead")
 
 
 def read_samples(db: NsysDB, strings: pl.DataFrame, rank: int
