@@ -126,7 +126,7 @@ def _stragglers(frame: pl.DataFrame) -> list[str]:
     lines = ["Stragglers (rank last to start a collective; summed skew)"]
     for r in frame.iter_rows(named=True):
         lines.append(f"  rank {r['straggler_rank']} dev {r['straggler_device']}  "
-                     f"{r['calls']} call(s)  {fmt_ns(r['skew_ns'])}")
+                     f"{units.plural(r['calls'], 'call')}  {fmt_ns(r['skew_ns'])}")
     return lines
 
 
