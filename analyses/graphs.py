@@ -137,7 +137,8 @@ def graph_notes(tl: Timeline) -> list[str]:
         n = int(cap["captured_launches"].sum())
         ran = int(cap["executed_launches"].sum())
         notes.append(
-            f"{cap.height} stream capture(s) recorded {n} launch call(s) into a graph; "
+            f"{units.plural(cap.height, 'stream capture')} recorded "
+            f"{units.plural(n, 'launch call')} into a graph; "
             f"{n - ran} of them have no GPU work here by design (captured work runs later "
             "through a graph launch): they are not launch overhead of this window.")
     return notes
