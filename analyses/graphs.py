@@ -124,14 +124,14 @@ def graph_notes(tl: Timeline) -> list[str]:
         ms = int(graphs["dur_ns"].sum()) / 1e6
         if in_graph_kernels == 0:
             notes.append(
-                f"This trace records {graphs.height} CUDA graph execution(s) ({ms:.3f} ms of "
-                "GPU time) at graph level, without their kernels (nsys "
+                f"This trace records {units.plural(graphs.height, 'CUDA graph execution')} "
+                f"({ms:.3f} ms of GPU time) at graph level, without their kernels (nsys "
                 "--cuda-graph-trace=graph): that time is counted as busy 'compute', but it "
                 "cannot be split into kernels, categories or roofline points. Capture with "
                 "--cuda-graph-trace=node to see them.")
         else:
-            notes.append(f"{graphs.height} CUDA graph execution(s) are recorded at graph "
-                         f"level ({ms:.3f} ms) beside {in_graph_kernels} graph kernels.")
+            notes.append(f"{units.plural(graphs.height, 'CUDA graph execution')} recorded at "
+                         f"graph level ({ms:.3f} ms) beside {in_graph_kernels} graph kernels.")
     cap = captures(tl)
     if cap.height:
         n = int(cap["captured_launches"].sum())

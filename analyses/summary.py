@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import llm_summary
 from traceparse.analyses.attribution import breakdown, check_attribution
 from traceparse.analyses.comm import comm_summary
@@ -215,8 +216,8 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
         longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
         if top["skew_ns"] >= STRAGGLER_MIN_FRAC * longest:
             line += (f"; rank {top['straggler_rank']} straggles: it started "
-                     f"{top['calls']} collective(s) last, {top['skew_ns'] / 1e6:.3f} ms of "
-                     "summed skew the other ranks waited")
+                     f"{units.plural(top['calls'], 'collective')} last, "
+                     f"{units.duration(top['skew_ns'])} of summed skew the other ranks waited")
     if part == "warmup_ns":
         steady = window - sums["warmup_ns"]
         rest = max((p for p in VERDICTS if p != "warmup_ns"),
