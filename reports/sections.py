@@ -136,10 +136,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
     data = rows(listed.with_columns((pl.col("start_ns") - t0).alias("at_ns")))
     for r in data:
         r["label"] = f"rank {r['rank']} GPU {r['device_id']}"
+    # durations auto-scaled per cell (ns, µs, ms, s), sorted by their ns value
     columns = [col("label", "rank / device"), col("at_ns", "at (ms from first activity)", "ms"),
-               col("dur_ns", "gap (µs)", "us"), col("idle_ns", "idle (µs)", "us"),
-               col("launch_overhead_ns", "launch overhead (µs)", "us"),
-               col("warmup_ns", "warm-up (µs)", "us"), col("host_sync_ns", "host sync (µs)", "us"),
+               col("dur_ns", "gap", "dur"), col("idle_ns", "idle", "dur"),
+               col("launch_overhead_ns", "launch overhead", "dur"),
+               col("warmup_ns", "warm-up", "dur"), col("host_sync_ns", "host sync", "dur"),
                col("kind", "kind"),
                col("cause", "cause"), col("cause_name", "host call / range"),
                col("cause_thread_id", "thread", "id"), col("cause_detail", "detail")]
