@@ -105,7 +105,8 @@ def busy_activities(tl: Timeline) -> pl.DataFrame:
         .with_columns(pl.col("category").cast(pl.String))))
 
 
-def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
+                   columns: Sequence[str] | None = None) -> pl.DataFrame:
     """Each GPU activity of ``acts`` (default :func:`busy_activities`) joined to its call in
     ``tl.api`` on ``(rank, process_id, correlation_id)`` (API rows duplicated on that key
     keep the first in file order: :func:`traceparse.links.launch_links`'s
@@ -117,13 +118,16 @@ def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFra
     without a call are left out; the rows keep ``acts``' order.
 
     For the default activities the classification is computed once per timeline and
-    shared by every analysis of the command (breakdown, gaps, savings, replay)."""
+    shared by every analysis of the command (breakdown, gaps, savings, replay).
+    ``columns``: keep only these columns of ``acts`` (a narrow result is cheaper)."""
     busy = busy_activities(tl)
     if acts is None or acts is busy:
         calls = cached(tl, "classify_calls", ("gpu", "api"), lambda: _classify(tl, busy, True))
     else:
         calls = _classify(tl, acts, False)
     rows = busy if acts is None else acts
+    if columns is not None:
+        rows = rows.select(list(dict.fromkeys(columns)))
     return pl.concat([rows[calls["_b"]], calls.drop("_b")], how="horizontal")
 
 
@@ -166,7 +170,8 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
     return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part.alias("call_part"))
 
 
-def call_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+def call_windows(tl: Timeline, acts: pl.DataFrame | None = None, *,
+                 columns: Sequence[str] | None = None) -> pl.DataFrame:
     """:func:`classify_calls` with ``start_ns``/``end_ns`` replaced by the host window of
     the call: the whole call ``[api.start, api.end)`` for ``host_sync`` (the host was
     blocked throughout), ``[api.start, min(api.end, start))`` otherwise (the call is only
@@ -176,8 +181,10 @@ def call_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame
         kernel [200, 300) launched by cudaLaunchKernel [100, 150) -> launch [100, 150);
         a synchronous cudaMemcpy [100, 400) whose copy ran [250, 390) -> host_sync
         [100, 400).
+
+    ``columns``: as in :func:`classify_calls` (``start_ns`` is always read).
     """
-    j = classify_calls(tl, acts)
+    j = classify_calls(tl, acts, columns=None if columns is None else [*columns, "start_ns"])
     end = pl.when(pl.col("call_part") == "host_sync").then(pl.col("api_end_ns")) \
         .otherwise(pl.min_horizontal("api_end_ns", "start_ns"))
     return (j.with_columns(end.alias("end_ns"), pl.col("api_start_ns").alias("start_ns"))
@@ -257,9 +264,17 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
               ) -> dict[str, pl.DataFrame]:
     """The host-side interval sets of the attribution, each with the group columns:
     ``launch`` (:func:`launch_windows`), ``warmup`` (:func:`warmup_intervals`) and
-    ``host_sync`` (:func:`blocking_intervals`)."""
+    ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
+    the default activities (:func:`busy_activities`)."""
     group = list(group)
-    windows = call_windows(tl, acts)
+    if acts is busy_activities(tl):
+        return dict(cached(tl, "host_sets:" + ",".join(group), ("gpu", "api", "ranges"),
+                           lambda: _host_sets(tl, acts, group)))
+    return _host_sets(tl, acts, group)
+
+
+def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
+    windows = call_windows(tl, acts, columns=group)
     launch = windows.filter(pl.col("call_part") == "launch")
     return {"launch": launch.select(*group, "start_ns", "end_ns"),
             "warmup": warmup_intervals(tl, acts, group, windows=windows)

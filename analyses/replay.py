@@ -68,7 +68,8 @@ def _not_launch(tl: Timeline) -> pl.DataFrame:
     calls and warm-up (:func:`traceparse.analyses.attribution.classify_calls`)."""
     from traceparse.analyses.attribution import classify_calls
 
-    return (classify_calls(tl).filter(pl.col("call_part") != "launch")
+    return (classify_calls(tl, columns=[*_PROC, "correlation_id"])
+            .filter(pl.col("call_part") != "launch")
             .select(*_PROC, "correlation_id", "call_part", "api_start_ns", "api_end_ns")
             .with_columns(pl.col("process_id").fill_null(0))
             .unique(subset=[*_PROC, "correlation_id"], keep="first"))

@@ -44,7 +44,8 @@ def ref_busy(tl: Timeline) -> pl.DataFrame:
             .with_columns(pl.col("category").cast(pl.String)))
 
 
-def ref_classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+def ref_classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
+                       columns: Any = None) -> pl.DataFrame:
     """The classification before: its own join, first call per key in file order."""
     if acts is None:
         acts = ref_busy(tl)
@@ -68,7 +69,11 @@ def ref_classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.Dat
             & (dur >= 10 * pl.col("_med").fill_null(0)))
     part = pl.when(blocking).then(pl.lit("host_sync")).when(lazy).then(pl.lit("warmup")) \
         .otherwise(pl.lit("launch"))
-    return j.with_columns(part.alias("call_part")).drop("_first", "_med")
+    j = j.with_columns(part.alias("call_part")).drop("_first", "_med")
+    if columns is not None:
+        j = j.select(*dict.fromkeys(columns), "call_name", "api_start_ns", "api_end_ns",
+                     "call_part")
+    return j
 
 
 def _outputs(tl: Timeline) -> dict[str, Any]:
