@@ -52,8 +52,14 @@ _STREAM = ["rank", "process_id", "device_id", "stream_id"]
 _PROC = ["rank", "process_id"]
 
 
+#: The gpu/launch columns the replay reads or returns (the rest is never carried through its
+#: sorts and windows: on 1M kernels the full 40-column frame was the command's memory peak).
+_COLS = ("rank", "process_id", "device_id", "stream_id", "kind", "category", "name",
+         "correlation_id", "api_start_ns", "api_end_ns", "start_ns", "end_ns", "dur_ns")
+
+
 def _activities(tl: Timeline, durations: pl.Series | None) -> pl.DataFrame:
-    rows = launch_join(tl).with_row_index("_i")
+    rows = launch_join(tl).with_row_index("_i").select("_i", *_COLS)
     if durations is not None:
         rows = rows.with_columns(pred_dur_ns=durations.cast(pl.Int64))
     else:
