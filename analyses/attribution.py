@@ -136,6 +136,9 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
     call columns. ``busy``: ``acts`` is :func:`busy_activities` (the calls then come from
     the launch-link table, no join)."""
     cols = {"name": "call_name", "start_ns": "api_start_ns", "end_ns": "api_end_ns"}
+    # only the columns the rules read (a copy of every gpu column was the memory peak)
+    acts = acts.select(["rank", "process_id", "correlation_id", "name", "kind",
+                        *(c for c in ("src_kind", "dst_kind") if c in acts.columns)])
     if busy:
         g = (tl.gpu.select(pl.col("category").cast(pl.String) != "sync")
              .to_series().arg_true())
@@ -161,7 +164,7 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
                 | (pl.col("kind").cast(pl.String).is_in(["memcpy", "memset"]) & pageable))
     dur = pl.col("api_end_ns") - pl.col("api_start_ns")
     j = j.with_columns(_first=pl.col("api_start_ns").rank("ordinal")
-                       .over("rank", "process_id", pl.col("name").cast(pl.String)) == 1,
+                       .over("rank", "process_id", "name") == 1,
                        _med=dur.filter(~blocking).median().over("rank", "process_id"))
     lazy = (pl.col("_first") & ~blocking & (dur >= LAZY_LOAD_MIN_NS)
             & (dur >= 10 * pl.col("_med").fill_null(0)))
