@@ -65,7 +65,9 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from traceparse import links
 from traceparse.analyses import intervals
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: Attribution parts in priority order (first wins where they overlap).
@@ -96,27 +98,64 @@ class AttributionError(AssertionError):
 
 def busy_activities(tl: Timeline) -> pl.DataFrame:
     """GPU activities that count as busy time: every row whose category is not ``sync``,
-    with ``category`` as a plain string."""
-    return (tl.gpu.filter(pl.col("category").cast(pl.String) != "sync")
-            .with_columns(pl.col("category").cast(pl.String)))
+    with ``category`` as a plain string. Computed once per timeline (the same frame object
+    for every caller, :func:`traceparse.derived.cached`)."""
+    return cached(tl, "busy_activities", ("gpu",), lambda: (
+        tl.gpu.filter(pl.col("category").cast(pl.String) != "sync")
+        .with_columns(pl.col("category").cast(pl.String))))
 
 
-def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
+                   columns: Sequence[str] | None = None) -> pl.DataFrame:
     """Each GPU activity of ``acts`` (default :func:`busy_activities`) joined to its call in
     ``tl.api`` on ``(rank, process_id, correlation_id)`` (API rows duplicated on that key
-    keep the first), with ``call_name``, ``api_start_ns``, ``api_end_ns`` and
+    keep the first in file order: :func:`traceparse.links.launch_links`'s
+    ``api_row_file``), with ``call_name``, ``api_start_ns``, ``api_end_ns`` and
     ``call_part``: ``host_sync`` (the call waits: :data:`BLOCKING_API_RE`, or a copy to or
     from pageable memory), ``warmup`` (the first launch of the activity's name on its
     process lasted at least :data:`LAZY_LOAD_MIN_NS` and ten times the process's median
-    non-blocking call: lazy module loading) or ``launch`` (issuing work)."""
-    if acts is None:
-        acts = busy_activities(tl)
-    key = ["rank", "process_id", "correlation_id"]
-    api = (tl.api.filter(pl.col("correlation_id").is_not_null())
-           .select(*key, pl.col("name").cast(pl.String).alias("call_name"),
-                   pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
-           .unique(subset=key, keep="first", maintain_order=True))
-    j = acts.filter(pl.col("correlation_id").is_not_null()).join(api, on=key, how="inner")
+    non-blocking call: lazy module loading) or ``launch`` (issuing work). Activities
+    without a call are left out; the rows keep ``acts``' order.
+
+    For the default activities the classification is computed once per timeline and
+    shared by every analysis of the command (breakdown, gaps, savings, replay).
+    ``columns``: keep only these columns of ``acts`` (a narrow result is cheaper)."""
+    busy = busy_activities(tl)
+    if acts is None or acts is busy:
+        calls = cached(tl, "classify_calls", ("gpu", "api"), lambda: _classify(tl, busy, True))
+    else:
+        calls = _classify(tl, acts, False)
+    rows = busy if acts is None else acts
+    if columns is not None:
+        rows = rows.select(list(dict.fromkeys(columns)))
+    return pl.concat([rows[calls["_b"]], calls.drop("_b")], how="horizontal")
+
+
+def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
+    """:func:`classify_calls` of ``acts`` as ``_b`` (row index in ``acts``) and the four
+    call columns. ``busy``: ``acts`` is :func:`busy_activities` (the calls then come from
+    the launch-link table, no join)."""
+    cols = {"name": "call_name", "start_ns": "api_start_ns", "end_ns": "api_end_ns"}
+    # only the columns the rules read (a copy of every gpu column was the memory peak)
+    acts = acts.select(["rank", "process_id", "correlation_id", "name", "kind",
+                        *(c for c in ("src_kind", "dst_kind") if c in acts.columns)])
+    if busy:
+        g = (tl.gpu.select(pl.col("category").cast(pl.String) != "sync")
+             .to_series().arg_true())
+        a = links.launch_links(tl)["api_row_file"].gather(g)
+        calls = tl.api.select(pl.col(c).gather(a).alias(n) for c, n in cols.items())
+        j = (pl.concat([acts.with_row_index("_b"), calls, a.alias("_a").to_frame()],
+                       how="horizontal")
+             .filter(pl.col("_a").is_not_null()).drop("_a")
+             .with_columns(pl.col("call_name").cast(pl.String)))
+    else:
+        key = ["rank", "process_id", "correlation_id"]
+        api = (tl.api.filter(pl.col("correlation_id").is_not_null())
+               .select(*key, *(pl.col(c).alias(n) for c, n in cols.items()))
+               .with_columns(pl.col("call_name").cast(pl.String))
+               .unique(subset=key, keep="first", maintain_order=True))
+        j = (acts.with_row_index("_b").filter(pl.col("correlation_id").is_not_null())
+             .join(api, on=key, how="inner", maintain_order="left"))
     pageable = pl.lit(False)
     for c in ("src_kind", "dst_kind"):
         if c in j.columns:
@@ -125,16 +164,17 @@ def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFra
                 | (pl.col("kind").cast(pl.String).is_in(["memcpy", "memset"]) & pageable))
     dur = pl.col("api_end_ns") - pl.col("api_start_ns")
     j = j.with_columns(_first=pl.col("api_start_ns").rank("ordinal")
-                       .over("rank", "process_id", pl.col("name").cast(pl.String)) == 1,
+                       .over("rank", "process_id", "name") == 1,
                        _med=dur.filter(~blocking).median().over("rank", "process_id"))
     lazy = (pl.col("_first") & ~blocking & (dur >= LAZY_LOAD_MIN_NS)
             & (dur >= 10 * pl.col("_med").fill_null(0)))
     part = pl.when(blocking).then(pl.lit("host_sync")).when(lazy).then(pl.lit("warmup")) \
         .otherwise(pl.lit("launch"))
-    return j.with_columns(part.alias("call_part")).drop("_first", "_med")
+    return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part.alias("call_part"))
 
 
-def call_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame:
+def call_windows(tl: Timeline, acts: pl.DataFrame | None = None, *,
+                 columns: Sequence[str] | None = None) -> pl.DataFrame:
     """:func:`classify_calls` with ``start_ns``/``end_ns`` replaced by the host window of
     the call: the whole call ``[api.start, api.end)`` for ``host_sync`` (the host was
     blocked throughout), ``[api.start, min(api.end, start))`` otherwise (the call is only
@@ -144,8 +184,10 @@ def call_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFrame
         kernel [200, 300) launched by cudaLaunchKernel [100, 150) -> launch [100, 150);
         a synchronous cudaMemcpy [100, 400) whose copy ran [250, 390) -> host_sync
         [100, 400).
+
+    ``columns``: as in :func:`classify_calls` (``start_ns`` is always read).
     """
-    j = classify_calls(tl, acts)
+    j = classify_calls(tl, acts, columns=None if columns is None else [*columns, "start_ns"])
     end = pl.when(pl.col("call_part") == "host_sync").then(pl.col("api_end_ns")) \
         .otherwise(pl.min_horizontal("api_end_ns", "start_ns"))
     return (j.with_columns(end.alias("end_ns"), pl.col("api_start_ns").alias("start_ns"))
@@ -185,22 +227,25 @@ def per_group(frame: pl.DataFrame, acts: pl.DataFrame, group: Sequence[str]) -> 
             .unique(maintain_order=True))
 
 
-def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
-                       ) -> pl.DataFrame:
+def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
+                       windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Host calls that wait, per group: every :data:`BLOCKING_API_RE` call of a process
     with work in the group, plus the calls :func:`call_windows` marks ``host_sync``.
-    Columns: group, ``name``, ``thread_id``, ``start_ns``, ``end_ns``."""
+    Columns: group, ``name``, ``thread_id``, ``start_ns``, ``end_ns``. ``windows``:
+    :func:`call_windows` of ``acts`` when the caller already has it."""
     group = list(group)
     calls = tl.api.filter(pl.col("end_ns").is_not_null()
                           & pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE))
     out = per_group(calls, acts, group)
-    corr = call_windows(tl, acts).filter(pl.col("call_part") == "host_sync")
+    corr = (call_windows(tl, acts) if windows is None else windows).filter(
+        pl.col("call_part") == "host_sync")
     extra = corr.select(*group, pl.col("call_name").alias("name"),
                         pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
     return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
 
 
-def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
+                     windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Warm-up per group: :data:`WARMUP_API_RE` calls and :data:`WARMUP_RANGE_RE` host
     ranges of a process with work in the group, and lazy-loading first launches
     (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`."""
@@ -211,7 +256,8 @@ def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]) -> 
                               & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
     out = pl.concat([per_group(calls, acts, group), per_group(ranges, acts, group)],
                     how="vertical_relaxed")
-    corr = call_windows(tl, acts).filter(pl.col("call_part") == "warmup")
+    corr = (call_windows(tl, acts) if windows is None else windows).filter(
+        pl.col("call_part") == "warmup")
     extra = corr.select(*group, pl.col("call_name").alias("name"),
                         pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
     return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
@@ -221,11 +267,22 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
               ) -> dict[str, pl.DataFrame]:
     """The host-side interval sets of the attribution, each with the group columns:
     ``launch`` (:func:`launch_windows`), ``warmup`` (:func:`warmup_intervals`) and
-    ``host_sync`` (:func:`blocking_intervals`)."""
+    ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
+    the default activities (:func:`busy_activities`)."""
     group = list(group)
-    return {"launch": launch_windows(tl, acts).select(*group, "start_ns", "end_ns"),
-            "warmup": warmup_intervals(tl, acts, group).select(*group, "start_ns", "end_ns"),
-            "host_sync": blocking_intervals(tl, acts, group)
+    if acts is busy_activities(tl):
+        return dict(cached(tl, "host_sets:" + ",".join(group), ("gpu", "api", "ranges"),
+                           lambda: _host_sets(tl, acts, group)))
+    return _host_sets(tl, acts, group)
+
+
+def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
+    windows = call_windows(tl, acts, columns=group)
+    launch = windows.filter(pl.col("call_part") == "launch")
+    return {"launch": launch.select(*group, "start_ns", "end_ns"),
+            "warmup": warmup_intervals(tl, acts, group, windows=windows)
+            .select(*group, "start_ns", "end_ns"),
+            "host_sync": blocking_intervals(tl, acts, group, windows=windows)
             .select(*group, "start_ns", "end_ns")}
 
 
@@ -248,8 +305,16 @@ def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GR
                    ) -> pl.DataFrame:
     """Where on the time line one attribution part (e.g. ``launch_overhead_ns``) lies:
     the group columns, ``start_ns``, ``end_ns`` (merged intervals inside each group's
-    default window). Their lengths sum to that part of :func:`breakdown`."""
+    default window). Their lengths sum to that part of :func:`breakdown`. The intervals
+    of all parts are computed together once per timeline and group."""
     group = list(group)
+    every = cached(tl, "part_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
+                   lambda: _all_part_intervals(tl, group))
+    return every.filter(pl.col("_part") == part).drop("_part")
+
+
+def _all_part_intervals(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    """:func:`part_intervals` of every part, with the part in ``_part``."""
     acts = busy_activities(tl)
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     sets: dict[str, pl.DataFrame] = {"_win": wins}
@@ -258,8 +323,9 @@ def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GR
                                                                        "end_ns")
     sets.update(host_sets(tl, acts, group))
     seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
-           .filter(part_expr() == part))
-    return intervals.union(seg.select(*group, "start_ns", "end_ns"), by=group)
+           .select(*group, "start_ns", "end_ns", part_expr().alias("_part")))
+    return intervals.union(seg, by=[*group, "_part"]).select(*group, "_part", "start_ns",
+                                                              "end_ns")
 
 
 def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
@@ -322,10 +388,9 @@ def breakdown(tl: Timeline, *, window: tuple[int, int] | None = None,
         ``comm_overlap_pct``. Empty (with those columns) when there is no GPU activity.
     """
     if window is None:
-        acts = busy_activities(tl)
-        wins = (acts.group_by(list(group))
-                .agg(pl.col("start_ns").min().alias("window_start_ns"),
-                     pl.col("end_ns").max().alias("window_end_ns")))
+        # one computation per timeline and group: summary, savings and report share it
+        return cached(tl, "breakdown:" + ",".join(group), ("gpu", "api", "ranges"),
+                      lambda: breakdown_windows(tl, _default_windows(tl, group), group=group))
     else:
         start, end = int(window[0]), int(window[1])
         if end < start:
@@ -340,6 +405,12 @@ def breakdown_by_stream(tl: Timeline, *, window: tuple[int, int] | None = None
     """:func:`breakdown` with one row per (rank, device, stream): what each stream did
     during its own first-to-last activity (or ``window``)."""
     return breakdown(tl, window=window, group=("rank", "device_id", "stream_id"))
+
+
+def _default_windows(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
+    return (busy_activities(tl).group_by(list(group))
+            .agg(pl.col("start_ns").min().alias("window_start_ns"),
+                 pl.col("end_ns").max().alias("window_end_ns")))
 
 
 def _group_keys(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:

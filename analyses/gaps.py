@@ -68,6 +68,7 @@ from traceparse.analyses.attribution import (
     per_group,
     warmup_intervals,
 )
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: Kept for callers: host API calls that block the calling thread until the GPU catches up.
@@ -110,7 +111,14 @@ def idle_gaps(tl: Timeline, *, min_ns: int = DEFAULT_MIN_NS,
         [380, 390), then the next kernel [400, 450): the gap [100, 380) is 280 us of
         ``host_sync`` (the call blocks throughout), cause ``host_sync`` ``cudaMemcpy``.
     """
-    group = list(group)
+    key = f"idle_gaps:{min_ns}:{window}:{','.join(group)}"
+    # one computation per timeline and options: summary, its verdict and the report share it
+    return cached(tl, key, ("gpu", "api", "ranges"),
+                  lambda: _idle_gaps(tl, min_ns, window, list(group)))
+
+
+def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group: list[str]
+               ) -> pl.DataFrame:
     acts = busy_activities(tl)
     if window is None:
         wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())

@@ -62,8 +62,14 @@ _STREAM = ["rank", "process_id", "device_id", "stream_id"]
 _PROC = ["rank", "process_id"]
 
 
+#: The gpu/launch columns the replay reads or returns (the rest is never carried through its
+#: sorts and windows: on 1M kernels the full 40-column frame was the command's memory peak).
+_COLS = ("rank", "process_id", "device_id", "stream_id", "kind", "category", "name",
+         "correlation_id", "api_start_ns", "api_end_ns", "start_ns", "end_ns", "dur_ns")
+
+
 def _activities(tl: Timeline, durations: pl.Series | None) -> pl.DataFrame:
-    rows = launch_join(tl).with_row_index("_i")
+    rows = launch_join(tl).with_row_index("_i").select("_i", *_COLS)
     if durations is not None:
         rows = rows.with_columns(pred_dur_ns=durations.cast(pl.Int64))
     else:
@@ -78,7 +84,8 @@ def _not_launch(tl: Timeline) -> pl.DataFrame:
     calls and warm-up (:func:`traceparse.analyses.attribution.classify_calls`)."""
     from traceparse.analyses.attribution import classify_calls
 
-    return (classify_calls(tl).filter(pl.col("call_part") != "launch")
+    return (classify_calls(tl, columns=[*_PROC, "correlation_id"])
+            .filter(pl.col("call_part") != "launch")
             .select(*_PROC, "correlation_id", "call_part", "api_start_ns", "api_end_ns")
             .with_columns(pl.col("process_id").fill_null(0))
             .unique(subset=[*_PROC, "correlation_id"], keep="first"))

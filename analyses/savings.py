@@ -32,6 +32,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: change -> (attribution part it removes, replay keyword).
@@ -59,6 +60,13 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
         breakdown: :func:`traceparse.analyses.attribution.breakdown` of ``tl`` if the caller
             has it.
     """
+    if breakdown is None:
+        # one computation per timeline: the summary, launches and report sections share it
+        return cached(tl, "savings", ("gpu", "api", "ranges"), lambda: _savings(tl, None))
+    return _savings(tl, breakdown)
+
+
+def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses.attribution import breakdown as attribution
     from traceparse.analyses.replay import replay
 

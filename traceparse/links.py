@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: Range kinds that describe host-side code regions (the default for :func:`enclosing_ranges`).
@@ -52,6 +53,39 @@ _API_COLS = {"name": "api_name", "kind": "api_kind", "start_ns": "api_start_ns",
              "end_ns": "api_end_ns", "thread_id": "api_thread_id"}
 
 
+def launch_links(tl: Timeline) -> pl.DataFrame:
+    """The launch-link table of ``tl``: for each ``gpu`` row (same count, same order) the
+    row index in ``tl.api`` of its launching call, computed once per timeline.
+
+    The key is ``(rank, process_id, correlation_id)`` (nulls never match). A key that a
+    source records more than once has two answers, both kept:
+
+    * ``api_row``: the call that **started first** (file order among equal starts), used
+      by :func:`launch_join` (launches, replay, ranges);
+    * ``api_row_file``: the **first in file order**, used by the attribution's call
+      classification (:func:`traceparse.analyses.attribution.classify_calls`).
+
+    Both are null where no call has the key. Every analysis of a command reads this one
+    table (:func:`traceparse.derived.cached`) instead of joining ``gpu`` with ``api`` again.
+
+    Example:
+        api rows 0 ``(r0, pid 7, corr 5, start 40)`` and 1 ``(r0, pid 7, corr 5, start 30)``
+        and a kernel with key ``(r0, 7, 5)``: ``api_row`` 1, ``api_row_file`` 0.
+    """
+    return cached(tl, "launch_links", ("gpu", "api"), lambda: _launch_links(tl))
+
+
+def _launch_links(tl: Timeline) -> pl.DataFrame:
+    calls = (tl.api.select(*_KEY, "start_ns").with_row_index("_a")
+             .filter(pl.col("correlation_id").is_not_null()))
+    per_key = calls.group_by(_KEY).agg(
+        pl.col("_a").first().alias("api_row_file"),
+        pl.col("_a").get(pl.col("start_ns").arg_min()).alias("api_row"))
+    return (tl.gpu.select(_KEY)
+            .join(per_key, on=_KEY, how="left", nulls_equal=False, maintain_order="left")
+            .select("api_row", "api_row_file"))
+
+
 def launch_join(tl: Timeline, *, kinds: Sequence[str] | None = None,
                 unique_calls: bool = True) -> pl.DataFrame:
     """GPU rows joined (left, many-to-one) to their launching API call.
@@ -59,10 +93,10 @@ def launch_join(tl: Timeline, *, kinds: Sequence[str] | None = None,
     Args:
         tl: the timeline.
         kinds: GPU kinds to keep (e.g. ``("kernel",)``); None keeps every GPU row.
-        unique_calls: keep one API call per key (the earliest). False joins every call
-            with the key, as ``nsys stats`` does: some exports record a launch twice (a
-            runtime row and an eventClass-67 row with the same correlation id), and the
-            nsys report then counts the kernel twice.
+        unique_calls: keep one API call per key (the earliest: :func:`launch_links`'s
+            ``api_row``). False joins every call with the key, as ``nsys stats`` does: some
+            exports record a launch twice (a runtime row and an eventClass-67 row with the
+            same correlation id), and the nsys report then counts the kernel twice.
 
     Returns:
         The ``gpu`` rows (same count, same order) plus ``api_name``, ``api_kind``,
@@ -75,14 +109,19 @@ def launch_join(tl: Timeline, *, kinds: Sequence[str] | None = None,
         api_thread_id 9``. A kernel of pid 8 with corr 5 stays unmatched (null api columns).
     """
     gpu = tl.gpu
+    if not unique_calls:
+        if kinds is not None:
+            gpu = gpu.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
+        api = (tl.api.filter(pl.col("correlation_id").is_not_null()).sort("start_ns")
+               .select(_KEY + list(_API_COLS)).rename(_API_COLS))
+        return gpu.join(api, on=_KEY, how="left", nulls_equal=False, maintain_order="left")
+    idx = launch_links(tl)["api_row"]
+    api = tl.api.select(list(_API_COLS))
+    rows = gpu.with_columns(api.select(pl.col(c).gather(idx).alias(n)
+                                       for c, n in _API_COLS.items()))
     if kinds is not None:
-        gpu = gpu.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
-    api = tl.api.filter(pl.col("correlation_id").is_not_null()).sort("start_ns")
-    if unique_calls:
-        # a correlation id names one call per process; keep the first if a source repeats it
-        api = api.unique(subset=_KEY, keep="first", maintain_order=True)
-    api = api.select(_KEY + list(_API_COLS)).rename(_API_COLS)
-    return gpu.join(api, on=_KEY, how="left", nulls_equal=False, maintain_order="left")
+        rows = rows.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
+    return rows
 
 
 def _range_events(ranges: pl.DataFrame, group: list[str]) -> pl.DataFrame:
