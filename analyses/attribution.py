@@ -307,14 +307,32 @@ def part_intervals(tl: Timeline, part: str, *, group: Sequence[str] = DEFAULT_GR
     the group columns, ``start_ns``, ``end_ns`` (merged intervals inside each group's
     default window). Their lengths sum to that part of :func:`breakdown`. The intervals
     of all parts are computed together once per timeline and group."""
-    group = list(group)
-    every = cached(tl, "part_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
-                   lambda: _all_part_intervals(tl, group))
+    every = default_segments(tl, group)["parts"]
     return every.filter(pl.col("_part") == part).drop("_part")
 
 
-def _all_part_intervals(tl: Timeline, group: list[str]) -> pl.DataFrame:
-    """:func:`part_intervals` of every part, with the part in ``_part``."""
+def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFrame]:
+    """What the default-window attribution, :func:`part_intervals` and
+    :func:`traceparse.analyses.gaps.idle_gaps` need from one
+    :func:`~traceparse.analyses.intervals.segments` pass over each group's window, the
+    three busy categories and the host sets (one per timeline and group; the ~4 boundaries
+    per kernel are cut once, not once per analysis):
+
+    * ``sums``: per group, the segment lengths summed per part (:data:`PARTS`) and
+      ``overlapped_comm_ns``;
+    * ``parts``: the merged intervals of every part, the part in ``_part``;
+    * ``free``: the segments no GPU activity covers (group columns, ``start_ns``,
+      ``end_ns``, ``launch``, ``warmup``, ``host_sync`` counts), in group then time order.
+
+    The GPU categories other than ``sync`` are exactly compute, communication and memory
+    (:data:`traceparse.schema.CATEGORIES`), so "no busy activity" is those three at 0.
+    """
+    group = list(group)
+    return dict(cached(tl, "default_segments:" + ",".join(group), ("gpu", "api", "ranges"),
+                       lambda: _default_segments(tl, group)))
+
+
+def _default_segments(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     acts = busy_activities(tl)
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     sets: dict[str, pl.DataFrame] = {"_win": wins}
@@ -322,10 +340,26 @@ def _all_part_intervals(tl: Timeline, group: list[str]) -> pl.DataFrame:
         sets[label] = acts.filter(pl.col("category") == label).select(*group, "start_ns",
                                                                        "end_ns")
     sets.update(host_sets(tl, acts, group))
-    seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
-           .select(*group, "start_ns", "end_ns", part_expr().alias("_part")))
-    return intervals.union(seg, by=[*group, "_part"]).select(*group, "_part", "start_ns",
-                                                              "end_ns")
+    seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
+    sums = _part_sums(seg, group)
+    parts = intervals.union(seg.select(*group, "start_ns", "end_ns",
+                                       part_expr().alias("_part")),
+                            by=[*group, "_part"]).select(*group, "_part", "start_ns", "end_ns")
+    idle = (pl.col("compute") == 0) & (pl.col("communication") == 0) & (pl.col("memory") == 0)
+    free = seg.filter(idle).select(*group, "start_ns", "end_ns", "launch", "warmup",
+                                   "host_sync")
+    return {"sums": sums, "parts": parts, "free": free}
+
+
+def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """Per ``key``: the lengths of the ``seg`` segments summed per part, and the
+    compute-overlapped communication."""
+    length = pl.col("end_ns") - pl.col("start_ns")
+    comp, comm = pl.col("compute") > 0, pl.col("communication") > 0
+    return (seg.with_columns(part_expr().alias("_part"), length.alias("_len"))
+            .group_by(key)
+            .agg(*(pl.col("_len").filter(pl.col("_part") == p).sum().alias(p) for p in PARTS),
+                 pl.col("_len").filter(comp & comm).sum().alias("overlapped_comm_ns")))
 
 
 def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
@@ -390,7 +424,8 @@ def breakdown(tl: Timeline, *, window: tuple[int, int] | None = None,
     if window is None:
         # one computation per timeline and group: summary, savings and report share it
         return cached(tl, "breakdown:" + ",".join(group), ("gpu", "api", "ranges"),
-                      lambda: breakdown_windows(tl, _default_windows(tl, group), group=group))
+                      lambda: breakdown_windows(tl, _default_windows(tl, group), group=group,
+                                                _shared=True))
     else:
         start, end = int(window[0]), int(window[1])
         if end < start:
@@ -418,7 +453,8 @@ def _group_keys(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
 
 
 def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
-                      group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+                      group: Sequence[str] = DEFAULT_GROUP, _shared: bool = False
+                      ) -> pl.DataFrame:
     """:func:`breakdown` over many windows at once (e.g. one per step).
 
     Args:
@@ -448,22 +484,22 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
         w = groups.join(w, how="cross")
     w = w.select(*group, *(["window_name"] if named else []), "window_start_ns",
                  "window_end_ns").with_row_index("_wid")
-    sets: dict[str, pl.DataFrame] = {
-        "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
-                         pl.col("window_end_ns").alias("end_ns")),
-    }
-    for label in ("compute", "communication", "memory"):
-        sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, group)
-    for label, frame in host_sets(tl, acts, group).items():
-        sets[label] = _clip_to_windows(frame, w, group)
-    seg = intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0)
-    length = pl.col("end_ns") - pl.col("start_ns")
-    comp, comm = pl.col("compute") > 0, pl.col("communication") > 0
-    part = part_expr()
-    sums = (seg.with_columns(part.alias("_part"), length.alias("_len"))
-            .group_by("_wid")
-            .agg(*(pl.col("_len").filter(pl.col("_part") == p).sum().alias(p) for p in PARTS),
-                 pl.col("_len").filter(comp & comm).sum().alias("overlapped_comm_ns")))
+    if _shared:
+        # each group's own default window (one per group): the segments shared with the
+        # part intervals and idle gaps, summed per group, are this window's
+        sums = w.select("_wid", *group).join(default_segments(tl, group)["sums"], on=group,
+                                             how="inner", nulls_equal=True).drop(group)
+    else:
+        sets: dict[str, pl.DataFrame] = {
+            "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
+                             pl.col("window_end_ns").alias("end_ns")),
+        }
+        for label in ("compute", "communication", "memory"):
+            sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, group)
+        for label, frame in host_sets(tl, acts, group).items():
+            sets[label] = _clip_to_windows(frame, w, group)
+        sums = _part_sums(intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0),
+                          ["_wid"])
     out = w.join(sums, on="_wid", how="left").with_columns(
         *(pl.col(c).fill_null(0).cast(pl.Int64) for c in (*PARTS, "overlapped_comm_ns")),
         (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))

@@ -64,6 +64,7 @@ from traceparse.analyses.attribution import (
     WARMUP_API_RE,
     blocking_intervals,
     busy_activities,
+    default_segments,
     host_sets,
     per_group,
     warmup_intervals,
@@ -121,14 +122,15 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
                ) -> pl.DataFrame:
     acts = busy_activities(tl)
     if window is None:
-        wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        # the segments of each group's own window, cut once with the attribution's
+        free = default_segments(tl, group)["free"]
     else:
         wins = (acts.select(group).unique()
                 .with_columns(pl.lit(int(window[0]), pl.Int64).alias("start_ns"),
                               pl.lit(int(window[1]), pl.Int64).alias("end_ns")))
-    hs = host_sets(tl, acts, group)
-    seg = intervals.segments({"_win": wins, "_busy": acts, **hs}, by=group)
-    free = seg.filter((pl.col("_win") > 0) & (pl.col("_busy") == 0))
+        hs = host_sets(tl, acts, group)
+        seg = intervals.segments({"_win": wins, "_busy": acts, **hs}, by=group)
+        free = seg.filter((pl.col("_win") > 0) & (pl.col("_busy") == 0))
     gaps = (intervals.union(free, by=group)
             .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
             .filter(pl.col("dur_ns") >= min_ns))
