@@ -342,13 +342,30 @@ def _default_segments(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]
     sets.update(host_sets(tl, acts, group))
     seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
     sums = _part_sums(seg, group)
-    parts = intervals.union(seg.select(*group, "start_ns", "end_ns",
-                                       part_expr().alias("_part")),
-                            by=[*group, "_part"]).select(*group, "_part", "start_ns", "end_ns")
+    parts = _part_runs(seg.select(*group, "start_ns", "end_ns", part_expr().alias("_part")),
+                       group)
     idle = (pl.col("compute") == 0) & (pl.col("communication") == 0) & (pl.col("memory") == 0)
     free = seg.filter(idle).select(*group, "start_ns", "end_ns", "launch", "warmup",
                                    "host_sync")
     return {"sums": sums, "parts": parts, "free": free}
+
+
+def _part_runs(seg: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """``intervals.union(seg, by=[*group, "_part"])`` for segments that tile each group's
+    window without holes (as the segments of one window do, in group then time order): a
+    part's merged intervals are then its runs of consecutive segments, and two runs of one
+    part never touch (another part's segment lies between), so no sort of all segments per
+    part is needed, only of the runs."""
+    new = (pl.col("_part") != pl.col("_part").shift(1))
+    for c in group:
+        new = new | pl.col(c).ne_missing(pl.col(c).shift(1))
+    runs = (seg.with_columns(new.fill_null(True).cum_sum().alias("_run"))
+            .group_by("_run", maintain_order=True)
+            .agg(*(pl.col(c).first() for c in [*group, "_part"]), pl.col("start_ns").min(),
+                 pl.col("end_ns").max())
+            .drop("_run"))
+    return intervals.sort_within(runs, [*group, "_part"], "start_ns").select(
+        *group, "_part", "start_ns", "end_ns")
 
 
 def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:

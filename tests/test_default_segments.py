@@ -53,6 +53,20 @@ def _check(tl: Timeline) -> None:
                                           .alias("s")))
             want = ref.filter(pl.col(part) > 0).select(*group, pl.col(part).alias("s"))
             assert_frame_equal(got, want, check_row_order=False, check_dtypes=False)
+        # ... and are the union per part of the segments (the definition they replaced)
+        t = _fresh(tl)
+        acts = attribution.busy_activities(t)
+        sets = {"_win": acts.group_by(group).agg(pl.col("start_ns").min(),
+                                                 pl.col("end_ns").max())}
+        for label in ("compute", "communication", "memory"):
+            sets[label] = acts.filter(pl.col("category") == label).select(
+                *group, "start_ns", "end_ns")
+        sets.update(attribution._host_sets(t, acts, group))
+        seg = (intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
+               .select(*group, "start_ns", "end_ns", attribution.part_expr().alias("_part")))
+        ref_parts = intervals.union(seg, by=[*group, "_part"]).select(
+            *group, "_part", "start_ns", "end_ns")
+        assert_frame_equal(attribution.default_segments(_fresh(tl), group)["parts"], ref_parts)
         free = attribution.default_segments(_fresh(tl), group)["free"]
         assert_frame_equal(free, _ref_free(_fresh(tl), group))
 
