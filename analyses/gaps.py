@@ -162,7 +162,9 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
             .when(pl.col("host_sync_ns") == top).then(pl.lit("host_sync"))
             .otherwise(pl.lit("idle")))
     gaps = gaps.with_columns(kind.alias("kind"))
-    cands = _candidates(tl, acts, group)
+    # every finished CUDA call copied to its groups, once for the candidates and warm-up
+    calls = per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts, group)
+    cands = _candidates(tl, acts, group, calls)
     best = _cover(gaps, cands, group)
     held = _cover(gaps, cands.filter(pl.col("_cause") != "profiler"), group).select(
         "_gid", (pl.lit("profiler overhead; it held up ")
@@ -176,7 +178,7 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
                             .otherwise(pl.col(c)).alias(c)
                             for c in ("_cause", "_name", "_tid", "_cs", "_ce")))
             .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
-    first_warm = _first_call_warmup(tl, acts, gaps, group)
+    first_warm = _first_call_warmup(tl, acts, gaps, group, calls)
     out = (gaps.join(best, on="_gid", how="left")
            .join(first_warm, on="_gid", how="left", suffix="_w")
            .join(held, on="_gid", how="left"))
@@ -209,17 +211,18 @@ def _launching_threads(tl: Timeline) -> pl.DataFrame:
     return tl.api.select("rank", "process_id", "thread_id").unique()
 
 
-def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.DataFrame
+                ) -> pl.DataFrame:
     """Every host interval that may explain a gap: group columns, ``_cause``, ``_name``,
-    ``_tid``, ``start_ns``, ``end_ns``."""
+    ``_tid``, ``start_ns``, ``end_ns``. ``calls``: the finished CUDA calls per group
+    (:func:`~traceparse.analyses.attribution.per_group`)."""
     cols = [*group, "name", "thread_id", "start_ns", "end_ns"]
 
     def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
         return frame.select(*cols).with_columns(pl.lit(cause).alias("_cause"))
 
-    api = tl.api.filter(pl.col("end_ns").is_not_null())
-    plain = api.filter(~pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE)
-                       & ~pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
+    plain = calls.filter(~pl.col("name").str.contains(BLOCKING_API_RE)
+                         & ~pl.col("name").str.contains(WARMUP_API_RE))
     kinds = pl.col("kind").cast(pl.String)
     host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
     ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND,
@@ -229,7 +232,7 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> pl.DataFr
         threads, on=["rank", "process_id", "thread_id"], how="semi")
     parts = [label(blocking_intervals(tl, acts, group), "host_sync"),
              label(warmup_intervals(tl, acts, group), "warmup"),
-             label(per_group(plain, acts, group), "cuda_api"),
+             label(plain, "cuda_api"),
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
              label(per_group(ranges, acts, group), "cpu_work"),
              # the profiler's thread, not a launching one: any thread of the process
@@ -315,12 +318,11 @@ def _sample_cover(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
 
 
 def _first_call_warmup(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame,
-                       group: list[str]) -> pl.DataFrame:
+                       group: list[str], calls: pl.DataFrame) -> pl.DataFrame:
     """Per gap whose first CUDA call started inside it is a warm-up call: ``_gid``,
     ``_name``, ``_tid``, ``_cs``, ``_ce`` of that call."""
     schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_name": pl.String(),
                                       "_tid": pl.Int64(), "_cs": pl.Int64(), "_ce": pl.Int64()}
-    calls = per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts, group)
     warm = warmup_intervals(tl, acts, group).select(*group, "name", "start_ns",
                                                     pl.lit(True).alias("_warm"))
     calls = calls.join(warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
