@@ -48,16 +48,18 @@ ANALYSES = (("kernels", []), ("breakdown", []), ("gaps", []), ("summary", []),
             ("launches", []), ("comm", []), ("steps", []))
 
 
-def _tree_rss(pid: int) -> int:
-    """Summed RSS in bytes of ``pid`` and all its descendants (Linux /proc)."""
+def tree_rss(pid: int) -> int:
+    """Summed RSS in bytes of ``pid`` and all its descendants (Linux /proc), following the
+    children of every thread (worker pools fork from helper threads)."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
             with open(f"/proc/{p}/statm") as fh:
                 total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError):
             pass
     return total
@@ -81,7 +83,7 @@ def measure_rss(cmd: list[str], env: dict[str, str] | None = None) -> tuple[floa
 
         def sample() -> None:
             while not stop.wait(0.02):
-                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                peak[0] = max(peak[0], tree_rss(proc.pid))
 
         th = threading.Thread(target=sample, daemon=True)
         th.start()

@@ -43,6 +43,8 @@ import threading
 import time
 from pathlib import Path
 
+from run import tree_rss  # benchmarks/run.py: the same process-tree RSS sampler
+
 REPO = Path(__file__).resolve().parent.parent
 SCALE_TOOLS = REPO.parent / "shared" / "tools" / "scale"
 BEGIN = "<!-- scale harness: begin (benchmarks/scale.py) -->"
@@ -51,22 +53,6 @@ HTA = ("import sys; from hta.trace_analysis import TraceAnalysis; "
        "TraceAnalysis(trace_dir=sys.argv[1])")
 ORJSON = ("import sys, pathlib, orjson\n"
           "for p in sorted(pathlib.Path(sys.argv[1]).glob('*.json')): orjson.loads(p.read_bytes())")
-
-
-def _tree_rss(pid: int) -> int:
-    """Summed RSS in bytes of ``pid`` and its descendants (Linux /proc)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/statm") as fh:
-                total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            for task in os.listdir(f"/proc/{p}/task"):  # children of every thread
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    todo += [int(c) for c in fh.read().split()]
-        except (OSError, ValueError):
-            pass
-    return total
 
 
 def run_once(cmd: list[str], env: dict[str, str],
@@ -82,7 +68,7 @@ def run_once(cmd: list[str], env: dict[str, str],
 
         def sample() -> None:
             while not stop.wait(0.02):
-                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                peak[0] = max(peak[0], tree_rss(proc.pid))
 
         th = threading.Thread(target=sample, daemon=True)
         th.start()
