@@ -69,3 +69,20 @@ def add_metrics(path: Path, samples: dict[str, Sequence[tuple[int, int]]], *,
     elif variant != "no_names":
         add_table(path, "TARGET_INFO_GPU_METRICS",
                   ["typeId", "sourceId", "typeName", "metricId", "metricName"], names)
+
+
+#: Independent SQL (written apart from traceparse's reader) over an nsys export with GPU
+#: metrics: ``s`` = the samples of one metric (bound as the parameter), each lasting until
+#: the next sample of the same metric; ``k`` = every kernel launch with its name. Tests
+#: append their own SELECT over ``k JOIN s``.
+KERNEL_SAMPLES_SQL = """
+    WITH s AS (
+      SELECT g.timestamp AS t0,
+             LEAD(g.timestamp) OVER (PARTITION BY g.typeId, g.metricId ORDER BY g.timestamp) AS t1,
+             g.value AS v
+      FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n
+           ON n.typeId = g.typeId AND n.metricId = g.metricId
+      WHERE n.metricName = ? AND g.value >= 0),
+    k AS (SELECT k.start AS ks, k."end" AS ke, sid.value AS name
+          FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sid ON sid.id = k.demangledName)
+"""

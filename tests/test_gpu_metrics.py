@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import TRACES
-from tests.nsys_extra import PEAK_BW, TYPE_ID, add_metrics, write_base
+from tests.nsys_extra import KERNEL_SAMPLES_SQL, PEAK_BW, TYPE_ID, add_metrics, write_base
 from traceparse.analyses import metrics as M
 from traceparse.nsys import read
 from traceparse.nsys_metrics import split_unit
@@ -107,16 +107,7 @@ def test_split_unit() -> None:
 def _sql_means(path: Path, metric: str) -> dict[str, float]:
     """Independent time-weighted mean of ``metric`` per kernel name, in SQL."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    sql = """
-    WITH s AS (
-      SELECT g.timestamp AS t0,
-             LEAD(g.timestamp) OVER (PARTITION BY g.typeId, g.metricId ORDER BY g.timestamp) AS t1,
-             g.value AS v
-      FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n
-           ON n.typeId = g.typeId AND n.metricId = g.metricId
-      WHERE n.metricName = ? AND g.value >= 0),
-    k AS (SELECT k.start AS ks, k."end" AS ke, sid.value AS name
-          FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sid ON sid.id = k.demangledName)
+    sql = KERNEL_SAMPLES_SQL + """
     SELECT k.name,
            SUM(s.v * (MIN(k.ke, s.t1) - MAX(k.ks, s.t0))) * 1.0
              / SUM(MIN(k.ke, s.t1) - MAX(k.ks, s.t0))

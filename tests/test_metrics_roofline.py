@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import TRACES
-from tests.nsys_extra import PEAK_BW, add_metrics, write_base
+from tests.nsys_extra import KERNEL_SAMPLES_SQL, PEAK_BW, add_metrics, write_base
 from traceparse.cli import main
 from traceparse.nsys import read
 from traceparse.roofline.build import METRICS_CLOCK, build
@@ -125,16 +125,7 @@ def test_user_ceilings_not_rescaled(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ real trace
 def _sql(con: sqlite3.Connection, metric: str) -> list[tuple[str, float, float, float]]:
     """Per kernel launch: name, duration, integral of ``metric`` x ns over it, covered ns."""
-    sql = """
-    WITH s AS (
-      SELECT g.timestamp AS t0,
-             LEAD(g.timestamp) OVER (PARTITION BY g.typeId, g.metricId ORDER BY g.timestamp) AS t1,
-             g.value AS v
-      FROM GPU_METRICS g JOIN TARGET_INFO_GPU_METRICS n
-           ON n.typeId = g.typeId AND n.metricId = g.metricId
-      WHERE n.metricName = ? AND g.value >= 0),
-    k AS (SELECT k.start AS ks, k."end" AS ke, sid.value AS name
-          FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds sid ON sid.id = k.demangledName)
+    sql = KERNEL_SAMPLES_SQL + """
     SELECT k.name, k.ke - k.ks,
            SUM(s.v * (MIN(k.ke, s.t1) - MAX(k.ks, s.t0))) * 1.0,
            SUM(MIN(k.ke, s.t1) - MAX(k.ks, s.t0)) * 1.0
