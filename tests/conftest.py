@@ -7,6 +7,7 @@ Without it, tests marked ``shared`` are skipped with a clear reason; with
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -19,6 +20,20 @@ ORACLE = SHARED / "oracle"
 HAVE_SHARED = (TRACES / "nsys").is_dir()
 SKIP_REASON = (f"real-trace corpus not found at {TRACES} (clone with ../shared beside the "
                "checkout or set TRACEPARSE_SHARED)")
+
+
+#: PyTorch is not a traceparse dependency; .ci/run installs its CPU build and sets
+#: TRACEPARSE_REQUIRE_TORCH=1, so there a missing torch fails the capture tests instead.
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+REQUIRE_TORCH = os.environ.get("TRACEPARSE_REQUIRE_TORCH") == "1"
+
+
+def needs_torch(what: str) -> pytest.MarkDecorator:
+    """Skip marker for tests that run PyTorch (``what`` names them in the reason)."""
+    return pytest.mark.skipif(
+        not HAVE_TORCH and not REQUIRE_TORCH,
+        reason=f"PyTorch is not installed (not a traceparse dependency; `pip install torch` "
+               f"to run {what} on the CPU)")
 
 
 def shared_files(kind: str, pattern: str = "*") -> list[Path]:

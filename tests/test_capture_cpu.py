@@ -18,7 +18,6 @@ torch is not a project dependency: without it these tests skip, except under ``.
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 import subprocess
@@ -30,17 +29,12 @@ import polars as pl
 import pytest
 
 import traceparse
+from tests.conftest import needs_torch
 from traceparse.roofline.estimate import estimate_ops, op_flops
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
-#: .ci/run installs torch and sets this: there, a missing torch fails the tests instead.
-REQUIRE_TORCH = os.environ.get("TRACEPARSE_REQUIRE_TORCH") == "1"
-pytestmark = pytest.mark.skipif(
-    not HAVE_TORCH and not REQUIRE_TORCH,
-    reason="PyTorch is not installed (not a traceparse dependency; "
-    "`pip install torch` to run the capture scripts on the CPU)")
+pytestmark = needs_torch("the capture scripts")
 
 # Tiny run: 2 layers, d_model 64, 4 heads, seq 32, batch 2, vocab 8192 (default),
 # 2 train steps + 1 prefill + 3 decode steps profiled after wait 1 + warmup 1.

@@ -40,17 +40,12 @@ import polars as pl
 import pytest
 
 import traceparse
+from tests.conftest import needs_torch
 from traceparse.roofline.estimate import op_flops
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
-#: .ci/run installs torch and sets this: there, a missing torch fails the tests instead.
-REQUIRE_TORCH = os.environ.get("TRACEPARSE_REQUIRE_TORCH") == "1"
-pytestmark = pytest.mark.skipif(
-    not HAVE_TORCH and not REQUIRE_TORCH,
-    reason="PyTorch is not installed (not a traceparse dependency; "
-    "`pip install torch` to run the scenario runner on the CPU)")
+pytestmark = needs_torch("the scenario runner")
 
 sys.path.insert(0, str(CAPTURE))
 import planted  # noqa: E402  (sample_traces/capture/planted.py: standard library only)

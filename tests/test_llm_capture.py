@@ -11,7 +11,6 @@ a decode's ``[2, 1, 64]`` -> 2 tokens; every forward pass runs ``nn.Module: Bloc
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,11 +22,11 @@ import polars as pl
 import pytest
 
 import traceparse
+from tests.conftest import HAVE_TORCH
 from traceparse.analyses import layers, phases
 
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
 GPU_CAPTURES = sorted(p for d in ("h100", "h200")
                       for p in (REPO / "sample_traces" / d).glob("gpt*.json.gz"))
 
