@@ -186,3 +186,21 @@ def test_lazy_timeline_matches_the_eager_load(trace: Path, tmp_path: Path) -> No
         assert_frame_equal(lazy.table(name), eager.table(name))
     with pytest.raises(AttributeError):
         lazy.not_a_table  # noqa: B018
+
+
+def test_unreadable_table_of_a_lazy_entry_parses_the_input_again(trace: Path,
+                                                                 tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    summary_mod.summarize(traceparse.load(trace, cache=cache))
+    entry = cache.entry(trace)
+    gpu_file = entry / "timeline" / "gpu.parquet"
+    lazy = traceparse.load(trace, cache=cache)
+    assert isinstance(lazy, LazyTimeline)
+    gpu_file.write_bytes(gpu_file.read_bytes()[: gpu_file.stat().st_size // 2])  # truncated
+    assert lazy.sources.height == 1  # read from the entry before the damage showed
+    assert_frame_equal(lazy.gpu, traceparse.load(trace).gpu)  # parsed again
+    assert store_of(lazy) is None  # nothing derived from the damaged entry is used
+    assert not entry.exists()  # dropped: the next load rebuilds it
+    assert_frame_equal(summary_mod.summarize(lazy)["sections"]["window"],
+                       summary_mod.summarize(traceparse.load(trace))["sections"]["window"])
+    assert isinstance(traceparse.load(trace, cache=cache), Timeline) and entry.exists()

@@ -183,6 +183,10 @@ class Cache:
         attach(tl, entry)
         return True
 
+    def drop(self, key: dict[str, Any]) -> None:
+        """Delete the entry of identity ``key`` (a later load rebuilds it)."""
+        self._drop(self.entry(key["path"]))
+
     @staticmethod
     def _drop(entry: Path) -> None:
         shutil.rmtree(entry, ignore_errors=True)

@@ -175,16 +175,37 @@ class LazyTimeline(Timeline):
     from its Parquet file on first access, then kept like any other field (assigning a table
     replaces it as usual). ``_lazy_loaded`` holds the frames read from disk, so
     :func:`traceparse.derived.cached` can tell a table still as loaded (read or not yet
-    read) from one a caller replaced."""
+    read) from one a caller replaced. When a table cannot be read back (a cache entry
+    deleted meanwhile, or one Parquet cannot hold), ``_lazy_fallback`` (set by
+    :func:`traceparse.load`) parses the input again instead, as an eager cache lookup
+    would have."""
 
     def __getattr__(self, name: str) -> pl.DataFrame:
         # only called for attributes not set yet: the tables not read so far
         if name not in schema.TABLES or "_lazy_dir" not in self.__dict__:
             raise AttributeError(name)
-        frame = _read_table(self.__dict__["_lazy_dir"], name)
+        try:
+            frame = _read_table(self.__dict__["_lazy_dir"], name)
+        except TraceError:
+            fallback = self.__dict__.pop("_lazy_fallback", None)
+            if fallback is None:
+                raise
+            self._replace_unread(fallback())
+            result: pl.DataFrame = self.__dict__[name]
+            return result
         self.__dict__[name] = frame
         self.__dict__["_lazy_loaded"][name] = frame
         return frame
+
+    def _replace_unread(self, fresh: Timeline) -> None:
+        """Take every table not read yet from ``fresh`` (the input parsed again because the
+        cache entry could not be read back); values derived from the entry are no longer
+        used nor written."""
+        for table in schema.TABLES:
+            if table not in self.__dict__:
+                self.__dict__[table] = getattr(fresh, table)
+        self.__dict__["_lazy_loaded"] = {}
+        self.__dict__.pop("_derived_store", None)
 
     def rows(self, name: str) -> int:
         """Row count of table ``name``, from the Parquet metadata while it is unread."""
