@@ -15,12 +15,13 @@ from typing import Any
 
 import polars as pl
 
-from traceparse import units
+from traceparse import schema, units
 from traceparse.analyses import llm_summary
 from traceparse.analyses.attribution import breakdown, check_attribution
 from traceparse.analyses.comm import comm_summary
 from traceparse.analyses.gaps import DEFAULT_MIN_NS, idle_gaps
 from traceparse.analyses.launches import launch_summary
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 
@@ -238,6 +239,16 @@ def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:
     return str(top[col][0])
 
 
+def _section(tl: Timeline, name: str, fn: SectionFn, opts: SummaryOptions) -> pl.DataFrame:
+    """Section ``name`` of ``tl``, computed once per timeline and options (and kept in the
+    cache entry's derived store, :mod:`traceparse.derived_store`, when ``tl`` came from the
+    parse cache). Gaps passed in by the caller are the caller's: that section is not kept."""
+    if name == "top_gaps" and opts.gaps is not None:
+        return fn(tl, opts)
+    key = f"summary:{name}:top={opts.top}:min_gap_ns={opts.min_gap_ns}"
+    return cached(tl, key, tuple(schema.TABLES), lambda: fn(tl, opts))
+
+
 def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
               sections: Sequence[str] | None = None, gaps: pl.DataFrame | None = None
               ) -> dict[str, Any]:
@@ -257,7 +268,7 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     opts = SummaryOptions(top=top, min_gap_ns=min_gap_ns, gaps=gaps)
     wanted = SECTIONS if sections is None else {k: v for k, v in SECTIONS.items()
                                                  if k in sections}
-    out = {name: fn(tl, opts) for name, fn in wanted.items()}
+    out = {name: _section(tl, name, fn, opts) for name, fn in wanted.items()}
     bd = out["breakdown"] if "breakdown" in out else breakdown_section(tl, opts)
     top_gaps = out["top_gaps"] if "top_gaps" in out else top_gaps_section(tl, opts)
     strag = out["stragglers"] if "stragglers" in out else straggler_section(tl, opts)
@@ -265,7 +276,8 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     if bd.height and int(bd["host_sync_ns"].sum()) > 0:
         from traceparse.analyses.attribution import host_sync_by_call
 
-        sync_calls = host_sync_by_call(tl)
+        sync_calls = cached(tl, "host_sync_by_call", tuple(schema.TABLES),
+                            lambda: host_sync_by_call(tl))
     line = verdict(bd, top_gaps, strag, sync_calls)
     if tl.metrics.height and "idle" in line:
         from traceparse.analyses.metrics import idle_caveat

@@ -25,6 +25,7 @@ from typing import Any
 import polars as pl
 
 from traceparse import __version__, schema
+from traceparse.derived import cached
 from traceparse.reports.lanes import timeline_lanes
 from traceparse.reports.options import ReportOptions, clean, rows
 from traceparse.timeline import Timeline, concat
@@ -132,15 +133,22 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
         ``attribution``, ``kernels``, ``gaps``, ``launches``, ``comm``, ``steps``,
         ``roofline`` when this build has the analysis behind them.
     """
-    from traceparse.reports import sections
-
     opts = options or ReportOptions()
     tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
-    if ncu is not None and ncu.ncu.height:
+    if ncu is None:  # one payload per timeline and options (kept beside a cached timeline)
+        return cached(tl, f"report_payload:{opts!r}", tuple(schema.TABLES),
+                      lambda: _payload(tl, opts))
+    if ncu.ncu.height:
         tables: dict[str, Any] = tl.tables()
         for name in ("ncu", "sources", "ingest"):
             tables[name] = pl.concat([tables[name], ncu.table(name)])
         tl = Timeline(**tables, meta=tl.meta)
+    return _payload(tl, opts)
+
+
+def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
+    from traceparse.reports import sections
+
     files = sorted(set(tl.sources["file"].to_list()))
     out: dict[str, Any] = {
         "version": PAYLOAD_VERSION,

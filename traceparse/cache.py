@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from traceparse.atomic import atomic_path
+from traceparse.derived_store import attach
 from traceparse.timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -159,11 +160,13 @@ class Cache:
         if stored != key:
             return None
         try:
-            return Timeline.load(entry / _TIMELINE_DIR, validate=False)
+            tl = Timeline.load(entry / _TIMELINE_DIR, lazy=True)
         except Exception as exc:  # any failure to read back = a corrupt entry: rebuild it
             log.debug("dropping corrupt cache entry %s: %s", entry, exc)
             self._drop(entry)
             return None
+        attach(tl, entry)
+        return tl
 
     def store(self, key: dict[str, Any], tl: Timeline) -> bool:
         """Write ``tl`` under identity ``key`` atomically; return False (never raise) when the
@@ -177,7 +180,12 @@ class Cache:
         except Exception as exc:  # a cache that cannot be written must not fail the load
             log.debug("cache store failed for %s: %s", entry, exc)
             return False
+        attach(tl, entry)
         return True
+
+    def drop(self, key: dict[str, Any]) -> None:
+        """Delete the entry of identity ``key`` (a later load rebuilds it)."""
+        self._drop(self.entry(key["path"]))
 
     @staticmethod
     def _drop(entry: Path) -> None:

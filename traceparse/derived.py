@@ -14,10 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from traceparse.derived_store import AS_LOADED, store_of
 from traceparse.timeline import Timeline
 
 T = TypeVar("T")
 _SLOT = "_derived"
+def table_token(tl: Timeline, name: str) -> object:
+    """What a derived value of ``tl`` depends on for table ``name``: the frame object, or
+    :data:`AS_LOADED` for a table of a lazily loaded timeline that nobody replaced (so
+    checking a dependency never reads a table)."""
+    current = tl.__dict__.get(name, AS_LOADED)
+    loaded = tl.__dict__.get("_lazy_loaded")
+    if loaded is not None and (current is AS_LOADED or loaded.get(name) is current):
+        return AS_LOADED
+    return current
 
 
 def cached(tl: Timeline, name: str, tables: Sequence[str], compute: Callable[[], T]) -> T:
@@ -29,12 +39,21 @@ def cached(tl: Timeline, name: str, tables: Sequence[str], compute: Callable[[],
         use; later calls return the same object until ``tl.gpu`` or ``tl.api`` is replaced.
     """
     store: dict[str, tuple[tuple[Any, ...], Any]] = tl.__dict__.setdefault(_SLOT, {})
-    deps = tuple(getattr(tl, t) for t in tables)
+    deps = tuple(table_token(tl, t) for t in tables)
     hit = store.get(name)
     if hit is not None and len(hit[0]) == len(deps) and all(
             a is b for a, b in zip(hit[0], deps, strict=True)):
         value: T = hit[1]
         return value
+    disk = store_of(tl)
+    usable = disk is not None and disk.usable(dict(zip(tables, deps, strict=True)))
+    if disk is not None and usable:
+        loaded = disk.read(name)
+        if loaded is not None:
+            store[name] = (deps, loaded)
+            return loaded  # type: ignore[return-value]  # written from compute()'s value
     value = compute()
     store[name] = (deps, value)
+    if disk is not None and usable:
+        disk.write(name, value)
     return value

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
-from traceparse.cache import CacheArg, identity, resolve
+from traceparse.cache import Cache, CacheArg, identity, resolve
 from traceparse.errors import TraceError
 from traceparse.nsys_rep import is_report
 from traceparse.progress import Progress
@@ -81,6 +82,8 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
     if store is not None and key is not None:
         hit = store.lookup(key)
         if hit is not None:
+            # a table the entry cannot give back later: parse again, rebuild the entry next time
+            hit.__dict__["_lazy_fallback"] = lambda: _reparse(store, key, path, kind)
             return hit
     report = None
     if kind == "nsys-rep":
@@ -99,6 +102,14 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
     if store is not None and key is not None:
         store.store(key, tl)
     return tl
+
+
+def _reparse(store: Cache, key: dict[str, Any], path: str | os.PathLike[str],
+             kind: str) -> Timeline:
+    """The input parsed again, its unreadable cache entry dropped (rebuilt by the next load)."""
+    store.drop(key)
+    with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
+        return _parse(path, kind)
 
 
 def _input_bytes(path: str | os.PathLike[str]) -> int:

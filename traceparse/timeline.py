@@ -62,6 +62,11 @@ class Timeline:
         """All tables by name, in schema order."""
         return {name: self.table(name) for name in schema.TABLES}
 
+    def rows(self, name: str) -> int:
+        """Row count of table ``name`` (a lazily loaded timeline answers from the file's
+        metadata without reading the rows)."""
+        return self.table(name).height
+
     def validate(self) -> Timeline:
         """Validate every table against the schema; return self."""
         for name, frame in self.tables().items():
@@ -109,13 +114,17 @@ class Timeline:
         return target
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, validate: bool = True) -> Timeline:
+    def load(cls, path: str | os.PathLike[str], *, validate: bool = True,
+             lazy: bool = False) -> Timeline:
         """Load a timeline saved by :meth:`save`; raise :class:`TraceError` if it is not one
         or was written with another schema version.
 
         ``validate=False`` checks only each table's column names and dtypes, not the values
         (``dur_ns == end_ns - start_ns`` etc.): for trusted copies such as the cache, which
-        validated them when writing.
+        validated them when writing. ``lazy=True`` (implies ``validate=False``) checks each
+        table's Parquet schema now and reads a table's rows on its first use
+        (:class:`LazyTimeline`): a command that needs only some tables, or only derived values
+        kept beside the cache (:mod:`traceparse.derived_store`), never holds the others.
         """
         src = Path(path)
         meta_file = src / _META_FILE
@@ -128,13 +137,19 @@ class Timeline:
         if info.get("schema_version") != schema.SCHEMA_VERSION:
             raise TraceError(src, f"saved with schema {info.get('schema_version')}, "
                                   f"this traceparse reads {schema.SCHEMA_VERSION}")
-        tables = {}
-        for name in schema.TABLES:
-            try:
-                frame = pl.read_parquet(src / f"{name}.parquet")
-            except (OSError, pl.exceptions.PolarsError) as exc:
-                raise TraceError(src, f"unreadable {name}.parquet: {exc}") from None
-            tables[name] = frame
+        if lazy:
+            for name in schema.TABLES:
+                try:
+                    got = pl.read_parquet_schema(src / f"{name}.parquet")
+                except (OSError, pl.exceptions.PolarsError) as exc:
+                    raise TraceError(src, f"unreadable {name}.parquet: {exc}") from None
+                if dict(got) != dict(schema.polars_schema(name)):
+                    raise TraceError(src, f"saved timeline does not match the schema: "
+                                          f"{name}: schema {dict(got)}")
+            lazy_tl = LazyTimeline.__new__(LazyTimeline)
+            lazy_tl.__dict__.update(meta=info.get("meta", {}), _lazy_dir=src, _lazy_loaded={})
+            return lazy_tl
+        tables = {name: _read_table(src, name) for name in schema.TABLES}
         tl = cls(**tables, meta=info.get("meta", {}))
         try:
             if validate:
@@ -146,6 +161,61 @@ class Timeline:
         except schema.SchemaError as exc:
             raise TraceError(src, f"saved timeline does not match the schema: {exc}") from None
         return tl
+
+
+def _read_table(src: Path, name: str) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(src / f"{name}.parquet")
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise TraceError(src, f"unreadable {name}.parquet: {exc}") from None
+
+
+class LazyTimeline(Timeline):
+    """A :class:`Timeline` loaded with ``Timeline.load(path, lazy=True)``: each table is read
+    from its Parquet file on first access, then kept like any other field (assigning a table
+    replaces it as usual). ``_lazy_loaded`` holds the frames read from disk, so
+    :func:`traceparse.derived.cached` can tell a table still as loaded (read or not yet
+    read) from one a caller replaced. When a table cannot be read back (a cache entry
+    deleted meanwhile, or one Parquet cannot hold), ``_lazy_fallback`` (set by
+    :func:`traceparse.load`) parses the input again instead, as an eager cache lookup
+    would have."""
+
+    def __getattr__(self, name: str) -> pl.DataFrame:
+        # only called for attributes not set yet: the tables not read so far
+        if name not in schema.TABLES or "_lazy_dir" not in self.__dict__:
+            raise AttributeError(name)
+        try:
+            frame = _read_table(self.__dict__["_lazy_dir"], name)
+        except TraceError:
+            fallback = self.__dict__.pop("_lazy_fallback", None)
+            if fallback is None:
+                raise
+            self._replace_unread(fallback())
+            result: pl.DataFrame = self.__dict__[name]
+            return result
+        self.__dict__[name] = frame
+        self.__dict__["_lazy_loaded"][name] = frame
+        return frame
+
+    def _replace_unread(self, fresh: Timeline) -> None:
+        """Take every table not read yet from ``fresh`` (the input parsed again because the
+        cache entry could not be read back); values derived from the entry are no longer
+        used nor written."""
+        for table in schema.TABLES:
+            if table not in self.__dict__:
+                self.__dict__[table] = getattr(fresh, table)
+        self.__dict__["_lazy_loaded"] = {}
+        self.__dict__.pop("_derived_store", None)
+
+    def rows(self, name: str) -> int:
+        """Row count of table ``name``, from the Parquet metadata while it is unread."""
+        if name in self.__dict__ or name not in schema.TABLES:
+            return super().rows(name)
+        path = self.__dict__["_lazy_dir"] / f"{name}.parquet"
+        try:
+            return int(pl.scan_parquet(path).select(pl.len()).collect().item())
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            raise TraceError(path, f"unreadable {name}.parquet: {exc}") from None
 
 
 def concat(timelines: list[Timeline]) -> Timeline:

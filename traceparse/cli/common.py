@@ -342,7 +342,7 @@ def trace_start(tl: Timeline) -> int | None:
 
 def no_events(tl: Timeline, traces: Sequence[str]) -> str | None:
     """One line when the inputs hold no event at all (e.g. ``{"traceEvents": []}``)."""
-    if tl.gpu.height or tl.api.height or tl.ranges.height or tl.ncu.height:
+    if any(tl.rows(t) for t in ("gpu", "api", "ranges", "ncu")):
         return None
     names = ", ".join(os.path.basename(t) for t in traces) or "the input"
     return f"{names}: no events in the trace (no GPU activity, API calls or ranges), " \
