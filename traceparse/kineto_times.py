@@ -149,6 +149,20 @@ def head(col: TimeColumn, n: int) -> list[Any]:
     return col[:n].to_list() if isinstance(col, pl.Series) else list(col[:n])
 
 
+def _decimal3_to_ns(text: pl.Series) -> pl.Series | None:
+    """Plain decimal text with at most 3 decimals (Kineto writes 0 to 3) -> ns through
+    polars' ``Decimal(38, 3)``, whose scaled integer *is* the ns value (~20x faster than
+    the string arithmetic of :func:`~traceparse.kineto_io.us_text_to_ns`, same result).
+    None when some value has more decimals (rounding is left to that function) or
+    leaves int64 ns (its error message names the value)."""
+    if text.str.contains(r"\.\d{4}").any():
+        return None
+    try:
+        return (text.cast(pl.Decimal(38, 3)) * 1000).cast(pl.Int64)
+    except pl.exceptions.PolarsError:
+        return None
+
+
 def to_ns(col: TimeColumn, name: str, path: Path | str, *,
           ns_units: bool = False) -> pl.Series:
     """A time column -> exact int64 ns (``Int64`` series named ``name``).
@@ -158,6 +172,9 @@ def to_ns(col: TimeColumn, name: str, path: Path | str, *,
         NeedsDecimalText: (Python floats only) a float too large to hold its ns digits.
     """
     if isinstance(col, pl.Series) and not ns_units:
+        fast = _decimal3_to_ns(col)
+        if fast is not None:
+            return fast.alias(name)
         return us_text_to_ns(col.alias(name), path).alias(name)
     values = col.to_list() if isinstance(col, pl.Series) else col
     return us_to_ns(values, name, path, ns_units=ns_units).alias(name)
