@@ -185,6 +185,9 @@ def test_negative_durations(texts: tuple[bytes, ...]) -> None:
     """Below zero is negative; -0 is not; missing is not (counted as missing instead)."""
     col = times.time_column(_raws(*texts))
     assert times.negative(col) == [True, False, False, False, False, True]
+    assert not times.complete(col) and not times.nonnegative(col)
+    plain = times.time_column(_raws(b"0", b"2.5", b"17"))
+    assert times.complete(plain) and times.nonnegative(plain)
 
 
 def test_time_beyond_float64_is_invalid_json() -> None:

@@ -28,6 +28,7 @@ from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from itertools import compress
 from multiprocessing import get_context
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
 
 _RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 #: Files above this total size are parsed in a process pool by :func:`read_dir`.
 PARALLEL_MIN_BYTES = 8 << 20
 
@@ -214,13 +216,17 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             ingest += ingest_rows(rank, table, source, 0, {reason: len(evs)})
             continue
         table, kind = target
-        ts_col = times.time_column([e.ts for e in evs], path)
-        dur_col = times.time_column([e.dur for e in evs], path)
-        timed = [a and b for a, b in zip(times.present(ts_col), times.present(dur_col),
-                                         strict=True)]
-        n_timed = sum(timed)
-        keep = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
-        good = evs if all(keep) else list(compress(evs, keep))
+        ts_col = times.time_column(list(map(_TS, evs)), path)
+        dur_col = times.time_column(list(map(_DUR, evs)), path)
+        mask: list[bool] | None = None  # None: the usual bucket, every event kept
+        if times.complete(ts_col) and times.complete(dur_col) and times.nonnegative(dur_col):
+            n_timed, good = len(evs), evs
+        else:
+            timed = [a and b for a, b in zip(times.present(ts_col), times.present(dur_col),
+                                             strict=True)]
+            n_timed = sum(timed)
+            mask = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
+            good = evs if all(mask) else list(compress(evs, mask))
         if table == "ranges":
             ks = [("profiler_step" if isinstance(n := e.name, str)
                    and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
@@ -229,8 +235,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             ks = [kind] * len(good)
         picked[table] += good
         kinds[table] += ks
-        cols[table][0].append(times.take(ts_col, keep))
-        cols[table][1].append(times.take(dur_col, keep))
+        cols[table][0].append(ts_col if mask is None else times.take(ts_col, mask))
+        cols[table][1].append(dur_col if mask is None else times.take(dur_col, mask))
         ingest += ingest_rows(rank, table, source, len(good),
                               {"missing ts or dur": len(evs) - n_timed,
                                "negative duration": n_timed - len(good)})

@@ -117,6 +117,8 @@ def _name(events: list[Event]) -> pl.Series:
 
 def _json(values: list[Any], name: str) -> pl.Series:
     """JSON text of each value (None stays null)."""
+    if values.count(None) == len(values):  # an absent key: no per-value work
+        return pl.Series(name, values, dtype=pl.String)
     return pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in values],
                      dtype=pl.String)
 

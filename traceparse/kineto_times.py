@@ -104,6 +104,18 @@ def present(col: TimeColumn) -> list[bool]:
     return [v is not None for v in col]
 
 
+def complete(col: TimeColumn) -> bool:
+    """True when no value is missing (a text column without nulls; lists are not
+    checked here: :func:`present` does)."""
+    return isinstance(col, pl.Series) and col.null_count() == 0
+
+
+def nonnegative(col: TimeColumn) -> bool:
+    """True when no value of a text column is negative (no ``-`` at all, the usual case:
+    one scan instead of :func:`negative`'s list)."""
+    return isinstance(col, pl.Series) and not col.str.contains("-", literal=True).any()
+
+
 def negative(col: TimeColumn) -> list[bool]:
     """Whether each duration is below zero (missing -> False)."""
     if isinstance(col, pl.Series):
