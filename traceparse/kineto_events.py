@@ -14,6 +14,7 @@ by the caller (:mod:`traceparse.kineto_times`) and passed in as ``times``;
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -44,6 +45,7 @@ CATEGORIES: dict[str, tuple[str, str]] = {
 FLOW_CATEGORIES = {"ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"}
 
 _EXT = ("External id", "external id")
+_NAME = attrgetter("name")
 #: cpu_op args that get their own column (everything else useful goes to ``payload``).
 _RANGE_OWN_ARGS = frozenset({
     "External id", "external id", "Sequence number", "flops", "Input Dims", "Input dims",
@@ -111,8 +113,11 @@ def _str(values: list[Any], name: str) -> pl.Series:
 def _name(events: list[Event]) -> pl.Series:
     """Event names as text; an event without one (malformed, but seen in fuzzing) is
     ``<unnamed>`` so the required ``name`` column stays filled."""
-    return pl.Series("name", ["<unnamed>" if (v := e.name) is None else str(v)
-                              for e in events], dtype=pl.String)
+    names = list(map(_NAME, events))
+    if set(map(type, names)) <= {str}:  # the usual case, checked at C speed
+        return pl.Series("name", names, dtype=pl.String)
+    return pl.Series("name", ["<unnamed>" if v is None else str(v) for v in names],
+                     dtype=pl.String)
 
 
 def _json(values: list[Any], name: str) -> pl.Series:
@@ -130,6 +135,8 @@ def _times(times: tuple[pl.Series, pl.Series]) -> dict[str, pl.Series]:
 
 def _args(decoded: list[Any]) -> list[dict[str, Any]]:
     """Decoded ``args`` values -> dicts (anything else, absent included, -> ``{}``)."""
+    if set(map(type, decoded)) <= {dict}:  # the usual case: the list itself, unchanged
+        return decoded
     return [a if isinstance(a, dict) else {} for a in decoded]
 
 
