@@ -1,5 +1,6 @@
 """Typed (msgspec) Kineto decoding: identical timelines to the full orjson decode on every
-real trace, ``[memory]`` allocator events in the ``memory`` table (hand-computed on a small
+real trace, exact times from the raw JSON text (hand-computed ns, missing, negative,
+refused values), ``[memory]`` allocator events in the ``memory`` table (hand-computed on a small
 trace, independent counts on real ones), and a UTF-8 byte-order mark accepted."""
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ import gzip
 import json
 from pathlib import Path
 
+import msgspec
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 from tests.conftest import ids, shared_files
+from traceparse import kineto_times as times
 from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.kineto import read
@@ -152,3 +155,62 @@ def test_invalid_text_inside_args_is_a_trace_error(tmp_path: Path) -> None:
                   b'"dur": 2, "args": {"a": "\\ud800"}}]}')
     with pytest.raises(TraceError, match="invalid JSON"):
         read(p)
+
+
+def _raws(*texts: bytes) -> list[msgspec.Raw]:
+    return [msgspec.Raw(t) for t in texts]
+
+
+@pytest.mark.parametrize(("texts", "expected"), [
+    # plain decimals: exact, ties to even (1001.5 -> 1002, 4928.5 -> 4928), epoch us with
+    # ns digits beyond float64 (1694128201545123.456 us)
+    ((b"1694128201545123.456", b"2", b"1.0015", b"4.9285", b"-2"),
+     [1694128201545123456, 2000, 1002, 4928, -2000]),
+    # absent (empty text) and null -> missing; the others still exact
+    ((b"", b"null", b"7.25"), [None, None, 7250]),
+    # a quoted time is its text; an exponent goes through Decimal
+    ((b'"12.5"', b"1.5e3", b"3"), [12500, 1500000, 3000]),
+])
+def test_time_column_exact(texts: tuple[bytes, ...], expected: list) -> None:
+    col = times.time_column(_raws(*texts))
+    keep = times.present(col)
+    assert keep == [v is not None for v in expected]
+    ns = times.to_ns(times.take(col, keep), "ts", "t").to_list()
+    assert ns == [v for v in expected if v is not None]
+
+
+@pytest.mark.parametrize("texts", [(b"-1", b"-0.0", b"-0", b"2", b"", b"-0.001"),
+                                   (b"-1", b"-0.0", b"-0", b"2", b"null", b"-1e-3")])
+def test_negative_durations(texts: tuple[bytes, ...]) -> None:
+    """Below zero is negative; -0 is not; missing is not (counted as missing instead)."""
+    col = times.time_column(_raws(*texts))
+    assert times.negative(col) == [True, False, False, False, False, True]
+    assert not times.complete(col) and not times.nonnegative(col)
+    plain = times.time_column(_raws(b"0", b"2.5", b"17"))
+    assert times.complete(plain) and times.nonnegative(plain)
+
+
+def test_time_beyond_float64_is_invalid_json() -> None:
+    with pytest.raises(TraceError, match="invalid JSON"):
+        times.time_column(_raws(b"1", b"1e400"), "t")
+
+
+def test_time_of_wrong_type_is_refused() -> None:
+    col = times.time_column(_raws(b"1", b"true"))
+    with pytest.raises(TraceError, match="holds a bool"):
+        times.to_ns(col, "ts", "t")
+
+
+def test_typed_times_equal_float_path_on_decimals(tmp_path: Path) -> None:
+    """Relative times with up to 3 decimals, absolute epoch-us times with ns digits and
+    nulls: the text path gives the float/quoted path's tables (the reference decoder)."""
+    evs = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
+            "ts": ts, "dur": dur, "args": {"device": 0, "stream": 7, "correlation": i}}
+           for i, (ts, dur) in enumerate([(1.5, 2.25), (3, 0), (4.001, None), (None, 1),
+                                          (5.999, -1.5), (7.125, 0.5)])]
+    for doc in ({"traceEvents": evs}, {"baseTimeNanoseconds": BASE, "traceEvents": evs}):
+        p = _write(tmp_path / "t.json", doc)
+        typed, full = read(p), read(p, decoder="orjson")
+        for name in schema.TABLES:
+            assert_frame_equal(typed.table(name), full.table(name), check_exact=True)
+        assert typed.gpu["dur_ns"].to_list() == [2250, 0, 500]

@@ -26,12 +26,15 @@ import re
 import tempfile
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
+from itertools import compress
 from multiprocessing import get_context
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from traceparse import kineto_times as times
 from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
@@ -57,6 +60,7 @@ from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
 
 _RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
+_TS, _DUR = attrgetter("ts"), attrgetter("dur")
 #: Files above this total size are parsed in a process pool by :func:`read_dir`.
 PARALLEL_MIN_BYTES = 8 << 20
 
@@ -124,13 +128,12 @@ def _devices(header: dict[str, Any], rank: int) -> pl.DataFrame:
     return schema.conform("devices", pl.DataFrame(rows, infer_schema_length=None))
 
 
-def _rpc_frame(ops: list[tuple[Event, dict[str, Any]]]) -> pl.DataFrame:
-    """record_param_comms ops carrying a Collective name (see :func:`_comm_ops`) -> frame
-    for attach_collectives."""
+def _rpc_frame(args: list[dict[str, Any]]) -> pl.DataFrame:
+    """record_param_comms ops carrying a Collective name (see :func:`_comm_ops`) -> their
+    ``external_id`` and ``coll_*`` columns for attach_collectives."""
     rows = []
-    for e, a in ops:
-        rows.append({"pid": e.pid, "tid": e.tid, "ts": e.ts,
-                     "dur": e.dur, "external_id": a.get("External id"),
+    for a in args:
+        rows.append({"external_id": a.get("External id"),
                      "coll_name": str(a.get("Collective name")),
                      "coll_in_nelems": _int_or_none(a.get("In msg nelems")),
                      "coll_out_nelems": _int_or_none(a.get("Out msg nelems")),
@@ -142,11 +145,13 @@ def _rpc_frame(ops: list[tuple[Event, dict[str, Any]]]) -> pl.DataFrame:
 
 
 def _comm_ops(events: list[Event], args: list[Any],
-              kinds: list[str]) -> list[tuple[Event, dict[str, Any]]]:
-    """(event, args) of the cpu_op ``record_param_comms`` ranges that name a collective."""
-    return [(e, a) for e, a, k in zip(events, args, kinds, strict=True)
+              kinds: list[str]) -> tuple[list[int], list[dict[str, Any]]]:
+    """(row numbers, args) of the cpu_op ``record_param_comms`` ranges that name a
+    collective."""
+    rows = [i for i, (e, a, k) in enumerate(zip(events, args, kinds, strict=True))
             if k == "cpu_op" and e.name == "record_param_comms" and isinstance(a, dict)
             and a.get("Collective name") is not None]
+    return rows, [args[i] for i in rows]
 
 
 def _split_memory(cat: Any, ph: Any, evs: list[Event]) -> tuple[list[Event], list[Event]]:
@@ -180,23 +185,29 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     buckets = _bucket(events, path)
     picked: dict[str, list[Event]] = {"gpu": [], "api": [], "ranges": []}
     kinds: dict[str, list[str]] = {"gpu": [], "api": [], "ranges": []}
+    cols: dict[str, tuple[list[times.TimeColumn], list[times.TimeColumn]]] = {
+        t: ([], []) for t in picked}
     ingest: list[dict[str, Any]] = []
     mem_events: list[Event] = []
     mem_args: list[Any] = []
+    mem_ts: list[times.TimeColumn] = []
     for (cat, ph), all_evs in buckets.items():
         target = CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None
         source = cat if isinstance(cat, str) else f"(no cat, ph {ph})"
         mem, evs = _split_memory(cat, ph, all_evs)
         if mem:
             margs = decode_args(mem, path)
-            keep = [i for i, (e, a) in enumerate(zip(mem, margs, strict=True))
-                    if e.ts is not None and isinstance(a, dict) and a.get("Bytes") is not None]
-            mem_events += [mem[i] for i in keep]
-            mem_args += [margs[i] for i in keep]
-            n_ts = sum(e.ts is not None for e in mem)
-            ingest += ingest_rows(rank, "memory", source, len(keep),
+            ts_col = times.time_column([e.ts for e in mem], path)
+            has_ts = times.present(ts_col)
+            keep = [t and isinstance(a, dict) and a.get("Bytes") is not None
+                    for t, a in zip(has_ts, margs, strict=True)]
+            mem_events += compress(mem, keep)
+            mem_args += compress(margs, keep)
+            mem_ts.append(times.take(ts_col, keep))
+            n_ts, n_keep = sum(has_ts), sum(keep)
+            ingest += ingest_rows(rank, "memory", source, n_keep,
                                   {"missing ts": len(mem) - n_ts,
-                                   "missing args.Bytes": n_ts - len(keep)})
+                                   "missing args.Bytes": n_ts - n_keep})
             if not evs:
                 continue
         if target is None or ph != "X":
@@ -205,9 +216,17 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             ingest += ingest_rows(rank, table, source, 0, {reason: len(evs)})
             continue
         table, kind = target
-        good = [e for e in evs if e.ts is not None and e.dur is not None]
-        n_timed = len(good)
-        good = _drop_negative(good)
+        ts_col = times.time_column(list(map(_TS, evs)), path)
+        dur_col = times.time_column(list(map(_DUR, evs)), path)
+        mask: list[bool] | None = None  # None: the usual bucket, every event kept
+        if times.complete(ts_col) and times.complete(dur_col) and times.nonnegative(dur_col):
+            n_timed, good = len(evs), evs
+        else:
+            timed = [a and b for a, b in zip(times.present(ts_col), times.present(dur_col),
+                                             strict=True)]
+            n_timed = sum(timed)
+            mask = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
+            good = evs if all(mask) else list(compress(evs, mask))
         if table == "ranges":
             ks = [("profiler_step" if isinstance(n := e.name, str)
                    and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
@@ -216,30 +235,35 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             ks = [kind] * len(good)
         picked[table] += good
         kinds[table] += ks
+        cols[table][0].append(ts_col if mask is None else times.take(ts_col, mask))
+        cols[table][1].append(dur_col if mask is None else times.take(dur_col, mask))
         ingest += ingest_rows(rank, table, source, len(good),
                               {"missing ts or dur": len(evs) - n_timed,
                                "negative duration": n_timed - len(good)})
 
     args = {t: decode_args(evs, path) for t, evs in picked.items()}
     base = _int_or_none(raw_header.get("baseTimeNanoseconds")) or 0
-    unit = "ns" if _looks_like_ns(picked, base) else "us"
-    gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], path, unit)
-    api = api_frame(picked["api"], args["api"], kinds["api"], path, unit)
-    ranges = ranges_frame(picked["ranges"], args["ranges"], kinds["ranges"], path, unit)
+    ts_cols = {t: times.concat(c[0]) for t, c in cols.items()}
+    ns = not base and _looks_like_ns([times.head(c, 100) for c in ts_cols.values()])
+    unit = "ns" if ns else "us"
+    conv = {t: (times.to_ns(ts_cols[t], "ts", path, ns_units=ns),
+                times.to_ns(times.concat(cols[t][1]), "dur", path, ns_units=ns))
+            for t in picked}
+    gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], conv["gpu"])
+    api = api_frame(picked["api"], args["api"], kinds["api"], conv["api"])
+    ranges = ranges_frame(picked["ranges"], args["ranges"], kinds["ranges"], conv["ranges"])
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
-    memory = _memory(mem_events, mem_args, base, path, unit)
+    memory = _memory(mem_events, mem_args,
+                     times.to_ns(times.concat(mem_ts), "ts", path, ns_units=ns), base, path)
 
     gpu = link_gpu(gpu, api)
-    comm_ops = _comm_ops(picked["ranges"], args["ranges"], kinds["ranges"])
-    if comm_ops:
-        rpc = _rpc_frame(comm_ops)
-        ops = [e for e, _ in comm_ops]
-        rpc_times = _to_epoch(api_frame(ops, [a for _, a in comm_ops], ["x"] * len(ops),
-                                        path, unit), base)
-        comms = rpc_times.select("process_id", "thread_id", "start_ns", "end_ns").hstack(
-            rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
+    comm_rows, comm_args = _comm_ops(picked["ranges"], args["ranges"], kinds["ranges"])
+    if comm_rows:
+        rpc = _rpc_frame(comm_args)
+        rpc_times = ranges[comm_rows].select("process_id", "thread_id", "start_ns", "end_ns")
+        comms = rpc_times.hstack(rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
         gpu = attach_collectives(gpu, api, comms)
     stats = link_stats(gpu, api)
     gpu = gpu.with_columns(category_expr())
@@ -274,11 +298,11 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     return tl.validate()
 
 
-def _memory(events: list[Event], args: list[Any], base: int, path: Path,
-            unit: str) -> pl.DataFrame:
+def _memory(events: list[Event], args: list[Any], ts_ns: pl.Series, base: int,
+            path: Path) -> pl.DataFrame:
     """The ``memory`` rows of ``[memory]`` instants on the epoch clock (see
     :func:`~traceparse.kineto_events.memory_frame`)."""
-    frame = memory_frame(events, args, path, unit)
+    frame = memory_frame(events, args, ts_ns)
     if frame.height:
         lo, hi = frame.select(lo=pl.col("ts_ns").min(), hi=pl.col("ts_ns").max()).row(0)
         if int(lo) + base < -(2**63) or int(hi) + base >= 2**63:
@@ -287,34 +311,17 @@ def _memory(events: list[Event], args: list[Any], base: int, path: Path,
     return frame.with_columns(pl.col("ts_ns") + base) if base else frame
 
 
-def _looks_like_ns(picked: dict[str, list[Event]], base: int) -> bool:
+def _looks_like_ns(samples: list[list[Any]]) -> bool:
     """True for traces whose ``ts`` are already nanoseconds (non-Kineto Chrome writers).
 
     Kineto always writes microseconds; an absolute ``ts`` above 1e17 can only be epoch ns
-    (1e17 us is the year 5138), so such a file is read as ns. The first 100 events decide.
+    (1e17 us is the year 5138), so such a file is read as ns. The first 100 kept events
+    of each table (``samples``; the caller asks only when there is no base time) decide.
     """
-    if base:
-        return False
-    sample = [e.ts for evs in picked.values() for e in evs[:100]]
-    values = [float(v) for v in sample if isinstance(v, (int, float, str))
+    values = [float(v) for sample in samples for v in sample
+              if isinstance(v, (int, float, str))
               and str(v).lstrip("-").replace(".", "", 1).isdigit()]
     return bool(values) and sorted(values)[len(values) // 2] > 1e17
-
-
-def _drop_negative(events: list[Event]) -> list[Event]:
-    """``events`` without those whose ``dur`` is below zero (see :func:`_negative`); plain
-    numbers, the usual case, are compared without a function call per event."""
-    kept = [e for e in events if not ((t := type(e.dur)) is int or t is float) or e.dur >= 0]
-    if any(type(e.dur) not in (int, float) for e in kept):
-        kept = [e for e in kept if not _negative(e.dur)]
-    return kept
-
-
-def _negative(dur: Any) -> bool:
-    """True for a duration below zero (a number, or decimal text when times are quoted)."""
-    if isinstance(dur, (int, float)) and not isinstance(dur, bool):
-        return dur < 0
-    return isinstance(dur, str) and dur.lstrip().startswith("-")
 
 
 def _check_range(frame: pl.DataFrame, base: int, path: Path) -> None:
@@ -346,9 +353,11 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     Args:
         path: the trace file.
         rank: force this rank (else ``distributedInfo.rank``, else the file name, else 0).
-        decoder: ``"typed"`` (msgspec, :mod:`traceparse.kineto_decode`) or ``"orjson"``
-            (full decode of the document, then reduced to the same events; slower, kept
-            as the reference the typed path is tested against).
+        decoder: ``"typed"`` (msgspec, :mod:`traceparse.kineto_decode`; times converted
+            from their JSON text) or ``"orjson"`` (full decode of the document with the
+            float/quoted-text time modes of :mod:`traceparse.kineto_io`, then reduced to
+            the same events; slower, kept as the reference the typed path is tested
+            against).
 
     Raises:
         TraceError: unreadable, truncated, not JSON, not a trace, or wrongly typed content.
@@ -360,19 +369,19 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        if decoder != "orjson":
+            # times stay their JSON text (exact, no quoting pass): decoded once
+            header, events = decode_events(raw, p)
+            return parse(header, events, p, rank=rank, rank_fallback=_fallback)
         # Absolute decimal timestamps: decode once with the times float64 cannot hold
         # quoted as text (no decode-reject-decode); a float the fast patterns missed
         # (odd spacing) raises NeedsDecimalText and every time is read as text.
         modes = ["big", "text"] if needs_decimal_text(raw) else ["us", "big", "text"]
         for i, mode in enumerate(modes):
-            if decoder == "orjson":
-                header, dicts = decode(raw, p, quote_times=mode == "text",
-                                       quote_big=mode == "big")
-                events = from_dicts(dicts, p)
-                del dicts
-            else:
-                header, events = decode_events(raw, p, quote_times=mode == "text",
-                                               quote_big=mode == "big")
+            header, dicts = decode(raw, p, quote_times=mode == "text",
+                                   quote_big=mode == "big")
+            events = from_dicts(dicts, p)
+            del dicts
             try:
                 return parse(header, events, p, rank=rank, rank_fallback=_fallback)
             except NeedsDecimalText:
@@ -460,12 +469,29 @@ def _read_shared(jobs: list[tuple[str, int]], helpers: int) -> list[Timeline]:
     return [t for t in parts if t is not None]
 
 
+def idle_cores() -> int:
+    """Cores no other process is using, as the 1-minute load average tells (rounded).
+
+    A helper process costs a fresh interpreter and polars import (~0.25 s of CPU) plus
+    its own warm-up: on a machine whose cores are all busy it only takes CPU from this
+    process. On the shared 2-core box (load 5-10), ``info`` on the 8-rank DLRM x20 set
+    took 2.8 s of CPU serially against 3.5 s with a helper, and more wall time too.
+    """
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform: assume the cores are free
+        load = 0.0
+    cores = os.cpu_count() or 1
+    return max(0, min(cores - 1, round(cores - load)))
+
+
 def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Timeline:
     """Parse a directory of per-rank Kineto traces into one multi-rank timeline.
 
     Each file's rank comes from ``distributedInfo.rank``, else its name, else its position
     in name order (``sources.rank_source`` says which). Files are parsed in parallel in a
-    process pool when there are several and they are large enough to repay it.
+    process pool when there are several, they are large enough to repay it, and cores
+    are idle (:func:`idle_cores`; ``workers`` sets the number of processes instead).
 
     Raises:
         TraceError: no trace files, a bad file, or two files claiming the same rank.
@@ -478,7 +504,7 @@ def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Tim
         raise TraceError(d, "no Kineto trace files (*.json, *.json.gz) in the directory")
     jobs = [(str(f), i) for i, f in enumerate(files)]
     total = sum(f.stat().st_size for f in files)
-    n = min(len(files), workers or os.cpu_count() or 1)
+    n = min(len(files), workers or 1 + idle_cores())
     if n > 1 and total >= PARALLEL_MIN_BYTES:
         parts = _read_shared(jobs, n - 1)
     else:

@@ -2,43 +2,45 @@
 
 A Kineto trace is mostly keys traceparse never reads (flow ids, ``bp``, ``s``, metadata
 args) and ``args`` objects that only some tables need. :func:`decode_events` decodes the
-event list with msgspec into :class:`Event` structs holding only ``ph``, ``cat``,
-``name``, ``pid``, ``tid``, ``ts``, ``dur`` and the **raw bytes** of ``args``; an event's
-``args`` is decoded later (:func:`decode_args`), and only for events that feed a table.
+event list with msgspec into :class:`RawEvent` structs holding only ``ph``, ``cat``,
+``name``, ``pid``, ``tid``, and the **raw JSON text** of ``ts``, ``dur`` and ``args``; an
+event's ``args`` is decoded later (:func:`decode_args`), and only for events that feed a
+table; its times are converted column-wise from their exact decimal text
+(:mod:`traceparse.kineto_times`), so no regex pass has to quote them first.
 
 Why msgspec: on the 8-rank DLRM x20 set (129 MB) one rank file of 16.5 MB decodes in
 0.03 s into structs against 0.10 s for ``orjson.loads`` of everything, and the structs
 cost one attribute read per field afterwards instead of a ``dict.get`` (benchmarks/
 RESULTS.md "Kineto decoding" has the measurement).
 
-Values keep the types JSON gave them (``Any`` fields), exactly as the orjson path: ints,
-floats, text of quoted times (see :func:`traceparse.kineto_io.quote`), so the
-exact-nanosecond rules of :mod:`traceparse.kineto_io` apply unchanged. Anything the typed
-decoder refuses (not JSON, not an object with ``traceEvents``, an event that is not an
-object) goes through :func:`traceparse.kineto_io.decode` (orjson), whose one-line errors
-name the problem; :func:`from_dicts` turns its events into the same structs.
+The other fields keep the types JSON gave them (``Any``). Anything the typed decoder
+refuses (not JSON, not an object with ``traceEvents``, an event that is not an object)
+goes through :func:`traceparse.kineto_io.decode` (orjson, every time quoted as text),
+whose one-line errors name the problem; :func:`from_dicts` turns its events into
+:class:`Event` structs holding Python values.
 
 Example:
-    >>> header, events = decode_events(b'{"traceEvents": [{"ph": "X", "ts": 1, "x": 2}]}', "t")
-    >>> events[0].ph, events[0].ts, decode_args(events)
-    ('X', 1, [None])
+    >>> header, events = decode_events(b'{"traceEvents": [{"ph": "X", "ts": 1.5, "x": 2}]}', "t")
+    >>> events[0].ph, bytes(events[0].ts), decode_args(events)
+    ('X', b'1.5', [None])
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import orjson
 
 from traceparse.errors import TraceError
 from traceparse.kineto_io import decode as orjson_decode
-from traceparse.kineto_io import quote
 
 #: Top-level keys :func:`traceparse.kineto.parse` reads from the header.
 HEADER_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 _NO_ARGS = msgspec.Raw()
+#: Events whose ``args`` :func:`decode_args` decodes per orjson call.
+ARGS_CHUNK = 4096
 _NULL = b"null"
 
 
@@ -59,10 +61,18 @@ class Event(msgspec.Struct, gc=False):
     args: msgspec.Raw = _NO_ARGS
 
 
+class RawEvent(Event, gc=False):
+    """An :class:`Event` of the typed decoder: ``ts`` and ``dur`` are their undecoded JSON
+    text (empty when absent), converted exactly by :mod:`traceparse.kineto_times`."""
+
+    ts: msgspec.Raw = _NO_ARGS
+    dur: msgspec.Raw = _NO_ARGS
+
+
 class _Doc(msgspec.Struct, gc=False):
     """The top level of a trace object (field names are the JSON keys)."""
 
-    traceEvents: list[Event]
+    traceEvents: list[RawEvent]
     schemaVersion: Any = None
     deviceProperties: Any = None
     distributedInfo: Any = None
@@ -70,27 +80,25 @@ class _Doc(msgspec.Struct, gc=False):
 
 
 _DOC = msgspec.json.Decoder(_Doc)
-_LIST = msgspec.json.Decoder(list[Event])
+_LIST = msgspec.json.Decoder(list[RawEvent])
 
 
-def decode_events(raw: bytes, path: Path | str, *, quote_times: bool = False,
-                  quote_big: bool = False) -> tuple[dict[str, Any], list[Event]]:
+def decode_events(raw: bytes, path: Path | str) -> tuple[dict[str, Any], list[Event]]:
     """Decode JSON text into ``(header, events)`` with the typed decoder.
 
     ``header`` holds the :data:`HEADER_KEYS` the document has (empty for a bare list);
-    ``quote_times``/``quote_big`` are those of :func:`traceparse.kineto_io.decode`. Input
-    the typed decoder refuses is decoded by orjson instead (same errors as before).
+    events are :class:`RawEvent`. Input the typed decoder refuses is decoded by orjson
+    instead, times quoted as text (same errors as before), into :class:`Event`.
     """
-    text = quote(raw, quote_times=quote_times, quote_big=quote_big)
     try:
-        if text.lstrip()[:1] == b"[":
-            return {}, _LIST.decode(text)
-        doc = _DOC.decode(text)
+        if raw.lstrip()[:1] == b"[":
+            return {}, cast(list[Event], _LIST.decode(raw))
+        doc = _DOC.decode(raw)
     except ValueError:  # msgspec's DecodeError/ValidationError, and invalid UTF-8
-        header, events = orjson_decode(text, path)
+        header, events = orjson_decode(raw, path, quote_times=True)
         return header, from_dicts(events, path)
     header = {k: v for k in HEADER_KEYS if (v := getattr(doc, k)) is not None}
-    return header, doc.traceEvents
+    return header, cast(list[Event], doc.traceEvents)
 
 
 def from_dicts(events: list[Any], path: Path | str) -> list[Event]:
@@ -112,20 +120,24 @@ def from_dicts(events: list[Any], path: Path | str) -> list[Event]:
 
 
 def decode_args(events: list[Event], path: Path | str = "") -> list[Any]:
-    """The decoded ``args`` of each event (None where absent), in one orjson call.
+    """The decoded ``args`` of each event (None where absent), by orjson in chunks of
+    :data:`ARGS_CHUNK` events.
 
     orjson (not msgspec) decodes them: the ``ranges`` table keeps every remaining argument
     as JSON text in ``payload``, and orjson's dicts re-encode to exactly the text the
-    previous full-document decode produced.
+    previous full-document decode produced. orjson first parses into its own document
+    tree, ~10x the text: one call for the 33k cpu_op args of a DLRM x20 rank (4 MiB)
+    peaked 48 MiB above its result; chunks bound that tree at no measurable cost.
 
     Raises:
         TraceError: an ``args`` value the typed pass skipped over is not valid JSON text
             (e.g. a lone UTF-16 surrogate escape), as the full decode would have said.
     """
-    if not events:
-        return []
-    parts = [e.args or _NULL for e in events]  # an empty Raw (no args) is falsy
-    try:
-        return list(orjson.loads(b"[" + b",".join(parts) + b"]"))
-    except orjson.JSONDecodeError as exc:
-        raise TraceError(path, f"invalid JSON: {exc}") from None
+    out: list[Any] = []
+    for i in range(0, len(events), ARGS_CHUNK):
+        parts = [e.args or _NULL for e in events[i:i + ARGS_CHUNK]]  # empty Raw is falsy
+        try:
+            out += orjson.loads(b"[" + b",".join(parts) + b"]")
+        except orjson.JSONDecodeError as exc:
+            raise TraceError(path, f"invalid JSON: {exc}") from None
+    return out

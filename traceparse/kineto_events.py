@@ -6,21 +6,21 @@ Category spellings of every Kineto era are normalised by :data:`CATEGORIES` (low
 lookup): ``Kernel``/``kernel``, ``Memcpy``/``gpu_memcpy``, ``Runtime``/``cuda_runtime``,
 ``Operator``/``cpu_op``, ``gpu_user_Annotation``/``gpu_user_annotation`` ...
 
-Time: ``start_ns = round(ts * 1000)`` and ``dur_ns = round(dur * 1000)`` exactly (see
-:mod:`traceparse.kineto_io`), ``end_ns = start_ns + dur_ns``; the caller adds the clock base.
+Time: ``start_ns = round(ts * 1000)`` and ``dur_ns = round(dur * 1000)`` exactly, converted
+by the caller (:mod:`traceparse.kineto_times`) and passed in as ``times``;
+``end_ns = start_ns + dur_ns``; the caller adds the clock base.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
+from operator import attrgetter
 from typing import Any
 
 import orjson
 import polars as pl
 
 from traceparse.kineto_decode import Event
-from traceparse.kineto_io import us_to_ns
 
 #: lower-cased ``cat`` -> (table, kind). Everything else is counted and skipped.
 CATEGORIES: dict[str, tuple[str, str]] = {
@@ -45,6 +45,7 @@ CATEGORIES: dict[str, tuple[str, str]] = {
 FLOW_CATEGORIES = {"ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"}
 
 _EXT = ("External id", "external id")
+_NAME = attrgetter("name")
 #: cpu_op args that get their own column (everything else useful goes to ``payload``).
 _RANGE_OWN_ARGS = frozenset({
     "External id", "external id", "Sequence number", "flops", "Input Dims", "Input dims",
@@ -112,27 +113,30 @@ def _str(values: list[Any], name: str) -> pl.Series:
 def _name(events: list[Event]) -> pl.Series:
     """Event names as text; an event without one (malformed, but seen in fuzzing) is
     ``<unnamed>`` so the required ``name`` column stays filled."""
-    return pl.Series("name", ["<unnamed>" if (v := e.name) is None else str(v)
-                              for e in events], dtype=pl.String)
+    names = list(map(_NAME, events))
+    if set(map(type, names)) <= {str}:  # the usual case, checked at C speed
+        return pl.Series("name", names, dtype=pl.String)
+    return pl.Series("name", ["<unnamed>" if v is None else str(v) for v in names],
+                     dtype=pl.String)
 
 
 def _json(values: list[Any], name: str) -> pl.Series:
     """JSON text of each value (None stays null)."""
+    if values.count(None) == len(values):  # an absent key: no per-value work
+        return pl.Series(name, values, dtype=pl.String)
     return pl.Series(name, [None if v is None else orjson.dumps(v).decode() for v in values],
                      dtype=pl.String)
 
 
-def _times(events: list[Event], path: Path | str,
-           unit: str) -> dict[str, pl.Series]:
-    """``unit``: ``"us"`` (Kineto) or ``"ns"`` (a Chrome trace written in ns)."""
-    ns = unit == "ns"
-    start = us_to_ns([e.ts for e in events], "ts", path, ns_units=ns)
-    dur = us_to_ns([e.dur for e in events], "dur", path, ns_units=ns)
-    return {"start_ns": start.alias("start_ns"), "dur_ns": dur.alias("dur_ns")}
+def _times(times: tuple[pl.Series, pl.Series]) -> dict[str, pl.Series]:
+    """``start_ns`` and ``dur_ns`` columns from the converted (ts, dur) of the events."""
+    return {"start_ns": times[0].alias("start_ns"), "dur_ns": times[1].alias("dur_ns")}
 
 
 def _args(decoded: list[Any]) -> list[dict[str, Any]]:
     """Decoded ``args`` values -> dicts (anything else, absent included, -> ``{}``)."""
+    if set(map(type, decoded)) <= {dict}:  # the usual case: the list itself, unchanged
+        return decoded
     return [a if isinstance(a, dict) else {} for a in decoded]
 
 
@@ -147,7 +151,7 @@ def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
 
 
 def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
-              path: Path | str, unit: str = "us") -> pl.DataFrame:
+              times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
     ``device_id`` comes from ``args.device`` (else ``pid``), ``stream_id`` from
@@ -156,7 +160,7 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, unit))
+    cols.update(_times(times))
     cols["name"] = _name(events)
     cols["device_id"] = _int(get("device"), "a").fill_null(
         _int([e.pid for e in events], "b")).fill_null(0)
@@ -196,12 +200,12 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
 
 
 def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
-              path: Path | str, unit: str = "us") -> pl.DataFrame:
+              times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
     args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, unit))
+    cols.update(_times(times))
     cols["name"] = _name(events)
     cols["process_id"] = _int([e.pid for e in events], "process_id")
     cols["thread_id"] = _int([e.tid for e in events], "thread_id")
@@ -212,7 +216,7 @@ def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
 
 
 def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
-                 path: Path | str, unit: str = "us") -> pl.DataFrame:
+                 times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
     CPU ranges keep ``pid``/``tid`` as process/thread; GPU user annotations keep the device
@@ -223,7 +227,7 @@ def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     args = _args(decoded_args)
     get = _getter(args)
     cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
-    cols.update(_times(events, path, unit))
+    cols.update(_times(times))
     cols["name"] = _name(events)
     pid = _int([e.pid for e in events], "pid")
     tid = _int([e.tid for e in events], "tid")
@@ -241,8 +245,9 @@ def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     cols["input_dims"] = _json(get("Input Dims", "Input dims"), "input_dims")
     cols["input_types"] = _json(get("Input type"), "input_types")
     cols["concrete_inputs"] = _json(get("Concrete Inputs"), "concrete_inputs")
-    rest = [{k: v for k, v in a.items() if k not in _RANGE_OWN_ARGS} if a else None
-            for a in args]
+    # most ops carry only own-column args: a C-level key-set test skips their dict copy
+    rest = [None if a.keys() <= _RANGE_OWN_ARGS
+            else {k: v for k, v in a.items() if k not in _RANGE_OWN_ARGS} for a in args]
     cols["payload"] = _json([r if r else None for r in rest], "payload")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
@@ -258,8 +263,8 @@ def is_memory_event(e: Event) -> bool:
     return e.name == "[memory]" and e.ph == "i"
 
 
-def memory_frame(events: list[Event], decoded_args: list[Any], path: Path | str,
-                 unit: str = "us") -> pl.DataFrame:
+def memory_frame(events: list[Event], decoded_args: list[Any],
+                 ts_ns: pl.Series) -> pl.DataFrame:
     """Columns of the ``memory`` table (without rank and clock base) from ``[memory]``
     instants, one row each.
 
@@ -271,11 +276,10 @@ def memory_frame(events: list[Event], decoded_args: list[Any], path: Path | str,
     """
     args = _args(decoded_args)
     get = _getter(args)
-    ns = unit == "ns"
     size = _int(get("Bytes"), "bytes")
     dev_type = _int(get("Device Type"), "device_type")
     frame = pl.DataFrame({
-        "ts_ns": us_to_ns([e.ts for e in events], "ts", path, ns_units=ns).alias("ts_ns"),
+        "ts_ns": ts_ns.alias("ts_ns"),
         "device_type": dev_type,
         "device_id": _int(get("Device Id"), "device_id"),
         "bytes": size,

@@ -31,7 +31,6 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import polars as pl
 
@@ -234,6 +233,8 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
             raise _out_of_range(path, name, big)
         return pl.Series(name, values, dtype=pl.Int64) * (1 if ns_units else 1000)
     if not ns_units and all(type(v) is float or type(v) is int for v in values):
+        import numpy as np  # only float times need it (not the typed path's text)
+
         us = np.asarray(values, dtype=np.float64)
         if us.size and np.abs(us).max() >= FLOAT_EXACT_US:
             raise NeedsDecimalText(name)
@@ -273,6 +274,8 @@ def _mixed_to_ns(values: list[Any], name: str, path: Path | str,
                  ns_units: bool) -> pl.Series:
     """:func:`us_to_ns` for a mix of ints, floats and text: each type is converted by its
     own vectorised path and the results put back in place."""
+    import numpy as np
+
     where: dict[type, list[int]] = {int: [], float: [], str: []}
     for i, v in enumerate(values):
         where[type(v)].append(i)

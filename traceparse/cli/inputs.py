@@ -60,10 +60,15 @@ def load_traces(traces: Sequence[str], *, sample_default: bool = False,
     """Load and combine the inputs of a command (see the module docstring); with ``gpu``,
     every device is taken to be that ceiling-table row (:func:`override_gpu`)."""
     from traceparse.cli.common import load_trace
-    from traceparse.reports.payload import combine
 
     paths = resolve(traces, sample_default=sample_default)
-    tl = combine([load_trace(p, ctx) for p in paths])
+    tls = [load_trace(p, ctx) for p in paths]
+    if len(tls) == 1:
+        tl = tls[0]  # what combine returns; its module (with numpy) is not imported
+    else:
+        from traceparse.reports.payload import combine
+
+        tl = combine(tls)
     return override_gpu(tl, gpu) if gpu else tl
 
 
