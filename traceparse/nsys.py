@@ -44,7 +44,7 @@ import polars as pl
 from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_gpu import drop_bad_times, id_names, read_gpu, sort_by_start
 from traceparse.nsys_graphs import (
     GRAPH_EVENTS,
     GRAPH_TRACE,
@@ -267,11 +267,7 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
     skipped: dict[str, int] = {}
     frame = drop_bad_times(frame, skipped)
     if "_nid" in frame.columns:
-        names = (strings.filter(pl.col("id").is_in(frame["_nid"].drop_nulls().unique()
-                                                   .implode()))
-                 .with_columns(pl.col("value").cast(pl.Categorical))
-                 .rename({"id": "_nid", "value": "name"}))
-        frame = frame.join(names, on="_nid", how="left", maintain_order="left")
+        frame = frame.with_columns(id_names(strings, frame["_nid"]).alias("name"))
         frame = frame.with_columns(pl.col("name").cast(pl.String).fill_null(
             pl.lit("<unknown api>")).cast(pl.Categorical)) if frame["name"].null_count() \
             else frame
