@@ -19,11 +19,14 @@ Definitions (docs/memory.md):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
 
 from traceparse.timeline import Timeline
+
+if TYPE_CHECKING:  # numpy is imported where used: every CLI command imports this module
+    import numpy as np
 
 _KEYS = ["rank", "device_id", "memory_kind"]
 
@@ -109,6 +112,8 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         ``rank, <label>, start_ns, end_ns, device_id, start_allocated_bytes,
         peak_allocated_bytes, rise_bytes, peak_reserved_bytes``.
     """
+    import numpy as np
+
     lv = device_levels(tl)
     out: list[pl.DataFrame] = []
     if lv.height == 0 or windows.height == 0:
@@ -138,6 +143,8 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
 def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """(level in force at s, max level over [s, e)) for each window; level 0 before events."""
+    import numpy as np
+
     i0 = np.searchsorted(ts, s, side="left")   # first event at or after s
     i1 = np.searchsorted(ts, e, side="left")   # first event at or after e
     before = np.where(i0 > 0, level[np.clip(i0 - 1, 0, None)], 0)

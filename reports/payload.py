@@ -25,7 +25,6 @@ from typing import Any
 import polars as pl
 
 from traceparse import __version__, schema
-from traceparse.reports.lanes import timeline_lanes
 from traceparse.reports.options import ReportOptions, clean, rows
 from traceparse.timeline import Timeline, concat
 
@@ -133,6 +132,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
         ``roofline`` when this build has the analysis behind them.
     """
     from traceparse.reports import sections
+    from traceparse.reports.lanes import timeline_lanes  # numpy: only reports need it
 
     opts = options or ReportOptions()
     tl = combine([timelines] if isinstance(timelines, Timeline) else list(timelines))
