@@ -250,7 +250,7 @@ def _require_strings(db: NsysDB) -> None:
 
 def _api(db: NsysDB, strings: pl.DataFrame, rank: int
          ) -> tuple[pl.DataFrame, int, dict[str, int]]:
-    if not db.has(RUNTIME) or db.count(RUNTIME) == 0:
+    if not db.has_rows(RUNTIME):
         return schema.empty("api"), 0, {}
     cols = set(db.columns(RUNTIME))
     parts = ['start AS start_ns', '"end" AS end_ns']

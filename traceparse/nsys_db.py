@@ -173,6 +173,7 @@ class NsysDB:
         self._copy: Path | None = None
         self._adbc: AdbcConnection | None = None
         self._columns: dict[str, list[str]] = {}
+        self._counts: dict[str, int] = {}
         self.use_adbc = use_adbc
         if not is_wal(self.path):
             self.uri = _uri(self.path)
@@ -229,7 +230,17 @@ class NsysDB:
         """Row count of ``table`` (0 if absent)."""
         if table not in self.tables:
             return 0
-        return int(self._exec(f"SELECT COUNT(*) FROM {q(table)}", ())[0][0])
+        if table not in self._counts:  # a scan of the whole table: once per table
+            self._counts[table] = int(self._exec(f"SELECT COUNT(*) FROM {q(table)}", ())[0][0])
+        return self._counts[table]
+
+    def has_rows(self, table: str) -> bool:
+        """True if ``table`` exists and holds a row (stops at the first; no count)."""
+        if table not in self.tables:
+            return False
+        if table in self._counts:
+            return self._counts[table] > 0
+        return bool(self._exec(f"SELECT EXISTS (SELECT 1 FROM {q(table)})", ())[0][0])
 
     def meta(self) -> dict[str, str]:
         """Key/value pairs of the export-metadata table (either name), {} if none."""
@@ -296,20 +307,23 @@ class NsysDB:
                     ) -> pl.DataFrame:
         """``SELECT {select} FROM {table}``, in rowid chunks read by parallel threads.
 
-        Large tables are split into ``workers`` contiguous rowid ranges, each read on its
-        own read-only ADBC connection (the driver releases the GIL), and concatenated in
+        Large tables (a rowid span of :data:`PARALLEL_MIN_ROWS` or more) are split into
+        ``workers`` contiguous rowid ranges, each read on its own read-only ADBC connection
+        (:class:`AdbcConnection`), and concatenated in
         rowid order, i.e. the same rows in the same order as one plain SELECT.
         """
         sql = f"SELECT {select} FROM {q(table)}"
-        n = self.count(table)
         workers = workers or min(os.cpu_count() or 1, 4)
-        if not self.use_adbc or workers < 2 or n < PARALLEL_MIN_ROWS:
+        if not self.use_adbc or workers < 2:
             return self.frame(sql)
-        try:
-            lo, hi = self._exec(f"SELECT MIN(rowid), MAX(rowid) FROM {q(table)}", ())[0]
+        try:  # one aggregate per query: SQLite then seeks the rowid b-tree, no scan
+            lo = self._exec(f"SELECT MIN(rowid) FROM {q(table)}", ())[0][0]
+            hi = self._exec(f"SELECT MAX(rowid) FROM {q(table)}", ())[0][0]
         except TraceError:
             return self.frame(sql)
-        if lo is None:
+        # the rowid span bounds the row count from above, without a COUNT(*) scan
+        span = hi - lo + 1 if isinstance(lo, int) and isinstance(hi, int) else 0
+        if span < PARALLEL_MIN_ROWS:
             return self.frame(sql)
         step = (hi - lo) // workers + 1
         bounds = [(lo + i * step, min(lo + (i + 1) * step - 1, hi)) for i in range(workers)]

@@ -273,7 +273,7 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
         if not db.has(table):
             continue
         db.require_activity(table)  # the layout is checked even when the table is empty
-        if db.count(table) == 0:
+        if not db.has_rows(table):
             acct.append((table, 0, {}))
             continue
         frame, skipped = fn()
