@@ -92,3 +92,30 @@ def test_cli_output_same_with_and_without_cache(cmd: str, tmp_path: Path) -> Non
     partial = runner.invoke(main, ["--no-cache", cmd, sample])
     assert cached.exit_code == partial.exit_code == 0, partial.output
     assert cached.output == partial.output
+
+
+@pytest.mark.parametrize("use_adbc", [True, False])
+def test_kernel_name_fallbacks_in_chunks(tmp_path: Path, use_adbc: bool,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernel names (read in several rowid chunks): demangled -> short -> mangled name
+    (also when an id is not in StringIds) -> placeholder."""
+    from traceparse import nsys_db
+
+    monkeypatch.setattr(nsys_db, "PARALLEL_MIN_ROWS", 2)  # several rowid chunks
+    monkeypatch.setattr(nsys_db, "BATCH_ROWS", 2)
+    path = tmp_path / "mangled.sqlite"
+    con = sqlite3.connect(path)
+    con.executescript("""
+    CREATE TABLE StringIds(id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL(start INT, "end" INT, deviceId INT, streamId INT,
+      demangledName INT, shortName INT, mangledName INT);
+    INSERT INTO StringIds VALUES (1, 'void k<int>(int*)'), (2, 'k'), (3, '_Z1kPi');
+    INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES
+      (0, 1, 0, 7, 1, 2, NULL), (1, 2, 0, 7, NULL, 2, 3), (2, 3, 0, 7, NULL, NULL, 3),
+      (3, 4, 0, 7, 99, NULL, 3), (4, 5, 0, 7, NULL, NULL, NULL), (5, 6, 0, 7, 1, 2, 3);
+    """)
+    con.close()
+    k = nsys.read(path, use_adbc=use_adbc).kernels
+    assert k["name"].cast(pl.String).to_list() == [
+        "void k<int>(int*)", "k", "_Z1kPi", "_Z1kPi", "<unnamed kernel>", "void k<int>(int*)"]
+    assert k["short_name"].cast(pl.String).to_list() == ["k", "k", None, None, None, "k"]
