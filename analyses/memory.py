@@ -112,6 +112,8 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         ``rank, <label>, start_ns, end_ns, device_id, start_allocated_bytes,
         peak_allocated_bytes, rise_bytes, peak_reserved_bytes``.
     """
+    import numpy as np
+
     lv = device_levels(tl)
     out: list[pl.DataFrame] = []
     if lv.height == 0 or windows.height == 0:
@@ -120,7 +122,6 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         w = windows.filter(pl.col("rank") == rank)
         if w.height == 0:
             continue
-        import numpy as np
 
         ts = part["ts_ns"].to_numpy()
         alloc = part["allocated_bytes"].to_numpy().astype(np.int64)

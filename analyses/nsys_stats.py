@@ -127,7 +127,9 @@ def kern_sum(tl: Timeline, *, name: NameChoice = "demangled", by: ByChoice = Non
         Time (%) 66.7 / 33.3; ``k``: Total 40, Instances 2, Avg 20.0, Med 20.0,
         Min 10, Max 30, StdDev 14.1 (sqrt(((10-20)^2 + (30-20)^2) / 1)).
     """
-    k = tl.kernels
+    # only the columns the summary reads: filtering all of gpu would copy every column
+    k = tl.gpu.lazy().filter(pl.col("kind") == "kernel").select(
+        "name", "short_name", "dur_ns", *(c for c, _ in _BY_COLS.values())).collect()
     col = "name"
     if name == "short":
         k = k.with_columns(_n=pl.coalesce(pl.col("short_name").cast(pl.String),

@@ -26,7 +26,6 @@ import polars as pl
 
 from traceparse import __version__, schema
 from traceparse.derived import cached
-from traceparse.reports.lanes import timeline_lanes
 from traceparse.reports.options import ReportOptions, clean, rows
 from traceparse.timeline import Timeline, concat
 
@@ -148,6 +147,7 @@ def build_payload(timelines: Timeline | Sequence[Timeline], *, ncu: Timeline | N
 
 def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     from traceparse.reports import sections
+    from traceparse.reports.lanes import timeline_lanes  # numpy: only reports need it
 
     files = sorted(set(tl.sources["file"].to_list()))
     out: dict[str, Any] = {

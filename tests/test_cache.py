@@ -41,9 +41,9 @@ class _Counter:
         self.calls = 0
         real = loader._parse
 
-        def counted(path, kind):  # type: ignore[no-untyped-def]
+        def counted(path, kind, tables=None):  # type: ignore[no-untyped-def]
             self.calls += 1
-            return real(path, kind)
+            return real(path, kind, tables)
 
         monkeypatch.setattr(loader, "_parse", counted)
 

@@ -360,3 +360,8 @@ def test_parallel_chunked_read_equals_plain(monkeypatch: pytest.MonkeyPatch) -> 
     chunked = nsys.read(path)
     for name in ("gpu", "api", "ranges", "devices", "ingest"):
         assert chunked.table(name).equals(plain.table(name)), name
+    # many small batches, each turned into gpu rows on its own (NsysDB.table_chunks)
+    monkeypatch.setattr(nsys_db, "BATCH_ROWS", 97)
+    batched = nsys.read(path)
+    for name in ("gpu", "api", "ranges", "devices", "ingest"):
+        assert batched.table(name).equals(plain.table(name)), name

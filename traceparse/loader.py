@@ -15,6 +15,7 @@ Detection looks at content, not only the extension:
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,8 @@ def detect(path: str | os.PathLike[str]) -> str:
     return "ncu-csv"
 
 
-def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
+def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
+         tables: Collection[str] | None = None) -> Timeline:
     """Load any supported trace into a validated :class:`Timeline` (format detected).
 
     Args:
@@ -70,6 +72,10 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
             directory; a path or a :class:`traceparse.cache.Cache` uses that cache. A cached
             timeline is returned when the input's identity (size, mtime, content hash,
             schema version) matches; otherwise the input is parsed and the cache filled.
+        tables: the timeline tables the caller needs (None: all). Only an nsys SQLite
+            export read without a cache honours it (:func:`traceparse.nsys.read`: the
+            ``api``, ``ranges``, ``metrics`` and ``memory`` tables left out are not read);
+            with a cache the whole timeline is read (and cached), as for every other format.
 
     Raises:
         TraceError: the input is missing, unreadable, of an unknown kind or malformed.
@@ -94,7 +100,7 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None) -> Timeline:
         path = to_sqlite(path, store.directory if store is not None else default_dir())
         kind = "nsys-sqlite"
     with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
-        tl = _parse(path, kind)
+        tl = _parse(path, kind, tables if store is None else None)
     if report is not None:  # name the user's file, not the export in the cache
         tl.sources = tl.sources.with_columns(pl.lit(report.name).alias("file"))
         tl.meta["file"] = report.name
@@ -119,11 +125,12 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
     return p.stat().st_size
 
 
-def _parse(path: str | os.PathLike[str], kind: str) -> Timeline:
+def _parse(path: str | os.PathLike[str], kind: str,
+           tables: Collection[str] | None = None) -> Timeline:
     if kind == "nsys-sqlite":
         from traceparse.nsys import read as read_nsys
 
-        return read_nsys(path)
+        return read_nsys(path, tables=tables)
     if kind in ("kineto-json", "kineto-dir"):
         from traceparse.kineto import read as read_kineto
         from traceparse.kineto import read_dir as read_kineto_dir

@@ -36,6 +36,7 @@ floats). ``correlation_id`` is unique per process only: join GPU rows to API row
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import Any
 
 import polars as pl
@@ -43,34 +44,62 @@ import polars as pl
 from traceparse import schema
 from traceparse.errors import TraceError
 from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import drop_bad_times, read_gpu, sort_by_start
+from traceparse.nsys_gpu import drop_bad_times, id_names, read_gpu, sort_by_start
 from traceparse.nsys_graphs import (
+    GRAPH_EVENTS,
     GRAPH_TRACE,
+    NODE_EVENTS,
     fill_graph_ids,
     node_graph_map,
     read_graph_events,
     read_graph_trace,
 )
-from traceparse.nsys_host import read_osrt, read_profiler_overhead, read_samples
+from traceparse.nsys_host import (
+    OSRT,
+    OVERHEAD,
+    SAMPLES,
+    read_osrt,
+    read_profiler_overhead,
+    read_samples,
+)
 from traceparse.nsys_memory import TABLE as MEMORY_TABLE
 from traceparse.nsys_memory import read_memory
 from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
 from traceparse.nsys_procs import annotate_processes, recorded_ranks, split_ranks
-from traceparse.nsys_ranges import read_ranges
+from traceparse.nsys_ranges import NVTX, read_ranges
 from traceparse.nsys_tables import unread_rows
-from traceparse.timeline import Timeline, ingest_frame, ingest_rows
+from traceparse.timeline import NOT_REQUESTED, Timeline, ingest_frame, ingest_rows
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _API_KIND = {0: "runtime", 1: "driver"}
+#: Timeline tables a caller of :func:`read` may leave out, and the source tables feeding them.
+OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {
+    "api": (RUNTIME,),
+    "ranges": (NVTX, OSRT, SAMPLES, OVERHEAD, GRAPH_EVENTS, NODE_EVENTS),
+    "metrics": (METRICS_TABLE,),
+    "memory": (MEMORY_TABLE,),
+}
 
 
-def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) -> Timeline:
+def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True,
+         tables: Collection[str] | None = None) -> Timeline:
     """Read an nsys SQLite export into a validated :class:`Timeline`.
 
     Args:
         path: the ``.sqlite`` file (opened read-only; never modified).
         rank: value of the ``rank`` column for every row.
         use_adbc: bulk-read through ADBC (faster) or plain ``sqlite3`` only.
+        tables: the timeline tables the caller needs (None: all). Tables of
+            :data:`OPTIONAL_TABLES` left out are not read (a *partial* timeline, see
+            :func:`not_read_tables`); ``gpu``, ``devices``, ``sources`` and ``ingest`` are
+            always built, and a file without GPU rows is always read whole.
+
+    A partial timeline is the full one with the left-out tables empty, except that
+    ``ingest`` gives each of their source tables one ``not read`` row (:data:`NOT_REQUESTED`,
+    its row count), ``sources`` start/end and ``meta["processes"]`` cover only the tables
+    read, ``meta["tables_not_read"]`` lists what was left out, and the left-out source tables'
+    layouts are not checked. It must not be cached (:meth:`traceparse.cache.Cache.store`
+    refuses it) nor given to an analysis that needs a left-out table.
 
     Raises:
         TraceError: not an SQLite database, truncated/corrupt, a directory, or an SQLite
@@ -78,7 +107,7 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) 
     """
     with NsysDB(path, use_adbc=use_adbc) as db:
         try:
-            return _read(db, rank)
+            return _read(db, rank, _left_out(tables))
         except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
                 pl.exceptions.ComputeError) as exc:
             # SQLite is dynamically typed: an id column holding text/blobs, or a value out
@@ -89,7 +118,23 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True) 
                                       f"range: {first}") from None
 
 
-def _read(db: NsysDB, rank: int) -> Timeline:
+def _left_out(tables: Collection[str] | None) -> frozenset[str]:
+    """The :data:`OPTIONAL_TABLES` not among ``tables`` (None = all wanted)."""
+    if tables is None:
+        return frozenset()
+    unknown = set(tables) - set(schema.TABLES)
+    if unknown:
+        raise ValueError(f"unknown timeline tables {sorted(unknown)}; "
+                         f"known: {', '.join(schema.TABLES)}")
+    return frozenset(OPTIONAL_TABLES) - set(tables)
+
+
+def not_read_tables(tl: Timeline) -> list[str]:
+    """The timeline tables a partial :func:`read` left out ([] for a whole timeline)."""
+    return list(tl.meta.get("tables_not_read", []))
+
+
+def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
     _require_strings(db)
     strings = (db.frame("SELECT id, value FROM StringIds") if db.has("StringIds")
                else pl.DataFrame({"id": [], "value": []},
@@ -108,44 +153,35 @@ def _read(db: NsysDB, rank: int) -> Timeline:
         gpu = sort_by_start(gpu).merge_sorted(graphs, key="start_ns") if gpu.height \
             else graphs
     gpu = fill_graph_ids(gpu, node_graph_map(db))
+    if gpu.height == 0:
+        skip = frozenset()  # nothing saved, and "no events" must see every table
+    for name in sorted(skip):
+        rows += [{"rank": rank, "table": name, "source": src, "outcome": "not read",
+                  "reason": NOT_REQUESTED, "count": db.count(src)}
+                 for src in OPTIONAL_TABLES[name] if db.has(src)]
 
-    api, parsed, skipped = _api(db, strings, rank)
-    if db.has(RUNTIME):
-        rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
+    api = schema.empty("api")
+    if "api" not in skip:
+        api, parsed, skipped = _api(db, strings, rank)
+        if db.has(RUNTIME):
+            rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
 
-    ranges, nvtx_acct = read_ranges(db, strings, rank)
-    if nvtx_acct is not None:
-        rows += ingest_rows(rank, "ranges", "NVTX_EVENTS", nvtx_acct[0], nvtx_acct[1])
-    host = [ranges]
-    # OS-runtime calls, CPU samples, the profiler's own overhead (nsys_host)
-    for reader in (read_osrt, read_samples, read_profiler_overhead):
-        frame, seen = reader(db, strings, rank)
-        if seen is not None:
-            rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
-            host.append(frame)
-    if len(host) > 1:
-        ranges = pl.concat(host, how="vertical").sort("start_ns", maintain_order=True)
-
-    graph_events, graph_acct = read_graph_events(db, strings, rank)
-    for table, parsed, skipped in graph_acct:
-        rows += ingest_rows(rank, "ranges", table, parsed, skipped)
-    if graph_events.height:
-        base = int(ranges.select(pl.col("range_id").max().fill_null(-1)).item() + 1) \
-            if ranges.height else 0
-        graph_events = graph_events.with_columns(
-            range_id=pl.int_range(base, base + graph_events.height, dtype=pl.Int64))
-        ranges = pl.concat([ranges, graph_events]).sort("start_ns", maintain_order=True)
+    ranges = (_host_ranges(db, strings, rank, rows) if "ranges" not in skip
+              else schema.empty("ranges"))
 
     devices, dev_source, n_dev = _devices(db, gpu, rank)
     if dev_source:
         rows += ingest_rows(rank, "devices", dev_source, n_dev)
 
-    metrics, parsed, skipped = read_metrics(db, devices, rank)
-    if db.has(METRICS_TABLE):
-        rows += ingest_rows(rank, "metrics", METRICS_TABLE, parsed, skipped)
-    memory, parsed, skipped = read_memory(db, rank)
-    if db.has(MEMORY_TABLE):
-        rows += ingest_rows(rank, "memory", MEMORY_TABLE, parsed, skipped)
+    metrics, memory = schema.empty("metrics"), schema.empty("memory")
+    if "metrics" not in skip:
+        metrics, parsed, skipped = read_metrics(db, devices, rank)
+        if db.has(METRICS_TABLE):
+            rows += ingest_rows(rank, "metrics", METRICS_TABLE, parsed, skipped)
+    if "memory" not in skip:
+        memory, parsed, skipped = read_memory(db, rank)
+        if db.has(MEMORY_TABLE):
+            rows += ingest_rows(rank, "memory", MEMORY_TABLE, parsed, skipped)
 
     rows += unread_rows(db, rank, {str(r["source"]) for r in rows})
 
@@ -166,7 +202,38 @@ def _read(db: NsysDB, rank: int) -> Timeline:
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
                "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
+    if skip:
+        tl.meta["tables_not_read"] = sorted(skip)
     return tl.validate()
+
+
+def _host_ranges(db: NsysDB, strings: pl.DataFrame, rank: int, rows: list[dict[str, Any]]
+                 ) -> pl.DataFrame:
+    """The ``ranges`` table: NVTX, OS-runtime calls, CPU samples, profiler overhead and CUDA
+    graph host events; their accounting is appended to ``rows``."""
+    ranges, nvtx_acct = read_ranges(db, strings, rank)
+    if nvtx_acct is not None:
+        rows += ingest_rows(rank, "ranges", NVTX, nvtx_acct[0], nvtx_acct[1])
+    host = [ranges]
+    # OS-runtime calls, CPU samples, the profiler's own overhead (nsys_host)
+    for reader in (read_osrt, read_samples, read_profiler_overhead):
+        frame, seen = reader(db, strings, rank)
+        if seen is not None:
+            rows += ingest_rows(rank, "ranges", seen[0], seen[1], seen[2])
+            host.append(frame)
+    if len(host) > 1:
+        ranges = pl.concat(host, how="vertical").sort("start_ns", maintain_order=True)
+
+    graph_events, graph_acct = read_graph_events(db, strings, rank)
+    for table, parsed, skipped in graph_acct:
+        rows += ingest_rows(rank, "ranges", table, parsed, skipped)
+    if graph_events.height:
+        base = int(ranges.select(pl.col("range_id").max().fill_null(-1)).item() + 1) \
+            if ranges.height else 0
+        graph_events = graph_events.with_columns(
+            range_id=pl.int_range(base, base + graph_events.height, dtype=pl.Int64))
+        ranges = pl.concat([ranges, graph_events]).sort("start_ns", maintain_order=True)
+    return ranges
 
 
 def _require_strings(db: NsysDB) -> None:
@@ -183,7 +250,7 @@ def _require_strings(db: NsysDB) -> None:
 
 def _api(db: NsysDB, strings: pl.DataFrame, rank: int
          ) -> tuple[pl.DataFrame, int, dict[str, int]]:
-    if not db.has(RUNTIME) or db.count(RUNTIME) == 0:
+    if not db.has_rows(RUNTIME):
         return schema.empty("api"), 0, {}
     cols = set(db.columns(RUNTIME))
     parts = ['start AS start_ns', '"end" AS end_ns']
@@ -200,11 +267,7 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
     skipped: dict[str, int] = {}
     frame = drop_bad_times(frame, skipped)
     if "_nid" in frame.columns:
-        names = (strings.filter(pl.col("id").is_in(frame["_nid"].drop_nulls().unique()
-                                                   .implode()))
-                 .with_columns(pl.col("value").cast(pl.Categorical))
-                 .rename({"id": "_nid", "value": "name"}))
-        frame = frame.join(names, on="_nid", how="left", maintain_order="left")
+        frame = frame.with_columns(id_names(strings, frame["_nid"]).alias("name"))
         frame = frame.with_columns(pl.col("name").cast(pl.String).fill_null(
             pl.lit("<unknown api>")).cast(pl.Categorical)) if frame["name"].null_count() \
             else frame

@@ -362,9 +362,11 @@ def cache_of(ctx: click.Context | None = None) -> Cache | None:
     return Cache(default_dir())
 
 
-def load_trace(path: str, ctx: click.Context | None = None) -> Timeline:
+def load_trace(path: str, ctx: click.Context | None = None, *,
+               tables: Sequence[str] | None = None) -> Timeline:
     """Load ``path`` the way every command does: format detected, through the cache chosen
-    by the global options (see :func:`cache_of`)."""
+    by the global options (see :func:`cache_of`). ``tables``: the only timeline tables the
+    command uses (None: all), see :func:`traceparse.loader.load`."""
     from traceparse.loader import load
 
-    return load(path, cache=cache_of(ctx))
+    return load(path, cache=cache_of(ctx), tables=tables)

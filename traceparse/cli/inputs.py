@@ -56,13 +56,16 @@ def resolve(traces: Sequence[str], *, sample_default: bool = False) -> list[str]
 
 
 def load_traces(traces: Sequence[str], *, sample_default: bool = False,
-                gpu: str | None = None, ctx: click.Context | None = None) -> Timeline:
+                gpu: str | None = None, ctx: click.Context | None = None,
+                tables: Sequence[str] | None = None) -> Timeline:
     """Load and combine the inputs of a command (see the module docstring); with ``gpu``,
-    every device is taken to be that ceiling-table row (:func:`override_gpu`)."""
+    every device is taken to be that ceiling-table row (:func:`override_gpu`). ``tables``:
+    the only timeline tables the command uses (None: all; an nsys export read without the
+    cache then skips the others, see :func:`traceparse.loader.load`)."""
     from traceparse.cli.common import load_trace
 
     paths = resolve(traces, sample_default=sample_default)
-    tls = [load_trace(p, ctx) for p in paths]
+    tls = [load_trace(p, ctx, tables=tables) for p in paths]
     if len(tls) == 1:
         tl = tls[0]  # what combine returns; its module (with numpy) is not imported
     else:

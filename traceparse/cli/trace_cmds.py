@@ -35,6 +35,10 @@ from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.timeline import Timeline
 
+#: ``kernels`` and ``memops`` use only the ``gpu`` table: an nsys export read without the
+#: cache skips the host tables for them (``traceparse.loader.load(tables=...)``).
+GPU_ONLY = ("gpu",)
+
 
 def multiprocessor_words(vendor: str | None) -> tuple[str, str]:
     """How a vendor names its multiprocessors: NVIDIA ``SM``, AMD ``compute unit``."""
@@ -153,7 +157,7 @@ def _nothing(tl: Timeline, traces: tuple[str, ...], what: str) -> str:
 def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
             output: str | None, force: bool) -> None:
     """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
-    tl = load_traces(traces)
+    tl = load_traces(traces, tables=GPU_ONLY)
     frame = nsys_stats.kern_sum(tl, name=name, by=by)  # type: ignore[arg-type]
     emit_frame(frame, fmt, output, empty=_nothing(tl, traces, "kernels"),
                decimals=nsys_stats.DECIMALS_NS, nsys_csv=True)
@@ -168,7 +172,7 @@ def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
 def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | None,
            force: bool) -> None:
     """Memory copy/set time and size per operation (nsys stats cuda_gpu_mem_*_sum)."""
-    tl = load_traces(traces)
+    tl = load_traces(traces, tables=GPU_ONLY)
     report = report or ("time" if fmt == "csv" else "both")
     if fmt == "table" and not tl.gpu.filter(pl.col("kind").is_in(["memcpy", "memset"])).height:
         emit(_nothing(tl, traces, "memory copies or sets") + ".\n", output)
