@@ -24,6 +24,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse.analyses import intervals
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: Bytes per element for the dtype strings of Kineto's ``record_param_comms``.
@@ -110,10 +111,17 @@ def collectives(tl: Timeline) -> pl.DataFrame:
         in a group of 4 -> overlapped 40, exposed 60, bytes 100, algbw 100/100 = 1.0 GB/s,
         busbw 1.0 * 2 * 3 / 4 = 1.5 GB/s.
     """
+    # one computation per timeline: comm_summary, the stragglers and calibrate share it
+    return cached(tl, "collectives", ("gpu",), lambda: _collectives(tl))
+
+
+def _collectives(tl: Timeline) -> pl.DataFrame:
     g = tl.gpu
     by = ["rank", "device_id"]
     comm = g.filter((pl.col("kind") == "kernel") & (pl.col("category") == "communication"))
-    comp = intervals.union(g.filter(pl.col("category") == "compute"), by=by)
+    compute = g.filter(pl.col("category") == "compute")
+    # without communication kernels nothing overlaps them: skip the union of every kernel
+    comp = intervals.union(compute if comm.height else compute.head(0), by=by)
     comm = comm.with_columns(collective_expr().alias("collective"))
     ov = _overlap_ns(comm, comp, by)
     comm = comm.with_columns(overlapped_ns=ov.cast(pl.Int64)).with_columns(

@@ -23,6 +23,7 @@ import polars as pl
 
 from traceparse.analyses import intervals
 from traceparse.analyses._dist import percentiles
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 #: Default: Kineto's profiler step ranges.
@@ -49,8 +50,8 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
 
 
 def _busy_in_windows(tl: Timeline, w: pl.DataFrame) -> pl.Series:
-    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
-    u = intervals.union(acts, by=["rank"])
+    u = cached(tl, "busy_union:rank", ("gpu",), lambda: intervals.union(
+        tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync"), by=["rank"]))
     j = (w.select("_wid", "rank", pl.col("start_ns").alias("ws"), pl.col("end_ns").alias("we"))
          .join(u, on="rank", how="inner")
          .filter((pl.col("end_ns") > pl.col("ws")) & (pl.col("start_ns") < pl.col("we")))
