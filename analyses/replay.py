@@ -54,11 +54,11 @@ one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 
 import numpy as np
 import polars as pl
 
+from traceparse.analyses._arrays import lex_codes, seg_cummax
 from traceparse.derived import cached
 from traceparse.links import launch_join, launch_links
 from traceparse.timeline import Timeline
@@ -96,28 +96,6 @@ class _Prep:
     memo: dict[bool, _Stage]  #: :func:`_stage` per lane mode
 
 
-def _codes(*cols: np.ndarray) -> np.ndarray:
-    """One int64 per row, ordered like the rows' tuples of ``cols`` (lexicographic)."""
-    n = len(cols[0]) if cols else 0
-    code = np.zeros(n, _I64)
-    span = 1
-    for c in cols:
-        if n == 0 or c.min() == c.max():
-            continue
-        lo, hi = int(c.min()), int(c.max())
-        if hi - lo < (1 << 20):
-            part, k = c.astype(_I64) - lo, hi - lo + 1
-        else:
-            u, inv = np.unique(c, return_inverse=True)
-            part, k = inv.astype(_I64).reshape(-1), len(u)
-        if span * k >= (1 << 62):
-            code = np.unique(code, return_inverse=True)[1].astype(_I64).reshape(-1)
-            span = int(code.max()) + 1
-        code = code * k + part
-        span *= k
-    return code
-
-
 def _prepare(tl: Timeline) -> _Prep:
     return cached(tl, "replay_prep", ("gpu", "api"), lambda: _build_prep(tl))
 
@@ -141,13 +119,13 @@ def _build_prep(tl: Timeline) -> _Prep:
     launched = f["api_start_ns"].is_not_null().to_numpy()
     api_s = f["api_start_ns"].fill_null(0).to_numpy().astype(_I64)
     start = f["start_ns"].to_numpy().astype(_I64)
-    proc = _codes(rank, pid)
+    proc = lex_codes(rank, pid)
     procs = (pl.DataFrame({"rank": f["rank"], "process_id": pid, "_p": proc})
              .unique(subset="_p"))
     cat = f["category"].cast(pl.String)
     return _Prep(
         gi=gi, rank=rank, proc=proc, procs=procs,
-        sid=_codes(rank, pid, dev_first, stream), rid=_codes(rank, pid, dev_run, stream),
+        sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
         comm=(cat == "communication").fill_null(False).to_numpy(), launched=launched,
         api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
         start=start, end=f["end_ns"].to_numpy().astype(_I64),
@@ -189,24 +167,6 @@ def _sync_candidates(tl: Timeline, procs: pl.DataFrame) -> pl.DataFrame:
             .select("_p", "sync_start", "sync_end").sort("_p", "sync_end", "sync_start"))
 
 
-def _seg_cummax(v: np.ndarray, first: np.ndarray) -> np.ndarray:
-    """Cumulative max of ``v`` restarting at every index where ``first`` is True (runs
-    lifted apart by a per-run offset when that fits in int64, else one run at a time)."""
-    if v.size == 0:
-        return v.copy()
-    run = np.cumsum(first) - 1
-    lo = int(v.min())
-    span = int(v.max()) - lo + 1
-    if span * (int(run[-1]) + 1) < (1 << 62):
-        off = run.astype(_I64) * span
-        return np.maximum.accumulate((v - lo) + off) - off + lo
-    out = np.empty_like(v)
-    bounds = [*np.flatnonzero(first).tolist(), v.size]
-    for a, b in pairwise(bounds):
-        out[a:b] = np.maximum.accumulate(v[a:b])
-    return out
-
-
 def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
     """The union of ``parts``' intervals per rank (as :func:`traceparse.analyses.intervals.
     union` merges them: overlapping or touching intervals join) as ``rank, end_ns, _cum``
@@ -221,7 +181,7 @@ def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
     first = np.ones(r.size, bool)
     first[1:] = r[1:] != r[:-1]
     reach = np.zeros(r.size, _I64)  # latest end before each interval of its rank
-    reach[1:] = _seg_cummax(e, first)[:-1]
+    reach[1:] = seg_cummax(e, first)[:-1]
     new = np.flatnonzero(first | (s > reach))
     ce = np.maximum.reduceat(e, new) if new.size else e[:0]
     cr, cl = r[new], ce - s[new]
@@ -308,7 +268,7 @@ def _stream_gaps(p: _Prep, o: np.ndarray, lane: np.ndarray, overlap_comm: bool
     # _prev_end: end of the stream's previous activity; busy: latest end before it
     prev = np.zeros(n, _I64)
     prev[1:] = e1[:-1]
-    cm = _seg_cummax(e1, first)
+    cm = seg_cummax(e1, first)
     busy = np.zeros(n, _I64)
     busy[1:] = cm[:-1]
     # host-bound: the launch call was still in progress when the stream went idle (it began
@@ -368,7 +328,7 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
     step = g + d
     cs = np.cumsum(step)
     c = cs - (cs[rf] - step[rf])[run]
-    m = _seg_cummax(base_h + d - c, new)
+    m = seg_cummax(base_h + d - c, new)
     cm = c + m
     rl = np.append(rf[1:], n) - 1
     ss, se, w, tail = syncs if syncs is not None else ([], [], [], [])

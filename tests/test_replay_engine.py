@@ -17,7 +17,7 @@ import traceparse
 from tests import ref_replay
 from tests.conftest import ids, shared_files
 from traceparse import samplegen
-from traceparse.analyses import replay, savings
+from traceparse.analyses import launches, replay, savings
 from traceparse.timeline import Timeline
 
 OPTIONS: list[dict[str, Any]] = [
@@ -97,3 +97,44 @@ def test_runs_of_one_stream_across_syncs() -> None:
     for kw in OPTIONS:
         assert_frame_equal(replay.replay(_fresh(tl), **kw),
                            ref_replay.replay(_fresh(tl), **kw))
+
+
+def ref_graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000) -> pl.DataFrame:
+    """graph_recoverable before (polars windows over the multi-key sorted launch table)."""
+    from traceparse.analyses.intervals import sort_within
+    from traceparse.analyses.launches import launch_table
+
+    grp = ["rank", "device_id", "stream_id"]
+    t = sort_within(launch_table(tl), grp, "start_ns")
+    t = t.with_columns(prev_end=pl.col("end_ns").shift(1).over(grp))
+    t = t.with_columns(prev_end=pl.col("prev_end").cum_max().over(grp))
+    gap = (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0)
+    bound = pl.col("prev_end").is_not_null() & (pl.col("api_start_ns") >= pl.col("prev_end"))
+    in_graph = pl.col("graph_id").is_not_null() | pl.col("api_name").str.contains("GraphLaunch")
+    latency = pl.min_horizontal(gap, (pl.col("start_ns") - pl.col("api_start_ns")).clip(0))
+    t = t.with_columns(_bound=bound, _gap=pl.when(bound).then(gap).otherwise(0),
+                       _rec=pl.when(bound & ~in_graph)
+                       .then((latency - graph_gap_ns).clip(lower_bound=0)).otherwise(0))
+    return (t.group_by(grp, maintain_order=True)
+            .agg(pl.len().cast(pl.Int64).alias("kernels"),
+                 pl.col("_bound").sum().cast(pl.Int64).alias("launch_bound_kernels"),
+                 pl.col("_gap").sum().cast(pl.Int64).alias("launch_bound_gap_ns"),
+                 pl.col("_rec").sum().cast(pl.Int64).alias("graph_recoverable_ns"))
+            .sort(grp))
+
+
+def _check_graphs(tl: Timeline) -> None:
+    for gap in (1000, 1):
+        assert_frame_equal(launches.graph_recoverable(_fresh(tl), graph_gap_ns=gap),
+                           ref_graph_recoverable(_fresh(tl), graph_gap_ns=gap))
+
+
+@pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
+def test_same_graph_estimate_on_sample_scenarios(name: str) -> None:
+    _check_graphs(samplegen.scenario_timeline(name))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
+def test_same_graph_estimate_on_shared_traces(path: Path) -> None:
+    _check_graphs(traceparse.load(path))
