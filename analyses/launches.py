@@ -39,6 +39,12 @@ GRAPH_GAP_NS = 1000
 _API_SUFFIX_RE = r"_v\d{4}$"
 
 
+#: The launch-joined columns :func:`launch_table` reads.
+_TABLE_COLS = ("kind", "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
+               "api_name", "api_start_ns", "api_end_ns", "start_ns", "end_ns", "dur_ns",
+               "graph_id")
+
+
 def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
     """One row per kernel that has a launch call: the launch/queue/kernel decomposition.
 
@@ -53,8 +59,14 @@ def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         API 100..110, kernel 105..150 -> launch 10, queue -5, kernel 45, total 50.
         API 100..110, kernel 104..108 -> launch 10, queue -2, kernel 4, total 10.
     """
-    k = launch_join(tl, kinds=("kernel",), unique_calls=unique_calls)
-    k = k.filter(pl.col("api_start_ns").is_not_null())
+    if unique_calls:
+        # the linked rows of every gpu row cost nothing (the links are computed once); the
+        # filter then copies only the columns kept, not every gpu column
+        k = launch_join(tl).select(_TABLE_COLS)
+    else:
+        k = launch_join(tl, kinds=("kernel",), unique_calls=False).select(_TABLE_COLS)
+    k = k.filter((pl.col("kind").cast(pl.String) == "kernel")
+                 & pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
         pl.col("api_name").cast(pl.String), "api_start_ns", "api_end_ns", "start_ns", "end_ns",
