@@ -331,7 +331,7 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
     m = seg_cummax(base_h + d - c, new)
     cm = c + m
     rl = np.append(rf[1:], n) - 1
-    ss, se, w, tail = syncs if syncs is not None else ([], [], [], [])
+    ss = syncs[0] if syncs is not None else []
     # rows of epoch e that the (e+1)-th sync waits for: launched before it was entered
     thr = np.append(np.asarray(ss, _I64) - t0, _NEG)
     sel = (p.host[rows] - t0) <= thr[ep]
@@ -339,43 +339,64 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
     c_sel = np.maximum.reduceat(np.where(sel, c, _NEG), rf)
     cm_sel = np.maximum.reduceat(np.where(sel, cm, _NEG), rf)
     any_sel = np.logical_or.reduceat(sel, rf)
-    shifts = np.zeros(rf.size, _I64)
-    inits = np.full(rf.size, _NEG, _I64)
+    shifts, inits = _carry(
+        ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(), c_sel.tolist(),
+        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(),
+        syncs if syncs is not None else ([], [], [], []), t0)
+    return c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
+
+
+def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
+           c_sel: list[int], cm_sel: list[int], any_sel: list[bool], c_last: list[int],
+           m_last: list[int], syncs: tuple[list[int], ...], t0: int
+           ) -> tuple[list[int], list[int]]:
+    """Per run (in epoch order): the host shift of its epoch and its stream's predicted
+    end before it (``_NEG``: none), carried from run to run and sync to sync. A run's
+    predicted ends are ``c + max(init, shift + m)``, so their maximum (what the next sync
+    waits for) is ``max(init + max c, shift + max(c + m))`` over its rows (``*_sel``: over
+    those launched before that sync was entered)."""
+    ss, se, w, tail = syncs
+    shifts: list[int] = []
+    inits: list[int] = []
     state: dict[int, int] = {}
     pending: list[tuple[int, int]] = []
-    shift, cur = 0, 0
-    older: int | None = None
-    ep_all: int | None = None
-    ep_sel: int | None = None
-    for j, (e, k, ca, cma, csl, cmsl, anys, cl, ml) in enumerate(zip(
-            ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(),
-            c_sel.tolist(), cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(),
-            m[rl].tolist(), strict=True)):
+    shift = cur = 0
+    older = ep_all = ep_sel = None
+    get = state.get
+    for e, k, ca, cma, csl, cmsl, anys, cl, ml in zip(
+            eps, keys, c_all, cm_all, c_sel, cm_sel, any_sel, c_last, m_last, strict=True):
         while cur < e:  # the sync that ends epoch `cur` returns
             state.update(pending)
             pending = []
             w_pred = older
             if ep_sel is not None:
-                w_pred = ep_sel if w_pred is None else max(w_pred, ep_sel)
+                w_pred = ep_sel if w_pred is None or ep_sel > w_pred else w_pred
             if ep_all is not None:
-                older = ep_all if older is None else max(older, ep_all)
+                older = ep_all if older is None or ep_all > older else older
             wv = w_pred if w_pred is not None else w[cur] - t0
-            shift = max(ss[cur] - t0 + shift, wv) + tail[cur] - (se[cur] - t0)
+            h = ss[cur] - t0 + shift
+            shift = (h if h > wv else wv) + tail[cur] - (se[cur] - t0)
             ep_all = ep_sel = None
             cur += 1
-        init = state.get(k)
+        init = get(k)
         if init is None:
+            inits.append(_NEG)
             r_all, r_sel, last = shift + cma, shift + cmsl, cl + shift + ml
         else:
-            inits[j] = init
-            r_all, r_sel = max(init + ca, shift + cma), max(init + csl, shift + cmsl)
-            last = cl + max(init, shift + ml)
-        shifts[j] = shift
+            inits.append(init)
+            x, y = init + ca, shift + cma
+            r_all = x if x > y else y
+            x, y = init + csl, shift + cmsl
+            r_sel = x if x > y else y
+            y = shift + ml
+            last = cl + (init if init > y else y)
+        shifts.append(shift)
         pending.append((k, last))
-        ep_all = r_all if ep_all is None else max(ep_all, r_all)
-        if anys:
-            ep_sel = r_sel if ep_sel is None else max(ep_sel, r_sel)
-    return c + np.maximum(inits[run], shifts[run] + m)
+        if ep_all is None or r_all > ep_all:
+            ep_all = r_all
+        if anys and (ep_sel is None or r_sel > ep_sel):
+            ep_sel = r_sel
+    return shifts, inits
 
 
 def predicted(tl: Timeline, *, durations: pl.Series | None = None,
