@@ -91,7 +91,6 @@ class _Prep:
     dur: np.ndarray
     host: np.ndarray  #: call entry, or the activity's start without a call
     by_start: np.ndarray  #: stable argsort of ``start``
-    acts: pl.DataFrame  #: ``rank, device_id, category, start_ns, end_ns`` (for overlap_comm)
     cand: pl.DataFrame  #: sync candidates ``_p, sync_start, sync_end`` (deduplicated)
     memo: dict[bool, _Stage]  #: :func:`_stage` per lane mode
 
@@ -122,16 +121,15 @@ def _build_prep(tl: Timeline) -> _Prep:
     proc = lex_codes(rank, pid)
     procs = (pl.DataFrame({"rank": f["rank"], "process_id": pid, "_p": proc})
              .unique(subset="_p"))
-    cat = f["category"].cast(pl.String)
     return _Prep(
         gi=gi, rank=rank, proc=proc, procs=procs,
         sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
-        comm=(cat == "communication").fill_null(False).to_numpy(), launched=launched,
+        comm=(f["category"] == "communication").fill_null(False).to_numpy(),
+        launched=launched,
         api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
         start=start, end=f["end_ns"].to_numpy().astype(_I64),
         dur=f["dur_ns"].to_numpy().astype(_I64), host=np.where(launched, api_s, start),
         by_start=np.argsort(start, kind="stable"),
-        acts=f.select("rank", "device_id", cat.alias("category"), "start_ns", "end_ns"),
         cand=_sync_candidates(tl, procs), memo={})
 
 
@@ -256,8 +254,8 @@ def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
     return _overlap_ns(q, cover, ["rank", "device_id"])
 
 
-def _stream_gaps(p: _Prep, o: np.ndarray, lane: np.ndarray, overlap_comm: bool
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _stream_gaps(tl: Timeline, p: _Prep, o: np.ndarray, lane: np.ndarray,
+                 overlap_comm: bool) -> tuple[np.ndarray, np.ndarray]:
     """In stream order ``o``: the gap each activity keeps (``_g``: 0 when host-bound) and
     its host latency (``_lat``: start - call entry when host-bound and launched)."""
     n = o.size
@@ -278,7 +276,8 @@ def _stream_gaps(p: _Prep, o: np.ndarray, lane: np.ndarray, overlap_comm: bool
     # queued rows keep their measured gap, negative when the stream overlapped itself
     g = np.where(hb, 0, np.where(first, 0, st - prev))
     if overlap_comm and p.comm.any():
-        acts = p.acts[o].with_columns(
+        acts = tl.gpu.select("rank", "device_id", "category", "start_ns", "end_ns")[
+            p.gi[o]].with_columns(
             _prev_end=pl.when(pl.Series(first)).then(None).otherwise(pl.Series(prev)))
         ov = _comm_overlap(acts).to_numpy().astype(_I64)
         g = np.where(p.comm[o], g, np.minimum(g, np.clip(g - ov, 0, None)))
@@ -410,7 +409,8 @@ def predicted(tl: Timeline, *, durations: pl.Series | None = None,
     pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm)
     pd = pl.Series("pred_dur_ns", dur) if durations is None else (
         durations.cast(pl.Int64).gather(p.gi))
-    return pl.DataFrame({"rank": p.acts["rank"], "start_ns": p.start, "end_ns": p.end,
+    return pl.DataFrame({"rank": pl.Series(p.rank).cast(tl.gpu.schema["rank"]),
+                         "start_ns": p.start, "end_ns": p.end,
                          "pred_end_ns": pred_end, "_pd": pd}).with_columns(
         pred_start_ns=pl.col("pred_end_ns") - pl.col("_pd")).select(
         "rank", "start_ns", "end_ns", "pred_start_ns", "pred_end_ns")
@@ -429,21 +429,21 @@ class _Stage:
     procs: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, int]]  #: q, rows, ep, key, t0
 
 
-def _stage(p: _Prep, overlap_comm: bool) -> _Stage:
+def _stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
     hit = p.memo.get(overlap_comm)
     if hit is None:
-        hit = p.memo[overlap_comm] = _build_stage(p, overlap_comm)
+        hit = p.memo[overlap_comm] = _build_stage(tl, p, overlap_comm)
     return hit
 
 
-def _build_stage(p: _Prep, overlap_comm: bool) -> _Stage:
+def _build_stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
     n = p.gi.size
     # communication on a lane of its own under overlap_comm: it no longer holds back the
     # stream's other work
     lane = p.sid * 2 + p.comm if overlap_comm else p.sid
     run_key = p.rid * 2 + p.comm if overlap_comm else p.rid
     o = p.by_start[np.argsort(lane[p.by_start], kind="stable")]  # stream order
-    g1, lat1 = _stream_gaps(p, o, lane, overlap_comm)
+    g1, lat1 = _stream_gaps(tl, p, o, lane, overlap_comm)
     g, lat = np.empty(n, _I64), np.empty(n, _I64)
     g[o], lat[o] = g1, lat1
     qs, qa = np.unique(p.proc[o], return_index=True)
@@ -471,7 +471,7 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
     if p.gi.size == 0:
         return out
     # without communication the lanes, gaps and syncs of overlap_comm are the plain ones
-    st = _stage(p, overlap_comm and bool(p.comm.any()))
+    st = _stage(tl, p, overlap_comm and bool(p.comm.any()))
     cum = _launch_cum(tl, p) if no_launch_overhead else None
     for q, rows, ep, key, t0 in st.procs:
         base_h = p.host[rows] - t0 + st.lat[rows]
