@@ -152,9 +152,10 @@ def _sync_candidates(tl: Timeline, procs: pl.DataFrame) -> pl.DataFrame:
     names = tl.api.get_column("name")
     kinds = names.unique()
     hit = kinds.filter(kinds.cast(pl.String).str.contains(SYNC_RE).fill_null(False))
-    s = (tl.api.filter(names.is_in(hit))
-         .select(*_PROC, pl.col("start_ns").alias("sync_start"),
-                 pl.col("end_ns").alias("sync_end"))
+    # select, then filter: the filter copies 4 columns, not every api column
+    s = (tl.api.select(*_PROC, pl.col("start_ns").alias("sync_start"),
+                       pl.col("end_ns").alias("sync_end"))
+         .filter(names.is_in(hit.implode()))
          .with_columns(pl.col("process_id").fill_null(0)))
     paged = (_not_launch(tl).filter(pl.col("call_part") == "host_sync")
              .select(*_PROC, pl.col("api_start_ns").alias("sync_start"),
