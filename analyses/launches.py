@@ -20,18 +20,29 @@ the GPU idle time CUDA graphs could recover (:func:`graph_recoverable`).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from traceparse.analyses._arrays import lex_codes, seg_cummax
 from traceparse.analyses._dist import nsys_stats, percentiles, round_half_up
-from traceparse.analyses.intervals import sort_within
+from traceparse.derived import cached
 from traceparse.links import launch_join
 from traceparse.timeline import Timeline
 
 #: The float columns of :func:`kern_exec_sum` (printed with one decimal by nsys).
 KERN_EXEC_FLOAT_COLS = [f"{p}{n} (ns)" for p in "TAQK" for n in ("Avg", "Med", "StdDev")]
 
+#: Time left between graph nodes when a graph replaces launches (:func:`graph_recoverable`).
+GRAPH_GAP_NS = 1000
+
 #: ``nsys stats`` drops a trailing ``_v`` + exactly four digits from API names.
 _API_SUFFIX_RE = r"_v\d{4}$"
+
+
+#: The launch-joined columns :func:`launch_table` reads.
+_TABLE_COLS = ("kind", "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
+               "api_name", "api_start_ns", "api_end_ns", "start_ns", "end_ns", "dur_ns",
+               "graph_id")
 
 
 def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
@@ -48,8 +59,14 @@ def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         API 100..110, kernel 105..150 -> launch 10, queue -5, kernel 45, total 50.
         API 100..110, kernel 104..108 -> launch 10, queue -2, kernel 4, total 10.
     """
-    k = launch_join(tl, kinds=("kernel",), unique_calls=unique_calls)
-    k = k.filter(pl.col("api_start_ns").is_not_null())
+    if unique_calls:
+        # the linked rows of every gpu row cost nothing (the links are computed once); the
+        # filter then copies only the columns kept, not every gpu column
+        k = launch_join(tl).select(_TABLE_COLS)
+    else:
+        k = launch_join(tl, kinds=("kernel",), unique_calls=False).select(_TABLE_COLS)
+    k = k.filter((pl.col("kind").cast(pl.String) == "kernel")
+                 & pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
         pl.col("api_name").cast(pl.String), "api_start_ns", "api_end_ns", "start_ns", "end_ns",
@@ -110,7 +127,7 @@ def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
     return round_half_up(out, KERN_EXEC_FLOAT_COLS)
 
 
-def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
+def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
                       table: pl.DataFrame | None = None) -> pl.DataFrame:
     """Launch-bound gaps per (rank, device, stream): a per-stream *upper estimate* of the
     launch latency a graph would remove. Not a saving: streams overlap and it ignores what
@@ -143,25 +160,40 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = 1000,
     kernel-to-launch join is the expensive part: ~1 s per 1M kernels).
     """
     grp = ["rank", "device_id", "stream_id"]
-    t = sort_within(launch_table(tl) if table is None else table, grp, "start_ns")
-    t = t.with_columns(prev_end=pl.col("end_ns").shift(1).over(grp))
-    t = t.with_columns(prev_end=pl.col("prev_end").cum_max().over(grp))
-    gap = (pl.col("start_ns") - pl.col("prev_end")).clip(lower_bound=0)
-    bound = pl.col("prev_end").is_not_null() & (pl.col("api_start_ns") >= pl.col("prev_end"))
-    in_graph = pl.col("graph_id").is_not_null() | pl.col("api_name").str.contains("GraphLaunch")
-    latency = pl.min_horizontal(gap, (pl.col("start_ns") - pl.col("api_start_ns")).clip(0))
-    t = t.with_columns(_bound=bound, _gap=pl.when(bound).then(gap).otherwise(0),
-                       _rec=pl.when(bound & ~in_graph)
-                       .then((latency - graph_gap_ns).clip(lower_bound=0)).otherwise(0))
-    return (t.group_by(grp, maintain_order=True)
-            .agg(pl.len().cast(pl.Int64).alias("kernels"),
-                 pl.col("_bound").sum().cast(pl.Int64).alias("launch_bound_kernels"),
-                 pl.col("_gap").sum().cast(pl.Int64).alias("launch_bound_gap_ns"),
-                 pl.col("_rec").sum().cast(pl.Int64).alias("graph_recoverable_ns"))
-            .sort(grp))
+    t = launch_table(tl) if table is None else table
+    keys = t.select(grp)
+    # stream order: by (rank, device, stream) with nulls first, then start (ties in table
+    # order), one stable sort of the start and one of the stream codes (numpy)
+    codes = [(c.is_null().to_numpy(), c.cast(pl.Int64).fill_null(0).to_numpy())
+             for c in keys.iter_columns()]
+    code = lex_codes(*(k for null, val in codes for k in (~null, val)))
+    start = t["start_ns"].to_numpy()
+    o = np.argsort(start, kind="stable")
+    o = o[np.argsort(code[o], kind="stable")]
+    n = o.size
+    st, en, api = start[o], t["end_ns"].to_numpy()[o], t["api_start_ns"].to_numpy()[o]
+    first = np.ones(n, bool)
+    first[1:] = code[o][1:] != code[o][:-1]
+    # prev_end: the latest end of the stream's earlier kernels
+    prev = np.zeros(n, np.int64)
+    prev[1:] = seg_cummax(en, first)[:-1]
+    gap = np.clip(st - prev, 0, None)
+    bound = ~first & (api >= prev)
+    in_graph = (t["graph_id"].is_not_null()
+                | t["api_name"].str.contains("GraphLaunch").fill_null(False)).to_numpy()[o]
+    latency = np.minimum(gap, np.clip(st - api, 0, None))
+    rec = np.where(bound & ~in_graph, np.clip(latency - graph_gap_ns, 0, None), 0)
+    rf = np.flatnonzero(first)
+    sums = [np.add.reduceat(v, rf) if n else np.zeros(0, np.int64)
+            for v in (bound.astype(np.int64), np.where(bound, gap, 0), rec)]
+    return keys[o[rf]].with_columns(
+        pl.Series("kernels", np.diff(np.append(rf, n)), pl.Int64),
+        *(pl.Series(c, v, pl.Int64) for c, v in zip(
+            ("launch_bound_kernels", "launch_bound_gap_ns", "graph_recoverable_ns"), sums,
+            strict=True)))
 
 
-def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
+def launch_summary(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
                    table: pl.DataFrame | None = None,
                    savings: pl.DataFrame | None = None) -> pl.DataFrame:
     """Distributions of launch, queue and kernel time over all launched kernels.
@@ -183,8 +215,19 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = 1000,
         than its launch -> count 1, mean 0.5.
 
     ``table``: a precomputed :func:`launch_table` of ``tl`` (see :func:`graph_recoverable`);
-    ``savings``: a precomputed :func:`traceparse.analyses.savings.savings` of ``tl``.
+    ``savings``: a precomputed :func:`traceparse.analyses.savings.savings` of ``tl``. With
+    the default ``graph_gap_ns`` the result is computed once per timeline
+    (:func:`traceparse.derived.cached`): the summary's launches section and the report's
+    launch section share it.
     """
+    if graph_gap_ns == GRAPH_GAP_NS:
+        return cached(tl, "launch_summary", ("gpu", "api", "ranges"),
+                      lambda: _launch_summary(tl, graph_gap_ns, table, savings))
+    return _launch_summary(tl, graph_gap_ns, table, savings)
+
+
+def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
+                    savings: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses import savings as savings_mod
 
     t = launch_table(tl) if table is None else table

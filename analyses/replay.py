@@ -39,44 +39,98 @@ What-ifs (:func:`replay` options):
 
 Within one epoch (between two blocking syncs of a process) each stream is solved in closed
 form: with ``E_i = max(E_{i-1} + g_i + d_i, h_i + d_i)``, ``E_i = c_i + max(E_-1,
-cummax_k(h_k + d_k - c_k))`` where ``c_i`` is the running sum of ``g + d``: one cumulative
-max per stream (polars ``cum_max().over``), no loop over activities. Only epochs are looped.
+s + cummax_k(h_k + d_k - c_k))`` where ``c_i`` is the running sum of ``g + d`` and ``s``
+the epoch's host shift. ``c`` and the cumulative max do not depend on ``s`` or ``E_-1``,
+so they are computed for every run (process, epoch, stream) of the trace at once (numpy);
+only the runs are looped (a few scalars each: the shift of the next sync needs the
+previous epoch's predicted ends, which are ``max(E_-1 + max c, s + max(c + cummax))``).
+
+The work both what-ifs share (the activities with their launch calls, the stream and
+process codes, the sync candidates) is prepared once per timeline
+(:func:`traceparse.derived.cached`), so ``savings`` runs two replays for little more than
+one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
-from traceparse.links import launch_join
+from traceparse.analyses._arrays import lex_codes, seg_cummax
+from traceparse.derived import cached
+from traceparse.links import launch_join, launch_links
 from traceparse.timeline import Timeline
 
 #: API calls that block the host until GPU work is done.
 SYNC_RE = (r"(?i)synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$"
            r"|^cudaMemcpy[23]D(_v\d+)?$|^hipMemcpy$")
 _NEG = -(1 << 62)
-#: Offset of the lane communication moves to under ``overlap_comm`` (stream ids are far
-#: smaller: nsys and Kineto number streams from small integers).
-_COMM_LANE = 1 << 48
-_STREAM = ["rank", "process_id", "device_id", "stream_id"]
 _PROC = ["rank", "process_id"]
+_I64 = np.int64
 
 
-#: The gpu/launch columns the replay reads or returns (the rest is never carried through its
-#: sorts and windows: on 1M kernels the full 40-column frame was the command's memory peak).
-_COLS = ("rank", "process_id", "device_id", "stream_id", "kind", "category", "name",
-         "correlation_id", "api_start_ns", "api_end_ns", "start_ns", "end_ns", "dur_ns")
+@dataclass(frozen=True)
+class _Prep:
+    """The non-sync GPU activities of a timeline (``tl.gpu`` order) as numpy arrays, and
+    what every replay of it shares. Codes are ordered like the columns they encode."""
+
+    gi: np.ndarray  #: row index in ``tl.gpu``
+    rank: np.ndarray
+    proc: np.ndarray  #: code of (rank, process_id)
+    procs: pl.DataFrame  #: ``rank, process_id, _p`` (the proc codes)
+    sid: np.ndarray  #: code of (rank, process, device (null first), stream): stream order
+    rid: np.ndarray  #: code of (rank, process, device (null as -1), stream): replay runs
+    comm: np.ndarray  #: category is communication
+    launched: np.ndarray  #: a launch call is known
+    api_s: np.ndarray  #: call entry (0 where none)
+    api_e: np.ndarray  #: call return (_NEG where none)
+    start: np.ndarray
+    end: np.ndarray
+    dur: np.ndarray
+    host: np.ndarray  #: call entry, or the activity's start without a call
+    by_start: np.ndarray  #: stable argsort of ``start``
+    cand: pl.DataFrame  #: sync candidates ``_p, sync_start, sync_end`` (deduplicated)
+    memo: dict[bool, _Stage]  #: :func:`_stage` per lane mode
 
 
-def _activities(tl: Timeline, durations: pl.Series | None) -> pl.DataFrame:
-    rows = launch_join(tl).with_row_index("_i").select("_i", *_COLS)
-    if durations is not None:
-        rows = rows.with_columns(pred_dur_ns=durations.cast(pl.Int64))
-    else:
-        rows = rows.with_columns(pred_dur_ns=pl.col("dur_ns"))
-    rows = rows.filter(pl.col("kind").cast(pl.String) != "sync").with_columns(
-        pl.col("process_id").fill_null(0), pl.col("stream_id").fill_null(-1))
-    return rows
+def _prepare(tl: Timeline) -> _Prep:
+    return cached(tl, "replay_prep", ("gpu", "api"), lambda: _build_prep(tl))
+
+
+def _build_prep(tl: Timeline) -> _Prep:
+    idx = launch_links(tl)["api_row"]
+    keep = (tl.gpu.select(pl.col("kind").cast(pl.String) != "sync").to_series()
+            .fill_null(False))
+    calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
+                          pl.col("end_ns").gather(idx).alias("api_end_ns"))
+    f = (pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id", "category",
+                                  "start_ns", "end_ns", "dur_ns"), calls], how="horizontal")
+         .with_row_index("_i").filter(keep))
+    gi = f["_i"].to_numpy().astype(_I64)
+    rank = f["rank"].to_numpy().astype(_I64)
+    pid = f["process_id"].fill_null(0).to_numpy().astype(_I64)
+    dev = f["device_id"].cast(pl.Int64)
+    dev_first = dev.fill_null(int(dev.min() or 0) - 1).to_numpy()  # type: ignore[arg-type]
+    dev_run = dev.fill_null(-1).to_numpy()
+    stream = f["stream_id"].fill_null(-1).to_numpy().astype(_I64)
+    launched = f["api_start_ns"].is_not_null().to_numpy()
+    api_s = f["api_start_ns"].fill_null(0).to_numpy().astype(_I64)
+    start = f["start_ns"].to_numpy().astype(_I64)
+    proc = lex_codes(rank, pid)
+    procs = (pl.DataFrame({"rank": f["rank"], "process_id": pid, "_p": proc})
+             .unique(subset="_p"))
+    return _Prep(
+        gi=gi, rank=rank, proc=proc, procs=procs,
+        sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
+        comm=(f["category"] == "communication").fill_null(False).to_numpy(),
+        launched=launched,
+        api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
+        start=start, end=f["end_ns"].to_numpy().astype(_I64),
+        dur=f["dur_ns"].to_numpy().astype(_I64), host=np.where(launched, api_s, start),
+        by_start=np.argsort(start, kind="stable"),
+        cand=_sync_candidates(tl, procs), memo={})
 
 
 def _not_launch(tl: Timeline) -> pl.DataFrame:
@@ -91,59 +145,95 @@ def _not_launch(tl: Timeline) -> pl.DataFrame:
             .unique(subset=[*_PROC, "correlation_id"], keep="first"))
 
 
-def _launch_cum(tl: Timeline) -> pl.DataFrame:
-    """Per call: the rank's **launch overhead** (GPU idle while the host was issuing work,
-    :func:`traceparse.analyses.attribution.part_intervals`) that had ended before the call
-    began (cumulative). Removing launch cost moves later host work earlier by at most the
-    time the GPU actually waited for launches, so the saving never exceeds the rank's
-    launch overhead; a blocking or warm-up call is not launch overhead."""
-    from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import part_intervals
-
-    lo = intervals.union(part_intervals(tl, "launch_overhead_ns").select(
-        "rank", "start_ns", "end_ns"), by=["rank"])
-    lo = lo.sort("rank", "end_ns").with_columns(
-        _cum=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over("rank"))
-    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
-             .select(*_PROC, "correlation_id", "start_ns")
-             .with_columns(pl.col("process_id").fill_null(0))
-             .unique(subset=[*_PROC, "correlation_id"], keep="first")
-             .sort("start_ns"))
-    out = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
-                          on="start_ns", by="rank", strategy="backward",
-                          check_sortedness=False)
-    return out.with_columns(pl.col("_cum").fill_null(0).cast(pl.Int64))
-
-
-def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame:
-    """Blocking sync calls: ``rank, process_id, sync_start, sync_end, w`` (measured end of
-    the work launched before the call), ``tail`` (return - w). A sync call is blocking when
-    it was entered before ``w`` and returned at or after it (a stream sync on an idle
-    stream, or one that returned before other streams' work ended, is not)."""
-    s = (tl.api.filter(pl.col("name").cast(pl.String).str.contains(SYNC_RE))
-         .select(*_PROC, pl.col("start_ns").alias("sync_start"),
-                 pl.col("end_ns").alias("sync_end"))
+def _sync_candidates(tl: Timeline, procs: pl.DataFrame) -> pl.DataFrame:
+    """Calls that may block: ``_p`` (process code), ``sync_start``, ``sync_end``; sync
+    calls by name and copies to or from pageable memory (attribution's host_sync calls).
+    Calls of processes without GPU activity are left out (they replay nothing)."""
+    names = tl.api.get_column("name")
+    kinds = names.unique()
+    hit = kinds.filter(kinds.cast(pl.String).str.contains(SYNC_RE).fill_null(False))
+    # select, then filter: the filter copies 4 columns, not every api column
+    s = (tl.api.select(*_PROC, pl.col("start_ns").alias("sync_start"),
+                       pl.col("end_ns").alias("sync_end"))
+         .filter(names.is_in(hit.implode()))
          .with_columns(pl.col("process_id").fill_null(0)))
-    # copies to/from pageable memory block the host too (attribution's host_sync calls)
     paged = (_not_launch(tl).filter(pl.col("call_part") == "host_sync")
              .select(*_PROC, pl.col("api_start_ns").alias("sync_start"),
                      pl.col("api_end_ns").alias("sync_end")))
-    s = pl.concat([s, paged.cast(s.schema)]).unique().sort("sync_start")
-    if s.height == 0:
-        return s.with_columns(w=pl.lit(0, pl.Int64), tail=pl.lit(0, pl.Int64))
-    a = acts
-    if overlap_comm:
-        a = a.filter(pl.col("category").cast(pl.String) != "communication")
-    t = pl.coalesce("api_start_ns", "start_ns")
-    a = (a.select(*_PROC, t.alias("sync_start"), pl.col("end_ns").alias("_e"))
-         .sort("sync_start").with_columns(_e=pl.col("_e").cum_max().over(_PROC)))
-    s = s.join_asof(a, on="sync_start", by=_PROC, strategy="backward",
-                    check_sortedness=False)
-    # blocking: the call was entered before that work ended and returned after it
-    s = s.filter(pl.col("_e").is_not_null() & (pl.col("_e") > pl.col("sync_start"))
-                 & (pl.col("sync_end") >= pl.col("_e")))
-    return s.select(*_PROC, "sync_start", "sync_end", pl.col("_e").alias("w"),
-                    (pl.col("sync_end") - pl.col("_e")).clip(0).alias("tail"))
+    s = pl.concat([s, paged.cast(s.schema)]).unique()
+    return (s.join(procs.cast({"rank": s.schema["rank"], "process_id": s.schema["process_id"]}),
+                   on=_PROC, how="inner")
+            .select("_p", "sync_start", "sync_end").sort("_p", "sync_end", "sync_start"))
+
+
+def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
+    """The union of ``parts``' intervals per rank (as :func:`traceparse.analyses.intervals.
+    union` merges them: overlapping or touching intervals join) as ``rank, end_ns, _cum``
+    (the merged length up to each end), sorted by rank and end."""
+    f = parts.select(pl.col("rank").cast(pl.Int64), pl.col("start_ns").cast(pl.Int64),
+                     pl.col("end_ns").cast(pl.Int64)).drop_nulls().filter(
+        pl.col("end_ns") > pl.col("start_ns"))
+    r, s, e = (f[c].to_numpy() for c in ("rank", "start_ns", "end_ns"))
+    o = np.argsort(s, kind="stable")
+    o = o[np.argsort(r[o], kind="stable")]
+    r, s, e = r[o], s[o], e[o]
+    first = np.ones(r.size, bool)
+    first[1:] = r[1:] != r[:-1]
+    reach = np.zeros(r.size, _I64)  # latest end before each interval of its rank
+    reach[1:] = seg_cummax(e, first)[:-1]
+    new = np.flatnonzero(first | (s > reach))
+    ce = np.maximum.reduceat(e, new) if new.size else e[:0]
+    cr, cl = r[new], ce - s[new]
+    cum = np.cumsum(cl)
+    rf = np.flatnonzero(np.append(True, cr[1:] != cr[:-1])) if cr.size else new[:0]
+    cum = cum - np.repeat((cum - cl)[rf], np.diff(np.append(rf, cr.size)))
+    return pl.DataFrame({"rank": cr, "end_ns": ce, "_cum": cum}).cast(
+        {"rank": parts.schema["rank"]})
+
+
+def _launch_cum(tl: Timeline, p: _Prep) -> np.ndarray:
+    """Per activity: the rank's **launch overhead** (GPU idle while the host was issuing
+    work, :func:`traceparse.analyses.attribution.part_intervals`) that had ended before
+    its launch call began (cumulative; the call is the first in file order with the
+    activity's key). Removing launch cost moves later host work earlier by at most the
+    time the GPU actually waited for launches, so the saving never exceeds the rank's
+    launch overhead; a blocking or warm-up call is not launch overhead."""
+    from traceparse.analyses.attribution import part_intervals
+
+    lo = _rank_union(part_intervals(tl, "launch_overhead_ns"))
+    out = np.zeros(p.gi.size, _I64)
+    if lo.height == 0 or p.gi.size == 0:
+        return out
+    if tl.gpu["process_id"].null_count() or tl.api["process_id"].null_count():
+        return _launch_cum_join(tl, p, lo)
+    row = launch_links(tl)["api_row_file"].gather(p.gi)
+    call_start = tl.api["start_ns"].gather(row)
+    has = call_start.is_not_null().to_numpy()
+    t = call_start.fill_null(0).to_numpy().astype(_I64)
+    lr = lo["rank"].to_numpy().astype(_I64)
+    ends = lo["end_ns"].to_numpy().astype(_I64)
+    cums = lo["_cum"].to_numpy().astype(_I64)
+    for r in np.unique(lr).tolist():
+        a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
+        sel = np.flatnonzero(has & (p.rank == r))
+        k = np.searchsorted(ends[a:b], t[sel], side="right") - 1
+        out[sel] = np.where(k >= 0, cums[a:b][np.maximum(k, 0)], 0)
+    return out
+
+
+def _launch_cum_join(tl: Timeline, p: _Prep, lo: pl.DataFrame) -> np.ndarray:
+    """:func:`_launch_cum` where process ids can be null (null ids are read as 0 on both
+    sides, so the call is found by a join on the filled key)."""
+    key = [*_PROC, "correlation_id"]
+    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
+             .select(*key, "start_ns").with_columns(pl.col("process_id").fill_null(0))
+             .unique(subset=key, keep="first").sort("start_ns"))
+    lc = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
+                         on="start_ns", by="rank", strategy="backward",
+                         check_sortedness=False).select(*key, "_cum")
+    rows = (tl.gpu.select(*key).with_columns(pl.col("process_id").fill_null(0))[p.gi]
+            .join(lc, on=key, how="left", maintain_order="left"))
+    return rows["_cum"].fill_null(0).cast(pl.Int64).to_numpy()
 
 
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
@@ -163,6 +253,239 @@ def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
                     pl.max_horizontal(pl.col("_prev_end").fill_null(pl.col("start_ns")),
                                       "start_ns").alias("end_ns"))
     return _overlap_ns(q, cover, ["rank", "device_id"])
+
+
+def _stream_gaps(tl: Timeline, p: _Prep, o: np.ndarray, lane: np.ndarray,
+                 overlap_comm: bool) -> tuple[np.ndarray, np.ndarray]:
+    """In stream order ``o``: the gap each activity keeps (``_g``: 0 when host-bound) and
+    its host latency (``_lat``: start - call entry when host-bound and launched)."""
+    n = o.size
+    first = np.ones(n, bool)
+    s1 = lane[o]
+    first[1:] = s1[1:] != s1[:-1]
+    e1, st, api_s, launched = p.end[o], p.start[o], p.api_s[o], p.launched[o]
+    # _prev_end: end of the stream's previous activity; busy: latest end before it
+    prev = np.zeros(n, _I64)
+    prev[1:] = e1[:-1]
+    cm = seg_cummax(e1, first)
+    busy = np.zeros(n, _I64)
+    busy[1:] = cm[:-1]
+    # host-bound: the launch call was still in progress when the stream went idle (it began
+    # after, or returned after, the previous activity ended): the host, not the stream
+    # order, decided the start
+    hb = first | (launched & (np.maximum(api_s, p.api_e[o]) > busy) & (st >= busy))
+    # queued rows keep their measured gap, negative when the stream overlapped itself
+    g = np.where(hb, 0, np.where(first, 0, st - prev))
+    if overlap_comm and p.comm.any():
+        acts = tl.gpu.select("rank", "device_id", "category", "start_ns", "end_ns")[
+            p.gi[o]].with_columns(
+            _prev_end=pl.when(pl.Series(first)).then(None).otherwise(pl.Series(prev)))
+        ov = _comm_overlap(acts).to_numpy().astype(_I64)
+        g = np.where(p.comm[o], g, np.minimum(g, np.clip(g - ov, 0, None)))
+    lat = np.where(hb & launched, st - api_s, 0)
+    return g, lat
+
+
+def _blocking(p: _Prep, o: np.ndarray, pb: dict[int, tuple[int, int]], overlap_comm: bool
+              ) -> dict[int, tuple[list[int], ...]]:
+    """Blocking sync calls per process code: ``(sync_start, sync_end, w, tail)`` lists in
+    ``sync_end`` order, ``w`` the measured end of the work launched before the call
+    (communication left out under ``overlap_comm``), ``tail`` = return - w (>= 0). A call
+    is blocking when it was entered before ``w`` and returned at or after it (a stream sync
+    on an idle stream, or one that returned before other streams' work ended, is not)."""
+    cp = p.cand["_p"].to_numpy()
+    css = p.cand["sync_start"].to_numpy().astype(_I64)
+    cse = p.cand["sync_end"].to_numpy().astype(_I64)
+    out: dict[int, tuple[list[int], ...]] = {}
+    for q in np.unique(cp).tolist():
+        a, b = np.searchsorted(cp, q), np.searchsorted(cp, q, side="right")
+        i = o[slice(*pb[q])]
+        if overlap_comm:
+            i = i[~p.comm[i]]
+        oh = np.argsort(p.host[i], kind="stable")
+        hs, em = p.host[i][oh], np.maximum.accumulate(p.end[i][oh])
+        ss, se = css[a:b], cse[a:b]
+        k = np.searchsorted(hs, ss, side="right") - 1
+        w = em[np.maximum(k, 0)] if em.size else np.zeros(ss.size, _I64)
+        ok = (k >= 0) & (w > ss) & (se >= w)
+        if ok.any():
+            out[q] = (ss[ok].tolist(), se[ok].tolist(), w[ok].tolist(),
+                      np.clip(se[ok] - w[ok], 0, None).tolist())
+    return out
+
+
+def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.ndarray,
+           d: np.ndarray, base_h: np.ndarray, syncs: tuple[list[int], ...] | None, t0: int
+           ) -> np.ndarray:
+    """Predicted ends (relative to ``t0``) of one process's ``rows`` (sorted by epoch,
+    then stream order; ``ep`` their epochs, ``key`` their streams), see the module
+    docstring."""
+    n = rows.size
+    new = np.ones(n, bool)
+    new[1:] = (ep[1:] != ep[:-1]) | (key[1:] != key[:-1])
+    rf = np.flatnonzero(new)
+    run = np.cumsum(new) - 1
+    step = g + d
+    cs = np.cumsum(step)
+    c = cs - (cs[rf] - step[rf])[run]
+    m = seg_cummax(base_h + d - c, new)
+    cm = c + m
+    rl = np.append(rf[1:], n) - 1
+    ss = syncs[0] if syncs is not None else []
+    # rows of epoch e that the (e+1)-th sync waits for: launched before it was entered
+    thr = np.append(np.asarray(ss, _I64) - t0, _NEG)
+    sel = (p.host[rows] - t0) <= thr[ep]
+    c_all, cm_all = np.maximum.reduceat(c, rf), np.maximum.reduceat(cm, rf)
+    c_sel = np.maximum.reduceat(np.where(sel, c, _NEG), rf)
+    cm_sel = np.maximum.reduceat(np.where(sel, cm, _NEG), rf)
+    any_sel = np.logical_or.reduceat(sel, rf)
+    shifts, inits = _carry(
+        ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(), c_sel.tolist(),
+        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(),
+        syncs if syncs is not None else ([], [], [], []), t0)
+    return c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
+
+
+def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
+           c_sel: list[int], cm_sel: list[int], any_sel: list[bool], c_last: list[int],
+           m_last: list[int], syncs: tuple[list[int], ...], t0: int
+           ) -> tuple[list[int], list[int]]:
+    """Per run (in epoch order): the host shift of its epoch and its stream's predicted
+    end before it (``_NEG``: none), carried from run to run and sync to sync. A run's
+    predicted ends are ``c + max(init, shift + m)``, so their maximum (what the next sync
+    waits for) is ``max(init + max c, shift + max(c + m))`` over its rows (``*_sel``: over
+    those launched before that sync was entered)."""
+    ss, se, w, tail = syncs
+    shifts: list[int] = []
+    inits: list[int] = []
+    state: dict[int, int] = {}
+    pending: list[tuple[int, int]] = []
+    shift = cur = 0
+    older = ep_all = ep_sel = None
+    get = state.get
+    for e, k, ca, cma, csl, cmsl, anys, cl, ml in zip(
+            eps, keys, c_all, cm_all, c_sel, cm_sel, any_sel, c_last, m_last, strict=True):
+        while cur < e:  # the sync that ends epoch `cur` returns
+            state.update(pending)
+            pending = []
+            w_pred = older
+            if ep_sel is not None:
+                w_pred = ep_sel if w_pred is None or ep_sel > w_pred else w_pred
+            if ep_all is not None:
+                older = ep_all if older is None or ep_all > older else older
+            wv = w_pred if w_pred is not None else w[cur] - t0
+            h = ss[cur] - t0 + shift
+            shift = (h if h > wv else wv) + tail[cur] - (se[cur] - t0)
+            ep_all = ep_sel = None
+            cur += 1
+        init = get(k)
+        if init is None:
+            inits.append(_NEG)
+            r_all, r_sel, last = shift + cma, shift + cmsl, cl + shift + ml
+        else:
+            inits.append(init)
+            x, y = init + ca, shift + cma
+            r_all = x if x > y else y
+            x, y = init + csl, shift + cmsl
+            r_sel = x if x > y else y
+            y = shift + ml
+            last = cl + (init if init > y else y)
+        shifts.append(shift)
+        pending.append((k, last))
+        if ep_all is None or r_all > ep_all:
+            ep_all = r_all
+        if anys and (ep_sel is None or r_sel > ep_sel):
+            ep_sel = r_sel
+    return shifts, inits
+
+
+def predicted(tl: Timeline, *, durations: pl.Series | None = None,
+              no_launch_overhead: bool = False, overlap_comm: bool = False) -> pl.DataFrame:
+    """The replay's predictions alone: ``rank, start_ns, end_ns, pred_start_ns,
+    pred_end_ns`` per non-sync GPU row (``tl.gpu`` order), what :func:`replay` returns
+    without its descriptive columns (the savings engine needs only these)."""
+    p = _prepare(tl)
+    dur = p.dur if durations is None else (
+        durations.cast(pl.Int64).to_numpy()[p.gi].astype(_I64))
+    pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm)
+    pd = pl.Series("pred_dur_ns", dur) if durations is None else (
+        durations.cast(pl.Int64).gather(p.gi))
+    return pl.DataFrame({"rank": pl.Series(p.rank).cast(tl.gpu.schema["rank"]),
+                         "start_ns": p.start, "end_ns": p.end,
+                         "pred_end_ns": pred_end, "_pd": pd}).with_columns(
+        pred_start_ns=pl.col("pred_end_ns") - pl.col("_pd")).select(
+        "rank", "start_ns", "end_ns", "pred_start_ns", "pred_end_ns")
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """What a replay computes before the durations and the launch-cost removal matter,
+    for one lane mode (communication on its own lane or not): the measured gaps and host
+    latencies (``tl.gpu`` order of the non-sync rows), the blocking syncs, and per process
+    its rows in epoch then stream order, their epochs and stream keys."""
+
+    g: np.ndarray
+    lat: np.ndarray
+    syncs: dict[int, tuple[list[int], ...]]
+    procs: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, int]]  #: q, rows, ep, key, t0
+
+
+def _stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
+    hit = p.memo.get(overlap_comm)
+    if hit is None:
+        hit = p.memo[overlap_comm] = _build_stage(tl, p, overlap_comm)
+    return hit
+
+
+def _build_stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
+    n = p.gi.size
+    # communication on a lane of its own under overlap_comm: it no longer holds back the
+    # stream's other work
+    lane = p.sid * 2 + p.comm if overlap_comm else p.sid
+    run_key = p.rid * 2 + p.comm if overlap_comm else p.rid
+    o = p.by_start[np.argsort(lane[p.by_start], kind="stable")]  # stream order
+    g1, lat1 = _stream_gaps(tl, p, o, lane, overlap_comm)
+    g, lat = np.empty(n, _I64), np.empty(n, _I64)
+    g[o], lat[o] = g1, lat1
+    qs, qa = np.unique(p.proc[o], return_index=True)
+    pb = {q: (a, b) for q, a, b in zip(qs.tolist(), qa.tolist(), [*qa[1:].tolist(), n],
+                                       strict=True)}
+    syncs = _blocking(p, o, pb, overlap_comm)
+    procs = []
+    for q, (a, b) in pb.items():
+        rows = o[a:b]
+        sy = syncs.get(q)
+        # epoch = number of the process's blocking syncs that returned before the call
+        ep = (np.searchsorted(np.asarray(sy[1], _I64), p.host[rows], side="right")
+              if sy else np.zeros(b - a, _I64))
+        oe = np.argsort(ep, kind="stable")
+        rows = rows[oe]
+        t0 = int(min(p.host[rows].min(), p.start[rows].min()))
+        procs.append((q, rows, ep[oe], run_key[rows], t0))
+    return _Stage(g=g, lat=lat, syncs=syncs, procs=procs)
+
+
+def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
+              overlap_comm: bool) -> np.ndarray:
+    """Predicted end of every activity (``tl.gpu`` order of the non-sync rows)."""
+    out = np.zeros(p.gi.size, _I64)
+    if p.gi.size == 0:
+        return out
+    # without communication the lanes, gaps and syncs of overlap_comm are the plain ones
+    st = _stage(tl, p, overlap_comm and bool(p.comm.any()))
+    cum = _launch_cum(tl, p) if no_launch_overhead else None
+    for q, rows, ep, key, t0 in st.procs:
+        base_h = p.host[rows] - t0 + st.lat[rows]
+        if cum is not None:
+            c = cum[rows]
+            if st.syncs:
+                # launch time is only removed since the last sync: rebase the cumulative sum
+                ef = np.flatnonzero(np.append(True, ep[1:] != ep[:-1]))
+                c = c - np.repeat(np.minimum.reduceat(c, ef), np.diff(np.append(ef, c.size)))
+            base_h = base_h - c
+        out[rows] = _solve(rows, ep, key, p, st.g[rows], d[rows], base_h, st.syncs.get(q),
+                           t0) + t0
+    return out
 
 
 def replay(tl: Timeline, *, durations: pl.Series | None = None,
@@ -186,146 +509,14 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         its call began before A ended, gap 5 kept). With A's duration halved: A 10..15,
         B max(15 + 5, 6) = 20..30.
     """
-    a = _activities(tl, durations)
-    if overlap_comm:
-        # communication on a lane of its own: it no longer holds back the stream's other
-        # work (the original stream id is restored on output)
-        a = a.with_columns(_sid=pl.col("stream_id"), stream_id=pl.when(
-            pl.col("category").cast(pl.String) == "communication")
-            .then(pl.col("stream_id") + _COMM_LANE).otherwise(pl.col("stream_id")))
-    a = a.sort(*_STREAM, "start_ns", "_i")
-    # _prev_end: end of the stream's previous activity; _busy_until: latest end before it
-    a = a.with_columns(_prev_end=pl.col("end_ns").shift(1).over(_STREAM),
-                       _busy_until=pl.col("end_ns").shift(1).cum_max().over(_STREAM))
-    # host-bound: the launch call was still in progress when the stream went idle (it began
-    # after, or returned after, the previous activity ended): the host, not the stream
-    # order, decided the start
-    host_bound = pl.col("_prev_end").is_null() | (
-        pl.col("api_start_ns").is_not_null()
-        & (pl.max_horizontal("api_start_ns", "api_end_ns") > pl.col("_busy_until"))
-        & (pl.col("start_ns") >= pl.col("_busy_until")))
-    # queued rows keep their measured gap, negative when the stream overlapped itself
-    gap = (pl.col("start_ns") - pl.col("_prev_end")).fill_null(0)
-    a = a.with_columns(_hb=host_bound, _g=pl.when(host_bound).then(0).otherwise(gap))
-    if overlap_comm:
-        ov = _comm_overlap(a)
-        is_comm = pl.col("category").cast(pl.String) == "communication"
-        a = a.with_columns(_ov=ov).with_columns(
-            _g=pl.when(is_comm).then(pl.col("_g"))
-            .otherwise(pl.min_horizontal(pl.col("_g"), (pl.col("_g") - pl.col("_ov"))
-                                         .clip(0)))).drop("_ov")
-    # host time of the call (or of the activity itself when no call is known)
-    launched = pl.col("api_start_ns").is_not_null()
-    lat = pl.when(pl.col("_hb") & launched).then(pl.col("start_ns") - pl.col("api_start_ns"))
-    a = a.with_columns(_host=pl.coalesce("api_start_ns", "start_ns"),
-                       _lat=pl.when(launched).then(lat.fill_null(0)).otherwise(0))
-    if no_launch_overhead:
-        lc = _launch_cum(tl).select(*_PROC, "correlation_id", "_cum")
-        a = a.join(lc, on=[*_PROC, "correlation_id"], how="left", maintain_order="left")
-        # each activity keeps its measured launch-to-start latency (its own call, an event
-        # wait, a busy engine, a blocking copy, a module load): only the launch overhead
-        # before its call is removed (_cum)
-        a = a.with_columns(_cum=pl.col("_cum").fill_null(0))
-    else:
-        a = a.with_columns(_cum=pl.lit(0, pl.Int64))
-    syncs = _syncs(tl, a, overlap_comm)
-    # epoch = number of blocking syncs of the process that returned before the call
-    if syncs.height:
-        se = syncs.sort("sync_end").with_columns(
-            _epoch=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(_PROC),
-            _cum_at=pl.lit(0, pl.Int64))
-        a = a.sort("_host").join_asof(
-            se.select(*_PROC, pl.col("sync_end").alias("_host"), "_epoch"), on="_host",
-            by=_PROC, strategy="backward", check_sortedness=False)
-    else:
-        se = syncs.with_columns(_epoch=pl.lit(0, pl.Int64))
-        a = a.with_columns(_epoch=pl.lit(0, pl.Int64))
-    a = a.with_columns(pl.col("_epoch").fill_null(0).cast(pl.Int64))
-    if no_launch_overhead and syncs.height:
-        # launch time is only removed since the last sync: rebase the cumulative sum
-        base = a.group_by(*_PROC, "_epoch").agg(pl.col("_cum").min().alias("_base"))
-        a = a.join(base, on=[*_PROC, "_epoch"], how="left").with_columns(
-            _cum=pl.col("_cum") - pl.col("_base")).drop("_base")
-    out = []
-    for key, part in a.group_by(_PROC):
-        ps = se.filter((pl.col("rank") == key[0]) & (pl.col("process_id") == key[1]))
-        out.append(_replay_process(part, ps))
-    res = pl.concat(out) if out else a.with_columns(
-        pred_start_ns=pl.col("start_ns"), pred_end_ns=pl.col("end_ns"))
-    if overlap_comm:
-        res = res.with_columns(stream_id=pl.col("_sid"))
-    return res.sort("_i").select(
-        "_i", "rank", "process_id", "device_id", "stream_id", "kind", "category",
-        pl.col("name").cast(pl.String), "api_start_ns", "start_ns", "end_ns", "dur_ns",
-        "pred_start_ns", "pred_end_ns",
+    pred = predicted(tl, durations=durations, no_launch_overhead=no_launch_overhead,
+                     overlap_comm=overlap_comm)
+    rows = (launch_join(tl).with_row_index("_i")
+            .filter(pl.col("kind").cast(pl.String) != "sync")
+            .select("_i", "rank", pl.col("process_id").fill_null(0), "device_id",
+                    pl.col("stream_id").fill_null(-1), "kind", "category",
+                    pl.col("name").cast(pl.String), "api_start_ns", "start_ns", "end_ns",
+                    "dur_ns"))
+    return pl.concat([rows, pred.select("pred_start_ns", "pred_end_ns")],
+                     how="horizontal").with_columns(
         (pl.col("pred_end_ns") - pl.col("pred_start_ns")).alias("pred_dur_ns"))
-
-
-def _seg_cummax(v: np.ndarray, run_start: np.ndarray) -> np.ndarray:
-    """Cumulative max of ``v`` restarting at every index where ``run_start`` is True."""
-    run = np.cumsum(run_start) - 1
-    lo = v.min() if v.size else 0
-    span = int(v.max() - lo) + 1 if v.size else 1
-    off = (v - lo) + run.astype(np.int64) * span  # runs never reach into the next one
-    return np.maximum.accumulate(off) - run.astype(np.int64) * span + lo
-
-
-def _replay_process(a: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
-    """Replay one process epoch by epoch (see the module docstring); numpy inside."""
-    a = a.sort("_epoch", "device_id", "stream_id", "start_ns", "_i")
-    ep = a["_epoch"].to_numpy()
-    dev = a["device_id"].fill_null(-1).to_numpy().astype(np.int64)
-    st = a["stream_id"].to_numpy().astype(np.int64)
-    t0 = int(a.select(pl.min_horizontal(pl.col("_host").min(), pl.col("start_ns").min()))
-             .item())
-    g = a["_g"].to_numpy().astype(np.int64)
-    d = a["pred_dur_ns"].to_numpy().astype(np.int64)
-    host = a["_host"].to_numpy().astype(np.int64) - t0
-    base_h = host + a["_lat"].to_numpy().astype(np.int64) - a["_cum"].to_numpy().astype(
-        np.int64)
-    sync_rows = syncs.sort("_epoch").rows(named=True) if syncs.height else []
-    bounds = np.searchsorted(ep, np.arange(int(ep.max()) + 2 if ep.size else 1))
-    pred_end = np.zeros(ep.size, dtype=np.int64)
-    state: dict[tuple[int, int], int] = {}
-    shift = 0
-    older_max: int | None = None
-    last_epoch = max(int(ep.max()) if ep.size else 0, len(sync_rows))
-    prev_lo = prev_hi = 0
-    for e in range(last_epoch + 1):
-        if e > 0:
-            sr = sync_rows[e - 1]
-            w_pred = older_max
-            if prev_hi > prev_lo:
-                sel = host[prev_lo:prev_hi] <= sr["sync_start"] - t0
-                if sel.any():
-                    w_pred = max(w_pred if w_pred is not None else _NEG,
-                                 int(pred_end[prev_lo:prev_hi][sel].max()))
-                older_max = max(older_max if older_max is not None else _NEG,
-                                int(pred_end[prev_lo:prev_hi].max()))
-                prev_lo = prev_hi = 0
-            w = w_pred if w_pred is not None else int(sr["w"]) - t0
-            shift = max(sr["sync_start"] - t0 + shift, w) + sr["tail"] - (sr["sync_end"] - t0)
-        lo = int(bounds[e]) if e < bounds.size else ep.size
-        hi = int(bounds[e + 1]) if e + 1 < bounds.size else ep.size
-        if hi <= lo:
-            continue
-        dv, sv = dev[lo:hi], st[lo:hi]
-        new_run = np.ones(hi - lo, dtype=bool)
-        new_run[1:] = (dv[1:] != dv[:-1]) | (sv[1:] != sv[:-1])
-        step = g[lo:hi] + d[lo:hi]
-        cs = np.cumsum(step)
-        run_first = np.flatnonzero(new_run)
-        run_id = np.cumsum(new_run) - 1
-        c = cs - (cs[run_first] - step[run_first])[run_id]
-        m = _seg_cummax(base_h[lo:hi] + shift + d[lo:hi] - c, new_run)
-        init = np.array([state.get((int(dv[i]), int(sv[i])), _NEG) for i in run_first],
-                        dtype=np.int64)[run_id]
-        pe = c + np.maximum(init, m)
-        pred_end[lo:hi] = pe
-        run_last = np.append(run_first[1:], hi - lo) - 1
-        for i in run_last:
-            state[(int(dv[i]), int(sv[i]))] = int(pe[i])
-        prev_lo, prev_hi = lo, hi
-    pred_end = pred_end + t0
-    return a.with_columns(pred_end_ns=pl.Series(pred_end)).with_columns(
-        pred_start_ns=pl.col("pred_end_ns") - pl.col("pred_dur_ns"))

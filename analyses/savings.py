@@ -68,19 +68,21 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
 
 def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses.attribution import breakdown as attribution
-    from traceparse.analyses.replay import replay
+    from traceparse.analyses.replay import predicted
 
     schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
               "within_bound": pl.Boolean}
-    if tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").height == 0:
+    if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
     parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in CHANGES.values()))
     out = []
     for change, part in CHANGES.items():
-        w = windows(replay(tl, no_launch_overhead=change == "no_launch_overhead",
-                           overlap_comm=change == "overlap_comm"))
+        # the replay's predictions alone (windows read no other column); both changes
+        # share the replay's preparation
+        w = windows(predicted(tl, no_launch_overhead=change == "no_launch_overhead",
+                              overlap_comm=change == "overlap_comm"))
         out.append(w.join(parts.select("rank", pl.col(part).alias("bound_ns")), on="rank",
                           how="left")
                    .with_columns(pl.lit(change).alias("change"),
