@@ -114,7 +114,11 @@ def _savings(frame: pl.DataFrame) -> list[str]:
         return []
     lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
     for r in frame.iter_rows(named=True):
-        lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {fmt_ns(r['saving_ns']):>10} "
+        # a replay longer than the measured window saves nothing: say so, with the
+        # replay's own error, instead of quoting a negative saving
+        saved = (f"{fmt_ns(r['saving_ns']):>10}" if r["saving_ns"] >= 0 else
+                 f"{'none':>10} (the replay runs {fmt_ns(-r['saving_ns'])} longer)")
+        lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {saved} "
                      f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
                      f"{fmt_ns(r['predicted_ns'])})")
     return lines

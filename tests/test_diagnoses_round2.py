@@ -188,3 +188,19 @@ def test_mfu_2gpu_overlap_comm_same_stream_report_equals_whatif() -> None:
     best = max(saved.items(), key=lambda kv: (kv[1], -kv[0]))
     recs = {r["id"]: r for r in build_payload(tl)["recommendations"]["items"]}
     assert recs["overlap-comm"]["saving_ns"] == best[1]
+
+
+def test_summary_never_quotes_a_negative_saving() -> None:
+    """A replay longer than the measured window (the model's own error) saves nothing: the
+    summary says "none" and by how much the replay overshot, never "-9.46 ms"."""
+    from traceparse.analyses.summary_render import _savings
+
+    frame = pl.DataFrame({"change": ["no_launch_overhead", "overlap_comm"], "rank": [0, 0],
+                          "measured_ns": [437_000_000, 437_000_000],
+                          "predicted_ns": [436_760_000, 437_009_460],
+                          "saving_ns": [240_000, -9_460], "bound_ns": [905_000, 0],
+                          "within_bound": [True, True]})
+    lines = _savings(frame)
+    assert "240 µs of 905 µs" in lines[1]
+    assert "none (the replay runs 9.46 µs longer) of 0 ns" in lines[2]
+    assert not any("-" in line.split("(window")[0] for line in lines[1:])
