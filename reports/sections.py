@@ -84,8 +84,11 @@ def tiny_memory_kernels(tl: Timeline, *, max_ns: int = TINY_KERNEL_NS,
     Returns count, total_ns, and the ``top`` names by count (name, count, total_ns).
     """
     k = tl.kernels.filter((pl.col("category").cast(pl.String) == "compute")
-                          & (pl.col("dur_ns") < max_ns)
-                          & pl.col("name").cast(pl.String).str.contains(MEMORY_BOUND_RE))
+                          & (pl.col("dur_ns") < max_ns))
+    # the name pattern on the distinct names (hundreds), not on every kernel (millions)
+    names = k.select(pl.col("name").cast(pl.String).unique())["name"]
+    hits = names.filter(names.str.contains(MEMORY_BOUND_RE))
+    k = k.filter(pl.col("name").cast(pl.String).is_in(hits.implode()))
     by = (k.group_by(pl.col("name").cast(pl.String))
           .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("total_ns"))
           .sort(["count", "total_ns", "name"], descending=[True, True, False]).head(top))
