@@ -63,10 +63,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from traceparse import links
-from traceparse.analyses import intervals
+from traceparse.analyses import intervals, sweep
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -326,6 +327,9 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
     The GPU categories other than ``sync`` are exactly compute, communication and memory
     (:data:`traceparse.schema.CATEGORIES`), so "no busy activity" is those three at 0.
+    The sweep is :func:`traceparse.analyses.sweep.attribute` (numpy arrays, one sort of
+    the boundaries); it equals ``intervals.segments`` over the same sets
+    (``tests/test_default_segments.py``).
     """
     group = list(group)
     return dict(cached(tl, "default_segments:" + ",".join(group), ("gpu", "api", "ranges"),
@@ -334,38 +338,24 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
 def _default_segments(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     acts = busy_activities(tl)
+    # the groups in the order the general sweep sorts them (intervals.sort_within)
+    keys = acts.select(group).unique().sort(group)
+    code = sweep.group_codes(keys, acts, group)
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-    sets: dict[str, pl.DataFrame] = {"_win": wins}
+    sets = [(sweep.group_codes(keys, wins, group), wins["start_ns"], wins["end_ns"])]
+    cat = acts["category"]
     for label in ("compute", "communication", "memory"):
-        sets[label] = acts.filter(pl.col("category") == label).select(*group, "start_ns",
-                                                                       "end_ns")
-    sets.update(host_sets(tl, acts, group))
-    seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
-    sums = _part_sums(seg, group)
-    parts = _part_runs(seg.select(*group, "start_ns", "end_ns", part_expr().alias("_part")),
-                       group)
-    idle = (pl.col("compute") == 0) & (pl.col("communication") == 0) & (pl.col("memory") == 0)
-    free = seg.filter(idle).select(*group, "start_ns", "end_ns", "launch", "warmup",
-                                   "host_sync")
-    return {"sums": sums, "parts": parts, "free": free}
+        m = (cat == label).fill_null(False).to_numpy()
+        sets.append((np.where(m, code, -1), acts["start_ns"], acts["end_ns"]))
+    hosts = host_sets(tl, acts, group)
+    for label in _HOST_LABELS:
+        h = hosts[label]
+        sets.append((sweep.group_codes(keys, h, group), h["start_ns"], h["end_ns"]))
+    del code
+    return sweep.attribute(keys, sets, PARTS, _HOST_LABELS)
 
 
-def _part_runs(seg: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """``intervals.union(seg, by=[*group, "_part"])`` for segments that tile each group's
-    window without holes (as the segments of one window do, in group then time order): a
-    part's merged intervals are then its runs of consecutive segments, and two runs of one
-    part never touch (another part's segment lies between), so no sort of all segments per
-    part is needed, only of the runs."""
-    new = (pl.col("_part") != pl.col("_part").shift(1))
-    for c in group:
-        new = new | pl.col(c).ne_missing(pl.col(c).shift(1))
-    runs = (seg.with_columns(new.fill_null(True).cum_sum().alias("_run"))
-            .group_by("_run", maintain_order=True)
-            .agg(*(pl.col(c).first() for c in [*group, "_part"]), pl.col("start_ns").min(),
-                 pl.col("end_ns").max())
-            .drop("_run"))
-    return intervals.sort_within(runs, [*group, "_part"], "start_ns").select(
-        *group, "_part", "start_ns", "end_ns")
+_HOST_LABELS = ("launch", "warmup", "host_sync")
 
 
 def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:
