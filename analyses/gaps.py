@@ -55,9 +55,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
-from traceparse.analyses import intervals
+from traceparse.analyses import intervals, sweep
 from traceparse.analyses.attribution import (
     BLOCKING_API_RE,
     DEFAULT_GROUP,
@@ -241,18 +242,32 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
             .rename({"name": "_name", "thread_id": "_tid"}))
 
 
-def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Rows overlapping a gap of their own group, with ``_gid``, ``_gs``, ``_ge``,
-    ``_ov`` (overlap) and ``_d`` (row duration)."""
-    g = gaps.select("_gid", *(pl.col(c).alias(f"_g_{c}") for c in group),
-                    pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge"))
-    j = rows.join_where(g, pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs"))
-    for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_g_{c}"))
-                     | (pl.col(c).is_null() & pl.col(f"_g_{c}").is_null()))
-    overlap = pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")
-    return j.with_columns(overlap.alias("_ov"),
-                          (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
+def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
+               cover: bool = False, inside: bool = False) -> pl.DataFrame:
+    """Rows overlapping a gap of their own group (``start_ns < gap end`` and ``end_ns >
+    gap start``), with ``_gid``, ``_gs``, ``_ge``, ``_ov`` (overlap) and ``_d`` (row
+    duration). ``cover``: only pairs whose overlap is at least :data:`COVER_FRACTION` of
+    the gap; ``inside``: only rows that start inside the gap. The gaps of a group are
+    disjoint, so the pairs come from binary searches (:func:`sweep.overlap_pairs`)."""
+    keys = gaps.select(group).unique()
+    gs, ge = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
+    code = sweep.group_codes(keys, rows, group)
+    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
+    s = rows["start_ns"].fill_null(0).cast(pl.Int64).to_numpy()
+    e = rows["end_ns"].fill_null(0).cast(pl.Int64).to_numpy()
+    ri, gi = sweep.overlap_pairs(sweep.group_codes(keys, gaps, group), gs, ge,
+                                 np.where(ok, code, -1), s, e)
+    ov = np.minimum(e[ri], ge[gi]) - np.maximum(s[ri], gs[gi])
+    keep = np.ones(ri.size, dtype=bool)
+    if cover:
+        keep &= ov >= COVER_FRACTION * (ge[gi] - gs[gi])
+    if inside:
+        keep &= s[ri] >= gs[gi]
+    ri, gi, ov = ri[keep], gi[keep], ov[keep]
+    return rows[ri].with_columns(
+        gaps["_gid"].gather(gi).alias("_gid"), pl.Series("_gs", gs[gi], pl.Int64),
+        pl.Series("_ge", ge[gi], pl.Int64), pl.Series("_ov", ov, pl.Int64),
+        pl.Series("_d", e[ri] - s[ri], pl.Int64))
 
 
 def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:
@@ -263,8 +278,7 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
                                       "_cs": pl.Int64(), "_ce": pl.Int64()}
     if cands.height == 0:
         return pl.DataFrame(schema=schema)
-    j = _join_gaps(gaps, cands, group)
-    j = j.filter(pl.col("_ov") >= COVER_FRACTION * (pl.col("_ge") - pl.col("_gs")))
+    j = _join_gaps(gaps, cands, group, cover=True)
     # the same call can be a candidate twice (a lazy first launch is warm-up and a CUDA
     # call): the more specific cause wins
     j = j.with_columns(pl.col("_cause").replace_strict(list(_CAUSE_ORDER),
@@ -325,10 +339,12 @@ def _first_call_warmup(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame,
                                       "_tid": pl.Int64(), "_cs": pl.Int64(), "_ce": pl.Int64()}
     warm = warmup_intervals(tl, acts, group).select(*group, "name", "start_ns",
                                                     pl.lit(True).alias("_warm"))
-    calls = calls.join(warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
     if calls.height == 0:
         return pl.DataFrame(schema=schema)
-    j = _join_gaps(gaps, calls, group).filter(pl.col("start_ns") >= pl.col("_gs"))
+    # the calls that start inside a gap, then their warm-up flag (the join commutes with
+    # the filter: it reads only the call's own columns)
+    j = _join_gaps(gaps, calls, group, inside=True).join(
+        warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
     first = (j.sort("_gid", "start_ns", "name").group_by("_gid", maintain_order=True)
              .agg(pl.all().first()))
     return (first.filter(pl.col("_warm").fill_null(False))
