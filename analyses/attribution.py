@@ -228,37 +228,67 @@ def per_group(frame: pl.DataFrame, acts: pl.DataFrame, group: Sequence[str]) -> 
             .unique(maintain_order=True))
 
 
+def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
+    """``name`` matches the regex ``pattern``; for a categorical ``name`` the regex runs
+    on the distinct names only (hundreds, not a million calls)."""
+    names = frame.get_column("name")
+    if names.dtype != pl.Categorical:
+        return pl.col("name").cast(pl.String).str.contains(pattern)
+    distinct = names.unique().drop_nulls().cast(pl.String)
+    return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern)))
+
+
+def _busy_windows(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    """:func:`call_windows` of the busy activities with the group columns, once per
+    timeline and group."""
+    return cached(tl, "call_windows:" + ",".join(group), ("gpu", "api"),
+                  lambda: call_windows(tl, columns=group))
+
+
 def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
                        windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Host calls that wait, per group: every :data:`BLOCKING_API_RE` call of a process
     with work in the group, plus the calls :func:`call_windows` marks ``host_sync``.
     Columns: group, ``name``, ``thread_id``, ``start_ns``, ``end_ns``. ``windows``:
-    :func:`call_windows` of ``acts`` when the caller already has it."""
+    :func:`call_windows` of ``acts`` when the caller already has it. Computed once per
+    timeline and group for the busy activities (host sets and idle gaps share it)."""
     group = list(group)
-    calls = tl.api.filter(pl.col("end_ns").is_not_null()
-                          & pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE))
-    out = per_group(calls, acts, group)
-    corr = (call_windows(tl, acts) if windows is None else windows).filter(
-        pl.col("call_part") == "host_sync")
-    extra = corr.select(*group, pl.col("call_name").alias("name"),
-                        pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
-    return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
+    if windows is None and acts is busy_activities(tl):
+        return cached(tl, "blocking_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
+                      lambda: _host_calls(tl, acts, group, _busy_windows(tl, group),
+                                          "host_sync"))
+    return _host_calls(tl, acts, group, windows, "host_sync")
 
 
 def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
                      windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Warm-up per group: :data:`WARMUP_API_RE` calls and :data:`WARMUP_RANGE_RE` host
     ranges of a process with work in the group, and lazy-loading first launches
-    (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`."""
+    (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`; shared the
+    same way."""
     group = list(group)
-    calls = tl.api.filter(pl.col("end_ns").is_not_null()
-                          & pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
-    ranges = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null()
-                              & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
-    out = pl.concat([per_group(calls, acts, group), per_group(ranges, acts, group)],
-                    how="vertical_relaxed")
+    if windows is None and acts is busy_activities(tl):
+        return cached(tl, "warmup_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
+                      lambda: _host_calls(tl, acts, group, _busy_windows(tl, group),
+                                          "warmup"))
+    return _host_calls(tl, acts, group, windows, "warmup")
+
+
+def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
+                windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
+    """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
+    (``warmup``)."""
+    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    if part == "host_sync":
+        out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
+    else:
+        ranges = tl.ranges.filter(pl.col("end_ns").is_not_null()
+                                  & pl.col("device_id").is_null()
+                                  & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
+        out = pl.concat([per_group(api.filter(_name_matches(api, WARMUP_API_RE)), acts, group),
+                         per_group(ranges, acts, group)], how="vertical_relaxed")
     corr = (call_windows(tl, acts) if windows is None else windows).filter(
-        pl.col("call_part") == "warmup")
+        pl.col("call_part") == part)
     extra = corr.select(*group, pl.col("call_name").alias("name"),
                         pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
     return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
@@ -278,12 +308,15 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
 
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
-    windows = call_windows(tl, acts, columns=group)
+    busy = acts is busy_activities(tl)
+    windows = _busy_windows(tl, group) if busy else call_windows(tl, acts, columns=group)
     launch = windows.filter(pl.col("call_part") == "launch")
+    # the busy activities' calls come from (and stay in) the shared cache
+    w = None if busy else windows
     return {"launch": launch.select(*group, "start_ns", "end_ns"),
-            "warmup": warmup_intervals(tl, acts, group, windows=windows)
+            "warmup": warmup_intervals(tl, acts, group, windows=w)
             .select(*group, "start_ns", "end_ns"),
-            "host_sync": blocking_intervals(tl, acts, group, windows=windows)
+            "host_sync": blocking_intervals(tl, acts, group, windows=w)
             .select(*group, "start_ns", "end_ns")}
 
 

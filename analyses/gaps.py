@@ -132,31 +132,9 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         hs = host_sets(tl, acts, group)
         seg = intervals.segments({"_win": wins, "_busy": acts, **hs}, by=group)
         free = seg.filter((pl.col("_win") > 0) & (pl.col("_busy") == 0))
-    gaps = (intervals.union(free, by=group)
-            .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
-            .filter(pl.col("dur_ns") >= min_ns))
+    gaps = _merge_free(free, group).filter(pl.col("dur_ns") >= min_ns).with_row_index("_gid")
     if gaps.height == 0:
         return _empty(acts, group)
-    part = (pl.when(pl.col("launch") > 0).then(pl.lit("launch_overhead_ns"))
-            .when(pl.col("warmup") > 0).then(pl.lit("warmup_ns"))
-            .when(pl.col("host_sync") > 0).then(pl.lit("host_sync_ns"))
-            .otherwise(pl.lit("idle_ns")))
-    split = (intervals.sort_within(
-                 free.select(*group, "start_ns", part.alias("_part"),
-                             (pl.col("end_ns") - pl.col("start_ns")).alias("_l")),
-                 group, "start_ns")
-             .join_asof(gaps.select(*group, pl.col("start_ns").alias("_gap"),
-                                    pl.col("end_ns").alias("_gap_end")).sort(*group, "_gap"),
-                        left_on="start_ns", right_on="_gap", by=group, strategy="backward",
-                        check_sortedness=False)
-             .filter(pl.col("start_ns") < pl.col("_gap_end"))
-             .group_by(*group, "_gap")
-             .agg(*(pl.col("_l").filter(pl.col("_part") == p).sum().alias(p)
-                    for p in _GAP_PARTS)))
-    gaps = (gaps.join(split, left_on=[*group, "start_ns"], right_on=[*group, "_gap"],
-                      how="left", nulls_equal=True)
-            .with_columns(*(pl.col(p).fill_null(0).cast(pl.Int64) for p in _GAP_PARTS))
-            .with_row_index("_gid"))
     top = pl.max_horizontal(*_GAP_PARTS)  # the largest part; ties in _GAP_PARTS order
     kind = (pl.when(pl.col("launch_overhead_ns") == top).then(pl.lit("launch_overhead"))
             .when(pl.col("warmup_ns") == top).then(pl.lit("warmup"))
@@ -207,6 +185,29 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
                   nulls_last=True))
 
 
+def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """The gaps: ``intervals.union`` of the free segments (disjoint, in group then time
+    order, so a gap is a run of segments each starting where the previous ended), with
+    ``dur_ns`` and each gap's length per part (:data:`_GAP_PARTS`: the segment's first
+    host set in launch, warm-up, host sync order, else idle)."""
+    part = (pl.when(pl.col("launch") > 0).then(0).when(pl.col("warmup") > 0).then(1)
+            .when(pl.col("host_sync") > 0).then(2).otherwise(3))
+    new = pl.col("start_ns") != pl.col("end_ns").shift(1)
+    for c in group:
+        new = new | pl.col(c).ne_missing(pl.col(c).shift(1))
+    f = free.select(new.fill_null(True).alias("_new"), part.alias("_p"),
+                    (pl.col("end_ns") - pl.col("start_ns")).alias("_l"))
+    first = np.flatnonzero(f["_new"].to_numpy())
+    last = np.append(first[1:], free.height)[:first.size] - 1
+    p, length = f["_p"].to_numpy(), f["_l"].to_numpy()
+    sums = {name: np.add.reduceat(np.where(p == i, length, 0), first) if first.size
+            else np.zeros(0, np.int64) for i, name in enumerate(_GAP_PARTS)}
+    return (free[first].select(*group, "start_ns")
+            .with_columns(free["end_ns"].gather(last).alias("end_ns"),
+                          *(pl.Series(n, v, pl.Int64) for n, v in sums.items()))
+            .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+
+
 def _launching_threads(tl: Timeline) -> pl.DataFrame:
     """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls."""
     return tl.api.select("rank", "process_id", "thread_id").unique()
@@ -222,8 +223,11 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
     def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
         return frame.select(*cols).with_columns(pl.lit(cause).alias("_cause"))
 
-    plain = calls.filter(~pl.col("name").str.contains(BLOCKING_API_RE)
-                         & ~pl.col("name").str.contains(WARMUP_API_RE))
+    # the regexes run on the distinct call names, not on every call
+    names = tl.api.get_column("name").unique().drop_nulls().cast(pl.String)
+    special = names.filter(names.str.contains(BLOCKING_API_RE)
+                           | names.str.contains(WARMUP_API_RE))
+    plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special))
     kinds = pl.col("kind").cast(pl.String)
     host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
     ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND,
