@@ -238,11 +238,18 @@ def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
     return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern)))
 
 
-def _busy_windows(tl: Timeline, group: list[str]) -> pl.DataFrame:
-    """:func:`call_windows` of the busy activities with the group columns, once per
-    timeline and group."""
-    return cached(tl, "call_windows:" + ",".join(group), ("gpu", "api"),
-                  lambda: call_windows(tl, columns=group))
+def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
+    """The busy activities' host calls per group, once per timeline and group: ``launch``
+    (group columns and window), ``host_sync`` (:func:`blocking_intervals`) and ``warmup``
+    (:func:`warmup_intervals`). The call windows they come from are not kept."""
+    def compute() -> dict[str, pl.DataFrame]:
+        windows = call_windows(tl, columns=group)
+        acts = busy_activities(tl)
+        return {"launch": windows.filter(pl.col("call_part") == "launch")
+                .select(*group, "start_ns", "end_ns"),
+                "host_sync": _host_calls(tl, acts, group, windows, "host_sync"),
+                "warmup": _host_calls(tl, acts, group, windows, "warmup")}
+    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
 
 
 def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
@@ -254,9 +261,7 @@ def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *
     timeline and group for the busy activities (host sets and idle gaps share it)."""
     group = list(group)
     if windows is None and acts is busy_activities(tl):
-        return cached(tl, "blocking_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
-                      lambda: _host_calls(tl, acts, group, _busy_windows(tl, group),
-                                          "host_sync"))
+        return _busy_host_calls(tl, group)["host_sync"]
     return _host_calls(tl, acts, group, windows, "host_sync")
 
 
@@ -268,9 +273,7 @@ def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
     same way."""
     group = list(group)
     if windows is None and acts is busy_activities(tl):
-        return cached(tl, "warmup_intervals:" + ",".join(group), ("gpu", "api", "ranges"),
-                      lambda: _host_calls(tl, acts, group, _busy_windows(tl, group),
-                                          "warmup"))
+        return _busy_host_calls(tl, group)["warmup"]
     return _host_calls(tl, acts, group, windows, "warmup")
 
 
@@ -301,23 +304,21 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
     ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
     the default activities (:func:`busy_activities`)."""
     group = list(group)
+    cols = [*group, "start_ns", "end_ns"]
     if acts is busy_activities(tl):
-        return dict(cached(tl, "host_sets:" + ",".join(group), ("gpu", "api", "ranges"),
-                           lambda: _host_sets(tl, acts, group)))
+        calls = _busy_host_calls(tl, group)
+        return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
+                "host_sync": calls["host_sync"].select(cols)}
     return _host_sets(tl, acts, group)
 
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
-    busy = acts is busy_activities(tl)
-    windows = _busy_windows(tl, group) if busy else call_windows(tl, acts, columns=group)
-    launch = windows.filter(pl.col("call_part") == "launch")
-    # the busy activities' calls come from (and stay in) the shared cache
-    w = None if busy else windows
-    return {"launch": launch.select(*group, "start_ns", "end_ns"),
-            "warmup": warmup_intervals(tl, acts, group, windows=w)
-            .select(*group, "start_ns", "end_ns"),
-            "host_sync": blocking_intervals(tl, acts, group, windows=w)
-            .select(*group, "start_ns", "end_ns")}
+    """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
+    cols = [*group, "start_ns", "end_ns"]
+    windows = call_windows(tl, acts, columns=group)
+    return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
+            "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
+            "host_sync": blocking_intervals(tl, acts, group, windows=windows).select(cols)}
 
 
 def part_expr() -> pl.Expr:

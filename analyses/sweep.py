@@ -167,9 +167,9 @@ def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl
     first_host = count.shape[0] - len(host_labels)
     rows = np.flatnonzero(part >= first_host)
     free = pl.concat([keys[gid[rows]], pl.DataFrame(
-        {"start_ns": start[rows], "end_ns": end[rows],
-         **{label: count[first_host + i][rows].astype(np.int64)
-            for i, label in enumerate(host_labels)}})], how="horizontal")
+        [_take("start_ns", start, rows), _take("end_ns", end, rows),
+         *(_take(label, count[first_host + i], rows).cast(pl.Int64)
+           for i, label in enumerate(host_labels))])], how="horizontal")
     return {"sums": sums, "parts": _part_runs(keys, gid, start, end, part, parts),
             "free": free}
 
@@ -194,5 +194,12 @@ def _part_runs(keys: pl.DataFrame, gid: np.ndarray, start: np.ndarray, end: np.n
                        kind="stable")
     first, last, rg, rp = first[order], last[order], rg[order], rp[order]
     return pl.concat([keys[rg], pl.DataFrame(
-        {"_part": pl.Series(list(parts), dtype=pl.String).gather(rp),
-         "start_ns": start[first], "end_ns": end[last]})], how="horizontal")
+        [pl.Series("_part", list(parts), dtype=pl.String).gather(rp),
+         _take("start_ns", start, first), _take("end_ns", end, last)])], how="horizontal")
+
+
+def _take(name: str, values: np.ndarray, rows: np.ndarray) -> pl.Series:
+    """``values[rows]`` gathered by polars: a frame kept in a cache then holds polars'
+    memory, not a numpy array between the sweep's freed temporaries (which would keep
+    the C heap from shrinking)."""
+    return pl.Series(name, values).gather(rows)
