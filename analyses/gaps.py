@@ -142,7 +142,9 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
             .otherwise(pl.lit("idle")))
     gaps = gaps.with_columns(kind.alias("kind"))
     # every finished CUDA call copied to its groups, once for the candidates and warm-up
-    calls = per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts, group)
+    # (only the calls that overlap some gap: every later use joins them with the gaps)
+    calls = per_group(_near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gaps),
+                      acts, group)
     cands = _candidates(tl, acts, group, calls)
     best = _cover(gaps, cands, group)
     held = _cover(gaps, cands.filter(pl.col("_cause") != "profiler"), group).select(
@@ -206,6 +208,19 @@ def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
             .with_columns(free["end_ns"].gather(last).alias("end_ns"),
                           *(pl.Series(n, v, pl.Int64) for n, v in sums.items()))
             .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+
+
+def _near_gaps(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``rows`` that overlap some gap of any group (a superset of those that
+    overlap a gap of their own group; the filter reads only the row's own bounds, so it
+    commutes with :func:`per_group`)."""
+    u = intervals.union(gaps.select("start_ns", "end_ns"))
+    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
+    s = rows["start_ns"].fill_null(0).to_numpy()
+    e = rows["end_ns"].fill_null(0).to_numpy()
+    lo = np.searchsorted(u["end_ns"].to_numpy(), s, side="right")
+    hi = np.searchsorted(u["start_ns"].to_numpy(), e, side="left")
+    return rows.filter(pl.Series(ok & (hi > lo)))
 
 
 def _launching_threads(tl: Timeline) -> pl.DataFrame:

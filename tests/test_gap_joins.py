@@ -3,7 +3,8 @@ binary searches per row (:func:`traceparse.analyses.sweep.overlap_pairs`) instea
 inequality join (``join_where``). Here the new join is checked against the old one, kept
 below as the reference definition, for every kind of row the gaps are joined with (the
 cause candidates, the CPU samples, the CUDA calls) on the sample scenarios and the shared
-traces."""
+traces; and that ``_near_gaps`` (the calls overlapping some gap, taken before they are
+copied to their groups) loses no pair."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def _check(tl: Timeline) -> None:
         calls = attribution.per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts,
                                       group)
         cands = gaps._candidates(tl, acts, group, calls)
+        # the calls kept by _near_gaps join the gaps exactly as all calls do
+        near = attribution.per_group(
+            gaps._near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gp), acts, group)
+        _same(gaps._join_gaps(gp, near, group), _ref_join_gaps(gp, calls, group))
         for rows in (cands, calls):
             want = _ref_join_gaps(gp, rows, group)
             _same(gaps._join_gaps(gp, rows, group), want)
