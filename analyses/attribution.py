@@ -63,10 +63,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from traceparse import links
-from traceparse.analyses import intervals
+from traceparse.analyses import intervals, sweep
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -227,37 +228,70 @@ def per_group(frame: pl.DataFrame, acts: pl.DataFrame, group: Sequence[str]) -> 
             .unique(maintain_order=True))
 
 
+def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
+    """``name`` matches the regex ``pattern``; for a categorical ``name`` the regex runs
+    on the distinct names only (hundreds, not a million calls)."""
+    names = frame.get_column("name")
+    if names.dtype != pl.Categorical:
+        return pl.col("name").cast(pl.String).str.contains(pattern)
+    distinct = names.unique().drop_nulls().cast(pl.String)
+    return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern)))
+
+
+def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
+    """The busy activities' host calls per group, once per timeline and group: ``launch``
+    (group columns and window), ``host_sync`` (:func:`blocking_intervals`) and ``warmup``
+    (:func:`warmup_intervals`). The call windows they come from are not kept."""
+    def compute() -> dict[str, pl.DataFrame]:
+        windows = call_windows(tl, columns=group)
+        acts = busy_activities(tl)
+        return {"launch": windows.filter(pl.col("call_part") == "launch")
+                .select(*group, "start_ns", "end_ns"),
+                "host_sync": _host_calls(tl, acts, group, windows, "host_sync"),
+                "warmup": _host_calls(tl, acts, group, windows, "warmup")}
+    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
+
+
 def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
                        windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Host calls that wait, per group: every :data:`BLOCKING_API_RE` call of a process
     with work in the group, plus the calls :func:`call_windows` marks ``host_sync``.
     Columns: group, ``name``, ``thread_id``, ``start_ns``, ``end_ns``. ``windows``:
-    :func:`call_windows` of ``acts`` when the caller already has it."""
+    :func:`call_windows` of ``acts`` when the caller already has it. Computed once per
+    timeline and group for the busy activities (host sets and idle gaps share it)."""
     group = list(group)
-    calls = tl.api.filter(pl.col("end_ns").is_not_null()
-                          & pl.col("name").cast(pl.String).str.contains(BLOCKING_API_RE))
-    out = per_group(calls, acts, group)
-    corr = (call_windows(tl, acts) if windows is None else windows).filter(
-        pl.col("call_part") == "host_sync")
-    extra = corr.select(*group, pl.col("call_name").alias("name"),
-                        pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
-    return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
+    if windows is None and acts is busy_activities(tl):
+        return _busy_host_calls(tl, group)["host_sync"]
+    return _host_calls(tl, acts, group, windows, "host_sync")
 
 
 def warmup_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
                      windows: pl.DataFrame | None = None) -> pl.DataFrame:
     """Warm-up per group: :data:`WARMUP_API_RE` calls and :data:`WARMUP_RANGE_RE` host
     ranges of a process with work in the group, and lazy-loading first launches
-    (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`."""
+    (:func:`call_windows` ``warmup``). Columns as :func:`blocking_intervals`; shared the
+    same way."""
     group = list(group)
-    calls = tl.api.filter(pl.col("end_ns").is_not_null()
-                          & pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE))
-    ranges = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null()
-                              & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
-    out = pl.concat([per_group(calls, acts, group), per_group(ranges, acts, group)],
-                    how="vertical_relaxed")
+    if windows is None and acts is busy_activities(tl):
+        return _busy_host_calls(tl, group)["warmup"]
+    return _host_calls(tl, acts, group, windows, "warmup")
+
+
+def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
+                windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
+    """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
+    (``warmup``)."""
+    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    if part == "host_sync":
+        out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
+    else:
+        ranges = tl.ranges.filter(pl.col("end_ns").is_not_null()
+                                  & pl.col("device_id").is_null()
+                                  & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
+        out = pl.concat([per_group(api.filter(_name_matches(api, WARMUP_API_RE)), acts, group),
+                         per_group(ranges, acts, group)], how="vertical_relaxed")
     corr = (call_windows(tl, acts) if windows is None else windows).filter(
-        pl.col("call_part") == "warmup")
+        pl.col("call_part") == part)
     extra = corr.select(*group, pl.col("call_name").alias("name"),
                         pl.lit(None, pl.Int64).alias("thread_id"), "start_ns", "end_ns")
     return pl.concat([out, extra.cast(out.schema)], how="vertical").unique(maintain_order=True)
@@ -270,20 +304,21 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
     ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
     the default activities (:func:`busy_activities`)."""
     group = list(group)
+    cols = [*group, "start_ns", "end_ns"]
     if acts is busy_activities(tl):
-        return dict(cached(tl, "host_sets:" + ",".join(group), ("gpu", "api", "ranges"),
-                           lambda: _host_sets(tl, acts, group)))
+        calls = _busy_host_calls(tl, group)
+        return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
+                "host_sync": calls["host_sync"].select(cols)}
     return _host_sets(tl, acts, group)
 
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
+    """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
+    cols = [*group, "start_ns", "end_ns"]
     windows = call_windows(tl, acts, columns=group)
-    launch = windows.filter(pl.col("call_part") == "launch")
-    return {"launch": launch.select(*group, "start_ns", "end_ns"),
-            "warmup": warmup_intervals(tl, acts, group, windows=windows)
-            .select(*group, "start_ns", "end_ns"),
-            "host_sync": blocking_intervals(tl, acts, group, windows=windows)
-            .select(*group, "start_ns", "end_ns")}
+    return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
+            "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
+            "host_sync": blocking_intervals(tl, acts, group, windows=windows).select(cols)}
 
 
 def part_expr() -> pl.Expr:
@@ -326,6 +361,9 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
     The GPU categories other than ``sync`` are exactly compute, communication and memory
     (:data:`traceparse.schema.CATEGORIES`), so "no busy activity" is those three at 0.
+    The sweep is :func:`traceparse.analyses.sweep.attribute` (numpy arrays, one sort of
+    the boundaries); it equals ``intervals.segments`` over the same sets
+    (``tests/test_default_segments.py``).
     """
     group = list(group)
     return dict(cached(tl, "default_segments:" + ",".join(group), ("gpu", "api", "ranges"),
@@ -334,38 +372,24 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
 def _default_segments(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     acts = busy_activities(tl)
+    # the groups in the order the general sweep sorts them (intervals.sort_within)
+    keys = acts.select(group).unique().sort(group)
+    code = sweep.group_codes(keys, acts, group)
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
-    sets: dict[str, pl.DataFrame] = {"_win": wins}
+    sets = [(sweep.group_codes(keys, wins, group), wins["start_ns"], wins["end_ns"])]
+    cat = acts["category"]
     for label in ("compute", "communication", "memory"):
-        sets[label] = acts.filter(pl.col("category") == label).select(*group, "start_ns",
-                                                                       "end_ns")
-    sets.update(host_sets(tl, acts, group))
-    seg = intervals.segments(sets, by=group).filter(pl.col("_win") > 0)
-    sums = _part_sums(seg, group)
-    parts = _part_runs(seg.select(*group, "start_ns", "end_ns", part_expr().alias("_part")),
-                       group)
-    idle = (pl.col("compute") == 0) & (pl.col("communication") == 0) & (pl.col("memory") == 0)
-    free = seg.filter(idle).select(*group, "start_ns", "end_ns", "launch", "warmup",
-                                   "host_sync")
-    return {"sums": sums, "parts": parts, "free": free}
+        m = (cat == label).fill_null(False).to_numpy()
+        sets.append((np.where(m, code, -1), acts["start_ns"], acts["end_ns"]))
+    hosts = host_sets(tl, acts, group)
+    for label in _HOST_LABELS:
+        h = hosts[label]
+        sets.append((sweep.group_codes(keys, h, group), h["start_ns"], h["end_ns"]))
+    del code
+    return sweep.attribute(keys, sets, PARTS, _HOST_LABELS)
 
 
-def _part_runs(seg: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """``intervals.union(seg, by=[*group, "_part"])`` for segments that tile each group's
-    window without holes (as the segments of one window do, in group then time order): a
-    part's merged intervals are then its runs of consecutive segments, and two runs of one
-    part never touch (another part's segment lies between), so no sort of all segments per
-    part is needed, only of the runs."""
-    new = (pl.col("_part") != pl.col("_part").shift(1))
-    for c in group:
-        new = new | pl.col(c).ne_missing(pl.col(c).shift(1))
-    runs = (seg.with_columns(new.fill_null(True).cum_sum().alias("_run"))
-            .group_by("_run", maintain_order=True)
-            .agg(*(pl.col(c).first() for c in [*group, "_part"]), pl.col("start_ns").min(),
-                 pl.col("end_ns").max())
-            .drop("_run"))
-    return intervals.sort_within(runs, [*group, "_part"], "start_ns").select(
-        *group, "_part", "start_ns", "end_ns")
+_HOST_LABELS = ("launch", "warmup", "host_sync")
 
 
 def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:

@@ -55,9 +55,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
-from traceparse.analyses import intervals
+from traceparse.analyses import intervals, sweep
 from traceparse.analyses.attribution import (
     BLOCKING_API_RE,
     DEFAULT_GROUP,
@@ -131,31 +132,9 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         hs = host_sets(tl, acts, group)
         seg = intervals.segments({"_win": wins, "_busy": acts, **hs}, by=group)
         free = seg.filter((pl.col("_win") > 0) & (pl.col("_busy") == 0))
-    gaps = (intervals.union(free, by=group)
-            .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
-            .filter(pl.col("dur_ns") >= min_ns))
+    gaps = _merge_free(free, group).filter(pl.col("dur_ns") >= min_ns).with_row_index("_gid")
     if gaps.height == 0:
         return _empty(acts, group)
-    part = (pl.when(pl.col("launch") > 0).then(pl.lit("launch_overhead_ns"))
-            .when(pl.col("warmup") > 0).then(pl.lit("warmup_ns"))
-            .when(pl.col("host_sync") > 0).then(pl.lit("host_sync_ns"))
-            .otherwise(pl.lit("idle_ns")))
-    split = (intervals.sort_within(
-                 free.select(*group, "start_ns", part.alias("_part"),
-                             (pl.col("end_ns") - pl.col("start_ns")).alias("_l")),
-                 group, "start_ns")
-             .join_asof(gaps.select(*group, pl.col("start_ns").alias("_gap"),
-                                    pl.col("end_ns").alias("_gap_end")).sort(*group, "_gap"),
-                        left_on="start_ns", right_on="_gap", by=group, strategy="backward",
-                        check_sortedness=False)
-             .filter(pl.col("start_ns") < pl.col("_gap_end"))
-             .group_by(*group, "_gap")
-             .agg(*(pl.col("_l").filter(pl.col("_part") == p).sum().alias(p)
-                    for p in _GAP_PARTS)))
-    gaps = (gaps.join(split, left_on=[*group, "start_ns"], right_on=[*group, "_gap"],
-                      how="left", nulls_equal=True)
-            .with_columns(*(pl.col(p).fill_null(0).cast(pl.Int64) for p in _GAP_PARTS))
-            .with_row_index("_gid"))
     top = pl.max_horizontal(*_GAP_PARTS)  # the largest part; ties in _GAP_PARTS order
     kind = (pl.when(pl.col("launch_overhead_ns") == top).then(pl.lit("launch_overhead"))
             .when(pl.col("warmup_ns") == top).then(pl.lit("warmup"))
@@ -163,7 +142,9 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
             .otherwise(pl.lit("idle")))
     gaps = gaps.with_columns(kind.alias("kind"))
     # every finished CUDA call copied to its groups, once for the candidates and warm-up
-    calls = per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts, group)
+    # (only the calls that overlap some gap: every later use joins them with the gaps)
+    calls = per_group(_near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gaps),
+                      acts, group)
     cands = _candidates(tl, acts, group, calls)
     best = _cover(gaps, cands, group)
     held = _cover(gaps, cands.filter(pl.col("_cause") != "profiler"), group).select(
@@ -206,6 +187,42 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
                   nulls_last=True))
 
 
+def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """The gaps: ``intervals.union`` of the free segments (disjoint, in group then time
+    order, so a gap is a run of segments each starting where the previous ended), with
+    ``dur_ns`` and each gap's length per part (:data:`_GAP_PARTS`: the segment's first
+    host set in launch, warm-up, host sync order, else idle)."""
+    part = (pl.when(pl.col("launch") > 0).then(0).when(pl.col("warmup") > 0).then(1)
+            .when(pl.col("host_sync") > 0).then(2).otherwise(3))
+    new = pl.col("start_ns") != pl.col("end_ns").shift(1)
+    for c in group:
+        new = new | pl.col(c).ne_missing(pl.col(c).shift(1))
+    f = free.select(new.fill_null(True).alias("_new"), part.alias("_p"),
+                    (pl.col("end_ns") - pl.col("start_ns")).alias("_l"))
+    first = np.flatnonzero(f["_new"].to_numpy())
+    last = np.append(first[1:], free.height)[:first.size] - 1
+    p, length = f["_p"].to_numpy(), f["_l"].to_numpy()
+    sums = {name: np.add.reduceat(np.where(p == i, length, 0), first) if first.size
+            else np.zeros(0, np.int64) for i, name in enumerate(_GAP_PARTS)}
+    return (free[first].select(*group, "start_ns")
+            .with_columns(free["end_ns"].gather(last).alias("end_ns"),
+                          *(pl.Series(n, v, pl.Int64) for n, v in sums.items()))
+            .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+
+
+def _near_gaps(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``rows`` that overlap some gap of any group (a superset of those that
+    overlap a gap of their own group; the filter reads only the row's own bounds, so it
+    commutes with :func:`per_group`)."""
+    u = intervals.union(gaps.select("start_ns", "end_ns"))
+    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
+    s = rows["start_ns"].fill_null(0).to_numpy()
+    e = rows["end_ns"].fill_null(0).to_numpy()
+    lo = np.searchsorted(u["end_ns"].to_numpy(), s, side="right")
+    hi = np.searchsorted(u["start_ns"].to_numpy(), e, side="left")
+    return rows.filter(pl.Series(ok & (hi > lo)))
+
+
 def _launching_threads(tl: Timeline) -> pl.DataFrame:
     """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls."""
     return tl.api.select("rank", "process_id", "thread_id").unique()
@@ -221,8 +238,11 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
     def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
         return frame.select(*cols).with_columns(pl.lit(cause).alias("_cause"))
 
-    plain = calls.filter(~pl.col("name").str.contains(BLOCKING_API_RE)
-                         & ~pl.col("name").str.contains(WARMUP_API_RE))
+    # the regexes run on the distinct call names, not on every call
+    names = tl.api.get_column("name").unique().drop_nulls().cast(pl.String)
+    special = names.filter(names.str.contains(BLOCKING_API_RE)
+                           | names.str.contains(WARMUP_API_RE))
+    plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special))
     kinds = pl.col("kind").cast(pl.String)
     host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
     ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND,
@@ -241,18 +261,32 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
             .rename({"name": "_name", "thread_id": "_tid"}))
 
 
-def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Rows overlapping a gap of their own group, with ``_gid``, ``_gs``, ``_ge``,
-    ``_ov`` (overlap) and ``_d`` (row duration)."""
-    g = gaps.select("_gid", *(pl.col(c).alias(f"_g_{c}") for c in group),
-                    pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge"))
-    j = rows.join_where(g, pl.col("start_ns") < pl.col("_ge"), pl.col("end_ns") > pl.col("_gs"))
-    for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_g_{c}"))
-                     | (pl.col(c).is_null() & pl.col(f"_g_{c}").is_null()))
-    overlap = pl.min_horizontal("end_ns", "_ge") - pl.max_horizontal("start_ns", "_gs")
-    return j.with_columns(overlap.alias("_ov"),
-                          (pl.col("end_ns") - pl.col("start_ns")).alias("_d"))
+def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
+               cover: bool = False, inside: bool = False) -> pl.DataFrame:
+    """Rows overlapping a gap of their own group (``start_ns < gap end`` and ``end_ns >
+    gap start``), with ``_gid``, ``_gs``, ``_ge``, ``_ov`` (overlap) and ``_d`` (row
+    duration). ``cover``: only pairs whose overlap is at least :data:`COVER_FRACTION` of
+    the gap; ``inside``: only rows that start inside the gap. The gaps of a group are
+    disjoint, so the pairs come from binary searches (:func:`sweep.overlap_pairs`)."""
+    keys = gaps.select(group).unique()
+    gs, ge = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
+    code = sweep.group_codes(keys, rows, group)
+    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
+    s = rows["start_ns"].fill_null(0).cast(pl.Int64).to_numpy()
+    e = rows["end_ns"].fill_null(0).cast(pl.Int64).to_numpy()
+    ri, gi = sweep.overlap_pairs(sweep.group_codes(keys, gaps, group), gs, ge,
+                                 np.where(ok, code, -1), s, e)
+    ov = np.minimum(e[ri], ge[gi]) - np.maximum(s[ri], gs[gi])
+    keep = np.ones(ri.size, dtype=bool)
+    if cover:
+        keep &= ov >= COVER_FRACTION * (ge[gi] - gs[gi])
+    if inside:
+        keep &= s[ri] >= gs[gi]
+    ri, gi, ov = ri[keep], gi[keep], ov[keep]
+    return rows[ri].with_columns(
+        gaps["_gid"].gather(gi).alias("_gid"), pl.Series("_gs", gs[gi], pl.Int64),
+        pl.Series("_ge", ge[gi], pl.Int64), pl.Series("_ov", ov, pl.Int64),
+        pl.Series("_d", e[ri] - s[ri], pl.Int64))
 
 
 def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:
@@ -263,8 +297,7 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
                                       "_cs": pl.Int64(), "_ce": pl.Int64()}
     if cands.height == 0:
         return pl.DataFrame(schema=schema)
-    j = _join_gaps(gaps, cands, group)
-    j = j.filter(pl.col("_ov") >= COVER_FRACTION * (pl.col("_ge") - pl.col("_gs")))
+    j = _join_gaps(gaps, cands, group, cover=True)
     # the same call can be a candidate twice (a lazy first launch is warm-up and a CUDA
     # call): the more specific cause wins
     j = j.with_columns(pl.col("_cause").replace_strict(list(_CAUSE_ORDER),
@@ -325,10 +358,12 @@ def _first_call_warmup(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame,
                                       "_tid": pl.Int64(), "_cs": pl.Int64(), "_ce": pl.Int64()}
     warm = warmup_intervals(tl, acts, group).select(*group, "name", "start_ns",
                                                     pl.lit(True).alias("_warm"))
-    calls = calls.join(warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
     if calls.height == 0:
         return pl.DataFrame(schema=schema)
-    j = _join_gaps(gaps, calls, group).filter(pl.col("start_ns") >= pl.col("_gs"))
+    # the calls that start inside a gap, then their warm-up flag (the join commutes with
+    # the filter: it reads only the call's own columns)
+    j = _join_gaps(gaps, calls, group, inside=True).join(
+        warm, on=[*group, "name", "start_ns"], how="left", nulls_equal=True)
     first = (j.sort("_gid", "start_ns", "name").group_by("_gid", maintain_order=True)
              .agg(pl.all().first()))
     return (first.filter(pl.col("_warm").fill_null(False))

@@ -89,12 +89,15 @@ def union(frame: pl.DataFrame, *, by: Sequence[str] = ()) -> pl.DataFrame:
     """
     by = list(by)
     f = sort_within(_clean(frame, by), by, START)
-    prev_end = _over(pl.col(END).cum_max().shift(1), by)
-    new = (pl.col(START) > prev_end).fill_null(True)
-    return (f.with_columns(_cluster=_over(new.cum_sum(), by))
-            .group_by([*by, "_cluster"], maintain_order=True)
-            .agg(pl.col(START).min(), pl.col(END).max())
-            .drop("_cluster"))
+    # sorted by start, an interval opens a new merged one when it starts after every
+    # earlier end of its group; a merged interval ends at the running maximum end of its
+    # last row (no group_by: the first and last rows of each cluster are filters)
+    f = f.with_columns(_over(pl.col(END).cum_max(), by).alias("_cm"))
+    f = f.with_columns((pl.col(START) > _over(pl.col("_cm").shift(1), by))
+                       .fill_null(True).alias("_new"))
+    last = pl.col("_new").shift(-1).fill_null(True)
+    return pl.concat([f.filter(pl.col("_new")).select(*by, START),
+                      f.filter(last).select(pl.col("_cm").alias(END))], how="horizontal")
 
 
 def total(frame: pl.DataFrame) -> int:
