@@ -60,7 +60,7 @@ from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
 
 _RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_TS, _DUR, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("name")
 #: Files above this total size are parsed in a process pool by :func:`read_dir`.
 PARALLEL_MIN_BYTES = 8 << 20
 
@@ -148,8 +148,8 @@ def _comm_ops(events: list[Event], args: list[Any],
               kinds: list[str]) -> tuple[list[int], list[dict[str, Any]]]:
     """(row numbers, args) of the cpu_op ``record_param_comms`` ranges that name a
     collective."""
-    rows = [i for i, (e, a, k) in enumerate(zip(events, args, kinds, strict=True))
-            if k == "cpu_op" and e.name == "record_param_comms" and isinstance(a, dict)
+    named = [i for i, n in enumerate(map(_NAME, events)) if n == "record_param_comms"]
+    rows = [i for i in named if kinds[i] == "cpu_op" and isinstance(a := args[i], dict)
             and a.get("Collective name") is not None]
     return rows, [args[i] for i in rows]
 
