@@ -249,9 +249,12 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     conv = {t: (times.to_ns(ts_cols[t], "ts", path, ns_units=ns),
                 times.to_ns(times.concat(cols[t][1]), "dur", path, ns_units=ns))
             for t in picked}
-    gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], conv["gpu"])
-    api = api_frame(picked["api"], args["api"], kinds["api"], conv["api"])
+    # each table's decoded args are dropped once its frame is built (the cpu_op args of a
+    # DLRM x20 rank alone are ~28 MiB of dicts)
+    gpu = gpu_frame(picked["gpu"], args.pop("gpu"), kinds["gpu"], conv["gpu"])
+    api = api_frame(picked["api"], args.pop("api"), kinds["api"], conv["api"])
     ranges = ranges_frame(picked["ranges"], args["ranges"], kinds["ranges"], conv["ranges"])
+    comm_rows, comm_args = _comm_ops(picked["ranges"], args.pop("ranges"), kinds["ranges"])
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
@@ -259,7 +262,6 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
                      times.to_ns(times.concat(mem_ts), "ts", path, ns_units=ns), base, path)
 
     gpu = link_gpu(gpu, api)
-    comm_rows, comm_args = _comm_ops(picked["ranges"], args["ranges"], kinds["ranges"])
     if comm_rows:
         rpc = _rpc_frame(comm_args)
         rpc_times = ranges[comm_rows].select("process_id", "thread_id", "start_ns", "end_ns")
