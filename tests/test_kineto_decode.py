@@ -190,6 +190,19 @@ def test_negative_durations(texts: tuple[bytes, ...]) -> None:
     assert times.complete(plain) and times.nonnegative(plain)
 
 
+@pytest.mark.parametrize(("texts", "plain"), [
+    ((b"-12.5", b"0", b"1694128201545123.456", b""), True),  # digits . - and absent
+    ((b"1", b"null"), False), ((b"1", b"1E3"), False), ((b"1", b"true"), False),
+    ((b"1", b'"2"'), False), ((b"1", b"[2]"), False),
+])
+def test_time_column_plain_bytes_decide_the_path(texts: tuple[bytes, ...],
+                                                 plain: bool) -> None:
+    """Only digits, ``.``, ``-`` (and absent values) stay a text column; any other byte
+    sends the bucket through the per-value path."""
+    col = times.time_column(_raws(*texts))
+    assert isinstance(col, pl.Series) is plain
+
+
 def test_time_beyond_float64_is_invalid_json() -> None:
     with pytest.raises(TraceError, match="invalid JSON"):
         times.time_column(_raws(b"1", b"1e400"), "t")

@@ -58,6 +58,12 @@ def test_validate_accepts_conformed_and_rejects_bad():
     bad = tl.gpu.with_columns(dur_ns=pl.col("dur_ns") + 1)
     with pytest.raises(schema.SchemaError, match="dur != end-start"):
         schema.validate("gpu", bad)
+    # a multi-chunk frame (ranks concatenated): the bad rows of every chunk are counted
+    good = tl.gpu
+    two = pl.concat([good, bad.head(2), bad.tail(1)], rechunk=False)
+    assert two["dur_ns"].n_chunks() == 3
+    with pytest.raises(schema.SchemaError, match=r"^gpu: 3 rows with end < start"):
+        schema.validate("gpu", two)
     with pytest.raises(schema.SchemaError, match="columns not in schema"):
         schema.conform("gpu", tl.gpu.with_columns(extra=pl.lit(1)))
     with pytest.raises(schema.SchemaError, match="nulls in a required column"):

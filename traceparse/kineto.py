@@ -60,7 +60,7 @@ from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
 
 _RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
 _TRACE_SUFFIXES = (".json", ".json.gz")
-_TS, _DUR = attrgetter("ts"), attrgetter("dur")
+_TS, _DUR, _NAME = attrgetter("ts"), attrgetter("dur"), attrgetter("name")
 #: Files above this total size are parsed in a process pool by :func:`read_dir`.
 PARALLEL_MIN_BYTES = 8 << 20
 
@@ -148,8 +148,8 @@ def _comm_ops(events: list[Event], args: list[Any],
               kinds: list[str]) -> tuple[list[int], list[dict[str, Any]]]:
     """(row numbers, args) of the cpu_op ``record_param_comms`` ranges that name a
     collective."""
-    rows = [i for i, (e, a, k) in enumerate(zip(events, args, kinds, strict=True))
-            if k == "cpu_op" and e.name == "record_param_comms" and isinstance(a, dict)
+    named = [i for i, n in enumerate(map(_NAME, events)) if n == "record_param_comms"]
+    rows = [i for i in named if kinds[i] == "cpu_op" and isinstance(a := args[i], dict)
             and a.get("Collective name") is not None]
     return rows, [args[i] for i in rows]
 
@@ -249,9 +249,12 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     conv = {t: (times.to_ns(ts_cols[t], "ts", path, ns_units=ns),
                 times.to_ns(times.concat(cols[t][1]), "dur", path, ns_units=ns))
             for t in picked}
-    gpu = gpu_frame(picked["gpu"], args["gpu"], kinds["gpu"], conv["gpu"])
-    api = api_frame(picked["api"], args["api"], kinds["api"], conv["api"])
+    # each table's decoded args are dropped once its frame is built (the cpu_op args of a
+    # DLRM x20 rank alone are ~28 MiB of dicts)
+    gpu = gpu_frame(picked["gpu"], args.pop("gpu"), kinds["gpu"], conv["gpu"])
+    api = api_frame(picked["api"], args.pop("api"), kinds["api"], conv["api"])
     ranges = ranges_frame(picked["ranges"], args["ranges"], kinds["ranges"], conv["ranges"])
+    comm_rows, comm_args = _comm_ops(picked["ranges"], args.pop("ranges"), kinds["ranges"])
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
@@ -259,7 +262,6 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
                      times.to_ns(times.concat(mem_ts), "ts", path, ns_units=ns), base, path)
 
     gpu = link_gpu(gpu, api)
-    comm_rows, comm_args = _comm_ops(picked["ranges"], args["ranges"], kinds["ranges"])
     if comm_rows:
         rpc = _rpc_frame(comm_args)
         rpc_times = ranges[comm_rows].select("process_id", "thread_id", "start_ns", "end_ns")
