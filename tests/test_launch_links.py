@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 import traceparse
 from tests.conftest import ids, shared_files
 from traceparse import links, samplegen
-from traceparse.analyses import attribution, gaps, launches, optree, replay
+from traceparse.analyses import attribution, gaps, launches, optree, phases, replay
 from traceparse.analyses.summary import summarize
 from traceparse.timeline import Timeline
 
@@ -37,6 +37,16 @@ def ref_launch_join(tl: Timeline, *, kinds: Any = None, unique_calls: bool = Tru
         api = api.unique(subset=KEY, keep="first", maintain_order=True)
     api = api.select(KEY + list(API_COLS)).rename(API_COLS)
     return gpu.join(api, on=KEY, how="left", nulls_equal=False, maintain_order="left")
+
+
+def ref_launched_activities(tl: Timeline, kinds: Any = ("kernel",)) -> pl.DataFrame:
+    """launched_activities before it narrowed the rows: launch_join's whole frame, then a
+    select."""
+    return ref_launch_join(tl, kinds=list(kinds)).select(
+        "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
+        pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
+        "api_start_ns")
 
 
 def ref_busy(tl: Timeline) -> pl.DataFrame:
@@ -86,6 +96,7 @@ def _outputs(tl: Timeline) -> dict[str, Any]:
     out["classify"] = attribution.classify_calls(tl)
     out["replay"] = replay.replay(tl, no_launch_overhead=True)
     out["kernel_ranges"] = links.kernel_ranges(tl)
+    out["launched_activities"] = optree.launched_activities(tl, ("kernel", "memcpy", "memset"))
     return out
 
 
@@ -94,6 +105,8 @@ def _old(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         for mod in (links, launches, replay):
             m.setattr(mod, "launch_join", ref_launch_join)
         m.setattr(optree.links, "launch_join", ref_launch_join)
+        m.setattr(optree, "launched_activities", ref_launched_activities)
+        m.setattr(phases, "launched_activities", ref_launched_activities)
         m.setattr(attribution, "classify_calls", ref_classify_calls)
         m.setattr(attribution, "busy_activities", ref_busy)
         m.setattr(gaps, "busy_activities", ref_busy)
