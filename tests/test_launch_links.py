@@ -161,3 +161,44 @@ def test_link_table_keeps_both_duplicate_rules() -> None:
     assert links.launch_links(t) is got  # computed once
     t.api = api.head(1)
     assert links.launch_links(t)["api_row"].to_list() == [0, None, None]  # new table: again
+
+
+def _same_links(tl: Timeline) -> bool:
+    """The sorted (numpy) link table equals the grouped join's; True if it was taken."""
+    fast = links._launch_links_sorted(tl)
+    if fast is not None:
+        assert_frame_equal(fast, links._launch_links_grouped(tl))
+    return fast is not None
+
+
+@pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
+def test_sorted_links_equal_grouped_on_sample_scenarios(name: str) -> None:
+    _same_links(samplegen.scenario_timeline(name))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
+def test_sorted_links_equal_grouped_on_shared_traces(path: Path) -> None:
+    _same_links(traceparse.load(path))
+
+
+def test_sorted_links_duplicates_nulls_and_processes() -> None:
+    # keys repeated with earlier and equal starts, two processes and two ranks, null keys
+    tl = samplegen.scenario_timeline("launch_bound")
+    api = pl.DataFrame({
+        "rank": [0, 0, 0, 0, 1, 0, None, 0, 0],
+        "process_id": [7, 7, 7, 8, 7, 7, 7, None, 7],
+        "correlation_id": [5, 5, 5, 5, 5, 6, 6, 6, None],
+        "start_ns": [40, 30, 30, 10, 20, 50, 1, 1, 1]}).cast(tl.api.select(
+            "rank", "process_id", "correlation_id", "start_ns").schema)
+    gpu = pl.DataFrame({"rank": [0, 0, 1, 0, 0, None, 2, 0],
+                        "process_id": [7, 8, 7, 7, 9, 7, 7, None],
+                        "correlation_id": [5, 5, 5, 6, 5, 5, 5, 6]}).cast(tl.gpu.select(
+                            "rank", "process_id", "correlation_id").schema)
+    t = Timeline(gpu=gpu, api=api)
+    assert _same_links(t)
+    got = links.launch_links(t)
+    assert got["api_row"].to_list() == [1, 3, 4, 5, None, None, None, None]
+    assert got["api_row_file"].to_list() == [0, 3, 4, 5, None, None, None, None]
+    t2 = Timeline(gpu=gpu, api=api.with_columns(pl.lit(None, pl.Int64).alias("start_ns")))
+    assert links._launch_links_sorted(t2) is None  # a call without start: grouped join
