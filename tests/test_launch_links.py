@@ -39,14 +39,16 @@ def ref_launch_join(tl: Timeline, *, kinds: Any = None, unique_calls: bool = Tru
     return gpu.join(api, on=KEY, how="left", nulls_equal=False, maintain_order="left")
 
 
-def ref_launched_activities(tl: Timeline, kinds: Any = ("kernel",)) -> pl.DataFrame:
+def ref_launched_activities(tl: Timeline, kinds: Any = ("kernel",), columns: Any = None
+                            ) -> pl.DataFrame:
     """launched_activities before it narrowed the rows: launch_join's whole frame, then a
-    select."""
-    return ref_launch_join(tl, kinds=list(kinds)).select(
+    select (then the ``columns`` asked for)."""
+    out = ref_launch_join(tl, kinds=list(kinds)).select(
         "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
         pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
         pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
         "api_start_ns")
+    return out if columns is None else out.select(c for c in out.columns if c in columns)
 
 
 def ref_busy(tl: Timeline) -> pl.DataFrame:
@@ -97,6 +99,8 @@ def _outputs(tl: Timeline) -> dict[str, Any]:
     out["replay"] = replay.replay(tl, no_launch_overhead=True)
     out["kernel_ranges"] = links.kernel_ranges(tl)
     out["launched_activities"] = optree.launched_activities(tl, ("kernel", "memcpy", "memset"))
+    out["launched_narrow"] = optree.launched_activities(tl, columns=("dur_ns", "thread_id"))
+    out["op_tree"] = optree.op_tree(tl)
     return out
 
 
