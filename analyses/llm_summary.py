@@ -41,6 +41,11 @@ def tree_view(tl: Timeline) -> str:
     return "ops"
 
 
+def _has_kernels(tl: Timeline) -> bool:
+    """Whether ``tl`` has a kernel (counted on the one column, not a filtered copy)."""
+    return bool(tl.gpu.select((pl.col("kind").cast(pl.String) == "kernel").any()).item())
+
+
 def phases_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     """Per-phase figures (empty when no step has a phase other than ``unknown``)."""
     st = phases.phase_steps(tl)
@@ -59,14 +64,14 @@ def phase_mix_section(tl: Timeline, opts: Any) -> pl.DataFrame:
 
 def layers_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     """The heaviest repeated-layer groups (empty when there are none)."""
-    if tl.gpu.filter(pl.col("kind").cast(pl.String) == "kernel").height == 0:
+    if not _has_kernels(tl):
         return pl.DataFrame()
     return layers.layer_groups(tl, view=tree_view(tl)).head(LAYER_GROUPS)
 
 
 def op_tree_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     """The top of the op / module tree (see the module docstring)."""
-    if tl.gpu.filter(pl.col("kind").cast(pl.String) == "kernel").height == 0:
+    if not _has_kernels(tl):
         return pl.DataFrame()
     view = tree_view(tl)
     t = optree.op_tree(tl, view=view, max_depth=TREE_DEPTH)

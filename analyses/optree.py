@@ -104,15 +104,37 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
                     "start_ns", "end_ns")
 
 
-def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",)) -> pl.DataFrame:
+def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",),
+                        columns: Sequence[str] | None = None) -> pl.DataFrame:
     """GPU activities of ``kinds`` with their launch call (:func:`traceparse.links.launch_join`,
     the join every analysis shares): ``thread_id`` and ``api_start_ns`` of the call (null
-    when none matched), ``process_id`` and ``thread_id`` with nulls as -1."""
-    return links.launch_join(tl, kinds=list(kinds)).select(
-        "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
-        pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
-        pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
-        "api_start_ns")
+    when none matched), ``process_id`` and ``thread_id`` with nulls as -1.
+
+    Columns ``rank, process_id, correlation_id, dur_ns, start_ns, category, name, kind,
+    thread_id, api_start_ns``; ``columns``: only these, in that order (the names as
+    strings of 1M kernels are 0.1 GB that :func:`op_tree` never reads)."""
+    # launch_join's rows narrowed before the join: only the columns kept are gathered
+    # (ngp17, 1M kernels: the full 40-column frame was a 0.3 GB transient)
+    idx = links.launch_links(tl)["api_row"]
+    api = tl.api.select("thread_id", "start_ns")
+    rows = tl.gpu.select(
+        "rank", "process_id", "correlation_id", "dur_ns", "start_ns", "category", "name",
+        "kind", _row=idx).filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
+    row = rows["_row"]
+    def want(c: str) -> bool:
+        return columns is None or c in columns
+
+    out: list[pl.Expr | pl.Series] = [e for c, e in (
+        ("rank", pl.col("rank")), ("process_id", pl.col("process_id").fill_null(-1)),
+        ("correlation_id", pl.col("correlation_id")), ("dur_ns", pl.col("dur_ns")),
+        ("start_ns", pl.col("start_ns")), ("category", pl.col("category").cast(pl.String)),
+        ("name", pl.col("name").cast(pl.String)), ("kind", pl.col("kind").cast(pl.String)))
+        if want(c)]
+    if want("thread_id"):
+        out.append(api["thread_id"].gather(row).fill_null(-1).alias("thread_id"))
+    if want("api_start_ns"):
+        out.append(api["start_ns"].gather(row).alias("api_start_ns"))
+    return rows.select(out)
 
 
 def launch_owners(ranges: pl.DataFrame, linked: pl.DataFrame) -> np.ndarray:
@@ -174,7 +196,8 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         ``inclusive_ns`` is the summed duration of every activity of ``kinds``.
     """
     ranges = view_ranges(tl, view, merge_steps=merge_steps)
-    acts = launched_activities(tl, kinds)
+    acts = launched_activities(tl, kinds, columns=("rank", "process_id", "dur_ns", "category",
+                                                     "thread_id", "api_start_ns"))
     linked = acts.filter(pl.col("api_start_ns").is_not_null())
     parent = _nest(ranges)
     owner = launch_owners(ranges, linked)

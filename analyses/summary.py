@@ -74,7 +74,7 @@ def breakdown_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
 
 def top_kernels_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """Kernels grouped by name: instances, total/avg ns and share of summed kernel time."""
-    k = tl.kernels
+    k = tl.gpu.select("kind", "name", "dur_ns").filter(pl.col("kind") == "kernel")
     if k.height == 0:
         return pl.DataFrame(schema={"name": pl.String, "instances": pl.UInt32,
                                     "total_ns": pl.Int64, "avg_ns": pl.Float64,

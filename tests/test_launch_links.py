@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 import traceparse
 from tests.conftest import ids, shared_files
 from traceparse import links, samplegen
-from traceparse.analyses import attribution, gaps, launches, optree, replay
+from traceparse.analyses import attribution, gaps, launches, optree, phases, replay
 from traceparse.analyses.summary import summarize
 from traceparse.timeline import Timeline
 
@@ -37,6 +37,18 @@ def ref_launch_join(tl: Timeline, *, kinds: Any = None, unique_calls: bool = Tru
         api = api.unique(subset=KEY, keep="first", maintain_order=True)
     api = api.select(KEY + list(API_COLS)).rename(API_COLS)
     return gpu.join(api, on=KEY, how="left", nulls_equal=False, maintain_order="left")
+
+
+def ref_launched_activities(tl: Timeline, kinds: Any = ("kernel",), columns: Any = None
+                            ) -> pl.DataFrame:
+    """launched_activities before it narrowed the rows: launch_join's whole frame, then a
+    select (then the ``columns`` asked for)."""
+    out = ref_launch_join(tl, kinds=list(kinds)).select(
+        "rank", pl.col("process_id").fill_null(-1), "correlation_id", "dur_ns", "start_ns",
+        pl.col("category").cast(pl.String), pl.col("name").cast(pl.String),
+        pl.col("kind").cast(pl.String), pl.col("api_thread_id").fill_null(-1).alias("thread_id"),
+        "api_start_ns")
+    return out if columns is None else out.select(c for c in out.columns if c in columns)
 
 
 def ref_busy(tl: Timeline) -> pl.DataFrame:
@@ -86,6 +98,9 @@ def _outputs(tl: Timeline) -> dict[str, Any]:
     out["classify"] = attribution.classify_calls(tl)
     out["replay"] = replay.replay(tl, no_launch_overhead=True)
     out["kernel_ranges"] = links.kernel_ranges(tl)
+    out["launched_activities"] = optree.launched_activities(tl, ("kernel", "memcpy", "memset"))
+    out["launched_narrow"] = optree.launched_activities(tl, columns=("dur_ns", "thread_id"))
+    out["op_tree"] = optree.op_tree(tl)
     return out
 
 
@@ -94,6 +109,8 @@ def _old(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         for mod in (links, launches, replay):
             m.setattr(mod, "launch_join", ref_launch_join)
         m.setattr(optree.links, "launch_join", ref_launch_join)
+        m.setattr(optree, "launched_activities", ref_launched_activities)
+        m.setattr(phases, "launched_activities", ref_launched_activities)
         m.setattr(attribution, "classify_calls", ref_classify_calls)
         m.setattr(attribution, "busy_activities", ref_busy)
         m.setattr(gaps, "busy_activities", ref_busy)
@@ -148,3 +165,44 @@ def test_link_table_keeps_both_duplicate_rules() -> None:
     assert links.launch_links(t) is got  # computed once
     t.api = api.head(1)
     assert links.launch_links(t)["api_row"].to_list() == [0, None, None]  # new table: again
+
+
+def _same_links(tl: Timeline) -> bool:
+    """The sorted (numpy) link table equals the grouped join's; True if it was taken."""
+    fast = links._launch_links_sorted(tl)
+    if fast is not None:
+        assert_frame_equal(fast, links._launch_links_grouped(tl))
+    return fast is not None
+
+
+@pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
+def test_sorted_links_equal_grouped_on_sample_scenarios(name: str) -> None:
+    _same_links(samplegen.scenario_timeline(name))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
+def test_sorted_links_equal_grouped_on_shared_traces(path: Path) -> None:
+    _same_links(traceparse.load(path))
+
+
+def test_sorted_links_duplicates_nulls_and_processes() -> None:
+    # keys repeated with earlier and equal starts, two processes and two ranks, null keys
+    tl = samplegen.scenario_timeline("launch_bound")
+    api = pl.DataFrame({
+        "rank": [0, 0, 0, 0, 1, 0, None, 0, 0],
+        "process_id": [7, 7, 7, 8, 7, 7, 7, None, 7],
+        "correlation_id": [5, 5, 5, 5, 5, 6, 6, 6, None],
+        "start_ns": [40, 30, 30, 10, 20, 50, 1, 1, 1]}).cast(tl.api.select(
+            "rank", "process_id", "correlation_id", "start_ns").schema)
+    gpu = pl.DataFrame({"rank": [0, 0, 1, 0, 0, None, 2, 0],
+                        "process_id": [7, 8, 7, 7, 9, 7, 7, None],
+                        "correlation_id": [5, 5, 5, 6, 5, 5, 5, 6]}).cast(tl.gpu.select(
+                            "rank", "process_id", "correlation_id").schema)
+    t = Timeline(gpu=gpu, api=api)
+    assert _same_links(t)
+    got = links.launch_links(t)
+    assert got["api_row"].to_list() == [1, 3, 4, 5, None, None, None, None]
+    assert got["api_row_file"].to_list() == [0, 3, 4, 5, None, None, None, None]
+    t2 = Timeline(gpu=gpu, api=api.with_columns(pl.lit(None, pl.Int64).alias("start_ns")))
+    assert links._launch_links_sorted(t2) is None  # a call without start: grouped join
