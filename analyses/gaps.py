@@ -141,25 +141,7 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
             .when(pl.col("host_sync_ns") == top).then(pl.lit("host_sync"))
             .otherwise(pl.lit("idle")))
     gaps = gaps.with_columns(kind.alias("kind"))
-    # every finished CUDA call copied to its groups, once for the candidates and warm-up
-    # (only the calls that overlap some gap: every later use joins them with the gaps)
-    calls = per_group(_near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gaps),
-                      acts, group)
-    cands = _candidates(tl, acts, group, calls)
-    best = _cover(gaps, cands, group)
-    held = _cover(gaps, cands.filter(pl.col("_cause") != "profiler"), group).select(
-        "_gid", (pl.lit("profiler overhead; it held up ")
-                 + pl.col("_cause") + pl.lit(": ") + pl.col("_name")
-                 + pl.lit(" (thread ") + pl.col("_tid").cast(pl.String) + pl.lit(")"))
-        .alias("_held"))
-    sampled = _sample_cover(tl, acts, gaps, group)
-    best = (gaps.select("_gid").join(best, on="_gid", how="left")
-            .join(sampled, on="_gid", how="left", suffix="_s")
-            .with_columns(*(pl.when(pl.col("_cause").is_null()).then(pl.col(f"{c}_s"))
-                            .otherwise(pl.col(c)).alias(c)
-                            for c in ("_cause", "_name", "_tid", "_cs", "_ce")))
-            .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
-    first_warm = _first_call_warmup(tl, acts, gaps, group, calls)
+    best, held, first_warm = _causes(tl, acts, gaps, group)
     out = (gaps.join(best, on="_gid", how="left")
            .join(first_warm, on="_gid", how="left", suffix="_w")
            .join(held, on="_gid", how="left"))
@@ -185,6 +167,60 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
     return (out.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
+
+
+#: At most about this many host rows are copied to groups at once: with many groups
+#: (836 streams) the causes are found for a batch of groups at a time (each gap's cause
+#: reads only rows of its own group, so the batches are independent).
+CHUNK_ROWS = 4_000_000
+
+
+def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+            ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Per gap: the covering cause (``_gid, _cause, _name, _tid, _cs, _ce``, CPU samples
+    filling in where no candidate covers), the call a profiler range held up (``_held``)
+    and the warm-up first call (:func:`_first_call_warmup`), batch by batch of groups.
+
+    Only host rows that overlap some gap (:func:`_near_gaps`) are copied to their groups
+    (:func:`per_group`), and only to the groups of one batch (:data:`CHUNK_ROWS`): every
+    use joins them with the gaps of their own group, so the pairs are the same."""
+    api = _near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gaps)
+    keys = gaps.select(group).unique().sort(group)
+    # the host calls already per group (cached with the attribution), cut once by batch
+    fixed = pl.concat([_label(_near_gaps(blocking_intervals(tl, acts, group), gaps),
+                              group, "host_sync"),
+                       _label(_near_gaps(warmup_intervals(tl, acts, group), gaps),
+                              group, "warmup")], how="vertical_relaxed")
+    code = sweep.group_codes(keys, fixed, group)
+    order = np.argsort(code, kind="stable")
+    fixed, code = fixed[order], code[order]
+    copied = api.height + tl.ranges.height
+    step = max(1, CHUNK_ROWS // max(1, copied))
+    out: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = []
+    for lo in range(0, keys.height, step):
+        batch = keys.slice(lo, step)
+        g = gaps.join(batch, on=group, how="semi", nulls_equal=True)
+        a = acts.join(batch, on=group, how="semi", nulls_equal=True)
+        cut = np.searchsorted(code, [lo, lo + step])
+        calls = per_group(api, a, group)
+        cands = _candidates(tl, a, group, calls, g, fixed.slice(cut[0], cut[1] - cut[0]))
+        best = _cover(g, cands, group)
+        held = _cover(g, cands.filter(pl.col("_cause") != "profiler"), group).select(
+            "_gid", (pl.lit("profiler overhead; it held up ")
+                     + pl.col("_cause") + pl.lit(": ") + pl.col("_name")
+                     + pl.lit(" (thread ") + pl.col("_tid").cast(pl.String) + pl.lit(")"))
+            .alias("_held"))
+        sampled = _sample_cover(tl, a, g, group)
+        best = (g.select("_gid").join(best, on="_gid", how="left")
+                .join(sampled, on="_gid", how="left", suffix="_s")
+                .with_columns(*(pl.when(pl.col("_cause").is_null()).then(pl.col(f"{c}_s"))
+                                .otherwise(pl.col(c)).alias(c)
+                                for c in ("_cause", "_name", "_tid", "_cs", "_ce")))
+                .select("_gid", "_cause", "_name", "_tid", "_cs", "_ce"))
+        out.append((best, held, _first_call_warmup(tl, acts, g, group, calls)))
+        del calls, cands
+    return (pl.concat([o[0] for o in out]), pl.concat([o[1] for o in out]),
+            pl.concat([o[2] for o in out]))
 
 
 def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
@@ -228,15 +264,26 @@ def _launching_threads(tl: Timeline) -> pl.DataFrame:
     return tl.api.select("rank", "process_id", "thread_id").unique()
 
 
-def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.DataFrame
+def _label(frame: pl.DataFrame, group: list[str], cause: str) -> pl.DataFrame:
+    return (frame.select(*group, "name", "thread_id", "start_ns", "end_ns")
+            .with_columns(pl.lit(cause).alias("_cause")))
+
+
+def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.DataFrame,
+                gaps: pl.DataFrame | None = None, fixed: pl.DataFrame | None = None
                 ) -> pl.DataFrame:
     """Every host interval that may explain a gap: group columns, ``_cause``, ``_name``,
     ``_tid``, ``start_ns``, ``end_ns``. ``calls``: the finished CUDA calls per group
-    (:func:`~traceparse.analyses.attribution.per_group`)."""
-    cols = [*group, "name", "thread_id", "start_ns", "end_ns"]
+    (:func:`~traceparse.analyses.attribution.per_group`). With ``gaps``, only the host
+    rows that overlap some gap (:func:`_near_gaps`, taken before they are copied to their
+    groups; the only use, :func:`_cover`, joins them with the gaps). ``fixed``: the
+    ``host_sync`` and ``warmup`` candidates when the caller has them (labelled)."""
+
+    def near(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame if gaps is None else _near_gaps(frame, gaps)
 
     def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
-        return frame.select(*cols).with_columns(pl.lit(cause).alias("_cause"))
+        return _label(frame, group, cause)
 
     # the regexes run on the distinct call names, not on every call
     names = tl.api.get_column("name").unique().drop_nulls().cast(pl.String)
@@ -244,14 +291,18 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
                            | names.str.contains(WARMUP_API_RE))
     plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special))
     kinds = pl.col("kind").cast(pl.String)
-    host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
+    host = near(tl.ranges.filter(pl.col("end_ns").is_not_null()
+                                 & pl.col("device_id").is_null()))
     ranges = host.filter(~kinds.is_in([*NON_HOST_RANGE_KINDS, OSRT_KIND, SAMPLE_KIND,
                                        PROFILER_KIND]))
     threads = _launching_threads(tl)
     by_thread = host.filter(kinds.is_in([OSRT_KIND, SAMPLE_KIND])).join(
         threads, on=["rank", "process_id", "thread_id"], how="semi")
-    parts = [label(blocking_intervals(tl, acts, group), "host_sync"),
-             label(warmup_intervals(tl, acts, group), "warmup"),
+    if fixed is None:
+        fixed = pl.concat([label(blocking_intervals(tl, acts, group), "host_sync"),
+                           label(warmup_intervals(tl, acts, group), "warmup")],
+                          how="vertical_relaxed")
+    parts = [fixed,
              label(plain, "cuda_api"),
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
              label(per_group(ranges, acts, group), "cpu_work"),
@@ -329,7 +380,9 @@ def _sample_cover(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
         _launching_threads(tl), on=["rank", "process_id", "thread_id"], how="semi")
     if s.height == 0:
         return pl.DataFrame(schema=schema)
-    j = _join_gaps(gaps, per_group(s, acts, group), group)
+    # only the samples that overlap some gap are copied to their groups (the join keeps
+    # only overlapping pairs anyway)
+    j = _join_gaps(gaps, per_group(_near_gaps(s, gaps), acts, group), group)
     if j.height == 0:
         return pl.DataFrame(schema=schema)
     per_thread = (j.group_by("_gid", "thread_id")

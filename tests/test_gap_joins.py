@@ -4,7 +4,9 @@ inequality join (``join_where``). Here the new join is checked against the old o
 below as the reference definition, for every kind of row the gaps are joined with (the
 cause candidates, the CPU samples, the CUDA calls) on the sample scenarios and the shared
 traces; and that ``_near_gaps`` (the calls overlapping some gap, taken before they are
-copied to their groups) loses no pair."""
+copied to their groups) loses no pair, for the CUDA calls and every other candidate
+source. ``idle_gaps`` finds the causes batch by batch of groups (``gaps.CHUNK_ROWS``):
+one group per batch gives the same gaps as one batch of all groups."""
 
 from __future__ import annotations
 
@@ -61,6 +63,11 @@ def _check(tl: Timeline) -> None:
         near = attribution.per_group(
             gaps._near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gp), acts, group)
         _same(gaps._join_gaps(gp, near, group), _ref_join_gaps(gp, calls, group))
+        # the candidates kept by _near_gaps (before the copy to groups) cover as all do
+        near_cands = gaps._candidates(tl, acts, group, near, gp)
+        _same(gaps._join_gaps(gp, near_cands, group, cover=True),
+              _ref_join_gaps(gp, cands, group).filter(
+                  pl.col("_ov") >= gaps.COVER_FRACTION * (pl.col("_ge") - pl.col("_gs"))))
         for rows in (cands, calls):
             want = _ref_join_gaps(gp, rows, group)
             _same(gaps._join_gaps(gp, rows, group), want)
@@ -95,3 +102,26 @@ SHARED = shared_files("nsys", "*.sqlite") + shared_files("torch", "*.json*")
 @pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
 def test_gap_joins_on_shared_traces(path: Path) -> None:
     _check(traceparse.load(path))
+
+
+def _check_batches(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    for g in GROUPS:
+        group = list(g)
+        whole = gaps._idle_gaps(tl, 1000, None, group)
+        with monkeypatch.context() as m:
+            m.setattr(gaps, "CHUNK_ROWS", 1)  # one group per batch
+            assert_frame_equal(gaps._idle_gaps(tl, 1000, None, group), whole)
+
+
+@pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
+def test_batches_on_sample_scenarios(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _check_batches(samplegen.scenario_timeline(name), monkeypatch)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
+def test_batches_on_shared_traces(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tl = traceparse.load(path)
+    if tl.gpu.select("rank", "device_id", "stream_id").unique().height > 100:
+        pytest.skip("one batch of every stream is the memory this change avoids")
+    _check_batches(tl, monkeypatch)

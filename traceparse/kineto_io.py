@@ -228,7 +228,8 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
         return _mixed_to_ns(values, name, path, ns_units)
     if all(type(v) is int for v in values):
         top = MAX_US if not ns_units else 2**63 - 1
-        big = next((v for v in values if not -top <= v <= top), None)
+        low = -top - 1 if ns_units else -top  # int64 ns reach -2**63
+        big = next((v for v in values if not low <= v <= top), None)
         if big is not None:
             raise _out_of_range(path, name, big)
         return pl.Series(name, values, dtype=pl.Int64) * (1 if ns_units else 1000)
@@ -249,7 +250,7 @@ def us_to_ns(values: list[Any], name: str, path: Path | str, *,
             exact = [None if v is None else round(Decimal(str(v))) for v in values]
         except (ArithmeticError, ValueError):
             raise TraceError(path, f"'{name}' holds a value that is not a number") from None
-        huge = next((v for v in exact if v is not None and not -(2**63) < v < 2**63), None)
+        huge = next((v for v in exact if v is not None and not -(2**63) <= v < 2**63), None)
         if huge is not None:
             raise _out_of_range(path, name, huge)
         return pl.Series(name, exact, dtype=pl.Int64)
@@ -306,7 +307,7 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
                 out.append(None if v is None else round(Decimal(v) * 1000))
             except (InvalidOperation, ValueError, OverflowError):
                 raise TraceError(path, f"'{name}' is not a number: {v[:40]!r}") from None
-        huge = next((v for v in out if v is not None and not -(2**63) < v < 2**63), None)
+        huge = next((v for v in out if v is not None and not -(2**63) <= v < 2**63), None)
         if huge is not None:
             raise _out_of_range(path, name, huge // 1000)
         return pl.Series(name, out, dtype=pl.Int64)
@@ -320,16 +321,28 @@ def us_text_to_ns(text: pl.Series, path: Path | str = "") -> pl.Series:
                           & ~pl.col("field_1").str.contains(r"^\d*$")))
     if bad.height:
         raise TraceError(path, f"'{name}' is not a number: {bad['field_0'][0]!r}")
-    whole = pl.col("field_0").str.strip_chars_start("0")
-    too_big = parts.filter(whole.str.len_chars() > len(str(MAX_US))
-                           | ((whole.str.len_chars() == len(str(MAX_US)))
-                              & (whole > str(MAX_US - 1))))
-    if too_big.height:
-        raise _out_of_range(path, name, too_big["field_0"][0])
     frac = pl.col("field_1").fill_null("")
     ms3 = (frac + "000").str.slice(0, 3).cast(pl.Int64)
     rest = frac.str.slice(3).str.strip_chars_end("0")
     up = (rest > "5") | ((rest == "5") & (ms3 % 2 == 1))
-    mag = pl.col("field_0").cast(pl.Int64) * 1000 + ms3 + up.cast(pl.Int64)
-    result = parts.select(pl.when(pl.col("neg")).then(-mag).otherwise(mag).alias(name))
+    parts = parts.with_columns(whole=pl.col("field_0").str.strip_chars_start("0"),
+                               frac_ns=ms3 + up.cast(pl.Int64))
+    # Fits int64 ns: whole < MAX_US, or whole == MAX_US with the rounded fraction at most
+    # .807 (positive) / .808 (negative: int64 reaches -2**63). Compared as text (same
+    # length), so no integer is formed before the range is known.
+    digits, top = len(str(MAX_US)), str(MAX_US)
+    last = pl.when(pl.col("neg")).then(808).otherwise(807)  # int64: -2**63 .. 2**63 - 1
+    length = pl.col("whole").str.len_chars()
+    too_big = parts.filter((length > digits)
+                           | ((length == digits) & (pl.col("whole") > top))
+                           | ((pl.col("whole") == top) & (pl.col("frac_ns") > last)))
+    if too_big.height:
+        row = too_big.row(0, named=True)
+        shown = ("-" if row["neg"] else "") + row["field_0"] + (
+            "." + row["field_1"] if row["field_1"] is not None else "")
+        raise _out_of_range(path, name, shown)
+    # negative values are built downwards (-whole*1000 - frac) so -2**63 never overflows
+    base = pl.col("field_0").cast(pl.Int64) * 1000
+    result = parts.select(pl.when(pl.col("neg")).then(-base - pl.col("frac_ns"))
+                          .otherwise(base + pl.col("frac_ns")).alias(name))
     return result.to_series()

@@ -170,9 +170,13 @@ def _decimal3_to_ns(text: pl.Series) -> pl.Series | None:
     if text.str.contains(r"\.\d{4}").any():
         return None
     try:
-        return (text.cast(pl.Decimal(38, 3)) * 1000).cast(pl.Int64)
+        ns = (text.cast(pl.Decimal(38, 3)) * 1000).cast(pl.Int128)
     except pl.exceptions.PolarsError:
         return None
+    low, high = ns.min(), ns.max()
+    if low is not None and (low < -(2**63) or high > 2**63 - 1):  # type: ignore[operator]
+        return None  # the cast to Int64 would wrap silently; us_text_to_ns names the value
+    return ns.cast(pl.Int64)
 
 
 def to_ns(col: TimeColumn, name: str, path: Path | str, *,
