@@ -222,8 +222,9 @@ def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
     names = frame.get_column("name")
     if names.dtype != pl.Categorical:
         return pl.col("name").cast(pl.String).str.contains(pattern)
-    distinct = names.unique().drop_nulls().cast(pl.String)
-    return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern)))
+    distinct = names.unique().drop_nulls()
+    hit = distinct.filter(distinct.cast(pl.String).str.contains(pattern))
+    return pl.col("name").is_in(hit.implode())  # categorical codes, no million strings
 
 
 def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:

@@ -99,3 +99,33 @@ def test_call_parts_nulls_ties_and_pageable_copies() -> None:
     assert got.to_list() == ["warmup", "launch", "launch", "host_sync", "launch", "launch",
                              "host_sync", "launch", "launch"]
     assert call_parts(j.head(0), attribution.BLOCKING_API_RE, 1).len() == 0
+
+
+def _ref_name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
+    """The name test before: every name cast to a string, then looked up."""
+    names = frame.get_column("name")
+    if names.dtype != pl.Categorical:
+        return pl.col("name").cast(pl.String).str.contains(pattern)
+    distinct = names.unique().drop_nulls().cast(pl.String)
+    return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern))
+                                               .implode())
+
+
+def _check_names(tl: Timeline) -> None:
+    for frame in (tl.api, tl.api.with_columns(pl.col("name").cast(pl.String)), tl.ranges):
+        for pattern in (attribution.BLOCKING_API_RE, attribution.WARMUP_API_RE,
+                        attribution.WARMUP_RANGE_RE):
+            assert_frame_equal(
+                frame.filter(attribution._name_matches(frame, pattern)),
+                frame.filter(_ref_name_matches(frame, pattern)))
+
+
+@pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
+def test_name_matches_by_codes_on_sample_scenarios(name: str) -> None:
+    _check_names(samplegen.scenario_timeline(name))
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
+def test_name_matches_by_codes_on_shared_traces(path: Path) -> None:
+    _check_names(traceparse.load(path))
