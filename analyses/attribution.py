@@ -68,6 +68,7 @@ import polars as pl
 
 from traceparse import links
 from traceparse.analyses import intervals, sweep
+from traceparse.analyses.callparts import call_parts
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -147,31 +148,18 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
         calls = tl.api.select(pl.col(c).gather(a).alias(n) for c, n in cols.items())
         j = (pl.concat([acts.with_row_index("_b"), calls, a.alias("_a").to_frame()],
                        how="horizontal")
-             .filter(pl.col("_a").is_not_null()).drop("_a")
-             .with_columns(pl.col("call_name").cast(pl.String)))
+             .filter(pl.col("_a").is_not_null()).drop("_a"))
     else:
         key = ["rank", "process_id", "correlation_id"]
         api = (tl.api.filter(pl.col("correlation_id").is_not_null())
                .select(*key, *(pl.col(c).alias(n) for c, n in cols.items()))
-               .with_columns(pl.col("call_name").cast(pl.String))
                .unique(subset=key, keep="first", maintain_order=True))
         j = (acts.with_row_index("_b").filter(pl.col("correlation_id").is_not_null())
              .join(api, on=key, how="inner", maintain_order="left"))
-    pageable = pl.lit(False)
-    for c in ("src_kind", "dst_kind"):
-        if c in j.columns:
-            pageable = pageable | (pl.col(c).cast(pl.String).fill_null("") == "Pageable")
-    blocking = (pl.col("call_name").str.contains(BLOCKING_API_RE)
-                | (pl.col("kind").cast(pl.String).is_in(["memcpy", "memset"]) & pageable))
-    dur = pl.col("api_end_ns") - pl.col("api_start_ns")
-    j = j.with_columns(_first=pl.col("api_start_ns").rank("ordinal")
-                       .over("rank", "process_id", "name") == 1,
-                       _med=dur.filter(~blocking).median().over("rank", "process_id"))
-    lazy = (pl.col("_first") & ~blocking & (dur >= LAZY_LOAD_MIN_NS)
-            & (dur >= 10 * pl.col("_med").fill_null(0)))
-    part = pl.when(blocking).then(pl.lit("host_sync")).when(lazy).then(pl.lit("warmup")) \
-        .otherwise(pl.lit("launch"))
-    return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part.alias("call_part"))
+    # the rules run on the distinct names and kinds (analyses/callparts.py)
+    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS)
+    return j.select("_b", pl.col("call_name").cast(pl.String), "api_start_ns", "api_end_ns",
+                    part)
 
 
 def call_windows(tl: Timeline, acts: pl.DataFrame | None = None, *,
@@ -234,8 +222,9 @@ def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
     names = frame.get_column("name")
     if names.dtype != pl.Categorical:
         return pl.col("name").cast(pl.String).str.contains(pattern)
-    distinct = names.unique().drop_nulls().cast(pl.String)
-    return pl.col("name").cast(pl.String).is_in(distinct.filter(distinct.str.contains(pattern)))
+    distinct = names.unique().drop_nulls()
+    hit = distinct.filter(distinct.cast(pl.String).str.contains(pattern))
+    return pl.col("name").is_in(hit.implode())  # categorical codes, no million strings
 
 
 def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
