@@ -269,13 +269,9 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     wanted = SECTIONS if sections is None else {k: v for k, v in SECTIONS.items()
                                                  if k in sections}
     out = {name: _section(tl, name, fn, opts) for name, fn in wanted.items()}
-    bd = out.get("breakdown")
-    bd = bd if bd is not None else _section(tl, "breakdown", breakdown_section, opts)
-    top_gaps = out.get("top_gaps")
-    top_gaps = top_gaps if top_gaps is not None else _section(tl, "top_gaps", top_gaps_section,
-                                                              opts)
-    strag = out.get("stragglers")
-    strag = strag if strag is not None else _section(tl, "stragglers", straggler_section, opts)
+    # the verdict's inputs: the sections computed above, else the same memoised sections
+    bd, top_gaps, strag = (out[name] if name in out else _section(tl, name, SECTIONS[name], opts)
+                           for name in ("breakdown", "top_gaps", "stragglers"))
     sync_calls = None
     if bd.height and int(bd["host_sync_ns"].sum()) > 0:
         from traceparse.analyses.attribution import host_sync_by_call

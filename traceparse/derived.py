@@ -19,6 +19,8 @@ from traceparse.timeline import Timeline
 
 T = TypeVar("T")
 _SLOT = "_derived"
+
+
 def table_token(tl: Timeline, name: str) -> object:
     """What a derived value of ``tl`` depends on for table ``name``: the frame object, or
     :data:`AS_LOADED` for a table of a lazily loaded timeline that nobody replaced (so
@@ -46,14 +48,15 @@ def cached(tl: Timeline, name: str, tables: Sequence[str], compute: Callable[[],
         value: T = hit[1]
         return value
     disk = store_of(tl)
-    usable = disk is not None and disk.usable(dict(zip(tables, deps, strict=True)))
-    if disk is not None and usable:
+    if disk is not None and not disk.usable(dict(zip(tables, deps, strict=True))):
+        disk = None  # a table was replaced: the entry's values do not describe it
+    if disk is not None:
         loaded = disk.read(name)
         if loaded is not None:
             store[name] = (deps, loaded)
-            return loaded  # type: ignore[return-value]  # written from compute()'s value
+            return loaded  # type: ignore[no-any-return]  # written from compute()'s value
     value = compute()
     store[name] = (deps, value)
-    if disk is not None and usable:
+    if disk is not None:
         disk.write(name, value)
     return value

@@ -83,6 +83,11 @@ def _json_exact(value: dict[str, Any]) -> bool:
         return False
 
 
+def _frame_path(stem: Path, i: int) -> Path:
+    """File of the ``i``-th frame of the value whose index file is ``stem``.json."""
+    return stem.parent / f"{stem.name}.{i}.arrow"
+
+
 def _file_name(name: str) -> str:
     return hashlib.blake2b(name.encode(), digest_size=12).hexdigest()
 
@@ -122,9 +127,8 @@ class DerivedStore:
             if meta["kind"] == "json":
                 return meta["value"]
             if meta["kind"] == "frame":
-                return pl.read_ipc(stem.with_suffix(".arrow"))
-            return {k: pl.read_ipc(stem.parent / f"{stem.name}.{i}.arrow")
-                    for i, k in enumerate(meta["keys"])}
+                return pl.read_ipc(_frame_path(stem, 0))
+            return {k: pl.read_ipc(_frame_path(stem, i)) for i, k in enumerate(meta["keys"])}
         except Exception as exc:  # a truncated or foreign file: recompute and rewrite
             log.debug("dropping unreadable derived value %s: %s", name, exc)
             self._forget(stem)
@@ -153,8 +157,7 @@ class DerivedStore:
             self._prune()
             self.directory.mkdir(parents=True, exist_ok=True)
             for i, (_, frame) in enumerate(frames):
-                path = (stem.with_suffix(".arrow") if meta["kind"] == "frame"
-                        else stem.parent / f"{stem.name}.{i}.arrow")
+                path = _frame_path(stem, i)
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
                 frame.write_ipc(tmp, compression="uncompressed")
                 os.replace(tmp, path)
@@ -189,6 +192,11 @@ def attach(tl: Timeline, entry_dir: Path) -> None:
     loaded timeline's tables count as the entry's until replaced)."""
     origin = {k: v for k, v in tl.__dict__.items() if k in schema.TABLES}
     tl.__dict__[_SLOT] = DerivedStore(entry_dir / "derived", origin)
+
+
+def detach(tl: Timeline) -> None:
+    """Stop reading and writing derived values of ``tl`` (its cache entry is gone)."""
+    tl.__dict__.pop(_SLOT, None)
 
 
 def store_of(tl: Timeline) -> DerivedStore | None:

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from traceparse.cache import Cache, CacheArg, identity, resolve
+from traceparse.derived_store import detach
 from traceparse.errors import TraceError
 from traceparse.nsys_rep import is_report
 from traceparse.progress import Progress
@@ -89,7 +90,7 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
         hit = store.lookup(key)
         if hit is not None:
             # a table the entry cannot give back later: parse again, rebuild the entry next time
-            hit.__dict__["_lazy_fallback"] = lambda: _reparse(store, key, path, kind)
+            hit.__dict__["_lazy_fallback"] = lambda: _reparse(hit, store, key, path, kind)
             return hit
     report = None
     if kind == "nsys-rep":
@@ -110,9 +111,11 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
     return tl
 
 
-def _reparse(store: Cache, key: dict[str, Any], path: str | os.PathLike[str],
-             kind: str) -> Timeline:
-    """The input parsed again, its unreadable cache entry dropped (rebuilt by the next load)."""
+def _reparse(hit: Timeline, store: Cache, key: dict[str, Any],
+             path: str | os.PathLike[str], kind: str) -> Timeline:
+    """The input parsed again for ``hit``, its unreadable cache entry dropped (rebuilt by the
+    next load) and no derived value of that entry used or written any more."""
+    detach(hit)
     store.drop(key)
     with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
         return _parse(path, kind)

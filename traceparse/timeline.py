@@ -202,13 +202,11 @@ class LazyTimeline(Timeline):
 
     def _replace_unread(self, fresh: Timeline) -> None:
         """Take every table not read yet from ``fresh`` (the input parsed again because the
-        cache entry could not be read back); values derived from the entry are no longer
-        used nor written."""
+        cache entry could not be read back); no table counts as the entry's any more."""
         for table in schema.TABLES:
             if table not in self.__dict__:
                 self.__dict__[table] = getattr(fresh, table)
         self.__dict__["_lazy_loaded"] = {}
-        self.__dict__.pop("_derived_store", None)
 
     def rows(self, name: str) -> int:
         """Row count of table ``name``, from the Parquet metadata while it is unread."""
@@ -217,8 +215,8 @@ class LazyTimeline(Timeline):
         path = self.__dict__["_lazy_dir"] / f"{name}.parquet"
         try:
             return int(pl.scan_parquet(path).select(pl.len()).collect().item())
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            raise TraceError(path, f"unreadable {name}.parquet: {exc}") from None
+        except (OSError, pl.exceptions.PolarsError):
+            return self.table(name).height  # read it: an unreadable table falls back
 
 
 def concat(timelines: list[Timeline]) -> Timeline:
