@@ -2,7 +2,7 @@
 launch statistics, communication and a one-line verdict.
 
 :func:`summarize` returns a plain dict ``{"sections": {name: frame}, "verdict": str}``; the
-renderers (:mod:`traceparse.analyses.summary_render`, the CLI's csv/json, the HTML report) draw it.
+renderers (:mod:`traceparse.reports.summary_text`, the CLI's csv/json, the HTML report) draw it.
 Sections are computed by the functions in :data:`SECTIONS`, in order; a new section is one
 more entry there.
 """

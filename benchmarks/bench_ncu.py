@@ -1,4 +1,4 @@
-"""Time traceparse.ncu.read on the largest shared ncu CSVs (median of 5 runs)."""
+"""Time traceparse.ncu.reader.read on the largest shared ncu CSVs (median of 5 runs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from traceparse import ncu
+from traceparse.ncu import reader as ncu
 
 ROOT = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/traces/ncu")
 for name in ("leleucas__dropout_nsight162.csv", "panjd-cutlass__report80.details.csv",

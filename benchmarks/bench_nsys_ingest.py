@@ -4,9 +4,9 @@ Measures (medians of ``--repeat`` runs, default 3):
 
 1. the raw reader choice the issue asked about: all columns of the kernel table read with
    ``sqlite3`` ``fetchall`` -> polars vs ``adbc-driver-sqlite`` -> Arrow -> polars;
-2. a *bare Arrow read*: the same SELECTs :func:`traceparse.nsys.read` issues (kernel,
+2. a *bare Arrow read*: the same SELECTs :func:`traceparse.nsys.reader.read` issues (kernel,
    memcpy, memset, runtime, NVTX, StringIds columns), through ADBC, with no processing;
-3. end to end: ``traceparse.nsys.read(path)`` with ADBC (default) and with ``sqlite3``.
+3. end to end: ``traceparse.nsys.reader.read(path)`` with ADBC (default) and with ``sqlite3``.
 
 Usage::
 
@@ -29,8 +29,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from traceparse import nsys
-from traceparse.nsys_db import NsysDB
+from traceparse.nsys import reader as nsys
+from traceparse.nsys.db import NsysDB
 
 
 def _median(fn: Callable[[], object], repeat: int) -> float:

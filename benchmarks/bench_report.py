@@ -20,7 +20,7 @@ from traceparse import schema
 from traceparse.reports.chrome import attribution_intervals, to_chrome
 from traceparse.reports.html import render_html
 from traceparse.reports.payload import build_payload
-from traceparse.samplegen import scenario_timeline
+from traceparse.samplegen.scenarios import scenario_timeline
 from traceparse.timeline import Timeline
 
 

@@ -43,7 +43,7 @@ def default_output(traces: Sequence[str | os.PathLike[str]]) -> Path:
 
 def sample_trace() -> Path:
     """The bundled sample trace (a generated mini training step)."""
-    from traceparse.samplegen import default_sample
+    from traceparse.samplegen.scenarios import default_sample
 
     return Path(default_sample())
 

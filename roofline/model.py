@@ -1,7 +1,7 @@
 """Roofline points: achieved FLOP/s, bytes per level, intensity, bound and % of roof.
 
 Measured points come from the ``ncu`` table, whose rates are computed exactly as Nsight
-Compute's roofline does (see :mod:`traceparse.ncu_roofline`): per precision
+Compute's roofline does (see :mod:`traceparse.ncu.roofline`): per precision
 ``FLOP/s = (add + mul + 2*fma per cycle) * SM clock``. This module only divides and compares:
 
 * arithmetic intensity per level ``AI_level = FLOP/s / bytes_per_s(level)`` (FLOP/byte; the

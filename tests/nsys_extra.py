@@ -1,6 +1,6 @@
 """Generated nsys exports with extra tables (GPU metrics, memory usage, CUDA graphs).
 
-A base export comes from :mod:`traceparse.samplegen_sqlite` (kernels at known times); the
+A base export comes from :mod:`traceparse.samplegen.sqlite` (kernels at known times); the
 extra tables are added with plain ``sqlite3`` in the column layouts of FORMATS.md A.12-A.14,
 one variant per nsys schema generation.
 """
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from traceparse import samplegen_sqlite
-from traceparse.samplegen import Activity, Call, Scenario
+from traceparse.samplegen import sqlite as samplegen_sqlite
+from traceparse.samplegen.scenarios import Activity, Call, Scenario
 
 #: memoryBandwidth of the generated GPU (samplegen_sqlite.GPU_INFO), bytes/s.
 PEAK_BW = 3352320000000

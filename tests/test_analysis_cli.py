@@ -74,8 +74,8 @@ def test_bad_inputs_exit_2(tmp_path: Path) -> None:
 
 
 def test_summary_has_launch_and_communication_sections() -> None:
-    from traceparse import samplegen
     from traceparse.analyses.summary import summarize
+    from traceparse.samplegen import scenarios as samplegen
 
     # mini_train: 3 steps x 2 all-reduce kernels of 260 us each (samplegen scenario data)
     s = summarize(samplegen.scenario_timeline("mini_train"))

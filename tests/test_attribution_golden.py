@@ -18,7 +18,7 @@ from traceparse.analyses.attribution import (
     range_windows,
 )
 from traceparse.analyses.gaps import idle_gaps
-from traceparse.samplegen import scenario_timeline
+from traceparse.samplegen.scenarios import scenario_timeline
 
 US = 1000
 

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 import traceparse
-from traceparse import samplegen
 from traceparse.batch import discover, parse_executor, run_batch, trace_ids
 from traceparse.cli import main
 from traceparse.errors import TraceError
+from traceparse.samplegen import scenarios as samplegen
 
 SCENARIOS = ("compute_bound", "memory_bound", "launch_bound", "comm_bound", "sync_bound")
 

@@ -13,9 +13,9 @@ from polars.testing import assert_frame_equal, assert_series_equal
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse import samplegen
 from traceparse.analyses import attribution
 from traceparse.analyses.callparts import call_parts
+from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 SHARED = shared_files("nsys", "*.sqlite") + shared_files("torch", "*.json*")

@@ -17,8 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import REPO, shared_files
-from traceparse import samplegen, samplegen_sqlite
 from traceparse.cli import main
+from traceparse.samplegen import scenarios as samplegen
+from traceparse.samplegen import sqlite as samplegen_sqlite
 
 SAMPLES = REPO / "sample_traces"
 COMPUTE = str(SAMPLES / "compute_bound.sqlite")

@@ -15,8 +15,8 @@ from polars.testing import assert_frame_equal
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse import samplegen
 from traceparse.analyses import attribution, intervals
+from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 GROUPS = (("rank", "device_id"), ("rank", "device_id", "stream_id"))

@@ -177,9 +177,9 @@ def test_cross_stream_event_wait_is_not_recoverable_by_graphs() -> None:
 def test_multi_process_nsys_export_has_one_rank_per_process(tmp_path: Path) -> None:
     # the compute_bound sample (pid 4242, device 0) plus a copy of its kernels, copies and
     # calls as pid 5000 on device 1, inserted into the same export with sqlite3
-    from traceparse import nsys
-    from traceparse.samplegen import SCENARIOS
-    from traceparse.samplegen_sqlite import create_table, global_pid, global_tid, write
+    from traceparse.nsys import reader as nsys
+    from traceparse.samplegen.scenarios import SCENARIOS
+    from traceparse.samplegen.sqlite import create_table, global_pid, global_tid, write
 
     path = write(SCENARIOS["compute_bound"](), tmp_path / "two.sqlite")
     con = sqlite3.connect(path)
@@ -462,7 +462,7 @@ def test_predict_refuses_a_calibration_from_another_gpu(tmp_path: Path) -> None:
     from traceparse.analyses.predict import predict
     from traceparse.cli import main
     from traceparse.errors import TraceError
-    from traceparse.samplegen import default_sample, scenario_timeline
+    from traceparse.samplegen.scenarios import default_sample, scenario_timeline
 
     tl = scenario_timeline("mini_train")
     cal = calibrate(tl)

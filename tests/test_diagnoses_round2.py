@@ -27,8 +27,8 @@ def test_profiler_buffer_flush_gap_is_the_profilers(tmp_path: Path) -> None:
     # cause: the profiler is, and the detail names the call it held up.
     from nsys_extra import add_table, write_base
 
-    from traceparse import nsys
-    from traceparse.samplegen_sqlite import global_tid
+    from traceparse.nsys import reader as nsys
+    from traceparse.samplegen.sqlite import global_tid
 
     path = write_base(tmp_path / "flush.sqlite", [("K1", 100 * US, 200 * US),
                                                    ("K2", 2000 * US, 2100 * US)])
@@ -193,7 +193,7 @@ def test_mfu_2gpu_overlap_comm_same_stream_report_equals_whatif() -> None:
 def test_summary_never_quotes_a_negative_saving() -> None:
     """A replay longer than the measured window (the model's own error) saves nothing: the
     summary says "none" and by how much the replay overshot, never "-9.46 ms"."""
-    from traceparse.analyses.summary_render import _savings
+    from traceparse.reports.summary_text import _savings
 
     frame = pl.DataFrame({"change": ["no_launch_overhead", "overlap_comm"], "rank": [0, 0],
                           "measured_ns": [437_000_000, 437_000_000],

@@ -15,7 +15,7 @@ from fuzzing import check, generator, mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceparse import kineto
+from traceparse.kineto import reader as kineto
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))

@@ -13,7 +13,7 @@ from fuzzing import check, generator, mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceparse import ncu
+from traceparse.ncu import reader as ncu
 
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))

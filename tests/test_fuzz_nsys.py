@@ -16,7 +16,7 @@ from fuzzing import check, generator, mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traceparse import nsys
+from traceparse.nsys import reader as nsys
 
 SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))

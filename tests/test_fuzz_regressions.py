@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from fuzzing import generator
 
-from traceparse import kineto, ncu, nsys
 from traceparse.errors import TraceError
+from traceparse.kineto import reader as kineto
+from traceparse.ncu import reader as ncu
+from traceparse.nsys import reader as nsys
 
 GEN = generator()
 

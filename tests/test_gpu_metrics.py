@@ -16,8 +16,8 @@ import pytest
 from tests.conftest import TRACES
 from tests.nsys_extra import KERNEL_SAMPLES_SQL, PEAK_BW, TYPE_ID, add_metrics, write_base
 from traceparse.analyses import metrics as M
-from traceparse.nsys import read
-from traceparse.nsys_metrics import split_unit
+from traceparse.nsys.metrics import split_unit
+from traceparse.nsys.reader import read
 
 RESEST = TRACES / "nsys" / "resest__report2.sqlite"
 

@@ -18,7 +18,7 @@ from tests.nsys_extra import add_table, write_base
 from traceparse.analyses import graphs as G
 from traceparse.analyses.attribution import breakdown
 from traceparse.loader import load
-from traceparse.nsys import read
+from traceparse.nsys.reader import read
 
 SGLANG = TRACES / "torch" / "tracelens__sglang_Qwen3-8B_decode.json.gz"
 VLLM = TRACES / "torch" / ("tracelens__vllm_decode_full_graph_capture_rank_0."

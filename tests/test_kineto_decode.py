@@ -15,10 +15,10 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.conftest import ids, shared_files
-from traceparse import kineto_times as times
 from traceparse import schema
 from traceparse.errors import TraceError
-from traceparse.kineto import read
+from traceparse.kineto import times
+from traceparse.kineto.reader import read
 
 TORCH = shared_files("torch")
 BASE = 1_700_000_000_000_000_000

@@ -11,7 +11,7 @@ import pytest
 
 import traceparse
 from traceparse.errors import TraceError
-from traceparse.kineto import read, read_dir
+from traceparse.kineto.reader import read, read_dir
 
 BASE = 1_735_632_360_000_000_000
 

@@ -15,9 +15,9 @@ from collections.abc import Callable
 import polars as pl
 import pytest
 
-from traceparse import kineto_times as times
 from traceparse.errors import TraceError
-from traceparse.kineto_io import us_text_to_ns, us_to_ns
+from traceparse.kineto import times
+from traceparse.kineto.io import us_text_to_ns, us_to_ns
 
 PATHS: dict[str, Callable[[str], list[int | None]]] = {
     "text": lambda v: us_text_to_ns(pl.Series("ts", [v]), "t.json").to_list(),

@@ -15,9 +15,10 @@ from polars.testing import assert_frame_equal
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse import links, samplegen
+from traceparse import links
 from traceparse.analyses import attribution, gaps, launches, optree, phases, replay
 from traceparse.analyses.summary import summarize
+from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 KEY = ["rank", "process_id", "correlation_id"]

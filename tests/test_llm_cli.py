@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from traceparse import load as traceparse_load
 from traceparse.cli import main
-from traceparse.samplegen_llm import LLMStep, serving_trace
+from traceparse.samplegen.llm import LLMStep, serving_trace
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_icicle_escapes_and_widths() -> None:
 
 
 def test_steps_without_by_is_unchanged(tmp_path: Path) -> None:
-    from traceparse.samplegen_llm import gpt_trace
+    from traceparse.samplegen.llm import gpt_trace
 
     p = tmp_path / "gpt.pt.trace.json"
     p.write_text(json.dumps(gpt_trace([("fwd", 2, 16), ("fwd", 2, 1)])))

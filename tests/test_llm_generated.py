@@ -1,5 +1,5 @@
 """Phases, op tree and layer groups on generated vLLM/SGLang/GPT-style Kineto traces, with
-the answers worked out by hand from the layout in :mod:`traceparse.samplegen_llm`."""
+the answers worked out by hand from the layout in :mod:`traceparse.samplegen.llm`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import traceparse
 from traceparse.analyses import layers, optree, phases
 from traceparse.analyses.attribution import check_attribution
-from traceparse.samplegen_llm import BASE_NS, LLMStep, gpt_trace, serving_trace
+from traceparse.samplegen.llm import BASE_NS, LLMStep, gpt_trace, serving_trace
 from traceparse.timeline import Timeline
 
 US = 1000
@@ -172,7 +172,7 @@ def test_no_steps_and_regex(sglang: Timeline) -> None:
 
 
 def test_iterations_are_not_layers() -> None:
-    from traceparse.samplegen import default_sample
+    from traceparse.samplegen.scenarios import default_sample
 
     # the bundled sample has NVTX "step 0/1/2" siblings: iterations, never a layer group
     tl = traceparse.load(default_sample())

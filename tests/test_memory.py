@@ -13,7 +13,7 @@ from tests.conftest import TRACES
 from tests.nsys_extra import add_table, write_base
 from traceparse import schema
 from traceparse.analyses import memory as MM
-from traceparse.nsys import read
+from traceparse.nsys.reader import read
 from traceparse.timeline import Timeline
 
 UVM = TRACES / "nsys" / "uvm-pytorch__report4.sqlite"

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from tests.conftest import TRACES
 from tests.nsys_extra import KERNEL_SAMPLES_SQL, PEAK_BW, add_metrics, write_base
 from traceparse.cli import main
-from traceparse.nsys import read
+from traceparse.nsys.reader import read
 from traceparse.roofline.build import METRICS_CLOCK, build
 from traceparse.roofline.chart import title_for
 from traceparse.roofline.metrics_points import BANDWIDTH_ONLY

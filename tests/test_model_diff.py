@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 from conftest import REPO, TRACES
 
-from traceparse import samplegen
 from traceparse.analyses.diff import diff, gate, mann_whitney_u
-from traceparse.analyses.diff_render import to_html, to_markdown
+from traceparse.reports.diff import to_html, to_markdown
+from traceparse.samplegen import scenarios as samplegen
 
 CONTROL = TRACES / "torch" / "hta__trace_diff_control.json.gz"
 DLRM0 = next(iter(sorted((TRACES / "torch").glob("param__dlrm_8rank__worker0_*"))), None)

@@ -9,11 +9,12 @@ import polars as pl
 import pytest
 from conftest import shared_files
 
-from traceparse import samplegen, schema
+from traceparse import schema
 from traceparse.analyses.calibrate import calibrate
 from traceparse.analyses.predict import holdout, parse_speedup, predict, whatif
 from traceparse.analyses.replay import replay
 from traceparse.errors import TraceError
+from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 LAUNCH = "cudaLaunchKernel"

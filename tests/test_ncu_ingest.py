@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from tests.conftest import REPO, TRACES, ids, shared_files
-from traceparse import ncu
 from traceparse.errors import TraceError
-from traceparse.ncu_csv import read_page
+from traceparse.ncu import reader as ncu
+from traceparse.ncu.csv import read_page
 
 FILES = shared_files("ncu", "*.csv")
 

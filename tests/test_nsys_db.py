@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from traceparse import samplegen
 from traceparse.cli import main
 from traceparse.errors import TraceError
-from traceparse.nsys import read
-from traceparse.nsys_db import NsysDB, is_wal
+from traceparse.nsys.db import NsysDB, is_wal
+from traceparse.nsys.reader import read
+from traceparse.samplegen import scenarios as samplegen
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 

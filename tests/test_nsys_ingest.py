@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from tests.conftest import ids, shared_files
-from traceparse import nsys
 from traceparse.errors import TraceError
-from traceparse.nsys_ranges import nesting_depth
+from traceparse.nsys import reader as nsys
+from traceparse.nsys.ranges import nesting_depth
 from traceparse.timeline import Timeline
 
 NSYS = shared_files("nsys", "*.sqlite")
@@ -352,7 +352,7 @@ def test_other_sqlite_and_directory_rejected(tmp_path: Path) -> None:
 @pytest.mark.shared
 def test_parallel_chunked_read_equals_plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables read in parallel rowid chunks give the same timeline as one plain read."""
-    from traceparse import nsys_db
+    from traceparse.nsys import db as nsys_db
 
     path = _file("nsys-ai__mfu_2gpu_before")  # NVTX text with leading NULLs, 2 processes
     plain = nsys.read(path, use_adbc=False)

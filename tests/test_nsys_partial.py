@@ -1,4 +1,4 @@
-"""Partial nsys reads (``traceparse.nsys.read(tables=...)``): the tables read equal the whole
+"""Partial nsys reads (``traceparse.nsys.reader.read(tables=...)``): the tables read equal the whole
 read's, the tables left out are empty and accounted as ``not read`` with their exact row
 counts, and a partial timeline is never cached."""
 
@@ -12,11 +12,11 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ids, shared_files
-from traceparse import nsys
 from traceparse.cache import Cache
 from traceparse.cli import main
 from traceparse.loader import load
-from traceparse.samplegen import default_sample
+from traceparse.nsys import reader as nsys
+from traceparse.samplegen.scenarios import default_sample
 from traceparse.timeline import NOT_REQUESTED
 
 NSYS = shared_files("nsys", "*.sqlite")
@@ -99,7 +99,7 @@ def test_kernel_name_fallbacks_in_chunks(tmp_path: Path, use_adbc: bool,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Kernel names (read in several rowid chunks): demangled -> short -> mangled name
     (also when an id is not in StringIds) -> placeholder."""
-    from traceparse import nsys_db
+    from traceparse.nsys import db as nsys_db
 
     monkeypatch.setattr(nsys_db, "PARALLEL_MIN_ROWS", 2)  # several rowid chunks
     monkeypatch.setattr(nsys_db, "BATCH_ROWS", 2)

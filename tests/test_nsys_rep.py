@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from traceparse.cli import main
-from traceparse.nsys_rep import export_command, find_nsys
+from traceparse.nsys.rep import export_command, find_nsys
 
 
 def test_without_nsys_exit_2_with_the_export_command(tmp_path: Path,

@@ -14,10 +14,11 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import ORACLE, REPO, ids, shared_files
-from traceparse import nsys, schema
+from traceparse import schema
 from traceparse.analyses import nsys_stats as ns
 from traceparse.cli.common import render_csv
 from traceparse.cli.main import main
+from traceparse.nsys import reader as nsys
 from traceparse.timeline import Timeline
 
 NSYS = shared_files("nsys", "*.sqlite")

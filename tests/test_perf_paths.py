@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO
-from traceparse import nsys
+from traceparse.nsys import reader as nsys
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_nsys import generate
@@ -28,8 +28,8 @@ def test_sqlite3_reader_equals_adbc_on_generated_export(tmp_path: Path) -> None:
 
 
 def test_launch_summary_with_a_precomputed_table_is_identical() -> None:
-    from traceparse import samplegen
     from traceparse.analyses import launches
+    from traceparse.samplegen import scenarios as samplegen
 
     for name in ("launch_bound", "mini_train"):
         tl = samplegen.scenario_timeline(name)

@@ -16,8 +16,8 @@ from polars.testing import assert_frame_equal
 import traceparse
 from tests import ref_replay
 from tests.conftest import ids, shared_files
-from traceparse import samplegen
 from traceparse.analyses import launches, replay, savings
+from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 OPTIONS: list[dict[str, Any]] = [

@@ -20,7 +20,7 @@ from traceparse.cli import main
 from traceparse.reports.build import default_output
 from traceparse.reports.html import json_for_script, render_html
 from traceparse.reports.payload import ReportOptions, build_payload
-from traceparse.samplegen import default_sample, scenario_timeline
+from traceparse.samplegen.scenarios import default_sample, scenario_timeline
 from traceparse.timeline import Timeline
 
 REPO = Path(__file__).resolve().parent.parent

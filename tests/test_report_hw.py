@@ -13,7 +13,7 @@ from tests.conftest import TRACES
 from tests.test_memory import _kineto_like
 from traceparse.analyses import memory as MM
 from traceparse.analyses import metrics as M
-from traceparse.nsys import read
+from traceparse.nsys.reader import read
 from traceparse.reports.html import render_html
 from traceparse.reports.payload import ReportOptions, build_payload, rows
 from traceparse.timeline import Timeline

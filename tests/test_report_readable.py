@@ -42,7 +42,7 @@ def test_si_id_bool_formatters() -> None:
 
 def test_device_table_clock_and_bandwidth_in_si_units() -> None:
     from traceparse.reports.build import report_html
-    from traceparse.samplegen import default_sample
+    from traceparse.samplegen.scenarios import default_sample
 
     html = report_html([default_sample()])
     dev = html[html.index('id="devices"'):html.index('id="provenance"')]
@@ -219,7 +219,7 @@ def test_roofs_of_the_same_height_share_one_label(tmp_path: Path) -> None:
 
 def test_statistics_rows_are_named_without_the_ns_suffix() -> None:
     from traceparse.loader import load
-    from traceparse.samplegen import default_sample
+    from traceparse.samplegen.scenarios import default_sample
 
     p = build_payload(load(default_sample()), options=ReportOptions())
     # the headers say "(µs)" / "(ms)": the row names need no unit suffix

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import shared_files
-from traceparse import ncu
 from traceparse.cli.main import main
 from traceparse.errors import TraceError
+from traceparse.ncu import reader as ncu
 from traceparse.roofline import gpus
 from traceparse.roofline.chart import render
 from traceparse.roofline.estimate import estimate_ops, estimated_points, op_flops
@@ -221,7 +221,7 @@ def test_estimates_on_real_torch_trace() -> None:
     """ResNet-50 fc layer: addmm(bias[1000], x[32,2048], W[2048,1000]) = 2*32*1000*2048
     FLOPs each. Convolutions have no Concrete Inputs in this 2021 trace: their output size
     comes from the consumer (the next op on the thread taking [N, O, h, w])."""
-    from traceparse import kineto
+    from traceparse.kineto import reader as kineto
 
     tl = kineto.read(RESNET[0])
     est = estimate_ops(tl.ranges)

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 import traceparse
 from tests.conftest import REPO
-from traceparse import samplegen_ncu
 from traceparse.cli.main import main
 from traceparse.roofline.build import build
 from traceparse.roofline.chart import render
+from traceparse.samplegen import ncu as samplegen_ncu
 
 SAMPLES = REPO / "sample_traces"
 GEMM_FLOP = 2 * 4096 * 4096 * 2048  # 68,719,476,736 per launch (bf16 tensor ops)

@@ -11,7 +11,8 @@ import pytest
 
 import traceparse
 from tests.conftest import REPO, ids, shared_files
-from traceparse import samplegen, samplegen_sqlite
+from traceparse.samplegen import scenarios as samplegen
+from traceparse.samplegen import sqlite as samplegen_sqlite
 
 SAMPLES = REPO / "sample_traces"
 NAMES = sorted(samplegen.SCENARIOS)

@@ -172,7 +172,7 @@ class Cache:
         """Write ``tl`` under identity ``key`` atomically; return False (never raise) when the
         cache directory cannot be written, the timeline cannot be saved, or it is partial
         (``meta["tables_not_read"]``: some tables were not read)."""
-        if tl.meta.get("tables_not_read"):  # a partial read (traceparse.nsys.read(tables=))
+        if tl.meta.get("tables_not_read"):  # a partial read (traceparse.nsys.reader.read(tables=))
             log.debug("not caching a partial timeline of %s", key["path"])
             return False
         entry = self.entry(key["path"])

@@ -4,7 +4,7 @@ Detection looks at content, not only the extension:
 
 * a directory holding ``timeline.json`` -> a saved :class:`Timeline`;
 * ``*.nsys-rep`` / ``*.qdrep`` -> an Nsight Systems report, exported to SQLite with the
-  user's nsys (:mod:`traceparse.nsys_rep`);
+  user's nsys (:mod:`traceparse.nsys.rep`);
 * any other directory -> per-rank Kineto traces (``*.json``, ``*.json.gz``);
 * ``SQLite format 3`` magic -> Nsight Systems SQLite export;
 * ``*.csv.gz`` -> gzipped Nsight Compute CSV;
@@ -24,7 +24,7 @@ import polars as pl
 from traceparse.cache import Cache, CacheArg, identity, resolve
 from traceparse.derived_store import detach
 from traceparse.errors import TraceError
-from traceparse.nsys_rep import is_report
+from traceparse.nsys.rep import is_report
 from traceparse.progress import Progress
 from traceparse.timeline import Timeline
 
@@ -74,7 +74,7 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
             timeline is returned when the input's identity (size, mtime, content hash,
             schema version) matches; otherwise the input is parsed and the cache filled.
         tables: the timeline tables the caller needs (None: all). Only an nsys SQLite
-            export read without a cache honours it (:func:`traceparse.nsys.read`: the
+            export read without a cache honours it (:func:`traceparse.nsys.reader.read`: the
             ``api``, ``ranges``, ``metrics`` and ``memory`` tables left out are not read);
             with a cache the whole timeline is read (and cached), as for every other format.
 
@@ -95,7 +95,7 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
     report = None
     if kind == "nsys-rep":
         from traceparse.cache import default_dir
-        from traceparse.nsys_rep import to_sqlite
+        from traceparse.nsys.rep import to_sqlite
 
         report = Path(path)
         path = to_sqlite(path, store.directory if store is not None else default_dir())
@@ -131,14 +131,14 @@ def _input_bytes(path: str | os.PathLike[str]) -> int:
 def _parse(path: str | os.PathLike[str], kind: str,
            tables: Collection[str] | None = None) -> Timeline:
     if kind == "nsys-sqlite":
-        from traceparse.nsys import read as read_nsys
+        from traceparse.nsys.reader import read as read_nsys
 
         return read_nsys(path, tables=tables)
     if kind in ("kineto-json", "kineto-dir"):
-        from traceparse.kineto import read as read_kineto
-        from traceparse.kineto import read_dir as read_kineto_dir
+        from traceparse.kineto.reader import read as read_kineto
+        from traceparse.kineto.reader import read_dir as read_kineto_dir
 
         return read_kineto_dir(path) if kind == "kineto-dir" else read_kineto(path)
-    from traceparse.ncu import read as read_ncu
+    from traceparse.ncu.reader import read as read_ncu
 
     return read_ncu(path)

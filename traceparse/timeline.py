@@ -21,7 +21,7 @@ from traceparse.atomic import atomic_path
 from traceparse.errors import TraceError
 
 _META_FILE = "timeline.json"
-#: ``ingest.reason`` of a source table a partial read left out (``traceparse.nsys.read``
+#: ``ingest.reason`` of a source table a partial read left out (``traceparse.nsys.reader.read``
 #: with ``tables=``): its rows exist but this timeline does not hold them.
 NOT_REQUESTED = "not requested: the caller asked for a partial timeline without this table"
 

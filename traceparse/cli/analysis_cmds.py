@@ -122,7 +122,7 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
     Without TRACE, summarise the bundled sample trace.
     """
     from traceparse.analyses.summary import summarize
-    from traceparse.analyses.summary_render import render_text
+    from traceparse.reports.summary_text import render_text
 
     paths = resolve(traces, sample_default=True)
     tl = load_traces(paths, gpu=gpu)

@@ -48,7 +48,7 @@ def resolve(traces: Sequence[str], *, sample_default: bool = False) -> list[str]
     if paths:
         return paths
     if sample_default:
-        from traceparse.samplegen import default_sample
+        from traceparse.samplegen.scenarios import default_sample
 
         return [str(default_sample())]
     raise UsageError(None, "missing TRACE: give one or more trace files, a rank directory "

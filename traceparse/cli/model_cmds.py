@@ -155,7 +155,7 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None, 
     import os
 
     from traceparse.analyses import diff as df
-    from traceparse.analyses import diff_render
+    from traceparse.reports import diff as diff_render
 
     if output is not None:
         check_output(output)

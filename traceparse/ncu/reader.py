@@ -1,10 +1,10 @@
 """Nsight Compute CSV -> Timeline (``ncu``, ``devices``, ``sources``, ``ingest`` tables).
 
 :func:`read` accepts every page kind (raw, raw with ``--print-units base``, details, roofline
-section details) and detects it from the header (:mod:`traceparse.ncu_csv`). Each launch
+section details) and detects it from the header (:mod:`traceparse.ncu.csv`). Each launch
 becomes one ``ncu`` row with identity (kernel name, launch index, grid/block, device), the
 duration, clocks, SpeedOfLight percentages and the roofline inputs
-(:mod:`traceparse.ncu_roofline`), all in base units whatever the page printed.
+(:mod:`traceparse.ncu.roofline`), all in base units whatever the page printed.
 
 Example:
     >>> tl = read("report.raw.csv")                                    # doctest: +SKIP
@@ -20,8 +20,8 @@ from pathlib import Path
 import polars as pl
 
 from traceparse import schema
-from traceparse.ncu_csv import NcuPage, read_page
-from traceparse.ncu_roofline import roofline_exprs
+from traceparse.ncu.csv import NcuPage, read_page
+from traceparse.ncu.roofline import roofline_exprs
 from traceparse.timeline import Timeline, ingest_frame, ingest_rows
 
 #: Metrics whose *text* is kept (string-valued).

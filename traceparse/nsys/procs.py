@@ -15,7 +15,7 @@ The per-process environment (``RANK``, ``OMPI_COMM_WORLD_RANK`` ...) is not expo
 ``TARGET_INFO_SYSTEM_ENV`` holds the session's launch environment (one
 ``DeviceEnvironment`` string for the whole capture, without the ranks torchrun or mpirun
 set per child), and NVTX domains in the corpus name no rank (``MPI``, ``cuBLAS``,
-``TensorRT`` ...). ``base`` is the ``rank`` argument of :func:`traceparse.nsys.read`.
+``TensorRT`` ...). ``base`` is the ``rank`` argument of :func:`traceparse.nsys.reader.read`.
 ``sources`` gets one row per rank with its ``rank_source``, and ``meta["processes"]`` gives
 each process its ``rank`` (``info`` prints both). Host rows (API calls, ranges) follow their
 process; rows of processes without GPU work keep ``base``. A file with at most one GPU

@@ -33,7 +33,7 @@ import csv
 import os
 from pathlib import Path
 
-from traceparse.samplegen import ELEMENTWISE, GEMM, NCCL, OPTIMIZER, Activity, scenario
+from traceparse.samplegen.scenarios import ELEMENTWISE, GEMM, NCCL, OPTIMIZER, Activity, scenario
 
 #: ncu's default clock control locks the SM clock at base; the sample uses 1.59 GHz (the
 #: H800 pages in the corpus measured 1.49-1.56 GHz that way, against a 1.98 GHz maximum).

@@ -34,7 +34,7 @@ import re
 import polars as pl
 
 from traceparse import schema
-from traceparse.nsys_db import NsysDB
+from traceparse.nsys.db import NsysDB
 
 METRICS_TABLE = "GPU_METRICS"
 NAMES_TABLE = "TARGET_INFO_GPU_METRICS"

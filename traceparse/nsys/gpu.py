@@ -23,7 +23,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.categorize import category_expr
-from traceparse.nsys_db import NsysDB, q
+from traceparse.nsys.db import NsysDB, q
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -185,7 +185,7 @@ def _kernels(db: NsysDB, strings: pl.DataFrame, rank: int) -> tuple[pl.DataFrame
         skipped: dict[str, int] = {}
         return _kernel_rows(db, raw, strings, name_cols, rank, skipped), skipped
 
-    # each rowid chunk becomes gpu rows as it is read (nsys_db.NsysDB.table_chunks)
+    # each rowid chunk becomes gpu rows as it is read (db.NsysDB.table_chunks)
     chunks = db.table_chunks(KERNEL, select, finish)
     skipped: dict[str, int] = {}
     for _, part in chunks:

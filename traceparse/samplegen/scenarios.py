@@ -6,7 +6,7 @@ a host synchronisation), and NVTX push/pop ranges. From one scenario two things 
 * :func:`scenario_timeline` - the :class:`~traceparse.timeline.Timeline` a correct nsys
   parser must produce (built directly with :func:`traceparse.schema.conform`);
 * :func:`write_sqlite` - the Nsight Systems SQLite export (2024.2 layout) of the same events,
-  see :mod:`traceparse.samplegen_sqlite`.
+  see :mod:`traceparse.samplegen.sqlite`.
 
 Scenarios (:data:`SCENARIOS`): ``mini_train`` (three training steps: GEMMs, elementwise
 kernels, an NCCL all-reduce on a second stream partly overlapping backward compute, H2D/D2H
@@ -379,7 +379,7 @@ def _depths(ranges: tuple[Range, ...]) -> list[int]:
 
 def scenario_timeline(name: str) -> Timeline:
     """The Timeline a correct nsys parser must produce for :func:`write_sqlite` ``(name)``."""
-    from traceparse import samplegen_sqlite as sq
+    from traceparse.samplegen import sqlite as sq
 
     sc = scenario(name)
     gpu: list[dict[str, Any]] = []
@@ -455,7 +455,7 @@ def scenario_timeline(name: str) -> Timeline:
 
 def write_sqlite(name: str, path: str | os.PathLike[str]) -> Path:
     """Write scenario ``name`` as an nsys SQLite export at ``path``; return the path."""
-    from traceparse import samplegen_sqlite
+    from traceparse.samplegen import sqlite as samplegen_sqlite
 
     return samplegen_sqlite.write(scenario(name), path)
 

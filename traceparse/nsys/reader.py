@@ -5,7 +5,7 @@ Use :func:`read`::
     tl = read("report.sqlite")          # validated Timeline
     tl.kernels.group_by("name").agg(pl.col("dur_ns").sum())
 
-Mapping (see FORMATS.md section A and :mod:`traceparse.nsys_gpu`):
+Mapping (see FORMATS.md section A and :mod:`traceparse.nsys.gpu`):
 
 * ``gpu`` <- CUPTI KERNEL / MEMCPY / MEMSET tables (SYNCHRONIZATION rows are host waits and
   are only counted in ``ingest``).
@@ -14,13 +14,13 @@ Mapping (see FORMATS.md section A and :mod:`traceparse.nsys_gpu`):
 * ``ranges`` <- ``NVTX_EVENTS``: push/pop (59), start/end (60), marks (34) and the NVTXT
   variants (70 push/pop, 71 start/end). Domain names come from the eventType-75 rows of the
   same process. Other event types (domain/category/thread naming) are counted as skipped.
-* CUDA graphs (:mod:`traceparse.nsys_graphs`): ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` -> ``gpu``
+* CUDA graphs (:mod:`traceparse.nsys.graphs`): ``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` -> ``gpu``
   rows of kind ``graph``; ``CUDA_GRAPH_EVENTS`` / ``CUDA_GRAPH_NODE_EVENTS`` -> ``ranges`` of
   kind ``cuda_graph``.
-* ``metrics`` <- ``GPU_METRICS`` (:mod:`traceparse.nsys_metrics`); ``memory`` <-
-  ``CUDA_GPU_MEMORY_USAGE_EVENTS`` (:mod:`traceparse.nsys_memory`).
+* ``metrics`` <- ``GPU_METRICS`` (:mod:`traceparse.nsys.metrics`); ``memory`` <-
+  ``CUDA_GPU_MEMORY_USAGE_EVENTS`` (:mod:`traceparse.nsys.memory`).
 * every other table: one ``ingest`` row (lookup / not read, and why;
-  :mod:`traceparse.nsys_tables`).
+  :mod:`traceparse.nsys.tables`).
 * ``devices`` <- ``TARGET_INFO_GPU`` (``clockRate`` Hz, ``memoryBandwidth`` B/s), or the
   old ``TARGET_INFO_CUDA_GPU`` (kHz, kB/s); devices used by GPU rows but not described get
   a row with only ``device_id``.
@@ -43,9 +43,9 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.errors import TraceError
-from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import drop_bad_times, id_names, read_gpu, sort_by_start
-from traceparse.nsys_graphs import (
+from traceparse.nsys.db import NsysDB, q
+from traceparse.nsys.gpu import drop_bad_times, id_names, read_gpu, sort_by_start
+from traceparse.nsys.graphs import (
     GRAPH_EVENTS,
     GRAPH_TRACE,
     NODE_EVENTS,
@@ -54,7 +54,7 @@ from traceparse.nsys_graphs import (
     read_graph_events,
     read_graph_trace,
 )
-from traceparse.nsys_host import (
+from traceparse.nsys.host import (
     OSRT,
     OVERHEAD,
     SAMPLES,
@@ -62,12 +62,12 @@ from traceparse.nsys_host import (
     read_profiler_overhead,
     read_samples,
 )
-from traceparse.nsys_memory import TABLE as MEMORY_TABLE
-from traceparse.nsys_memory import read_memory
-from traceparse.nsys_metrics import METRICS_TABLE, read_metrics
-from traceparse.nsys_procs import annotate_processes, recorded_ranks, split_ranks
-from traceparse.nsys_ranges import NVTX, read_ranges
-from traceparse.nsys_tables import unread_rows
+from traceparse.nsys.memory import TABLE as MEMORY_TABLE
+from traceparse.nsys.memory import read_memory
+from traceparse.nsys.metrics import METRICS_TABLE, read_metrics
+from traceparse.nsys.procs import annotate_processes, recorded_ranks, split_ranks
+from traceparse.nsys.ranges import NVTX, read_ranges
+from traceparse.nsys.tables import unread_rows
 from traceparse.timeline import NOT_REQUESTED, Timeline, ingest_frame, ingest_rows
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -197,7 +197,7 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
         "start_ns": [span[0] if span else None], "end_ns": [span[1] if span else None],
     }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
                          "start_ns": pl.Int64, "end_ns": pl.Int64}))
-    # one rank per GPU process (traceparse.nsys_procs), from MPI thread names when recorded
+    # one rank per GPU process (traceparse.nsys.procs), from MPI thread names when recorded
     split_ranks(tl, rank, recorded_ranks(_thread_names(db, strings)))
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
                "processes": annotate_processes(_processes(db, tl), tl.gpu),
@@ -215,7 +215,7 @@ def _host_ranges(db: NsysDB, strings: pl.DataFrame, rank: int, rows: list[dict[s
     if nvtx_acct is not None:
         rows += ingest_rows(rank, "ranges", NVTX, nvtx_acct[0], nvtx_acct[1])
     host = [ranges]
-    # OS-runtime calls, CPU samples, the profiler's own overhead (nsys_host)
+    # OS-runtime calls, CPU samples, the profiler's own overhead (host)
     for reader in (read_osrt, read_samples, read_profiler_overhead):
         frame, seen = reader(db, strings, rank)
         if seen is not None:

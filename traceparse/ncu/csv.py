@@ -17,7 +17,7 @@ Columns are found by header name; unknown identity columns between ``Host Name``
 The metrics frame has one row per printed numeric or text value:
 ``launch_id, section, item, label, metric, unit, base_unit, text, value, tol`` where
 ``metric`` is the metric identifier (raw pages; ``Command line profiler metrics`` rows; and
-details labels known in :mod:`traceparse.ncu_labels`), ``value`` is in the base unit, and
+details labels known in :mod:`traceparse.ncu.labels`), ``value`` is in the base unit, and
 ``tol`` is half a unit of the last printed digit in the base unit.
 """
 
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceparse.errors import TraceError
-from traceparse.ncu_labels import label_metric_frame
-from traceparse.ncu_units import normalise_unit
+from traceparse.ncu.labels import label_metric_frame
+from traceparse.ncu.units import normalise_unit
 
 #: Identity columns ncu prints before the metrics (all versions, FORMATS B.2/B.3).
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time",

@@ -14,7 +14,7 @@
   ``graphId`` fill ``gpu.graph_id`` of kernels that carry only the node id.
 
 Kernels launched from a graph carry ``graphNodeId`` (and ``graphId`` in newer exports) and
-share the ``cudaGraphLaunch`` call's correlation id (read by :mod:`traceparse.nsys_gpu`).
+share the ``cudaGraphLaunch`` call's correlation id (read by :mod:`traceparse.nsys.gpu`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.categorize import category_expr
-from traceparse.nsys_db import NsysDB, q
-from traceparse.nsys_gpu import SENTINEL_U32, drop_bad_times
+from traceparse.nsys.db import NsysDB, q
+from traceparse.nsys.gpu import SENTINEL_U32, drop_bad_times
 
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 GRAPH_EVENTS = "CUDA_GRAPH_EVENTS"

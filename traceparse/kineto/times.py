@@ -1,21 +1,21 @@
 """Exact ``ts``/``dur`` columns of Kineto events, from the JSON text the decoder kept.
 
-The typed decoder (:mod:`traceparse.kineto_decode`) keeps each event's ``ts`` and ``dur``
+The typed decoder (:mod:`traceparse.kineto.decode`) keeps each event's ``ts`` and ``dur``
 as their **raw JSON text** (``msgspec.Raw``), so no float ever stands between the file
 and the nanoseconds, and no regex pass has to quote the times before decoding. A bucket
 of events becomes one text column (:func:`time_column`): the texts are joined with one
 ``bytes.join``, split into a polars ``String`` series, and converted once per table by
-:func:`to_ns` with the integer rules of :func:`traceparse.kineto_io.us_text_to_ns`
+:func:`to_ns` with the integer rules of :func:`traceparse.kineto.io.us_text_to_ns`
 (``round(Decimal(x) * 1000)``, ties to even).
 
-The result is what :func:`traceparse.kineto_io.decode` gives with ``quote_times=True``
+The result is what :func:`traceparse.kineto.io.decode` gives with ``quote_times=True``
 (every time as its decimal text), the path the other decode modes are exact against:
 
 * a number -> its text; absent or ``null`` -> missing (the event is skipped, "missing ts
   or dur");
 * anything else (a quoted time ``"12.5"``, an exponent, a bool, a list) is rare: that
   bucket falls back to Python values (:func:`_values`), a string becomes its text, the
-  rest reaches :func:`~traceparse.kineto_io.us_to_ns`, which refuses it with the same
+  rest reaches :func:`~traceparse.kineto.io.us_to_ns`, which refuses it with the same
   one-line error; a number beyond float64 (``1e400``) is "invalid JSON", as orjson says.
 
 A duration is negative when its value is below zero (``-0.0`` is not), as the numeric
@@ -23,7 +23,7 @@ comparison of the float path decides.
 
 Events decoded as dicts (the orjson reference path) carry Python values instead of text;
 :func:`time_column` keeps those as a list, and :func:`to_ns` converts them with
-:func:`~traceparse.kineto_io.us_to_ns` as before.
+:func:`~traceparse.kineto.io.us_to_ns` as before.
 
 Example:
     >>> import msgspec
@@ -44,7 +44,7 @@ import msgspec
 import polars as pl
 
 from traceparse.errors import TraceError
-from traceparse.kineto_io import us_text_to_ns, us_to_ns
+from traceparse.kineto.io import us_text_to_ns, us_to_ns
 
 #: A time column: decimal text (``String`` series, null = missing) or Python values.
 TimeColumn = pl.Series | list[Any]
@@ -164,7 +164,7 @@ def head(col: TimeColumn, n: int) -> list[Any]:
 def _decimal3_to_ns(text: pl.Series) -> pl.Series | None:
     """Plain decimal text with at most 3 decimals (Kineto writes 0 to 3) -> ns through
     polars' ``Decimal(38, 3)``, whose scaled integer *is* the ns value (~20x faster than
-    the string arithmetic of :func:`~traceparse.kineto_io.us_text_to_ns`, same result).
+    the string arithmetic of :func:`~traceparse.kineto.io.us_text_to_ns`, same result).
     None when some value has more decimals (rounding is left to that function) or
     leaves int64 ns (its error message names the value)."""
     if text.str.contains(r"\.\d{4}").any():

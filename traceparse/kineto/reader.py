@@ -34,12 +34,12 @@ from typing import Any
 
 import polars as pl
 
-from traceparse import kineto_times as times
 from traceparse import schema
 from traceparse.categorize import category_expr
 from traceparse.errors import TraceError
-from traceparse.kineto_decode import Event, decode_args, decode_events, from_dicts
-from traceparse.kineto_events import (
+from traceparse.kineto import times
+from traceparse.kineto.decode import Event, decode_args, decode_events, from_dicts
+from traceparse.kineto.events import (
     CATEGORIES,
     FLOW_CATEGORIES,
     api_frame,
@@ -48,8 +48,8 @@ from traceparse.kineto_events import (
     memory_frame,
     ranges_frame,
 )
-from traceparse.kineto_io import NeedsDecimalText, decode, needs_decimal_text, read_bytes
-from traceparse.kineto_link import (
+from traceparse.kineto.io import NeedsDecimalText, decode, needs_decimal_text, read_bytes
+from traceparse.kineto.link import (
     COLL_COLS,
     attach_collectives,
     link_gpu,
@@ -167,7 +167,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
           ) -> Timeline:
     """Build a validated Timeline from a decoded trace (see :func:`read`).
 
-    Raises :class:`~traceparse.kineto_io.NeedsDecimalText` when a float time is too large
+    Raises :class:`~traceparse.kineto.io.NeedsDecimalText` when a float time is too large
     for float64 to hold its ns digits (decode again with more times as text).
     """
     dist = raw_header.get("distributedInfo")
@@ -303,7 +303,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
 def _memory(events: list[Event], args: list[Any], ts_ns: pl.Series, base: int,
             path: Path) -> pl.DataFrame:
     """The ``memory`` rows of ``[memory]`` instants on the epoch clock (see
-    :func:`~traceparse.kineto_events.memory_frame`)."""
+    :func:`~traceparse.kineto.events.memory_frame`)."""
     frame = memory_frame(events, args, ts_ns)
     if frame.height:
         lo, hi = frame.select(lo=pl.col("ts_ns").min(), hi=pl.col("ts_ns").max()).row(0)
@@ -355,9 +355,9 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     Args:
         path: the trace file.
         rank: force this rank (else ``distributedInfo.rank``, else the file name, else 0).
-        decoder: ``"typed"`` (msgspec, :mod:`traceparse.kineto_decode`; times converted
+        decoder: ``"typed"`` (msgspec, :mod:`traceparse.kineto.decode`; times converted
             from their JSON text) or ``"orjson"`` (full decode of the document with the
-            float/quoted-text time modes of :mod:`traceparse.kineto_io`, then reduced to
+            float/quoted-text time modes of :mod:`traceparse.kineto.io`, then reduced to
             the same events; slower, kept as the reference the typed path is tested
             against).
 

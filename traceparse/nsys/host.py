@@ -38,7 +38,7 @@ from pathlib import PurePosixPath
 import polars as pl
 
 from traceparse import schema
-from traceparse.nsys_db import NsysDB
+from traceparse.nsys.db import NsysDB
 
 OSRT = "OSRT_API"
 OVERHEAD = "PROFILER_OVERHEAD"

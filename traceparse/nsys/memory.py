@@ -19,7 +19,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse import schema
-from traceparse.nsys_db import NsysDB
+from traceparse.nsys.db import NsysDB
 
 TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
 SOURCE = "nsys " + TABLE

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceparse.ncu_tensor import tensor_exprs, tensor_peak_expr
+from traceparse.ncu.tensor import tensor_exprs, tensor_peak_expr
 
 S = "sass_thread_inst_executed_op_{}_pred_on"
 PRECISIONS = {"fp64": "d", "fp32": "f", "fp16": "h"}

@@ -25,8 +25,8 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse import schema
-from traceparse.nsys_db import NsysDB
-from traceparse.nsys_gpu import drop_bad_times, sort_by_start
+from traceparse.nsys.db import NsysDB
+from traceparse.nsys.gpu import drop_bad_times, sort_by_start
 
 NVTX = "NVTX_EVENTS"
 KIND_BY_TYPE = {34: "nvtx_mark", 59: "nvtx_push_pop", 60: "nvtx_start_end",

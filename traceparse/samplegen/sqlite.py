@@ -1,4 +1,4 @@
-"""Write a scenario (:class:`traceparse.samplegen.Scenario`) as an Nsight Systems SQLite export.
+"""Write a scenario (:class:`~traceparse.samplegen.scenarios.Scenario`) as an nsys SQLite export.
 
 The tables and columns follow what ``nsys export --type sqlite`` 2024.2 (export schema 3.11.1)
 writes; see FORMATS.md section A. The DDL below was written for traceparse from the column
@@ -19,7 +19,7 @@ from traceparse.atomic import atomic_path
 
 
 class Scenario(Protocol):
-    """What this writer reads of a :class:`traceparse.samplegen.Scenario` (a protocol, so
+    """What this writer reads of a :class:`traceparse.samplegen.scenarios.Scenario` (a protocol, so
     that ``samplegen`` imports this module and never the other way round)."""
 
     @property

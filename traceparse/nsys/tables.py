@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from traceparse.nsys_db import NsysDB
+from traceparse.nsys.db import NsysDB
 
 #: Tables read to resolve other tables' ids.
 LOOKUP = {

@@ -6,7 +6,7 @@ event list with msgspec into :class:`RawEvent` structs holding only ``ph``, ``ca
 ``name``, ``pid``, ``tid``, and the **raw JSON text** of ``ts``, ``dur`` and ``args``; an
 event's ``args`` is decoded later (:func:`decode_args`), and only for events that feed a
 table; its times are converted column-wise from their exact decimal text
-(:mod:`traceparse.kineto_times`), so no regex pass has to quote them first.
+(:mod:`traceparse.kineto.times`), so no regex pass has to quote them first.
 
 Why msgspec: on the 8-rank DLRM x20 set (129 MB) one rank file of 16.5 MB decodes in
 0.03 s into structs against 0.10 s for ``orjson.loads`` of everything, and the structs
@@ -15,7 +15,7 @@ RESULTS.md "Kineto decoding" has the measurement).
 
 The other fields keep the types JSON gave them (``Any``). Anything the typed decoder
 refuses (not JSON, not an object with ``traceEvents``, an event that is not an object)
-goes through :func:`traceparse.kineto_io.decode` (orjson, every time quoted as text),
+goes through :func:`traceparse.kineto.io.decode` (orjson, every time quoted as text),
 whose one-line errors name the problem; :func:`from_dicts` turns its events into
 :class:`Event` structs holding Python values.
 
@@ -34,9 +34,9 @@ import msgspec
 import orjson
 
 from traceparse.errors import TraceError
-from traceparse.kineto_io import decode as orjson_decode
+from traceparse.kineto.io import decode as orjson_decode
 
-#: Top-level keys :func:`traceparse.kineto.parse` reads from the header.
+#: Top-level keys :func:`traceparse.kineto.reader.parse` reads from the header.
 HEADER_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
 _NO_ARGS = msgspec.Raw()
 #: Events whose ``args`` :func:`decode_args` decodes per orjson call.
@@ -63,7 +63,7 @@ class Event(msgspec.Struct, gc=False):
 
 class RawEvent(Event, gc=False):
     """An :class:`Event` of the typed decoder: ``ts`` and ``dur`` are their undecoded JSON
-    text (empty when absent), converted exactly by :mod:`traceparse.kineto_times`."""
+    text (empty when absent), converted exactly by :mod:`traceparse.kineto.times`."""
 
     ts: msgspec.Raw = _NO_ARGS
     dur: msgspec.Raw = _NO_ARGS

@@ -7,7 +7,7 @@ lookup): ``Kernel``/``kernel``, ``Memcpy``/``gpu_memcpy``, ``Runtime``/``cuda_ru
 ``Operator``/``cpu_op``, ``gpu_user_Annotation``/``gpu_user_annotation`` ...
 
 Time: ``start_ns = round(ts * 1000)`` and ``dur_ns = round(dur * 1000)`` exactly, converted
-by the caller (:mod:`traceparse.kineto_times`) and passed in as ``times``;
+by the caller (:mod:`traceparse.kineto.times`) and passed in as ``times``;
 ``end_ns = start_ns + dur_ns``; the caller adds the clock base.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceparse.kineto_decode import Event
+from traceparse.kineto.decode import Event
 
 #: lower-cased ``cat`` -> (table, kind). Everything else is counted and skipped.
 CATEGORIES: dict[str, tuple[str, str]] = {

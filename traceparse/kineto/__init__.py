@@ -1,0 +1,32 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: ``.json``, ``.json.gz``, one file per rank.
+
+Traces from PyTorch 1.8 (2020) to 2.x (2025), CUDA and ROCm, with or without the
+``traceEvents`` wrapper, are read (FORMATS.md in the shared reference). :func:`read`
+(``traceparse.kineto.read``) parses one file, :func:`read_dir` a directory of per-rank files;
+``traceparse.load`` calls them.
+
+Modules:
+    reader   ``read`` / ``read_dir``: events -> the unified timeline, ranks, devices, ingest.
+    io       file bytes, gzip limit, header and raw event list, exact time conversion.
+    decode   typed, field-selective msgspec decoding into ``Event`` records.
+    times    exact ``ts``/``dur`` nanosecond columns from the raw JSON text.
+    events   column-wise frames for the ``gpu``, ``api`` and ``ranges`` tables.
+    link     correlation linking and derived columns (pure frame -> frame functions).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceparse.kineto.reader import read, read_dir
+
+__all__ = ["read", "read_dir"]
+
+
+def __getattr__(name: str) -> Any:
+    """``read`` and ``read_dir`` on first use (importing a submodule stays cheap)."""
+    if name in __all__:
+        from traceparse.kineto import reader
+        return getattr(reader, name)
+    raise AttributeError(f"module 'traceparse.kineto' has no attribute {name!r}")

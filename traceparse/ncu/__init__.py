@@ -1,0 +1,32 @@
+"""Nsight Compute CSV pages: ``ncu --csv --page raw|details|...`` (``--print-units base`` or not).
+
+Every page layout is read: raw (one row per launch, one column per metric), details and
+section pages (one row per metric), the roofline chart page (FORMATS.md in the shared
+reference). :func:`read` (``traceparse.ncu.read``) turns a page into a
+:class:`~traceparse.timeline.Timeline` with the ``ncu`` table; ``traceparse.load`` calls it.
+
+Modules:
+    reader    ``read``: a page -> ``ncu``, ``devices``, ``sources``, ``ingest`` tables.
+    csv       any CSV page -> launches (identity) and metrics (long).
+    labels    details-page UI labels -> metric identifiers, as data.
+    units     number and unit normalisation (thousands separators, prefixes).
+    roofline  roofline inputs (FLOPs, bytes per level, peaks) as Nsight Compute computes them.
+    tensor    tensor-core activity and precision from counters, never from kernel names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceparse.ncu.reader import read
+
+__all__ = ["read"]
+
+
+def __getattr__(name: str) -> Any:
+    """``read`` on first use (importing a submodule stays cheap)."""
+    if name in __all__:
+        from traceparse.ncu import reader
+        return getattr(reader, name)
+    raise AttributeError(f"module 'traceparse.ncu' has no attribute {name!r}")
