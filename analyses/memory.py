@@ -200,7 +200,8 @@ def op_peaks(tl: Timeline, *, top: int | None = None) -> pl.DataFrame:
         instances=pl.len(), peak_allocated_bytes=pl.col("peak_allocated_bytes").max(),
         max_rise_bytes=pl.col("rise_bytes").max(),
         total_rise_bytes=pl.col("rise_bytes").sum(),
-    ).sort(["max_rise_bytes", "name"], descending=[True, False])
+    ).sort(["max_rise_bytes", "name", "rank", "device_id"],
+           descending=[True, False, False, False])
     return out.head(top) if top else out
 
 
