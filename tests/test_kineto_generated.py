@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 import traceparse
+import traceparse.kineto.reader
 from traceparse.errors import TraceError
 from traceparse.kineto.reader import read, read_dir
 
@@ -215,7 +216,7 @@ def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
             {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
              "dur": k + 1}]})
     serial = read_dir(tmp_path, workers=1)
-    monkeypatch.setattr(traceparse.kineto, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(traceparse.kineto.reader, "PARALLEL_MIN_BYTES", 0)
     shared = read_dir(tmp_path, workers=2)
     assert shared.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
     for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
