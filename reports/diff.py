@@ -211,43 +211,54 @@ def to_markdown(c: Comparison, *, base: str, new: str, top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _sections(c: Comparison, rows: pl.DataFrame, top: int
+              ) -> list[tuple[str, list[dict[str, str]], str]]:
+    """(title, text rows, note) of each section of the text and HTML outputs: time (flagged
+    rows, then the ``top`` unflagged per level), tail, memory (device rows, flagged steps
+    and ops) and the allocations."""
+    out: list[tuple[str, list[dict[str, str]], str]] = []
+    mark = pl.col("flag").is_in(FLAGGED) | pl.col("failed")
+    time_rows = rows.filter(pl.col("section") == "time")
+    flagged = time_rows.filter(mark)
+    rest = (time_rows.filter(~mark)
+            .with_columns(pl.int_range(pl.len()).over("level").alias("_r")))
+    shown = rest.filter(pl.col("_r") < top).drop("_r")
+    hidden = rest.height - shown.height
+    out.append(("time (median per instance)",
+                human_rows(pl.concat([flagged, shown])),
+                f"{hidden} unflagged rows not shown." if hidden else ""))
+    tail = rows.filter(pl.col("section") == "tail")
+    if tail.height:
+        out.append(("tail (step wall time; interval: bootstrap of the difference)",
+                    human_rows(tail), ""))
+    mem = rows.filter(pl.col("section") == "memory")
+    if mem.height:
+        show = mem.filter((pl.col("level") == "device") | mark)
+        n = mem.height - show.height
+        out.append(("memory (peaks; steps and ops shown when flagged)", human_rows(show),
+                    f"{n} step and op rows without a flag not shown." if n else ""))
+    alloc = _alloc_rows(c, top)
+    if alloc:
+        out.append(("allocations that appeared or grew (per top-level op)", alloc, ""))
+    return out
+
+
 def to_text(c: Comparison, *, base: str, new: str, top: int = 20) -> str:
-    """Terminal text: the verdict, the gates, the time table (flagged rows and the top
-    unflagged per level), the tail and memory rows and the allocations."""
+    """Terminal text: the verdict, the gates, the notes, then :func:`_sections`."""
     from traceparse.cli.common import render_table
 
     def table(rows: list[dict[str, str]]) -> str:
+        rows = [{k: v for k, v in r.items() if k != "gate"} for r in rows]
         return render_table(pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)),
                             max_width=70) if rows else ""
 
     rows = gated_rows(c)
     out = [f"traceparse diff: {c.verdict}  ({base} -> {new})", "",
-           table(_gate_lines(c, rows))]
-    out += [n for n in c.notes]
-    time_rows = rows.filter(pl.col("section") == "time")
-    flagged = time_rows.filter(pl.col("flag").is_in(FLAGGED) | pl.col("failed"))
-    rest = (time_rows.filter(~(pl.col("flag").is_in(FLAGGED) | pl.col("failed")))
-            .with_columns(pl.int_range(pl.len()).over("level").alias("_r")))
-    t = pl.concat([flagged, rest.filter(pl.col("_r") < top).drop("_r")])
-    out += ["", "time (median per instance)", "", table(human_rows(t))]
-    if rest.height > t.height - flagged.height:
-        out.append(f"{rest.height - (t.height - flagged.height)} unflagged rows not shown.")
-    tail = rows.filter(pl.col("section") == "tail")
-    if tail.height:
-        out += ["", "tail (step wall time; interval: bootstrap of the difference)", "",
-                table(human_rows(tail))]
-    memrows = rows.filter(pl.col("section") == "memory")
-    if memrows.height:
-        show = memrows.filter((pl.col("level") == "device") | pl.col("failed")
-                              | pl.col("flag").is_in(FLAGGED))
-        out += ["", "memory (peaks; steps and ops shown when flagged)", "",
-                table(human_rows(show))]
-        if memrows.height > show.height:
-            out.append(f"{memrows.height - show.height} step and op rows without a flag "
-                       "not shown.")
-    alloc = _alloc_rows(c, top)
-    if alloc:
-        out += ["", "allocations that appeared or grew (per top-level op)", "", table(alloc)]
+           table(_gate_lines(c, rows)), *c.notes]
+    for title, data, note in _sections(c, rows, top):
+        out += ["", title, "", table(data) if data else "(none)"]
+        if note:
+            out.append(note)
     return "\n".join(x.rstrip("\n") for x in out) + "\n"
 
 
@@ -259,30 +270,27 @@ max-width:60em;overflow-wrap:anywhere}tr.regression{background:#fdd}
 tr.improvement{background:#dfd}tr.FAILED{background:#f99}</style></head><body>
 <h1>traceparse diff: {{ base }} &rarr; {{ new }}</h1>
 <p><b>{{ verdict }}</b></p>
+{% for n in notes %}<p>{{ n }}</p>{% endfor %}
 {% for t in tables %}<h2>{{ t.title }}</h2>
 <table><tr>{% for c in t.cols %}<th>{{ c }}</th>{% endfor %}</tr>
 {% for r in t.rows %}<tr class="{{ r.get('flag', '') }} {{ r.get('failed', '') }}">
 {% for c in t.cols %}<td{% if c in ('name', 'op', 'new sizes') %} class="n"{% endif %}>
 {{ r[c] }}</td>{% endfor %}</tr>
-{% endfor %}</table>{% endfor %}
-{% for n in notes %}<p>{{ n }}</p>{% endfor %}
-{% if hidden %}<p>{{ hidden }} compared rows without a flag not shown.</p>{% endif %}
+{% endfor %}</table>
+{% if t.note %}<p>{{ t.note }}</p>{% endif %}{% endfor %}
 </body></html>
 """
 
 
 def to_html(c: Comparison, *, base: str, new: str, top: int = 20) -> str:
-    """Self-contained HTML: verdict, gates, flagged rows, allocations; all autoescaped."""
+    """Self-contained HTML: verdict, notes, gates and :func:`_sections`; all autoescaped."""
     import jinja2
 
     rows = gated_rows(c)
-    shown, hidden = _shown(rows, top)
-    tables = []
-    for title, data in (("gates", _gate_lines(c, rows)),
-                        ("failed and flagged", human_rows(shown)),
-                        ("allocations that appeared or grew", _alloc_rows(c, top))):
-        if data:
-            tables.append({"title": title, "cols": list(data[0]), "rows": data})
+    tables = [{"title": "gates", "cols": list(_gate_lines(c, rows)[0]),
+               "rows": _gate_lines(c, rows), "note": ""}]
+    tables += [{"title": title, "cols": list(data[0]), "rows": data, "note": note}
+               for title, data, note in _sections(c, rows, top) if data]
     env = jinja2.Environment(autoescape=True)
     return env.from_string(_HTML).render(base=base, new=new, verdict=c.verdict,
-                                         tables=tables, notes=c.notes, hidden=hidden)
+                                         tables=tables, notes=c.notes)

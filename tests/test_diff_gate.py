@@ -4,12 +4,15 @@ that falls, identical runs), the renderers, and the CLI's exit codes and formats
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from tests.conftest import TRACES
 from traceparse import schema
 from traceparse.analyses import diff_tail as dt
 from traceparse.analyses.diff import Thresholds, compare
@@ -227,3 +230,147 @@ def test_renderers_verdict_first_and_json_rows() -> None:
     assert doc["allocations"][0]["rise_change_bytes"] == 512 * MiB
     html = render.to_html(c, base="b<1>", new="n&2")
     assert "b&lt;1&gt;" in html and "n&amp;2" in html and "<1>" not in html
+
+
+# -- real pair: a shared trace against a copy of itself with a planted allocation ---------
+
+HOST_SYNC = TRACES / "gpu" / "scenarios" / "host_sync-bottleneck.json.gz"
+PLANT = 512 * MiB
+
+
+def _plant(src: Path, dst: Path, step: str = "ProfilerStep#3", op: str = "aten::matmul"
+           ) -> dict[str, float]:
+    """Copy ``src`` to ``dst`` (never modifying ``src``) with one 512 MiB block planted in
+    the first top-level ``op`` of ``step``: a ``[memory]`` event of +512 MiB 1 us after the
+    op starts and one of -512 MiB 1 us before it ends, on the op's device; the ``Total
+    Allocated`` of every ``[memory]`` event of that device between them is raised by 512 MiB,
+    and ``Total Reserved`` from the first one to the end of the trace (the caching allocator
+    keeps the segment). Returns the window times (us) for the test's own replay."""
+    data = json.loads(gzip.decompress(src.read_bytes()))
+    ev = data["traceEvents"]
+    st = next(e for e in ev if e.get("name") == step and e.get("ph") == "X")
+    s0, s1 = st["ts"], st["ts"] + st["dur"]
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X"]
+    o = next(e for e in sorted(ops, key=lambda e: e["ts"])
+             if e["name"] == op and s0 <= e["ts"] < s1)
+    # top-level: no other cpu_op of its thread encloses it
+    assert not any(p is not o and p["tid"] == o["tid"] and p["ts"] <= o["ts"]
+                   and p["ts"] + p["dur"] >= o["ts"] + o["dur"] for p in ops)
+    mem = sorted((e for e in ev if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    dev = mem[0]["args"]["Device Id"]
+    t_in, t_out = o["ts"] + 1.0, o["ts"] + o["dur"] - 1.0
+    before = [e for e in mem if e["args"]["Device Id"] == dev and e["ts"] < t_in]
+    alloc0, res0 = (before[-1]["args"]["Total Allocated"], before[-1]["args"]["Total Reserved"]) \
+        if before else (0, 0)
+    for e in mem:
+        a = e["args"]
+        if a["Device Id"] != dev:
+            continue
+        if t_in < e["ts"] < t_out:
+            a["Total Allocated"] += PLANT
+        if e["ts"] > t_in:
+            a["Total Reserved"] += PLANT
+    at_out = [e for e in mem if e["args"]["Device Id"] == dev and e["ts"] < t_out][-1]["args"]
+    template = {k: v for k, v in before[-1].items() if k != "args"}
+    ev.append({**template, "ts": t_in, "args": {
+        **before[-1]["args"], "Bytes": PLANT, "Total Allocated": alloc0 + PLANT,
+        "Total Reserved": res0 + PLANT, "Addr": 1}})
+    ev.append({**template, "ts": t_out, "args": {
+        **before[-1]["args"], "Bytes": -PLANT,
+        "Total Allocated": at_out["Total Allocated"] - PLANT,
+        "Total Reserved": at_out["Total Reserved"], "Addr": 1}})
+    dst.write_text(json.dumps(data))
+    return {"step_start": s0, "step_end": s1, "op_start": o["ts"], "op_end": o["ts"] + o["dur"],
+            "device": dev}
+
+
+def _replay_peak(path: Path, dev: int, s: float, e: float, key: str = "Total Allocated"
+                 ) -> int:
+    """Independent replay of the file's own [memory] events: the level in force at ``s``
+    and every level recorded in ``[s, e)`` (us), max."""
+    raw = path.read_bytes()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    mem = sorted((e2 for e2 in data["traceEvents"] if e2.get("name") == "[memory]"
+                  and e2["args"]["Device Id"] == dev), key=lambda x: x["ts"])
+    before = [m["args"][key] for m in mem if m["ts"] < s]
+    inside = [m["args"][key] for m in mem if s <= m["ts"] < e]
+    return max(([before[-1]] if before else [0]) + inside)
+
+
+@pytest.mark.shared
+def test_real_trace_against_copy_with_planted_allocation(tmp_path: Path) -> None:
+    from traceparse.loader import load
+
+    planted = tmp_path / "host_sync-planted.json"
+    w = _plant(HOST_SYNC, planted)
+    dev = int(w["device"])
+    base, new = load(HOST_SYNC), load(planted)
+    c = compare(base, new, thresholds=Thresholds(time_pct=10.0, tail_pct=10.0,
+                                                 memory_bytes=256 * MiB))
+    m = c.memory
+    want = {}
+    for label, (s, e) in {"step": (w["step_start"], w["step_end"]),
+                          "op": (w["op_start"], w["op_end"])}.items():
+        want[label] = (_replay_peak(HOST_SYNC, dev, s, e), _replay_peak(planted, dev, s, e))
+    # the step's peak moves from its own base peak to the level in the matmul + 512 MiB: on
+    # this trace 234,885,632 -> 234,881,536 + 536,870,912 = 771,752,448 B (the base step
+    # peaks 4,096 B above the level the block was planted on)
+    step = m.filter((pl.col("level") == "step")
+                    & pl.col("name").str.ends_with("ProfilerStep#3")
+                    & (pl.col("metric") == "peak allocated")).row(0, named=True)
+    assert (step["base"], step["new"]) == want["step"]
+    assert step["change"] == want["step"][1] - want["step"][0] == 536_866_816
+    assert step["failed"]
+    others = m.filter((pl.col("level") == "step") & ~pl.col("name").str.ends_with("#3")
+                      & (pl.col("metric") == "peak allocated"))
+    assert others.height == 5 and (others["change"] == 0).all()
+    dev_row = m.filter((pl.col("level") == "device") & (pl.col("metric") == "peak allocated"))
+    everywhere = (_replay_peak(HOST_SYNC, dev, -1, 1e30), _replay_peak(planted, dev, -1, 1e30))
+    assert tuple(dev_row.row(0)[5:7]) == everywhere
+    # the op's highest peak over its 24 instances: the planted one
+    mm = m.filter((pl.col("level") == "op") & (pl.col("name") == "aten::matmul")
+                  & (pl.col("metric") == "peak allocated")).row(0, named=True)
+    assert mm["new"] == want["op"][1] == want["op"][0] + PLANT
+    a = c.allocations.row(0, named=True)
+    assert a["op"] == "aten::matmul" and a["new_sizes"].startswith(f"1 x {PLANT} B")
+    # the copy runs the same events: neither time nor tail moved
+    assert c.failed == {"time": False, "tail": False, "memory": True}
+    assert c.verdict == "FAIL (memory)"
+
+
+@pytest.mark.shared
+def test_cli_gates_on_planted_copy(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+
+    planted = tmp_path / "planted.json"
+    _plant(HOST_SYNC, planted)
+    src_bytes = HOST_SYNC.read_bytes()
+
+    def run(*args: str) -> tuple[int, str]:
+        res = CliRunner().invoke(main, ["--no-cache", "diff", str(HOST_SYNC), str(planted),
+                                        *args])
+        return res.exit_code, res.output
+
+    code, out = run("--fail-memory-above-bytes", "256MiB", "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["verdict"] == "FAIL (memory)"
+    assert all(r["failed"] is False for r in doc["rows"] if r["section"] != "memory")
+    code, out = run("--fail-memory-above-bytes", "1GiB", "--fail-above", "10",
+                    "--fail-tail-above", "10", "--format", "markdown")
+    assert code == 0 and out.startswith("**traceparse diff: PASS**")
+    code, out = run("--fail-memory-above", "100")  # +229 % on the step
+    assert code == 1 and "FAIL (memory)" in out.splitlines()[0]
+    code, out = run("--fail-memory-above-bytes", "lots")
+    assert code == 2 and "--fail-memory-above-bytes" in out
+    assert HOST_SYNC.read_bytes() == src_bytes  # the input is never modified
+
+
+@pytest.mark.shared
+def test_real_trace_against_itself_passes_every_gate() -> None:
+    from traceparse.loader import load
+
+    tl = load(HOST_SYNC)
+    c = compare(tl, tl, thresholds=Thresholds(0.0, 0.0, 0.0, 0))
+    assert c.verdict == "PASS" and c.memory.height > 0 and c.tail.height == 3
