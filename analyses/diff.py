@@ -228,7 +228,7 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
         notes.append(note)
     if not walls[0].height and not walls[1].height:
         notes.append("tail: not compared: neither trace has steps (ProfilerStep#N, serving "
-                     "step annotations or --steps REGEX)")
+                     "step annotations or --steps REGEX; graph-capture steps are left out)")
     return Comparison(
         time=d.with_columns(time_failed(d, th.time_pct)),
         tail=t.with_columns(dt.tail_failed(t, th.tail_pct)),

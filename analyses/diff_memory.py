@@ -70,6 +70,8 @@ def _pairs(a: pl.DataFrame, b: pl.DataFrame, keys: list[str], level: str,
         for col, metric in METRICS:
             va = ra.get(col) if ra else None
             vb = rb.get(col) if rb else None
+            if not (va or 0) > 0 and not (vb or 0) > 0 and col == "peak_reserved_bytes":
+                continue  # no reservation recorded (Kineto host events: always 0)
             if va is None and vb is None:
                 continue
             change = vb - va if va is not None and vb is not None else None

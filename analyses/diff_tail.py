@@ -131,6 +131,8 @@ def _row(name: str, metric: str, na: int, nb: int, base: float | None, new: floa
 
 
 def _groups(sa: pl.DataFrame, sb: pl.DataFrame) -> list[tuple[str, pl.Expr]]:
+    if not sa.height and not sb.height:
+        return []
     out: list[tuple[str, pl.Expr]] = [("all steps", pl.lit(True))]
     phases = set(sa["phase"].to_list()) | set(sb["phase"].to_list())
     out += [(p, pl.col("phase") == p) for p in SERVING if p in phases]

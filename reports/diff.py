@@ -171,12 +171,18 @@ def _shown(rows: pl.DataFrame, top: int) -> tuple[pl.DataFrame, int]:
     return pick.drop("_k", "_s", "_a"), rows.height - pick.height
 
 
-def _md_table(rows: list[dict[str, str]]) -> list[str]:
+def _md_table(rows: list[dict[str, str]], width: int = 80) -> list[str]:
+    """A Markdown table; cells cut to ``width`` characters (long kernel names)."""
     if not rows:
         return []
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
+    def cell(col: str, text: str) -> str:
+        text = units.shorten(text, width).replace("|", "\\|")
+        # names as code: GitHub would take a kernel's <...> for an HTML tag
+        return f"`{text.replace('`', chr(39))}`" if col in ("name", "op") and text else text
+
+    lines += ["| " + " | ".join(cell(c, r[c]) for c in cols) + " |" for r in rows]
     return lines
 
 
