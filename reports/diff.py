@@ -146,7 +146,7 @@ def _gate_lines(c: Comparison, rows: pl.DataFrame) -> list[dict[str, str]]:
         reg = int((part["flag"] == "regression").sum())
         bad = int(part["failed"].sum())
         status = "FAIL" if bad else ("pass" if th != "not gated" else "-")
-        if gate == "memory" and part.height == 0:
+        if part.height == 0 and gate != "time":
             status = "not compared"
         out.append({"gate": gate, "compares": what, "threshold": th,
                     "result": status, "failed": str(bad), "regressions": str(reg),
@@ -204,9 +204,9 @@ def to_markdown(c: Comparison, *, base: str, new: str, top: int = 10) -> str:
     shown, hidden = _shown(rows, top)
     lines = [f"**traceparse diff: {c.verdict}** `{base}` -> `{new}`", ""]
     lines += _md_table(_gate_lines(c, rows))
-    lines += [""] + [f"- {n}" for n in c.notes] + ([""] if c.notes else [])
+    lines += [""] + [f"- {n}" for n in c.notes]
     if shown.height:
-        lines += _md_table(human_rows(shown))
+        lines += ([""] if c.notes else []) + _md_table(human_rows(shown))
     if hidden:
         lines += ["", f"{hidden} compared rows without a flag not shown (`--format json` "
                       "has every row)."]
@@ -253,14 +253,14 @@ def to_text(c: Comparison, *, base: str, new: str, top: int = 20) -> str:
     """Terminal text: the verdict, the gates, the notes, then :func:`_sections`."""
     from traceparse.cli.common import render_table
 
-    def table(rows: list[dict[str, str]]) -> str:
-        rows = [{k: v for k, v in r.items() if k != "gate"} for r in rows]
+    def table(rows: list[dict[str, str]], drop: str = "gate") -> str:
+        rows = [{k: v for k, v in r.items() if k != drop} for r in rows]
         return render_table(pl.DataFrame(rows, schema=dict.fromkeys(rows[0], pl.String)),
                             max_width=70) if rows else ""
 
     rows = gated_rows(c)
     out = [f"traceparse diff: {c.verdict}  ({base} -> {new})", "",
-           table(_gate_lines(c, rows)), *c.notes]
+           table(_gate_lines(c, rows), drop=""), *c.notes]
     for title, data, note in _sections(c, rows, top):
         out += ["", title, "", table(data) if data else "(none)"]
         if note:

@@ -374,3 +374,44 @@ def test_real_trace_against_itself_passes_every_gate() -> None:
     tl = load(HOST_SYNC)
     c = compare(tl, tl, thresholds=Thresholds(0.0, 0.0, 0.0, 0))
     assert c.verdict == "PASS" and c.memory.height > 0 and c.tail.height == 3
+
+
+SCENARIOS = TRACES / "gpu" / "scenarios"
+PAIRS = sorted(p.name.removesuffix("-bottleneck.json.gz")
+               for p in SCENARIOS.glob("*-bottleneck.json.gz")) if SCENARIOS.is_dir() else []
+
+
+def _raw_maxima(path: Path) -> dict[int, tuple[int, int]]:
+    """Per ``Device Id``: the largest ``Total Allocated`` and ``Total Reserved`` of the
+    file's own [memory] events."""
+    ev = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    out: dict[int, tuple[int, int]] = {}
+    for e in ev:
+        if e.get("name") == "[memory]":
+            a = e["args"]
+            d = a["Device Id"]
+            old = out.get(d, (a["Total Allocated"], a["Total Reserved"]))
+            out[d] = (max(old[0], a["Total Allocated"]), max(old[1], a["Total Reserved"]))
+    return out
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", PAIRS)
+def test_scenario_pairs_device_peaks_are_the_files_maxima(name: str) -> None:
+    """bottleneck -> twin of each GPU scenario: the device rows are the maxima of the
+    files' own totals; a side without [memory] events gives the one-line note instead."""
+    from traceparse.loader import load
+
+    b, n = SCENARIOS / f"{name}-bottleneck.json.gz", SCENARIOS / f"{name}-twin.json.gz"
+    c = compare(load(b), load(n), names=(b.name, n.name))
+    rb, rn = _raw_maxima(b), _raw_maxima(n)
+    if not rb or not rn:
+        assert c.memory.height == 0 and len([x for x in c.notes if "memory" in x]) == 1
+        assert "recorded no memory events" in c.notes[0]
+        return
+    dev = c.memory.filter(pl.col("level") == "device")
+    for r in dev.iter_rows(named=True):
+        i = 0 if r["metric"] == "peak allocated" else 1
+        assert r["base"] == (rb[r["device_id"]][i] if r["device_id"] in rb else None)
+        assert r["new"] == (rn[r["device_id"]][i] if r["device_id"] in rn else None)
+    assert {r for r in dev["device_id"].to_list()} == set(rb) | set(rn)
