@@ -10,7 +10,8 @@ capture steps (phase ``capture``) record work instead of running it and are left
 interpolation). Both samples are resampled with replacement ``B = 2000`` times from a
 fixed seed (the same input always gives the same interval) and the statistic recomputed;
 the ``1 - alpha`` percentile interval of those differences is reported (``ci_low``,
-``ci_high``) with the bootstrap two-sided p-value ``2 * min(P*(d <= 0), P*(d >= 0))``.
+``ci_high``) with the bootstrap two-sided p-value ``2 (min(#(d <= 0), #(d >= 0)) + 1) /
+(B + 1)``.
 A rank test such as Mann-Whitney compares whole distributions and is dominated by the
 bulk: it does not answer "did P99 move", and a shift of the top 2 % of steps barely moves
 the rank sum. The bootstrap of the quantile difference asks exactly that question, needs
@@ -71,11 +72,18 @@ def _boot_quantile(x: np.ndarray, q: float, rng: np.random.Generator, n_boot: in
     return np.concatenate(out)
 
 
+def _boot_p(d: np.ndarray) -> float:
+    """Two-sided bootstrap p-value ``2 min(#(d <= 0) + 1, #(d >= 0) + 1) / (B + 1)``
+    (never 0: B resamples cannot show a probability below 1 / (B + 1))."""
+    k = min(int((d <= 0).sum()), int((d >= 0).sum()))
+    return min(1.0, 2.0 * (k + 1) / (d.size + 1))
+
+
 def bootstrap_quantile_diff(a: Any, b: Any, q: float, *, alpha: float = 0.01,
                             n_boot: int = BOOTSTRAP, seed: int = SEED
                             ) -> tuple[float, float, float]:
     """``(ci_low, ci_high, p)`` of ``Q_q(b) - Q_q(a)``: percentile bootstrap, ``n_boot``
-    resamples of each side from ``seed``; ``p = 2 min(P*(d <= 0), P*(d >= 0))``.
+    resamples of each side from ``seed``; ``p`` from :func:`_boot_p`.
 
     Example:
         a = b = [1, 2, 3]: every resample pair is drawn from the same values, the interval
@@ -86,7 +94,7 @@ def bootstrap_quantile_diff(a: Any, b: Any, q: float, *, alpha: float = 0.01,
     rng = np.random.default_rng(seed)
     d = _boot_quantile(xb, q, rng, n_boot) - _boot_quantile(xa, q, rng, n_boot)
     lo, hi = np.quantile(d, [alpha / 2.0, 1.0 - alpha / 2.0])
-    p = min(1.0, 2.0 * min(float((d <= 0).mean()), float((d >= 0).mean())))
+    p = _boot_p(d)
     return float(lo), float(hi), p
 
 
@@ -104,7 +112,7 @@ def bootstrap_ratio_diff(ta: Any, wa: Any, tb: Any, wb: Any, *, alpha: float = 0
 
     d = boot(tb, wb) - boot(ta, wa)
     lo, hi = np.quantile(d, [alpha / 2.0, 1.0 - alpha / 2.0])
-    p = min(1.0, 2.0 * min(float((d <= 0).mean()), float((d >= 0).mean())))
+    p = _boot_p(d)
     return float(lo), float(hi), p
 
 
