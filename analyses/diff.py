@@ -23,6 +23,7 @@ installed).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -72,9 +73,12 @@ def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
     return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
 
 
-def instances(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
-    """Instance durations of every level: ``level, name, dur_ns``."""
-    from traceparse.analyses.steps import step_windows
+def instances(tl: Timeline, *, step_regex: str | None = None,
+              walls: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Instance durations of every level: ``level, name, dur_ns``. Steps are the rows of
+    :func:`traceparse.analyses.diff_tail.step_walls` (``walls`` when already computed), so
+    the step median here and the tail's P50 are one computation."""
+    from traceparse.analyses.diff_tail import step_walls
 
     g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
     parts = [
@@ -85,16 +89,17 @@ def instances(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
         tl.ranges.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
         .select(pl.lit("op").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
     ]
-    st = step_windows(tl, step_regex=step_regex)
+    st = walls if walls is not None else step_walls(tl, step_regex=step_regex)
     if st.height:
         parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
-                               (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
+                               pl.col("wall_ns").alias("dur_ns")))
     return pl.concat([p.cast({"dur_ns": pl.Int64}) for p in parts])
 
 
 def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
          min_effect_pct: float = 5.0, min_n: int = 3,
-         step_regex: str | None = None) -> pl.DataFrame:
+         step_regex: str | None = None,
+         walls: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
     """Per-key comparison of two timelines (see the module docstring).
 
     Returns:
@@ -102,8 +107,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
         base_total_ns, new_total_ns, total_delta_ns, p_value, flag`` sorted by level
         (step, category, op, kernel) then |total_delta_ns| descending.
     """
-    ib = instances(base, step_regex=step_regex)
-    inew = instances(new, step_regex=step_regex)
+    ib = instances(base, step_regex=step_regex, walls=walls[0] if walls else None)
+    inew = instances(new, step_regex=step_regex, walls=walls[1] if walls else None)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
     gn = {k: v["dur_ns"].to_numpy() for k, v in inew.group_by("level", "name")}
     rows = []
@@ -143,9 +148,90 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
                     "p_value", "flag"))
 
 
+def time_failed(d: pl.DataFrame, fail_above_pct: float | None) -> pl.Series:
+    """Per row: a flagged regression whose median rose by more than ``fail_above_pct`` %."""
+    if fail_above_pct is None or d.height == 0:
+        return pl.Series("failed", [False] * d.height, dtype=pl.Boolean)
+    return d.select(((pl.col("flag") == "regression") & (pl.col("delta_pct") > fail_above_pct))
+                    .fill_null(False).alias("failed"))["failed"]
+
+
 def gate(d: pl.DataFrame, fail_above_pct: float | None) -> bool:
     """True when a flagged regression's median rose by more than ``fail_above_pct``."""
-    if fail_above_pct is None:
-        return False
-    bad = d.filter((pl.col("flag") == "regression") & (pl.col("delta_pct") > fail_above_pct))
-    return bad.height > 0
+    return bool(time_failed(d, fail_above_pct).any())
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The gate: ``time_pct`` (``--fail-above``), ``tail_pct`` (``--fail-tail-above``),
+    ``memory_pct`` / ``memory_bytes`` (``--fail-memory-above`` / ``-bytes``); None = not
+    gated."""
+
+    time_pct: float | None = None
+    tail_pct: float | None = None
+    memory_pct: float | None = None
+    memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``traceparse diff`` shows; each gated frame has a ``failed`` column."""
+
+    time: pl.DataFrame
+    tail: pl.DataFrame
+    memory: pl.DataFrame
+    allocations: pl.DataFrame
+    notes: tuple[str, ...]
+    thresholds: Thresholds
+    steps: tuple[int, int]
+
+    @property
+    def failed(self) -> dict[str, bool]:
+        """Per gate (time, tail, memory): whether any of its rows failed."""
+        return {"time": bool(self.time["failed"].any()),
+                "tail": bool(self.tail["failed"].any()),
+                "memory": bool(self.memory["failed"].any())}
+
+    @property
+    def verdict(self) -> str:
+        """``FAIL (time, memory)`` / ``PASS`` (gates given) / ``no gate`` (none given)."""
+        bad = [k for k, v in self.failed.items() if v]
+        if bad:
+            return f"FAIL ({', '.join(bad)})"
+        t = self.thresholds
+        given = [v for v in (t.time_pct, t.tail_pct, t.memory_pct, t.memory_bytes)
+                 if v is not None]
+        return "PASS" if given else "no gate"
+
+
+def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", "NEW"),
+            thresholds: Thresholds | None = None, alpha: float = 0.01,
+            min_effect_pct: float = 5.0, min_n: int = 3, step_regex: str | None = None,
+            top_allocations: int | None = 50) -> Comparison:
+    """Time (:func:`diff`), tail (:func:`traceparse.analyses.diff_tail.tail_diff`) and
+    memory (:func:`traceparse.analyses.diff_memory.memory_diff`) of NEW against BASE, each
+    with its ``failed`` column under ``thresholds`` (docs/diff.md)."""
+    from traceparse.analyses import diff_memory as dm
+    from traceparse.analyses import diff_tail as dt
+
+    th = thresholds or Thresholds()
+    walls = (dt.step_walls(base, step_regex=step_regex),
+             dt.step_walls(new, step_regex=step_regex))
+    d = diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
+             step_regex=step_regex, walls=walls)
+    t = dt.tail_diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
+                     walls=walls)
+    m = dm.memory_diff(base, new, walls, min_effect_pct=min_effect_pct)
+    notes = []
+    note = dm.absent_note(base, new, *names)
+    if note:
+        notes.append(note)
+    if not walls[0].height and not walls[1].height:
+        notes.append("tail: not compared: neither trace has steps (ProfilerStep#N, serving "
+                     "step annotations or --steps REGEX; graph-capture steps are left out)")
+    return Comparison(
+        time=d.with_columns(time_failed(d, th.time_pct)),
+        tail=t.with_columns(dt.tail_failed(t, th.tail_pct)),
+        memory=m.with_columns(dm.memory_failed(m, th.memory_pct, th.memory_bytes)),
+        allocations=dm.allocation_changes(base, new, top=top_allocations),
+        notes=tuple(notes), thresholds=th, steps=(walls[0].height, walls[1].height))

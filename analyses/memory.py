@@ -183,7 +183,8 @@ def top_level_ops(tl: Timeline, *, kinds: Sequence[str] = ("cpu_op",)) -> pl.Dat
 
 
 def op_peaks(tl: Timeline, *, top: int | None = None) -> pl.DataFrame:
-    """Per top-level op name: instances, max peak and max rise of the allocated level.
+    """Per top-level op name: instances, max peak and max rise of the allocated level
+    (and the max reserved level, null where the source records none).
 
     Kineto ``cpu_op`` ranges at depth 0; for nsys, outermost NVTX push/pop ranges.
     """
@@ -200,6 +201,7 @@ def op_peaks(tl: Timeline, *, top: int | None = None) -> pl.DataFrame:
         instances=pl.len(), peak_allocated_bytes=pl.col("peak_allocated_bytes").max(),
         max_rise_bytes=pl.col("rise_bytes").max(),
         total_rise_bytes=pl.col("rise_bytes").sum(),
+        peak_reserved_bytes=pl.col("peak_reserved_bytes").max(),
     ).sort(["max_rise_bytes", "name", "rank", "device_id"],
            descending=[True, False, False, False])
     return out.head(top) if top else out

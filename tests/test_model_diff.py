@@ -137,14 +137,23 @@ def test_diff_cli_bad_input_exit_2(tmp_path: Path) -> None:
 
 
 def test_renderers_escape() -> None:
+    from traceparse.analyses import diff_memory, diff_tail
+    from traceparse.analyses.diff import Comparison, Thresholds
+
     d = pl.DataFrame({"level": ["kernel"], "name": ["a<b>&|c"], "n_base": [3], "n_new": [3],
                       "base_median_ns": [1.0], "new_median_ns": [2.0], "delta_pct": [100.0],
                       "base_total_ns": [3], "new_total_ns": [6], "total_delta_ns": [3],
-                      "p_value": [0.001], "flag": ["regression"]})
-    html = to_html(d, base="x", new="<y>")
-    assert "a&lt;b&gt;&amp;|c" in html and "&lt;y&gt;" in html and "<b>" not in html
-    md = to_markdown(d, base="x", new="y")
-    assert "a<b>&\\|c" in md and "1 regressions" in md
+                      "p_value": [0.001], "flag": ["regression"], "failed": [True]})
+    no = {"failed": pl.Boolean}
+    c = Comparison(time=d, tail=pl.DataFrame(schema={**diff_tail.SCHEMA, **no}),
+                   memory=pl.DataFrame(schema={**diff_memory.SCHEMA, **no}),
+                   allocations=pl.DataFrame(schema=diff_memory.ALLOC_SCHEMA), notes=(),
+                   thresholds=Thresholds(time_pct=50.0), steps=(0, 0))
+    html = to_html(c, base="x", new="<y>")
+    assert "a&lt;b&gt;&amp;|c" in html and "&lt;y&gt;" in html and "<b>a" not in html
+    md = to_markdown(c, base="x", new="y")
+    assert md.startswith("**traceparse diff: FAIL (time)**")
+    assert "a<b>&\\|c" in md and "FAILED" in md
 
 
 def test_calibrate_cli_and_exports(tmp_path: Path) -> None:

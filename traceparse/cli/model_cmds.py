@@ -134,24 +134,53 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
     _emit_frame(frame, fmt, output)
 
 
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """``536870912``, ``512MiB``, ``0.5 GB`` -> bytes; a bad size is a usage error (exit 2)."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]*)\s*", text)
+    unit = m[2].lower() if m else ""
+    if not m or unit not in _SIZE_UNITS:
+        raise UsageError(None, f"--fail-memory-above-bytes {text!r}: expected a size such as "
+                               "536870912, 512MiB or 0.5GB")
+    return int(float(m[1]) * _SIZE_UNITS[unit])
+
+
 @main.command("diff")
 @click.argument("base", type=click.Path())
 @click.argument("new", type=click.Path())
 @click.option("--fail-above", "fail_above", type=float, default=None, metavar="PCT",
-              help="Exit 1 when a flagged regression's median rose by more than PCT %.")
+              help="Exit 1 when a flagged time regression's median rose by more than PCT %.")
+@click.option("--fail-tail-above", "fail_tail_above", type=float, default=None,
+              metavar="PCT", help="Exit 1 when a step P50/P95/P99 flagged as a regression "
+                                  "rose (or tokens/s fell) by more than PCT %.")
+@click.option("--fail-memory-above", "fail_memory_above", type=float, default=None,
+              metavar="PCT", help="Exit 1 when a peak (allocated or reserved; per device, "
+                                  "step or top-level op) grew by more than PCT %.")
+@click.option("--fail-memory-above-bytes", "fail_memory_above_bytes", default=None,
+              metavar="SIZE", help="Exit 1 when a peak grew by more than SIZE (536870912, "
+                                   "512MiB); with --fail-memory-above both must be exceeded.")
 @click.option("--alpha", type=float, default=0.01, show_default=True,
-              help="Significance level of the Mann-Whitney U test.")
+              help="Significance level of the tests (Mann-Whitney; bootstrap interval "
+                   "1 - alpha).")
 @click.option("--min-effect", type=float, default=5.0, show_default=True,
-              help="Smallest median change (%) that is flagged.")
+              help="Smallest change (%) that is flagged.")
 @steps_option
 @output_options(formats=("table", "csv", "json", "markdown", "html"))
 @click.pass_context
-def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None, alpha: float,
-             min_effect: float, steps: str | None, fmt: str, output: str | None,
-             force: bool) -> None:
-    """Per kernel, op, category and step deltas of NEW against BASE (each one trace file or
-    rank directory); only changes that run-to-run noise does not explain are flagged. Exit 1
-    when --fail-above is exceeded."""
+def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None,
+             fail_tail_above: float | None, fail_memory_above: float | None,
+             fail_memory_above_bytes: str | None, alpha: float, min_effect: float,
+             steps: str | None, fmt: str, output: str | None, force: bool) -> None:
+    """Time, tail latency and memory footprint of NEW against BASE (each one trace file or
+    rank directory): per kernel, op, category and step medians, step P50/P95/P99 and
+    tokens/s, peak allocated/reserved per device, step and op (docs/diff.md). Only changes
+    that run-to-run noise does not explain are flagged. Exit 1 when a --fail-* threshold
+    is exceeded."""
     import os
 
     from traceparse.analyses import diff as df
@@ -159,14 +188,22 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None, 
 
     if output is not None:
         check_output(output)
-    d = df.diff(load_traces([base]), load_traces([new]), alpha=alpha,
-                min_effect_pct=min_effect, step_regex=steps)
+    th = df.Thresholds(time_pct=fail_above, tail_pct=fail_tail_above,
+                       memory_pct=fail_memory_above,
+                       memory_bytes=None if fail_memory_above_bytes is None
+                       else parse_size(fail_memory_above_bytes))
     b, n = os.path.basename(base), os.path.basename(new)
+    c = df.compare(load_traces([base]), load_traces([new]), names=(b, n), thresholds=th,
+                   alpha=alpha, min_effect_pct=min_effect, step_regex=steps)
     if fmt == "markdown":
-        emit(diff_render.to_markdown(d, base=b, new=n), output)
+        emit(diff_render.to_markdown(c, base=b, new=n), output)
     elif fmt == "html":
-        emit(diff_render.to_html(d, base=b, new=n), output)
+        emit(diff_render.to_html(c, base=b, new=n), output)
+    elif fmt == "json":
+        emit(diff_render.to_json(c, base=b, new=n), output)
+    elif fmt == "csv":
+        emit(render(diff_render.gated_rows(c), "csv"), output)
     else:
-        _emit_frame(d, fmt, output)
-    if df.gate(d, fail_above):
+        emit(diff_render.to_text(c, base=b, new=n), output)
+    if any(c.failed.values()):
         ctx.exit(1)
