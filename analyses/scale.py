@@ -63,6 +63,15 @@ def _curve(curves: list[dict[str, Any]], cls: str, prec: str) -> tuple[dict[str,
     return {}, "measured"
 
 
+def _l2_bytes(device: dict[str, Any]) -> float | None:
+    """L2 size of the calibrated GPU (``roofline/data/gpus.csv``), None when unknown."""
+    from traceparse.roofline import gpus
+
+    row = gpus.match(device.get("ceiling_table_row") or device.get("device_model"))
+    mb = row.get("l2_mb") if row else None
+    return float(mb) * 2**20 if isinstance(mb, int | float) and mb > 0 else None
+
+
 def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | None:
     if not f or f.get("model") != "alpha_beta" or not np.isfinite(nbytes) or nbytes <= 0:
         return None
@@ -96,6 +105,12 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float
     prec = t["precision"].fill_null("fp32").to_list()
     byte_ratio = (t["bytes_f"] / t["bytes"]).fill_null(1.0).fill_nan(1.0).to_numpy()
     used: dict[str, int] = {}
+    l2 = _l2_bytes(device)
+    dram = roofs.get("dram", 0.0)
+    l2 = l2 if dram > 0 else None
+    bf = t["bytes_f"].fill_null(0.0).to_numpy()
+    b0 = t["bytes"].fill_null(0.0).to_numpy()
+    op_t = t["op_time_ns"].fill_null(0).to_numpy().astype(np.float64)
     memset = (device.get("memset") or {}).get("fit")
     copies = device.get("memcpy") or []
     for i in range(n):
@@ -123,7 +138,13 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float
         if not c:
             continue
         h = float(c["roof_half_ns"])
-        pred[i] = meas[i] * (r1[i] + h) / (r0[i] + h)
+        ratio = (r1[i] + h) / (r0[i] + h)
+        if l2 and bf[i] > l2 and op_t[i] > 0:
+            # the scaled op's bytes no longer fit in L2: it cannot beat DRAM bandwidth, so
+            # its time grows at least as its DRAM time (from whichever is longer at the
+            # traced size, the measurement or the DRAM time: F = 1 stays the measurement)
+            ratio = max(ratio, bf[i] / max(op_t[i] * dram / 1e9, b0[i]))
+        pred[i] = meas[i] * ratio
         src[i] = s
         key = f"{c['class']}/{c['precision']}"
         used[key] = used.get(key, 0) + 1

@@ -130,6 +130,24 @@ def test_gemm_only_step_scaled_x2_in_m() -> None:
     assert _step(pooled) == 35000 and pooled["sources"]["curve_ns"] == 30000
 
 
+def test_op_leaving_l2_grows_at_least_as_its_dram_time() -> None:
+    # an add of two [1000, 2000] fp32 tensors: 8 MB each, 24 MB with its output (fits the
+    # H200's 50 MiB L2), measured 2 us: faster than its DRAM time (2.4 us at 10 TB/s).
+    # At F = 4, 96 MB no longer fit: the curve alone (r_half 2 us) gives
+    # 2 * (9.6 + 2) / (2.4 + 2) = 5.27 us, but DRAM time grows 4x from the longer of the
+    # two at the traced size (2.4 us): the kernel takes 2 * 96 / 24 = 8 us.
+    ops = [{**IDS, "start": 0, "end": 500},
+           {"name": "aten::add", "dims": [[1000, 2000], [1000, 2000], []],
+            "types": ["float", "float", "Scalar"], "start": 1000, "end": 2000,
+            "call": (1100, 1900), "k_start": 5000, "k_end": 7000,
+            "kernel": "vectorized_elementwise_kernel"}]
+    tl = _tl(ops, (0, 2500))
+    cal = _cal([{"class": "elementwise", "precision": "fp32", "roof_half_ns": 2000.0}])
+    cal["devices"][0]["device_model"] = "NVIDIA H200"
+    assert _step(scale.predict_scaled(tl, cal, 1.0, allow_other_gpu=True)) == 7000
+    assert _step(scale.predict_scaled(tl, cal, 4.0, allow_other_gpu=True)) == 13000
+
+
 def test_host_bound_chain_does_not_change_with_batch() -> None:
     # ten ops 10 us apart, each launching a 1 us elementwise kernel 2 us after its call:
     # the GPU waits for the host; the step is the host's 100 us (range 0..100 us, last
