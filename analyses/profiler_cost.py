@@ -1,27 +1,27 @@
 """How much host time torch.profiler itself added to a Kineto trace (docs/calibration.md).
 
-Mechanism: every event the profiler records on the host costs the recording thread a
-fixed time, ``per_event_ns``, spent in the profiler's own callbacks (taking timestamps,
-copying the op's name, its input shapes when ``record_shapes`` is on, the CUPTI runtime
-callback of a CUDA call) and not in the program. The recorded host events are
+Mechanism: every op the profiler records on the host costs the recording thread a fixed
+time, ``per_event_ns``, spent in the profiler's own callbacks (taking timestamps, copying
+the op's name, its input shapes and concrete inputs when ``record_shapes`` is on) and not in
+the program. The recorded ops are the host ranges ``cpu_op`` (aten ops, autograd nodes),
+``user_annotation`` / ``profiler_step`` (``record_function``) and ``python_function``
+(``with_stack`` / ``with_modules`` frames). The CUPTI callback of each CUDA runtime call is
+folded into the per-op cost: runtime calls come at a near-fixed 0.2-0.5 per op in the
+traces the constant was measured on, and their own cost could not be separated.
 
-* ``cpu_op`` ranges (aten ops, autograd nodes), ``user_annotation`` / ``profiler_step``
-  ranges (``record_function``), ``python_function`` ranges (``with_stack`` /
-  ``with_modules`` frames);
-* runtime and driver API calls (``cuda_runtime`` / ``cuda_driver`` events).
-
-So the profiler's host cost up to an instant is ``per_event_ns`` times the number of those
-events that began before it on the process, and the whole trace's cost is
-``per_event_ns * events``. GPU kernels are not slowed (CUPTI timestamps them on the device);
-the cost reaches the step time only where the host is the bottleneck, which is what the
-replay (:mod:`traceparse.analyses.scale`) decides.
+So the profiler's host cost up to an instant is ``per_event_ns`` times the number of
+recorded ops that began before it on the process, and the whole trace's cost is
+``per_event_ns * events``. GPU kernels are not slowed (CUPTI timestamps them on the
+device); the cost reaches the step time only where the host is the bottleneck, which is
+what the replay (:mod:`traceparse.analyses.replay_host`) decides.
 
 The constant is **one physical number**, not a per-file factor: :data:`PER_EVENT_NS` was
 measured on the sweep in ``traces/gpu/sweep`` (an H200 host, torch 2.11, record_shapes on,
 no stack): for each eager configuration whose host is the bottleneck the per-event cost
 that makes the replayed, profiler-free step equal the step measured without the profiler
-was solved for (``benchmarks/predict_sweep.py`` prints them), and :data:`PER_EVENT_NS` is
-their median; :data:`PER_EVENT_SPREAD_NS` is half their range (the uncertainty reported).
+was solved for (``benchmarks/predict_sweep.py`` prints them: 2,893-4,154 ns over six
+host-bound runs), and :data:`PER_EVENT_NS` is their median; :data:`PER_EVENT_SPREAD_NS` is
+half their range (the uncertainty reported).
 Leave-one-out (the constant re-derived without each file, then used to predict that file)
 is in benchmarks/RESULTS.md. Other hosts, torch versions and recording options (with_stack
 records many more, but cheaper, events) may cost differently: the figure is an estimate,
@@ -58,9 +58,8 @@ def is_kineto(tl: Timeline) -> bool:
 
 
 def host_events(tl: Timeline) -> pl.DataFrame:
-    """The host events torch.profiler recorded: ``rank, process_id, start_ns, source``
-    (``range`` kinds of :data:`RECORDED_RANGE_KINDS`, or ``api``), sorted by process and
-    start."""
+    """The host ops torch.profiler recorded (ranges of :data:`RECORDED_RANGE_KINDS`):
+    ``rank, process_id, start_ns, source`` (the range kind), sorted by process and start."""
     r = tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(list(RECORDED_RANGE_KINDS)))
     cols = {"rank": pl.Int64, "process_id": pl.Int64, "start_ns": pl.Int64,
             "source": pl.String}
@@ -139,12 +138,10 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
             "options": options(tl), "by_source": {k: int(v) for k, v in by_source}}
 
 
-def advance_fn(tl: Timeline, per_event_ns: float | None = None
-               ) -> dict[tuple[int, int], np.ndarray]:
-    """Sorted event start times per ``(rank, process_id)``: the profiler's host cost
+def advance_fn(tl: Timeline) -> dict[tuple[int, int], np.ndarray]:
+    """Sorted recorded-op start times per ``(rank, process_id)``: the profiler's host cost
     before an instant ``t`` on a process is ``per_event_ns * searchsorted(times, t)``
     (:func:`advance`). Empty for non-Kineto traces (no profiler cost)."""
-    del per_event_ns
     if not is_kineto(tl):
         return {}
     ev = host_events(tl)

@@ -5,6 +5,7 @@ times measured without the profiler."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -302,3 +303,48 @@ def test_sweep_profiler_cost_and_options() -> None:
                              "with_modules": False}
     assert pc["overhead_low_ns"] < pc["overhead_ns"] < pc["overhead_high_ns"]
 
+
+
+# ------------------------------------------------------------------ CLI
+def _cli(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from traceparse.cli.main import main
+
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_cli_predict_scale_bad_input_exits_2(tmp_path: Path) -> None:
+    trace = Path(__file__).resolve().parents[1] / "sample_traces" / "mini_train.sqlite"
+    cal = tmp_path / "cal.json"
+    assert _cli("calibrate", str(trace), "-o", str(cal)).exit_code == 0
+    c = ["--calibration", str(cal)]
+    for args, msg in ((["--scale", "batch=2"], "--scale needs --calibration"),
+                      ([*c, "--scale", "batch=0"], "F > 0"),
+                      ([*c, "--scale", "seq=2"], "batch=F"),
+                      ([*c, "--scale", "batch=2", "--holdout", "1"], "cannot be combined"),
+                      # an nsys capture has no ProfilerStep ranges
+                      ([*c, "--scale", "batch=2"], "needs step ranges")):
+        res = _cli("predict", str(trace), *args)
+        assert res.exit_code == 2, res.output
+        assert msg in res.output and "Traceback" not in res.output
+        assert len(res.output.strip().splitlines()) == 1
+
+
+@needs_sweep
+def test_cli_predict_scale_json_is_the_library_result(tmp_path: Path) -> None:
+    trace = SWEEP / "train_gpt2s_b2.json.gz"
+    cal = tmp_path / "cal.json"
+    assert _cli("calibrate", str(trace), "-o", str(cal)).exit_code == 0
+    res = _cli("predict", str(trace), "--calibration", str(cal), "--scale", "batch=4",
+               "--format", "json")
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    tl = _sweep("train_gpt2s_b2")
+    from traceparse.analyses.calibrate import read as read_cal
+
+    want = scale.predict_scaled(tl, read_cal(str(cal)), 4.0)
+    assert got["predicted_step_ns"] == want["predicted_step_ns"]
+    assert got["parts"] == want["parts"] and got["batch"] == 2 and got["factor"] == 4.0
+    table = _cli("predict", str(trace), "--calibration", str(cal), "--scale", "batch=4")
+    assert f"{want['predicted_step_ns']:,}" in table.output

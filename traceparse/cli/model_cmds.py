@@ -128,6 +128,10 @@ def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str
                        "large errors", err=True)
     result = sc.predict_scaled(tl, cal, factor, step_regex=steps,
                                allow_other_gpu=allow_other_gpu)
+    if result["batch"] is None:
+        click.echo("traceparse: warning: the trace recorded no integer input shapes "
+                   "(record_shapes=True): the batch is unknown and nothing is scaled",
+                   err=True)
     if fmt == "json":
         emit(json.dumps(cal_mod._clean(result), indent=1, sort_keys=True) + "\n", output)
     else:
