@@ -63,11 +63,26 @@ def infer_batch(tl: Timeline) -> tuple[int, int] | None:
     return None
 
 
+#: Element size assumed for the tensors of a ``TensorList`` (Kineto records their shapes,
+#: not their dtype): the op's first typed tensor's, else 4 bytes.
+LIST_ELEMENT_BYTES = 4
+
+
 def _tensors(dims: list[Any], types: list[Any]) -> list[tuple[list[int], int]]:
+    """``(shape, element bytes)`` of every tensor input, the members of a ``TensorList``
+    (``aten::cat``'s ``[[0], [2, 12, 512, 64]]``) included."""
     from traceparse.roofline.estimate import DTYPES
 
-    return [(d, DTYPES[t][0]) for d, t in zip(dims, types, strict=False)
-            if isinstance(d, list) and d and t in DTYPES and all(isinstance(v, int) for v in d)]
+    def shape(d: Any) -> bool:
+        return isinstance(d, list) and bool(d) and all(isinstance(v, int) for v in d)
+
+    out = [(d, DTYPES[t][0]) for d, t in zip(dims, types, strict=False)
+           if t in DTYPES and shape(d)]
+    elem = out[0][1] if out else LIST_ELEMENT_BYTES
+    for d, t in zip(dims, types, strict=False):
+        if t == "TensorList" and isinstance(d, list):
+            out += [(m, elem) for m in d if shape(m) and int(np.prod(m)) > 0]
+    return out
 
 
 def carries(shape: list[int], batch: tuple[int, int]) -> bool:

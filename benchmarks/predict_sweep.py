@@ -208,6 +208,22 @@ def main() -> None:
         out.append(f"| {a} | {b} | {f:g} | {r['profiled_step_ns'] / 1e6:.3f} ms | "
                    f"{p / 1e6:.3f} ms | {tgt_ns / 1e6:.3f} ms | {pct(p, tgt_ns)} | "
                    f"{r['sources']['measured_no_shapes_frac']:.2f} |")
+    # 4. cost of a prediction (largest sweep trace)
+    import resource
+    import time
+
+    big = cfgs["train_gpt2m_b16"]
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        big.predict(0.25)
+        times.append(time.perf_counter() - t0)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.append(f"\nCost: `predict_scaled` on train_gpt2m_b16 ({big.tl.gpu.height:,} GPU "
+               f"activities, {big.tl.ranges.height:,} ranges; trace already loaded and "
+               f"calibrated): median of 3 {statistics.median(times):.2f} s; peak RSS of "
+               f"this whole benchmark process {rss:,.0f} MiB ({platform.machine()}, "
+               f"{platform.system()}, shared 2-core host).")
     text = "\n".join(out) + "\n"
     print(text)
     if write:

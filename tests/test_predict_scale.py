@@ -102,6 +102,13 @@ def test_batch_and_carrying_dims() -> None:
     w2 = scale_work.op_work("aten::mm", [[1000, 800], [1000, 1250]], _gemm()["types"],
                             None, (2, 500), 2.0)
     assert w2 is not None and w2["bytes_f"] == 2 * w2["bytes"]
+    # a TensorList's members count (Kineto records their shapes, not their dtype: the op's
+    # first typed tensor's size, else 4 bytes): cat([[0], [2, 12, 500, 64]]) reads
+    # 768,000 elements x 4 B = 3.072 MB and writes as much; at F = 2 both double
+    w3 = scale_work.op_work("aten::cat", [[[0], [2, 12, 500, 64]], []], ["TensorList", "Int"],
+                            None, (2, 500), 2.0)
+    assert w3 is not None and w3["batched"]
+    assert (w3["bytes"], w3["bytes_f"]) == (6.144e6, 12.288e6)
 
 
 def test_gemm_only_step_scaled_x2_in_m() -> None:
