@@ -80,15 +80,18 @@ def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | 
     return t1 / t0 if t0 > 0 else None
 
 
-def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float
-                     ) -> tuple[pl.DataFrame, dict[str, Any]]:
+def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
+                     batch_size: int | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (``shapes``, ``curve``,
     ``measured``, ``measured_no_shapes``, ``sync``) and ``extrapolated`` (the scaled
     roofline time is outside the range its curve was fitted on); plus what the curves were
-    (batch, curve keys used)."""
+    (batch, curve keys used). ``batch_size`` overrides the traced batch read off the
+    program's input (:func:`traceparse.analyses.scale_work.infer_batch`)."""
     sc = device.get("scale") or {}
     curves = sc.get("curves") or []
     batch = (sc["batch"], sc["tokens"]) if sc.get("batch") else scale_work.infer_batch(tl)
+    if batch_size is not None:  # the user's: tokens per sample kept only if B agrees
+        batch = (batch_size, batch[1] if batch and batch[0] == batch_size else 1)
     roofs = scale_work.ceiling_map(device.get("ceilings") or [])
     t = scale_work.op_table(tl, batch, factor, roofs)
     n = t.height
@@ -210,9 +213,11 @@ def _pick_device(tl: Timeline, cal: dict[str, Any], allow_other_gpu: bool) -> di
 
 def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
                    step_regex: str | None = None, per_event_ns: float | None = None,
-                   allow_other_gpu: bool = False) -> dict[str, Any]:
+                   allow_other_gpu: bool = False, batch_size: int | None = None
+                   ) -> dict[str, Any]:
     """Predicted profiler-free step time of ``tl``'s program at ``factor`` times its batch
-    (module docstring).
+    (module docstring). ``batch_size``: the traced batch, when the trace's first integer
+    tensor is not it (DLRM's first is a ``[1]``).
 
     Returns:
         ``predicted_step_ns`` (median over steps), ``parts`` (``gpu_busy_ns``,
@@ -232,7 +237,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         raise TraceError(None, "predict --scale needs step ranges (ProfilerStep#N, or "
                                "--steps REGEX naming a host range per step)")
     dev = _pick_device(tl, cal, allow_other_gpu)
-    dur, info = scaled_durations(tl, dev, factor)
+    dur, info = scaled_durations(tl, dev, factor, batch_size)
     c = profiler_cost.PER_EVENT_NS if per_event_ns is None else float(per_event_ns)
     ev = profiler_cost.advance_fn(tl)
 

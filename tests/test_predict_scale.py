@@ -133,6 +133,10 @@ def test_gemm_only_step_scaled_x2_in_m() -> None:
     assert two["parts"] == {"gpu_busy_ns": 30000, "host_bound_ns": 5000,
                             "exposed_comm_ns": 0}
     assert two["predicted_batch"] == 4
+    # told the traced batch was 4 (not the inferred 2), no tensor has a leading dim of 4:
+    # nothing carries the batch, nothing scales
+    other = scale.predict_scaled(tl, cal, 2.0, batch_size=4)
+    assert _step(other) == 25000 and other["sources"]["measured_ns"] == 20000
     # the same curve from the pooled fallback counts as "curve", not "shapes"
     pooled = scale.predict_scaled(tl, _cal([{"class": "all", "roof_half_ns": 2000.0}]), 2.0)
     assert _step(pooled) == 35000 and pooled["sources"]["curve_ns"] == 30000
@@ -330,6 +334,7 @@ def test_cli_predict_scale_bad_input_exits_2(tmp_path: Path) -> None:
                       ([*c, "--scale", "batch=0"], "F > 0"),
                       ([*c, "--scale", "seq=2"], "batch=F"),
                       ([*c, "--scale", "batch=2", "--holdout", "1"], "cannot be combined"),
+                      ([*c, "--batch-size", "4"], "--batch-size needs --scale"),
                       # an nsys capture has no ProfilerStep ranges
                       ([*c, "--scale", "batch=2"], "needs step ranges")):
         res = _cli("predict", str(trace), *args)

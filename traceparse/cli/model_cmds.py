@@ -72,14 +72,18 @@ def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
 @click.option("--scale", "scale", default=None, metavar="batch=F",
               help="Predict the step time at F times the traced batch (F may be < 1), "
                    "without the profiler (needs --calibration; docs/calibration.md).")
+@click.option("--batch-size", "batch_size", type=click.IntRange(min=1), default=None,
+              metavar="B", help="With --scale: the traced batch, when the trace's first "
+                                "integer tensor is not it.")
 @steps_option
 @gpu_option
 @click.option("--allow-other-gpu", is_flag=True,
               help="Use a calibration measured on another GPU (warns; refused otherwise).")
 @output_options
 def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
-                scale: str | None, steps: str | None, gpu: str | None, allow_other_gpu: bool,
-                fmt: str, output: str | None, force: bool) -> None:
+                scale: str | None, batch_size: int | None, steps: str | None,
+                gpu: str | None, allow_other_gpu: bool, fmt: str, output: str | None,
+                force: bool) -> None:
     """Replay TRACE... with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md); with --scale batch=F, the profiler-free step time
     at F times the batch (docs/calibration.md)."""
@@ -87,9 +91,11 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
     from traceparse.analyses import predict as pr
 
     if scale is not None:
-        _predict_scaled(traces, calibration, scale, holdout_steps, steps, gpu,
+        _predict_scaled(traces, calibration, scale, holdout_steps, batch_size, steps, gpu,
                         allow_other_gpu, fmt, output)
         return
+    if batch_size is not None:
+        raise UsageError(None, "--batch-size needs --scale batch=F")
     tl = load_traces(traces, gpu=gpu)
     if holdout_steps is not None:
         frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=steps)
@@ -104,8 +110,9 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
 
 
 def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str,
-                    holdout_steps: int | None, steps: str | None, gpu: str | None,
-                    allow_other_gpu: bool, fmt: str, output: str | None) -> None:
+                    holdout_steps: int | None, batch_size: int | None, steps: str | None,
+                    gpu: str | None, allow_other_gpu: bool, fmt: str,
+                    output: str | None) -> None:
     import json
 
     from traceparse.analyses import calibrate as cal_mod
@@ -127,7 +134,7 @@ def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str
             click.echo(f"traceparse: warning: predicting a trace from {other}: expect "
                        "large errors", err=True)
     result = sc.predict_scaled(tl, cal, factor, step_regex=steps,
-                               allow_other_gpu=allow_other_gpu)
+                               allow_other_gpu=allow_other_gpu, batch_size=batch_size)
     if result["batch"] is None:
         click.echo("traceparse: warning: the trace recorded no integer input shapes "
                    "(record_shapes=True): the batch is unknown and nothing is scaled",
