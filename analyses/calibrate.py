@@ -349,6 +349,24 @@ def _ceilings(tl: Timeline, model: str, models: pl.DataFrame) -> pl.DataFrame:
                          sm_count=r["sm_count"], memory_bytes=r["memory_bytes"])
 
 
+def scale_calibration(tl: Timeline, roofs: dict[str, float],
+                      window: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """The batch the trace ran at and the per-class curves of op time against roofline
+    time that ``predict --scale`` uses (:mod:`traceparse.analyses.scale_work`); None
+    without recorded shapes."""
+    from traceparse.analyses import scale_work
+
+    batch = scale_work.infer_batch(tl)
+    if batch is None or not roofs:
+        return None
+    t = scale_work.op_table(tl, batch, 1.0, roofs)
+    if window is not None:
+        st = tl.gpu["start_ns"]
+        t = t.filter(((st >= window[0]) & (st < window[1])).to_numpy())
+    return {"batch": batch[0], "tokens": batch[1],
+            "curves": scale_work.fit_curves(scale_work.curve_points(t))}
+
+
 def calibrate(tl: Timeline, *, window: tuple[int, int] | None = None) -> dict[str, Any]:
     """Calibration of every device model in ``tl`` (see the module docstring).
 
@@ -392,6 +410,7 @@ def calibrate(tl: Timeline, *, window: tuple[int, int] | None = None) -> dict[st
             "memcpy": copy_fits(gm.filter(pl.col("kind") == "memcpy")),
             "memset": memset_fit(gm.filter(pl.col("kind") == "memset")),
             "collectives": collective_fits(inst.filter(pl.col("device_model") == model)),
+            "scale": scale_calibration(tl, _ceiling_map(ceil), window),
         })
     files = tl.sources.select("file", pl.col("format").cast(pl.String)).unique(
         maintain_order=True).to_dicts()

@@ -69,19 +69,33 @@ def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
                                    "are replayed.")
 @click.option("--holdout", "holdout_steps", type=int, default=None, metavar="N",
               help="Calibrate on the first N steps of TRACE and predict every step.")
+@click.option("--scale", "scale", default=None, metavar="batch=F",
+              help="Predict the step time at F times the traced batch (F may be < 1), "
+                   "without the profiler (needs --calibration; docs/calibration.md).")
+@click.option("--batch-size", "batch_size", type=click.IntRange(min=1), default=None,
+              metavar="B", help="With --scale: the traced batch, when the trace's first "
+                                "integer tensor is not it.")
 @steps_option
 @gpu_option
 @click.option("--allow-other-gpu", is_flag=True,
               help="Use a calibration measured on another GPU (warns; refused otherwise).")
 @output_options
 def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
-                steps: str | None, gpu: str | None, allow_other_gpu: bool, fmt: str,
-                output: str | None, force: bool) -> None:
+                scale: str | None, batch_size: int | None, steps: str | None,
+                gpu: str | None, allow_other_gpu: bool, fmt: str, output: str | None,
+                force: bool) -> None:
     """Replay TRACE... with a calibrated model: predicted vs measured window, step and
-    category times (docs/modeling.md)."""
+    category times (docs/modeling.md); with --scale batch=F, the profiler-free step time
+    at F times the batch (docs/calibration.md)."""
     from traceparse.analyses import calibrate as cal_mod
     from traceparse.analyses import predict as pr
 
+    if scale is not None:
+        _predict_scaled(traces, calibration, scale, holdout_steps, batch_size, steps, gpu,
+                        allow_other_gpu, fmt, output)
+        return
+    if batch_size is not None:
+        raise UsageError(None, "--batch-size needs --scale batch=F")
     tl = load_traces(traces, gpu=gpu)
     if holdout_steps is not None:
         frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=steps)
@@ -93,6 +107,42 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
                            "large errors", err=True)
         frame = pr.predict(tl, cal, step_regex=steps, allow_other_gpu=allow_other_gpu)
     _emit_frame(frame, fmt, output)
+
+
+def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str,
+                    holdout_steps: int | None, batch_size: int | None, steps: str | None,
+                    gpu: str | None, allow_other_gpu: bool, fmt: str,
+                    output: str | None) -> None:
+    import json
+
+    from traceparse.analyses import calibrate as cal_mod
+    from traceparse.analyses import predict as pr
+    from traceparse.analyses import scale as sc
+
+    if calibration is None:
+        raise UsageError(None, "--scale needs --calibration FILE (traceparse calibrate "
+                               "TRACE -o FILE)")
+    if holdout_steps is not None:
+        raise UsageError(None, "--scale and --holdout cannot be combined")
+    factor = sc.parse_scale(scale)
+    if output is not None:
+        check_output(output)
+    cal = cal_mod.read(calibration)
+    tl = load_traces(traces, gpu=gpu)
+    if allow_other_gpu:
+        for other in pr.gpu_mismatch(tl, cal):
+            click.echo(f"traceparse: warning: predicting a trace from {other}: expect "
+                       "large errors", err=True)
+    result = sc.predict_scaled(tl, cal, factor, step_regex=steps,
+                               allow_other_gpu=allow_other_gpu, batch_size=batch_size)
+    if result["batch"] is None:
+        click.echo("traceparse: warning: the trace recorded no integer input shapes "
+                   "(record_shapes=True): the batch is unknown and nothing is scaled",
+                   err=True)
+    if fmt == "json":
+        emit(json.dumps(cal_mod._clean(result), indent=1, sort_keys=True) + "\n", output)
+    else:
+        emit(render(sc.summary_rows(result), fmt), output)
 
 
 def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:

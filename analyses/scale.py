@@ -1,0 +1,316 @@
+"""Predict the step time of the traced program at another batch size, without the
+profiler (``traceparse predict TRACE --calibration CAL --scale batch=F``;
+docs/calibration.md, "Predicting another batch").
+
+* **GPU side** (:func:`scaled_durations`): each GPU activity's launching op (the innermost
+  torch op around its launch call) gives its work from the recorded shapes at the traced
+  batch and at ``F`` times it (:mod:`traceparse.analyses.scale_work`). A kernel of a
+  batch-dependent op takes ``measured * (r_F + r_half) / (r + r_half)`` where ``r``,
+  ``r_F`` are the op's roofline times and ``r_half`` the half-efficiency point of the
+  calibration's curve for the op's class and precision (``source = shapes``), else of the
+  curve fitted on every class (``source = curve``). Copies, sets and collectives launched
+  by a batch-dependent op scale their bytes by the op's byte ratio through the
+  calibration's alpha-beta fits (``curve``). Kernels of ops whose tensors do not carry the
+  batch (optimizer, weight casts) and activities whose op recorded no shapes keep their
+  measured time (``measured``; the latter are counted as ``measured_no_shapes``).
+  Anchoring on the measured time makes ``F = 1`` reproduce every duration exactly; the
+  curve only decides how the time grows.
+* **Host side**: every host instant moves earlier by the profiler's recording cost before
+  it (:mod:`traceparse.analyses.profiler_cost`); the rest of the host time is kept: it
+  does not depend on the batch (dispatch and Python per op, and the op count does not
+  change with the batch).
+* **Replay** (:mod:`traceparse.analyses.replay_host`): the trace's own order (host
+  thread issuing, stream order, blocking syncs) with the new durations; the step time is
+  the replayed step, median over steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceparse.analyses import fit, profiler_cost, replay_host, scale_work
+from traceparse.analyses.intervals import union
+from traceparse.analyses.steps import step_windows
+from traceparse.errors import TraceError
+from traceparse.timeline import Timeline
+
+#: Roofline times beyond the fitted range by more than this factor are extrapolations.
+EXTRAPOLATION_MARGIN = 1.05
+
+
+def parse_scale(spec: str) -> float:
+    """``"batch=F"`` -> F (> 0)."""
+    key, sep, val = spec.partition("=")
+    try:
+        f = float(val)
+    except ValueError:
+        f = 0.0
+    if key.strip() != "batch" or not sep or not np.isfinite(f) or f <= 0:
+        raise TraceError(None, f"--scale needs batch=F with F > 0, got {spec!r}")
+    return f
+
+
+def _curve(curves: list[dict[str, Any]], cls: str, prec: str) -> tuple[dict[str, Any], str]:
+    by = {(c["class"], c["precision"]): c for c in curves}
+    for key, src in (((cls, prec), "shapes"), ((cls, "any"), "shapes"),
+                     (("all", "any"), "curve")):
+        c = by.get(key)
+        if c is not None and c.get("roof_half_ns") is not None:
+            return c, src
+    return {}, "measured"
+
+
+def _l2_bytes(device: dict[str, Any]) -> float | None:
+    """L2 size of the calibrated GPU (``roofline/data/gpus.csv``), None when unknown."""
+    from traceparse.roofline import gpus
+
+    row = gpus.match(device.get("ceiling_table_row") or device.get("device_model"))
+    mb = row.get("l2_mb") if row else None
+    return float(mb) * 2**20 if isinstance(mb, int | float) and mb > 0 else None
+
+
+def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | None:
+    if not f or f.get("model") != "alpha_beta" or not np.isfinite(nbytes) or nbytes <= 0:
+        return None
+    t0 = float(fit.predict_alpha_beta(f, [nbytes])[0])
+    t1 = float(fit.predict_alpha_beta(f, [nbytes * ratio])[0])
+    return t1 / t0 if t0 > 0 else None
+
+
+def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
+                     batch_size: int | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (``shapes``, ``curve``,
+    ``measured``, ``measured_no_shapes``, ``sync``) and ``extrapolated`` (the scaled
+    roofline time is outside the range its curve was fitted on); plus what the curves were
+    (batch, curve keys used). ``batch_size`` overrides the traced batch read off the
+    program's input (:func:`traceparse.analyses.scale_work.infer_batch`)."""
+    sc = device.get("scale") or {}
+    curves = sc.get("curves") or []
+    batch = (sc["batch"], sc["tokens"]) if sc.get("batch") else scale_work.infer_batch(tl)
+    if batch_size is not None:  # the user's: tokens per sample kept only if B agrees
+        batch = (batch_size, batch[1] if batch and batch[0] == batch_size else 1)
+    roofs = scale_work.ceiling_map(device.get("ceilings") or [])
+    t = scale_work.op_table(tl, batch, factor, roofs)
+    n = t.height
+    meas = t["dur_ns"].to_numpy().astype(np.float64)
+    pred = meas.copy()
+    src = np.array(["measured_no_shapes"] * n, dtype=object)
+    extra = np.zeros(n, bool)
+    kind = t["kind"].cast(pl.String).fill_null("").to_numpy()
+    comm = (t["category"].cast(pl.String) == "communication").fill_null(False).to_numpy()
+    batched = t["batched"].fill_null(False).to_numpy()
+    has_op = t["bytes"].is_not_null().to_numpy()
+    r0, r1 = t["roof_ns"].to_numpy(), t["roof_f_ns"].to_numpy()
+    cls = t["op_class"].fill_null("other").to_list()
+    prec = t["precision"].fill_null("fp32").to_list()
+    byte_ratio = (t["bytes_f"] / t["bytes"]).fill_null(1.0).fill_nan(1.0).to_numpy()
+    used: dict[str, int] = {}
+    l2 = _l2_bytes(device)
+    dram = roofs.get("dram", 0.0)
+    l2 = l2 if dram > 0 else None
+    bf = t["bytes_f"].fill_null(0.0).to_numpy()
+    b0 = t["bytes"].fill_null(0.0).to_numpy()
+    op_t = t["op_time_ns"].fill_null(0).to_numpy().astype(np.float64)
+    memset = (device.get("memset") or {}).get("fit")
+    copies = device.get("memcpy") or []
+    for i in range(n):
+        if kind[i] == "sync":
+            src[i] = "sync"
+            continue
+        if not has_op[i]:
+            continue
+        if not batched[i]:
+            src[i] = "measured"
+            continue
+        if kind[i] in ("memset", "memcpy") or comm[i]:
+            f = memset if kind[i] == "memset" else (
+                copies[0]["fit"] if kind[i] == "memcpy" and copies else None)
+            nb = t["bytes"][i] if kind[i] != "kernel" else None
+            r = _ab_ratio(f, float(nb) if nb is not None else np.nan, byte_ratio[i])
+            if r is None:
+                r = byte_ratio[i] if comm[i] else None
+            if r is not None:
+                pred[i], src[i] = meas[i] * r, "curve"
+            continue
+        if not (np.isfinite(r0[i]) and np.isfinite(r1[i])):
+            continue
+        c, s = _curve(curves, cls[i], prec[i])
+        if not c:
+            continue
+        h = float(c["roof_half_ns"])
+        ratio = (r1[i] + h) / (r0[i] + h)
+        if l2 and bf[i] > l2 and op_t[i] > 0:
+            # the scaled op's bytes no longer fit in L2: it cannot beat DRAM bandwidth, so
+            # its time grows at least as its DRAM time (from whichever is longer at the
+            # traced size, the measurement or the DRAM time: F = 1 stays the measurement)
+            ratio = max(ratio, bf[i] / max(op_t[i] * dram / 1e9, b0[i]))
+        pred[i] = meas[i] * ratio
+        src[i] = s
+        key = f"{c['class']}/{c['precision']}"
+        used[key] = used.get(key, 0) + 1
+        lo, hi = float(c["roof_ns_min"]), float(c["roof_ns_max"])
+        extra[i] = r1[i] > hi * EXTRAPOLATION_MARGIN or r1[i] < lo / EXTRAPOLATION_MARGIN
+    out = pl.DataFrame({"pred_dur_ns": np.rint(np.maximum(pred, 0)).astype(np.int64),
+                        "source": src.astype(str), "extrapolated": extra})
+    info = {"batch": batch[0] if batch else None, "tokens": batch[1] if batch else None,
+            "curves_used": used}
+    return out, info
+
+
+def _step_parts(tl: Timeline, rep: replay_host.HostReplay, steps: pl.DataFrame,
+                bounds: pl.DataFrame) -> pl.DataFrame:
+    """GPU busy and exposed communication of each replayed step (union of the replayed
+    activities clipped to the step's replayed window)."""
+    g = tl.gpu.select("rank", pl.col("category").cast(pl.String))[rep.gi.tolist()]
+    g = g.with_columns(pl.Series("start_ns", rep.pred_start), pl.Series("end_ns", rep.pred_end))
+    rows = []
+    for r in bounds.iter_rows(named=True):
+        w = g.filter((pl.col("rank") == r["rank"]) & (pl.col("end_ns") > r["start"])
+                     & (pl.col("start_ns") < r["end"])).with_columns(
+            pl.col("start_ns").clip(r["start"], r["end"]),
+            pl.col("end_ns").clip(r["start"], r["end"]))
+        busy = union(w, by=["rank"])
+        b = int((busy["end_ns"] - busy["start_ns"]).sum()) if busy.height else 0
+        cm = union(w.filter(pl.col("category") == "communication"), by=["rank"])
+        cp = union(w.filter(pl.col("category") == "compute"), by=["rank"])
+        from traceparse.analyses.intervals import subtract
+
+        ex = subtract(cm, cp, by=["rank"]) if cm.height else cm
+        e = int((ex["end_ns"] - ex["start_ns"]).sum()) if ex.height else 0
+        rows.append({"gpu_busy_ns": b, "exposed_comm_ns": e})
+    return pl.DataFrame(rows, schema={"gpu_busy_ns": pl.Int64, "exposed_comm_ns": pl.Int64})
+
+
+def _step_ends(tl: Timeline, steps: pl.DataFrame) -> dict[tuple[int, int], np.ndarray]:
+    """The end of every step window, per ``(rank, process_id)`` of the processes that
+    made API calls on its rank: where the unprofiled measurement synchronizes."""
+    procs = tl.api.select("rank", pl.col("process_id").fill_null(0)).unique()
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for r, pid in procs.iter_rows():
+        e = steps.filter(pl.col("rank") == r)["end_ns"].to_numpy().astype(np.int64)
+        if e.size:
+            out[(int(r), int(pid))] = np.sort(e)
+    return out
+
+
+def _pick_device(tl: Timeline, cal: dict[str, Any], allow_other_gpu: bool) -> dict[str, Any]:
+    from traceparse.analyses.calibrate import device_models
+    from traceparse.analyses.predict import gpu_mismatch
+
+    if not cal.get("devices"):
+        raise TraceError(None, "calibration has no device entries")
+    other = gpu_mismatch(tl, cal)
+    if other and not allow_other_gpu:
+        raise TraceError(None, "the calibration was not measured on this trace's GPU: "
+                               + "; ".join(other)
+                               + " (calibrate on this GPU, or pass --allow-other-gpu)")
+    models = set(device_models(tl)["device_model"].to_list())
+    return next((d for d in cal["devices"] if d["device_model"] in models), cal["devices"][0])
+
+
+def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
+                   step_regex: str | None = None, per_event_ns: float | None = None,
+                   allow_other_gpu: bool = False, batch_size: int | None = None
+                   ) -> dict[str, Any]:
+    """Predicted profiler-free step time of ``tl``'s program at ``factor`` times its batch
+    (module docstring). ``batch_size``: the traced batch, when the trace's first integer
+    tensor is not it (DLRM's first is a ``[1]``).
+
+    Returns:
+        ``predicted_step_ns`` (median over steps), ``parts`` (``gpu_busy_ns``,
+        ``host_bound_ns`` = the step's time with the GPU idle, ``exposed_comm_ns``; of the
+        median step), ``sources`` (predicted GPU time per source and its share),
+        ``extrapolated_ns`` (GPU time priced beyond the fitted range),
+        ``profiled_step_ns`` (measured step windows, median), ``profiler`` (the
+        :func:`traceparse.analyses.profiler_cost.profiler_cost` estimate used), ``steps``
+        (per-step rows), ``batch``, ``factor``.
+
+    Raises:
+        TraceError: no steps, or the calibration is from another GPU (unless
+            ``allow_other_gpu``).
+    """
+    steps = step_windows(tl, step_regex=step_regex)
+    if steps.height == 0:
+        raise TraceError(None, "predict --scale needs step ranges (ProfilerStep#N, or "
+                               "--steps REGEX naming a host range per step)")
+    dev = _pick_device(tl, cal, allow_other_gpu)
+    dur, info = scaled_durations(tl, dev, factor, batch_size)
+    c = profiler_cost.PER_EVENT_NS if per_event_ns is None else float(per_event_ns)
+    ev = profiler_cost.advance_fn(tl)
+
+    waits = replay_host.queue_waits(tl)
+
+    def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
+        return profiler_cost.advance(ev.get(key), t, c) + replay_host.waited(
+            waits.get(key), t)
+
+    rep = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
+                                  all_syncs=True, step_syncs=_step_ends(tl, steps))
+    st = replay_host.step_times(tl, rep, steps)
+    bounds = st.select("rank", pl.col("pred_start_ns").alias("start"),
+                       pl.col("pred_end_ns").alias("end"))
+    parts = _step_parts(tl, rep, steps, bounds)
+    st = pl.concat([st, parts], how="horizontal").with_columns(
+        (pl.col("predicted_ns") - pl.col("gpu_busy_ns")).clip(0).alias("host_bound_ns"))
+    med = int(np.median(st["predicted_ns"].to_numpy()))
+    mid = st.sort("predicted_ns")[st.height // 2]
+    keep = dur.filter(pl.col("source") != "sync")
+    total = int(keep["pred_dur_ns"].sum())
+    by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
+              for s in ("shapes", "curve", "measured", "measured_no_shapes")}
+    wall = (steps["end_ns"] - steps["start_ns"]).to_numpy()
+    return {
+        "factor": factor, "batch": info["batch"], "tokens": info["tokens"],
+        "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
+        "predicted_step_ns": med,
+        "parts": {"gpu_busy_ns": int(mid["gpu_busy_ns"][0]),
+                  "host_bound_ns": int(mid["host_bound_ns"][0]),
+                  "exposed_comm_ns": int(mid["exposed_comm_ns"][0])},
+        "sources": {"gpu_time_ns": total, **{f"{k}_ns": v for k, v in by_src.items()},
+                    **{f"{k}_frac": (v / total if total else None)
+                       for k, v in by_src.items()}},
+        "extrapolated_ns": int(keep.filter(pl.col("extrapolated"))["pred_dur_ns"].sum()),
+        "curves_used": info["curves_used"],
+        "profiled_step_ns": int(np.median(wall)),
+        "profiler": profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=c),
+        "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
+        "steps": st.to_dicts(),
+    }
+
+
+def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
+    """:func:`predict_scaled`'s result as ``quantity, value, note`` rows (table and CSV
+    output; ``value`` as text: ns with thousands separators); every figure is one of the
+    result's, unchanged."""
+    p, s, pc = result["parts"], result["sources"], result["profiler"]
+    rows: list[tuple[str, float | None, str]] = [
+        ("batch (traced)", result["batch"], f"tokens per sample {result['tokens']}"),
+        ("batch factor", result["factor"], "predicted batch = traced x factor"),
+        ("predicted_step_ns", result["predicted_step_ns"], "median step, without the profiler"),
+        ("profiled_step_ns", result["profiled_step_ns"], "median step window in the trace"),
+        ("gpu_busy_ns", p["gpu_busy_ns"], "median step: GPU running"),
+        ("host_bound_ns", p["host_bound_ns"], "median step: GPU idle, waiting for the host"),
+        ("exposed_comm_ns", p["exposed_comm_ns"], "median step: communication, no compute"),
+        ("gpu_time_ns", s["gpu_time_ns"], "predicted GPU activity time, all steps"),
+        ("from_shapes_ns", s["shapes_ns"], "scaled from op shapes through the class curve"),
+        ("from_curve_ns", s["curve_ns"], "scaled through a pooled curve or alpha-beta fit"),
+        ("measured_ns", s["measured_ns"], "kept: the op's tensors do not carry the batch"),
+        ("measured_no_shapes_ns", s["measured_no_shapes_ns"],
+         "kept: the launching op recorded no shapes"),
+        ("extrapolated_ns", result["extrapolated_ns"],
+         "priced beyond the sizes the curve was fitted on"),
+        ("profiler_overhead_ns", pc["overhead_ns"],
+         f"{pc['events']} recorded ops x {pc['per_event_ns']:.0f} ns "
+         f"(+/- {pc['per_event_spread_ns']:.0f})"),
+        ("queue_wait_ns", result["queue_wait_ns"], "host waiting for a full launch queue"),
+    ]
+    def cell(v: float | None) -> str:
+        if v is None:
+            return ""
+        return f"{v:,.0f}" if float(v).is_integer() else f"{v:.4g}"
+
+    return pl.DataFrame({"quantity": [r[0] for r in rows], "value": [cell(r[1]) for r in rows],
+                         "note": [r[2] for r in rows]})
