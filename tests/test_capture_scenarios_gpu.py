@@ -45,6 +45,7 @@ import polars as pl
 import pytest
 
 import traceparse
+from tests.conftest import TRACES
 from traceparse.analyses import gaps as gaps_mod
 from traceparse.analyses.attribution import PARTS, breakdown
 from traceparse.analyses.gaps import idle_gaps
@@ -57,7 +58,10 @@ from traceparse.roofline.estimate import op_flops
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
 #: The committed captures; TRACEPARSE_SCENARIO_DIR checks a fresh capture before committing.
-GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or REPO / "sample_traces" / "gpu")
+#: Without either, the corpus copy (../shared/traces/gpu/scenarios/, an H200 run) is read in place.
+_COMMITTED = REPO / "sample_traces" / "gpu"
+GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or (
+    _COMMITTED if _COMMITTED.is_dir() else TRACES / "gpu" / "scenarios"))
 sys.path.insert(0, str(CAPTURE))
 import planted  # noqa: E402  (standard library only)
 
