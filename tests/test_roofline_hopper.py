@@ -68,7 +68,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     if not (d / "gemm_roofline-sweep.ncu.csv.gz").is_file():
         pytest.skip(f"no GEMM sweep capture at {d}")
     tl = _load(d / "gemm_roofline-sweep.ncu.csv.gz", tmp_path_factory.mktemp("sweep"))
-    pts, ceil, notes = build(tl, by="launch")
+    pts, ceil, _notes = build(tl, by="launch")
     meta = json.loads((d / "gemm_roofline-sweep.meta.json").read_text())
     raw = [r for r in _csv_rows(d / "gemm_roofline-sweep.ncu.csv.gz") if r["ID"]]
     return {"tl": tl, "pts": pts, "ceil": ceil, "meta": meta, "raw": raw}
