@@ -151,7 +151,8 @@ def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
 
     tot = (in_step(all_kernels.select("rank", "device_id", "start_ns", "dur_ns"))
            .group_by("rank", "device_id", "step", "_s", "_e")
-           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("kernel_ns")))
+           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("kernel_ns"),
+                (pl.col("start_ns") + pl.col("dur_ns")).max().alias("_gpu_end")))
     op_prec = "op_precision" if "op_precision" in points.columns else "precision"
     pb = points.select(pl.col("kernel_name").alias("name"), pl.col(op_prec).alias("precision"),
                        "bound", "peak_flop_per_s")
@@ -163,7 +164,9 @@ def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
         by = {b: float(g.filter(pl.col("bound") == b)["dur_ns"].sum())
               for b in ("compute", "memory", "latency")}
         placed = float(g["dur_ns"].sum())
-        wall = float(r["_e"] - r["_s"])
+        # the GPU runs behind the host: the step's kernels may end after its host range,
+        # and FLOP/s over the step is over the time they actually took
+        wall = float(max(r["_e"], r["_gpu_end"]) - r["_s"])
         flops = float(g["flops"].sum())
         peak = None
         if g.height and flops > 0:
