@@ -394,7 +394,8 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
                      "when under 5% of both roofs."
-                     + (" Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs) are "
+                     + (" Bandwidth-only points (no FLOPs: nsys GPU metrics, or copies and "
+                        "fills, which do no arithmetic) are "
                         "dotted lines FLOP/s = intensity x their DRAM bandwidth, the kernel "
                         "lying somewhere on its line; their bound is unknown."
                         if (notes["coverage"].get("bandwidth_only_ns") or 0) > 0 else "")

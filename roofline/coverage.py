@@ -6,8 +6,9 @@ Definitions (docs/roofline.md):
   alone, the sum of the profiled launch durations (ncu clocks).
 * ``measured_ns`` / ``estimated_ns``: kernel time of points on the chart (``placed``) with
   provenance ``measured (ncu)`` / ``estimated (shapes)``.
-* ``bandwidth_only_ns``: the part of ``measured_ns`` in points without FLOPs (nsys GPU
-  metrics: DRAM bytes only); their bound is unknown (``bound_ns["unknown"]``).
+* ``bandwidth_only_ns``: placed time in points without FLOPs: nsys GPU metrics (DRAM bytes
+  only, bound unknown: ``bound_ns["unknown"]``) and copies/fills/gathers, which do no
+  arithmetic (bound memory).
 * ``not_placed_ns = total_ns - measured_ns - estimated_ns`` (never negative);
   ``communication_ns``: the part of the kernel time in communication kernels (NCCL/RCCL,
   ``gpu.category``), which no FLOP roofline places.
@@ -22,6 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+
+from traceparse import units
 
 
 def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[str, Any]:
@@ -94,17 +97,17 @@ def coverage_line(c: dict[str, Any]) -> str:
 
     b = c["bound_ns"]
     bw = c.get("bandwidth_only_ns") or 0.0
-    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}"
-         + (f" (bandwidth-only {pct(bw)}: DRAM bytes from nsys GPU metrics, no FLOPs)"
-            if bw else "") + ", estimated "
-         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}"
+    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}, estimated "
+         f"{pct(c['estimated_ns'])}"
+         + (f" (bandwidth-only {pct(bw)}: DRAM bytes, no FLOPs)" if bw else "")
+         + f", not placed {pct(c['not_placed_ns'])}"
          + (f" (communication kernels {pct(c['communication_ns'])})"
             if c.get("communication_ns") else "") + "; by bound "
          f"(share of kernel time): compute {pct(b['compute'])}, memory {pct(b['memory'])}, "
          f"latency {pct(b['latency'])}" + (f", unknown {pct(b['unknown'])}"
                                           if b.get("unknown") else ""))
     if c.get("achieved_flop_per_s"):
-        s += f"; achieved {c['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s"
+        s += f"; achieved {units.tflops(c['achieved_flop_per_s'])}"
     if c.get("mfu") is not None:
         s += f", {100.0 * c['mfu']:.1f}% of peak (placed work)"
     return s
@@ -196,7 +199,7 @@ def step_line(st: dict[str, Any]) -> str:
          f"{pct(st['compute_ns'])}, memory {pct(st['memory_ns'])}, latency "
          f"{pct(st['latency_ns'])})")
     if st.get("achieved_flop_per_s"):
-        s += f"; {st['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s over the step"
+        s += f"; {units.tflops(st['achieved_flop_per_s'])} over the step"
     if st.get("mfu") is not None:
         s += f", MFU {100.0 * st['mfu']:.1f}%"
     return s
