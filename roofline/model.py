@@ -101,8 +101,14 @@ def launch_precision(r: dict[str, Any]) -> tuple[str | None, float | None, str |
     if inst and inst > 0:
         return "tensor", None, (f"{inst:,.0f} tensor-pipe warp instructions and 0 FP FLOPs; "
                                 f"FLOPs per instruction unknown: {HINT}")
+    counted = {p: _get(r, f"flop_{p}") for p in FP_PRECISIONS}
+    counted = {p: v for p, v in counted.items() if v}
+    if counted:  # FLOPs counted, but no time to divide them by
+        best = max(counted, key=lambda p: counted[p])
+        return best, None, (f"{counted[best]:,.0f} {best} FLOPs counted, no kernel time in "
+                            "this page (add --metrics gpu__time_duration.sum): FLOP/s unknown")
     if not known and all(_get(r, k) is None for k in ("dur_ns", "sm_clock_hz",
-                                                      "dram_bytes_per_s", "tensor_pipe_pct")):
+                                                      "dram_bytes_per_s")):
         return None, None, "ncu recorded no values for this launch (empty result)"
     if known or tf == 0:
         return None, 0.0, "0 FLOPs counted (no FP or tensor work): not on a FLOP roofline"
