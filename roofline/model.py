@@ -101,8 +101,11 @@ def launch_precision(r: dict[str, Any]) -> tuple[str | None, float | None, str |
     if inst and inst > 0:
         return "tensor", None, (f"{inst:,.0f} tensor-pipe warp instructions and 0 FP FLOPs; "
                                 f"FLOPs per instruction unknown: {HINT}")
-    counted = {p: _get(r, f"flop_{p}") for p in FP_PRECISIONS}
-    counted = {p: v for p, v in counted.items() if v}
+    counted: dict[str, float] = {}
+    for p in FP_PRECISIONS:
+        v = _get(r, f"flop_{p}")
+        if v:
+            counted[p] = v
     if counted:  # FLOPs counted, but no time to divide them by
         best = max(counted, key=lambda p: counted[p])
         return best, None, (f"{counted[best]:,.0f} {best} FLOPs counted, no kernel time in "
