@@ -112,6 +112,10 @@ def _launches(frame: pl.DataFrame) -> list[str]:
 def _savings(frame: pl.DataFrame) -> list[str]:
     if frame.height == 0:
         return []
+    # a change whose part is absent (no communication to overlap) is not news: skip it
+    frame = frame.filter(pl.col("bound_ns") > 0)
+    if frame.height == 0:
+        return []
     lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
     for r in frame.iter_rows(named=True):
         # a replay longer than the measured window saves nothing: say so, with the

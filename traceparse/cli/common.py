@@ -259,6 +259,10 @@ def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = N
     return f"{title}\n\n{text}" if title else text
 
 
+#: Statistics-frame columns that hold counts or identifiers (a rank is not a duration).
+COUNT_COLS = ("count", "steps", "outliers", "rank", "device_id", "launches", "kernels")
+
+
 def metric_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     """A statistics frame (one row per ``metric``, columns mean/p50/...) for people: a row
     whose metric ends in ``_ns`` shows durations (and loses the suffix), a ``*_pct`` row
@@ -272,7 +276,7 @@ def metric_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
             v = r[c]
             if v is None:
                 cells[c] = ""
-            elif c in ("count", "steps", "outliers") or isinstance(v, bool | str):
+            elif c in COUNT_COLS or isinstance(v, bool | str):  # counts and ids, never times
                 cells[c] = str(v)
             elif metric.endswith("_ns"):
                 cells[c] = units.duration(v)
