@@ -36,8 +36,10 @@ if BROWSER is None and os.environ.get("TRACEPARSE_REQUIRE_BROWSER") == "1":
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
                                 "apt-get install -y chromium)")
 
-SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "comm",
-            "steps", "devices", "provenance")
+#: "comm" only where the trace has NCCL/RCCL (the sample): the page says nothing about what a
+#: trace does not have
+SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "steps",
+            "devices", "provenance")
 
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
@@ -104,7 +106,7 @@ def test_torch_report_in_browser(path: Path, tmp_path: Path) -> None:
 
 
 def test_sample_report_in_browser(tmp_path: Path) -> None:
-    _check_page(report_html([]), "report_sample", tmp_path, SECTIONS)
+    _check_page(report_html([]), "report_sample", tmp_path, (*SECTIONS, "comm"))
 
 
 def test_hostile_names_run_no_script(tmp_path: Path) -> None:
@@ -218,10 +220,18 @@ FIRST_SCREEN = [*shared_files("nsys", "resest__report2.sqlite"),
 @pytest.mark.shared
 @pytest.mark.parametrize("path", FIRST_SCREEN, ids=lambda p: p.name)
 def test_real_first_screen(path: Path, tmp_path: Path) -> None:
+    import polars as pl
+
+    import traceparse
+
     html = report_html([path])
     fixes = html.count('<li id="rec-')
     assert fixes >= 1
     _assert_first_screen(_first_screen(html, tmp_path), fixes)
+    gpu = traceparse.load(path).gpu
+    has_comm = gpu.filter(pl.col("category").cast(pl.String) == "communication").height > 0
+    # nothing about what the trace does not have: no Communication section without NCCL
+    assert ('<section id="comm">' in html) == has_comm
 
 
 @pytest.mark.shared
