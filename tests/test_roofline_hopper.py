@@ -193,3 +193,14 @@ def test_h200_fp32_and_dram_match_ncus_chart(h200: dict[str, Any], name: str) ->
     else:  # the attention's tensor work dominates; its FP32 work is still ncu's
         assert r["precision"] == "bf16_tensor"
     assert abs(r["dram_bytes_per_s"] / ch[a + "DRAM Bandwidth"] - 1) <= TOL
+
+
+def test_drawn_tensor_roofs_are_dense_at_the_chart_clock(sweep: dict[str, Any]) -> None:
+    """The chart's tensor roofs (one per precision) are the dense peak at the clock their
+    label names: the datasheet's dense peak rescaled to that clock, within 5%."""
+    ceil = sweep["ceil"]
+    for prec in ("tf32_tensor", "bf16_tensor", "fp8_tensor"):
+        r = ceil.filter(pl.col("name") == prec).row(0, named=True)
+        assert r["source"].startswith("measured"), r
+        want = _datasheet_dense(prec, r["clock_hz"])
+        assert abs(r["value"] / want - 1) <= TOL, (prec, r["value"], want)
