@@ -171,6 +171,9 @@ out.timeline = box(document.querySelector('#timeline .fig svg'));
 var at = document.querySelector('#attribution table');
 out.attr = at ? box(at) : null;
 out.width = document.documentElement.scrollWidth;
+out.tables = Math.max.apply(null, [0].concat(Array.prototype.map.call(
+  document.querySelectorAll('table.grid'),
+  function (t) { return t.getBoundingClientRect().right; })));
 document.body.setAttribute('data-layout', JSON.stringify(out));
 </script></body>"""
 
@@ -194,7 +197,8 @@ def _first_screen(html: str, tmp: Path) -> dict[str, object]:
 def _assert_first_screen(lay: dict[str, object], fixes: int) -> None:
     """Verdict, attribution bar and every fix with its saving end inside the first 900 px;
     the timeline starts inside it with at least 150 px of it shown; nothing is wider than
-    the 1400 px window (the attribution table's last column was off-screen)."""
+    the 1400 px window (the attribution table's last column was off-screen), no table
+    either."""
     height = 900
     assert lay["verdict"][1] <= height, lay  # type: ignore[index]
     assert lay["bar"] is not None and lay["bar"][1] <= height, lay  # type: ignore[index]
@@ -204,6 +208,7 @@ def _assert_first_screen(lay: dict[str, object], fixes: int) -> None:
     assert lay["width"] <= 1400, lay  # type: ignore[operator]
     if lay["attr"] is not None:
         assert lay["attr"][2] <= 1400, lay  # type: ignore[index]
+    assert lay["tables"] <= 1400, lay  # no table scrolls sideways (steps: 1,500 px before)  # type: ignore[operator]
 
 
 def test_sample_first_screen(tmp_path: Path) -> None:
