@@ -61,10 +61,31 @@ def _style() -> Iterator[None]:
         yield
 
 
-def to_svg(fig: Figure) -> str:
-    """Serialise ``fig`` as inline-ready SVG markup and close it."""
+#: Lane figures (timeline, GPU-metric and memory counter lanes) share one width and one
+#: plot box (inches from the left and right edges), so their time axes line up on the page.
+LANE_WIDTH_IN, LANE_LEFT_IN, LANE_RIGHT_IN = 11.0, 1.5, 0.15
+
+
+def lane_figure(n: int, lane_in: float, *, top_in: float, bottom_in: float,
+                sharex: bool = True) -> tuple[Figure, Any]:
+    """A figure of ``n`` stacked axes (or one axes when ``n`` is 0) with the shared lane
+    plot box; ``lane_in`` inches per lane, ``top_in``/``bottom_in`` for legend and axis."""
+    rows = max(n, 1)
+    h = top_in + bottom_in + lane_in * rows
+    fig, axes = plt.subplots(rows if sharex else 1, 1, figsize=(LANE_WIDTH_IN, h),
+                             sharex=sharex, squeeze=False)
+    fig.subplots_adjust(left=LANE_LEFT_IN / LANE_WIDTH_IN,
+                        right=1 - LANE_RIGHT_IN / LANE_WIDTH_IN,
+                        top=1 - top_in / h, bottom=bottom_in / h, hspace=0.25)
+    return fig, axes
+
+
+def to_svg(fig: Figure, *, tight: bool = True) -> str:
+    """Serialise ``fig`` as inline-ready SVG markup and close it (``tight=False`` keeps the
+    figure's own box: lane figures, whose plot boxes must line up)."""
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    fig.savefig(buf, format="svg", metadata={"Date": None},
+                bbox_inches="tight" if tight else None)
     plt.close(fig)
     text = buf.getvalue()
     for pat, rep in _STRIP:
@@ -107,7 +128,11 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
     rows = lanes["lanes"]
     multi = len({r["rank"] for r in rows}) > 1
     with _style():
-        fig, ax = plt.subplots(figsize=(11, 0.6 + 0.32 * max(len(rows), 1)))
+        # up to 12 lanes at 0.24 in; more share ~3.4 in (at least 0.14 in, one label line)
+        n = max(len(rows), 1)
+        per = 0.24 if n <= 12 else max(0.14, 3.4 / n)
+        fig, axes = lane_figure(1, per * n, top_in=0.3, bottom_in=0.45, sharex=False)
+        ax = axes[0, 0]
         min_w = _ms(lanes["window_ns"]) / 1500  # keep sub-pixel activities visible
         for y, lane in enumerate(rows):
             groups: dict[tuple[int, float], list[tuple[float, float]]] = {}
@@ -125,8 +150,9 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
         ax.set_xlabel("time since first GPU activity (ms)")
         handles = [matplotlib.patches.Patch(color=COLORS[c], label=c) for c in cats]
         ax.legend(handles=handles, ncol=len(cats), loc="lower left", bbox_to_anchor=(0, 1.0),
-                  frameon=False, fontsize=8)
-        return to_svg(fig)
+                  frameon=False, fontsize=8, borderaxespad=0.1)
+        ax.tick_params(axis="y", labelsize=7.5)
+        return to_svg(fig, tight=False)
 
 
 def histogram(edges: Sequence[float], counts: Sequence[int], *, xlabel: str,
@@ -158,8 +184,9 @@ def step_bars(labels: Sequence[str], values_ms: Sequence[float],
                                                     range(0, len(labels), step)],
                       rotation=45, ha="right", fontsize=7)
         ax.set_ylabel("step time (ms)")
-        if marks:
-            ax.legend(frameon=False, fontsize=8)
+        if marks:  # above the axes: inside, it covered the first bars
+            ax.legend(frameon=False, fontsize=8, ncol=len(marks), loc="lower left",
+                      bbox_to_anchor=(0, 1.0))
         return to_svg(fig)
 
 

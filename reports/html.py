@@ -125,10 +125,11 @@ def fmt_si(x: Any, unit: str, digits: int = 3) -> str:
     v = float(x)
     if unit == "Hz":
         return f"{v / 1e6:,.0f} MHz"
+    # trailing zeros kept (1.60 GFLOP/s, never 1.6), never an exponent
     for scale, prefix in _SI:
         if abs(v) >= scale:
-            return f"{v / scale:.{digits}g} {prefix}{unit}"
-    return f"{v:.{digits}g} {unit}"
+            return f"{units.significant(v / scale, digits)} {prefix}{unit}"
+    return f"{units.significant(v, digits)} {unit}"
 
 
 def fmt_id(x: Any) -> str:
@@ -170,7 +171,9 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
         out["timeline"] = Markup(figures.timeline_overview(tl))
     attr = payload.get("attribution")
     if attr and attr.get("rows"):
-        out["attribution"] = Markup(figures.attribution_bars(attr["rows"], ATTRIBUTION_PARTS))
+        present = [p for p in ATTRIBUTION_PARTS
+                   if (attr.get("totals") or {}).get(f"{p}_ns", 1)]  # no legend for absent parts
+        out["attribution"] = Markup(figures.attribution_bars(attr["rows"], present))
     launches = payload.get("launches")
     if launches and launches.get("histogram") and launches["histogram"].get("counts"):
         h = launches["histogram"]
@@ -201,6 +204,45 @@ def _figures(payload: dict[str, Any]) -> dict[str, Markup]:
 
 def _c(key: str, label: str, fmt: str = "text") -> dict[str, str]:
     return {"key": key, "label": label, "fmt": fmt}
+
+
+def overview_bar(attribution: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The first screen's attribution bar: one segment per part present in the summed
+    windows (``part``, ``label``, ``ns``, ``pct`` of the summed windows, ``color``).
+
+    Example:
+        >>> bar = overview_bar({"totals": {"compute_ns": 30, "idle_ns": 10, "memory_ns": 0,
+        ...                                "window_ns": 40}})
+        >>> [(b["part"], b["pct"]) for b in bar]
+        [('compute', 75.0), ('idle', 25.0)]
+    """
+    tot = (attribution or {}).get("totals") or {}
+    window = tot.get("window_ns") or 0
+    if not window:
+        return []
+    return [{"part": part, "label": part.replace("_", " "), "ns": tot[f"{part}_ns"],
+             "pct": 100.0 * tot[f"{part}_ns"] / window,
+             "color": figures.COLORS.get(part, "#999999")}
+            for part in ATTRIBUTION_PARTS if tot.get(f"{part}_ns")]
+
+
+def attribution_table(attribution: dict[str, Any]) -> dict[str, Any]:
+    """The attribution table for the page: one column per part the trace has (ms, with its
+    share of the window beside it), the communication-overlap columns only when the trace
+    has communication. 18 columns did not fit 1,400 px; parts that are zero on every device
+    say nothing."""
+    data = attribution["rows"]
+    tot = attribution.get("totals") or {}
+    cols = [_c("label", "rank / device"), _c("window_ns", "window (ms)", "ms")]
+    for part in ATTRIBUTION_PARTS:
+        if tot.get(f"{part}_ns"):
+            cols.append({"key": f"{part}_ns", "label": part.replace("_", " "),
+                         "fmt": "ms_pct", "pct": f"{part}_pct"})
+    comm = tot.get("communication_ns") or tot.get("overlapped_comm_ns")
+    if comm:
+        cols += [_c("overlapped_comm_ns", "comm hidden (ms)", "ms"),
+                 _c("comm_overlap_pct", "comm overlap", "pct")]
+    return {"columns": cols, "rows": data}
 
 
 def _view(payload: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +279,10 @@ def _view(payload: dict[str, Any]) -> dict[str, Any]:
     dev_cols = [_c("rank", "rank", "int"), _c("device_id", "device", "int")] + [
         _c(key, label, fmt) for key, label, fmt in dev_keys if key in present]
     prov = payload["provenance"]
-    return payload | {
+    extra: dict[str, Any] = {"overview_bar": overview_bar(payload.get("attribution"))}
+    if payload.get("attribution"):
+        extra["attribution_table"] = attribution_table(payload["attribution"])
+    return payload | extra | {
         "kernel_table": {"columns": kernel_cols, "rows": k["rows"], "footer": footer},
         "device_table": {"columns": dev_cols, "rows": dev_rows, "hidden": hidden},
         "provenance_tables": {

@@ -1,11 +1,12 @@
-"""Figures for the hardware sections: GPU-metric counter lanes (drawn on the timeline's time
-axis) and the device-memory timeline. Data come from :mod:`traceparse.reports.hw_sections`."""
+"""Figures for the hardware sections: GPU-metric and device-memory counter lanes (drawn on
+the timeline's time axis, as the Chrome export's counter tracks) and the device-memory
+timeline. Data come from :mod:`traceparse.reports.hw_sections`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from traceparse.reports.figures import _style, plt, to_svg
+from traceparse.reports.figures import _style, lane_figure, plt, to_svg
 
 
 def counter_lanes(counters: dict[str, Any]) -> str:
@@ -16,8 +17,7 @@ def counter_lanes(counters: dict[str, Any]) -> str:
     window_ms = counters["window_ns"] / 1e6
     multi = len({(s["rank"], s["device_id"]) for s in series}) > 1
     with _style():
-        fig, axes = plt.subplots(len(series), 1, figsize=(11, 0.5 + 0.85 * len(series)),
-                                 sharex=True, squeeze=False)
+        fig, axes = lane_figure(len(series), 0.6, top_in=0.1, bottom_in=0.45)
         for ax, s in zip(axes[:, 0], series, strict=True):
             x = [(b + 0.5) * bin_ms for b in s["bin"]]
             scale = 1e9 if s["unit"] == "Hz" else 1.0
@@ -32,7 +32,7 @@ def counter_lanes(counters: dict[str, Any]) -> str:
                 ax.set_ylim(0, 100)
             ax.set_xlim(0, max(window_ms, 1e-6))
         axes[-1, 0].set_xlabel("time since first GPU activity (ms)")
-        return to_svg(fig)
+        return to_svg(fig, tight=False)
 
 
 def memory_timeline(series: list[dict[str, Any]], t0_ns: int | None = None) -> str:
@@ -57,6 +57,35 @@ def memory_timeline(series: list[dict[str, Any]], t0_ns: int | None = None) -> s
         return to_svg(fig)
 
 
+def memory_lanes(series: list[dict[str, Any]], window_start_ns: int, window_ns: int) -> str:
+    """One small lane per GPU: allocated GiB over the timeline figure's axis (ms since the
+    first GPU activity, clipped to the GPU window), the level held until the next event.
+    Host memory (device -1) is left to the Device memory section."""
+    gpus = [s for s in series if s["device_id"] >= 0 and s["ts_ns"]]
+    window_ms = window_ns / 1e6
+    multi = len({s["rank"] for s in gpus}) > 1
+    with _style():
+        fig, axes = lane_figure(len(gpus), 0.5, top_in=0.1, bottom_in=0.45)
+        for ax, s in zip(axes[:, 0], gpus, strict=True):
+            x = [(t - window_start_ns) / 1e6 for t in s["ts_ns"]]
+            y = [b / 2**30 for b in s["allocated_bytes"]]
+            # the level before the window and until its end, so the lane spans the axis
+            before = [v for t, v in zip(x, y, strict=True) if t <= 0]
+            xs = [0.0] + [t for t in x if 0 < t < window_ms] + [window_ms]
+            ys = [before[-1] if before else 0.0] + [v for t, v in zip(x, y, strict=True)
+                                                    if 0 < t < window_ms]
+            ys.append(ys[-1])
+            ax.fill_between(xs, ys, step="post", alpha=0.35, color="#937860", linewidth=0)
+            ax.step(xs, ys, where="post", color="#937860", linewidth=0.8)
+            who = f"r{s['rank']} " if multi else ""
+            ax.set_ylabel(f"{who}GPU{s['device_id']}\nallocated\n(GiB)", rotation=0,
+                          ha="right", va="center", fontsize=8)
+            ax.set_ylim(0, max(max(ys) * 1.1, 1e-3))
+            ax.set_xlim(0, max(window_ms, 1e-6))
+        axes[-1, 0].set_xlabel("time since first GPU activity (ms)")
+        return to_svg(fig, tight=False)
+
+
 def figures(payload: dict[str, Any]) -> dict[str, str]:
     """The hardware figures the payload supports (SVG text by figure name)."""
     out: dict[str, str] = {}
@@ -66,4 +95,9 @@ def figures(payload: dict[str, Any]) -> dict[str, str]:
     mem = payload.get("memory")
     if mem and mem.get("series") and any(s["ts_ns"] for s in mem["series"]):
         out["memory"] = memory_timeline(mem["series"], mem.get("t0_ns"))
+        tl = payload.get("timeline") or {}
+        if tl.get("window_ns") and any(s["device_id"] >= 0 and s["ts_ns"]
+                                       for s in mem["series"]):
+            out["memory_lane"] = memory_lanes(mem["series"], tl["window_start_ns"],
+                                              tl["window_ns"])
     return out

@@ -361,7 +361,7 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                         "dram_bytes_per_s", "dram_bytes_per_s_lo", "dram_bytes_per_s_hi",
                         "l2_bytes_per_s", "l1_bytes_per_s", "ai_dram",
                         "attainable_flop_per_s", "pct_of_roof", "bound", "provenance",
-                        "placed") if c in pts.columns]
+                        "placed", "note") if c in pts.columns]
     shown = pts.head(top).select(keep)
     columns = [col("kernel_name", "kernel"), col("time_ns", "time (µs)", "us"),
                col("precision", "precision"), col("flop_per_s", "FLOP/s", "flops"),
@@ -371,6 +371,8 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                col("ai_dram", "FLOP/byte", "num"),
                col("pct_of_roof", "% of roof", "pct"), col("bound", "bound"),
                col("provenance", "provenance")]
+    if "note" in shown.columns and shown["note"].drop_nulls().len():
+        columns.append(col("note", "note"))
     ceil_rows = rows(ceilings)
     for r in ceil_rows:  # keep the datasheet's name, not its web address
         if isinstance(r.get("source"), str):
@@ -394,9 +396,10 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
                      "when under 5% of both roofs."
-                     + (" Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs) are "
-                        "dotted lines FLOP/s = intensity x their DRAM bandwidth, the kernel "
-                        "lying somewhere on its line; their bound is unknown."
+                     + (" Bandwidth-only points (no FLOPs: nsys GPU metrics) are dotted lines "
+                        "FLOP/s = intensity x their DRAM bandwidth, the kernel lying somewhere "
+                        "on its line; their bound is unknown. Copies, fills and gathers do no "
+                        "arithmetic: they are listed with their DRAM bandwidth, not drawn."
                         if (notes["coverage"].get("bandwidth_only_ns") or 0) > 0 else "")
                      + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
                         "device description in the inputs), so no chart and no % of roof."))}

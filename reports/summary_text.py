@@ -112,6 +112,10 @@ def _launches(frame: pl.DataFrame) -> list[str]:
 def _savings(frame: pl.DataFrame) -> list[str]:
     if frame.height == 0:
         return []
+    # a change whose part is absent (no communication to overlap) is not news: skip it
+    frame = frame.filter(pl.col("bound_ns") > 0)
+    if frame.height == 0:
+        return []
     lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
     for r in frame.iter_rows(named=True):
         # a replay longer than the measured window saves nothing: say so, with the
@@ -279,3 +283,23 @@ def render_text(summary: dict[str, Any]) -> str:
             blocks.append("\n".join(lines))
     blocks.append(f"Verdict: {summary['verdict']}")
     return "\n\n".join(blocks) + "\n"
+
+
+def render_ncu_text(result: dict[str, Any]) -> str:
+    """The ncu summary as plain text (the renderers' table rules: units, no exponents)."""
+    from traceparse.cli.common import render
+
+    w = result["sections"]["ncu_window"].row(0, named=True)
+    lines = [f"Nsight Compute page: {units.plural(int(w['launches']), 'launch')}, "
+             f"{units.plural(int(w['kernels']), 'kernel')}"
+             + (f" on {w['device']}" if w["device"] else "")
+             + (f", kernel time {units.duration(w['kernel_time_ns'])}"
+                if w["kernel_time_ns"] else ", no kernel durations in this page")
+             + (f", SM clock {units.clock(w['sm_clock_hz'])} (median, measured)"
+                if w["sm_clock_hz"] else ""),
+             "", f"Roofline: {result['coverage_line']}", "",
+             "Kernels (by profiled time)"]
+    k = result["sections"]["ncu_kernels"]
+    lines.append(render(k, "table").rstrip() if k.height else "  (none)")
+    lines += ["", f"Verdict: {result['verdict']}"]
+    return "\n".join(lines) + "\n"

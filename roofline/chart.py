@@ -251,6 +251,10 @@ def _bandwidth_only(pts: pl.DataFrame, top: int) -> pl.DataFrame:
     if not pts.height or "dram_bytes_per_s" not in pts.columns or "flop_per_s" not in pts.columns:
         return pts.head(0)
     bw = pts.filter(pl.col("flop_per_s").is_null() & (pl.col("dram_bytes_per_s") > 0))
+    if "note" in bw.columns:  # copies/fills do 0 FLOPs: intensity 0, not "somewhere on a line"
+        from traceparse.roofline.estimate import DATA_MOVEMENT_NOTE
+
+        bw = bw.filter(~pl.col("note").fill_null("").str.starts_with(DATA_MOVEMENT_NOTE))
     return bw.sort(["time_ns", "kernel_name"], descending=[True, False],
                    nulls_last=True).head(top)
 

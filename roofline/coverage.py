@@ -6,8 +6,9 @@ Definitions (docs/roofline.md):
   alone, the sum of the profiled launch durations (ncu clocks).
 * ``measured_ns`` / ``estimated_ns``: kernel time of points on the chart (``placed``) with
   provenance ``measured (ncu)`` / ``estimated (shapes)``.
-* ``bandwidth_only_ns``: the part of ``measured_ns`` in points without FLOPs (nsys GPU
-  metrics: DRAM bytes only); their bound is unknown (``bound_ns["unknown"]``).
+* ``bandwidth_only_ns``: placed time in points without FLOPs: nsys GPU metrics (DRAM bytes
+  only, bound unknown: ``bound_ns["unknown"]``) and copies/fills/gathers, which do no
+  arithmetic (bound memory).
 * ``not_placed_ns = total_ns - measured_ns - estimated_ns`` (never negative);
   ``communication_ns``: the part of the kernel time in communication kernels (NCCL/RCCL,
   ``gpu.category``), which no FLOP roofline places.
@@ -22,6 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+
+from traceparse import units
 
 
 def coverage(points: pl.DataFrame, kernels: pl.DataFrame | None = None) -> dict[str, Any]:
@@ -94,17 +97,17 @@ def coverage_line(c: dict[str, Any]) -> str:
 
     b = c["bound_ns"]
     bw = c.get("bandwidth_only_ns") or 0.0
-    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}"
-         + (f" (bandwidth-only {pct(bw)}: DRAM bytes from nsys GPU metrics, no FLOPs)"
-            if bw else "") + ", estimated "
-         f"{pct(c['estimated_ns'])}, not placed {pct(c['not_placed_ns'])}"
+    s = (f"kernel time {tot / 1e6:,.3f} ms: measured {pct(c['measured_ns'])}, estimated "
+         f"{pct(c['estimated_ns'])}"
+         + (f" (bandwidth-only {pct(bw)}: DRAM bytes, no FLOPs)" if bw else "")
+         + f", not placed {pct(c['not_placed_ns'])}"
          + (f" (communication kernels {pct(c['communication_ns'])})"
             if c.get("communication_ns") else "") + "; by bound "
          f"(share of kernel time): compute {pct(b['compute'])}, memory {pct(b['memory'])}, "
          f"latency {pct(b['latency'])}" + (f", unknown {pct(b['unknown'])}"
                                           if b.get("unknown") else ""))
     if c.get("achieved_flop_per_s"):
-        s += f"; achieved {c['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s"
+        s += f"; achieved {units.tflops(c['achieved_flop_per_s'])}"
     if c.get("mfu") is not None:
         s += f", {100.0 * c['mfu']:.1f}% of peak (placed work)"
     return s
@@ -151,7 +154,8 @@ def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
 
     tot = (in_step(all_kernels.select("rank", "device_id", "start_ns", "dur_ns"))
            .group_by("rank", "device_id", "step", "_s", "_e")
-           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("kernel_ns")))
+           .agg(pl.col("dur_ns").sum().cast(pl.Float64).alias("kernel_ns"),
+                (pl.col("start_ns") + pl.col("dur_ns")).max().alias("_gpu_end")))
     op_prec = "op_precision" if "op_precision" in points.columns else "precision"
     pb = points.select(pl.col("kernel_name").alias("name"), pl.col(op_prec).alias("precision"),
                        "bound", "peak_flop_per_s")
@@ -163,7 +167,9 @@ def step_split(kernels: pl.DataFrame, points: pl.DataFrame, steps: pl.DataFrame,
         by = {b: float(g.filter(pl.col("bound") == b)["dur_ns"].sum())
               for b in ("compute", "memory", "latency")}
         placed = float(g["dur_ns"].sum())
-        wall = float(r["_e"] - r["_s"])
+        # the GPU runs behind the host: the step's kernels may end after its host range,
+        # and FLOP/s over the step is over the time they actually took
+        wall = float(max(r["_e"], r["_gpu_end"]) - r["_s"])
         flops = float(g["flops"].sum())
         peak = None
         if g.height and flops > 0:
@@ -193,7 +199,7 @@ def step_line(st: dict[str, Any]) -> str:
          f"{pct(st['compute_ns'])}, memory {pct(st['memory_ns'])}, latency "
          f"{pct(st['latency_ns'])})")
     if st.get("achieved_flop_per_s"):
-        s += f"; {st['achieved_flop_per_s'] / 1e12:,.2f} TFLOP/s over the step"
+        s += f"; {units.tflops(st['achieved_flop_per_s'])} over the step"
     if st.get("mfu") is not None:
         s += f", MFU {100.0 * st['mfu']:.1f}%"
     return s

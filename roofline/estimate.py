@@ -58,6 +58,13 @@ MEMORY_OPS = {
                                    "_fused_rms_norm", "group_norm", "softmax", "_softmax",
                                    "log_softmax", "_log_softmax")},
 }
+#: Ops that move data and do no arithmetic (copies, fills, gathers, concatenation): 0 FLOPs.
+#: They are bandwidth points (DRAM bytes over time, drawn as a line), never FLOP points.
+DATA_MOVEMENT_OPS = {f"aten::{n}" for n in ("fill_", "zero_", "copy_", "clone", "contiguous",
+                                            "to", "index_select", "embedding", "cat")}
+MEMORY_OPS.update({n: 0.0 for n in DATA_MOVEMENT_OPS})
+#: ``note`` of a data-movement point.
+DATA_MOVEMENT_NOTE = "no arithmetic (copy/fill/gather): a bandwidth point"
 #: Memory-bound ops that only write their output (``self``): its old contents are not read.
 WRITE_ONLY_OPS = {"aten::fill_", "aten::zero_"}
 #: Argument positions (stride, padding, dilation) in 'Concrete Inputs' per conv op.
@@ -196,12 +203,13 @@ def memory_op_work(name: str, dims: list[Any], types: list[Any]) -> tuple[float,
     every tensor input read once and an output the size of the largest input written once
     (``WRITE_ONLY_OPS``: the output written only).
 
-    Examples (add of two [1024, 1024] fp32 tensors: 1M FLOPs, 12 MiB; fill_ of one: 4 MiB):
+    Examples (add of two [1024, 1024] fp32 tensors: 1M FLOPs, 12 MiB; fill_ of one: 0 FLOPs,
+    4 MiB):
         >>> memory_op_work("aten::add", [[1024, 1024], [1024, 1024], []],
         ...                ["float", "float", "Scalar"])
         (1048576.0, 12582912.0)
         >>> memory_op_work("aten::fill_", [[1024, 1024], []], ["float", "Int"])
-        (1048576.0, 4194304.0)
+        (0.0, 4194304.0)
     """
     per = MEMORY_OPS.get(name)
     if per is None:
@@ -371,4 +379,17 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
             .alias("peak_flop_per_s"),
             pl.when(over).then(pl.lit("fp32 inputs above the FP32 roof: TF32 tensor cores"))
             .otherwise(pl.col("note")).alias("note"))
-    return classify(pts)
+    pts = classify(pts)
+    moves = pl.col("kernel_name").is_in(sorted(DATA_MOVEMENT_OPS))
+    share = (pl.col("dram_bytes_per_s") * 100.0 / bw).round(0).cast(pl.Int64).cast(pl.String) \
+        if bw else pl.lit("?")
+    nulls = ("flop_per_s", "peak_flop_per_s", "precision", "ai_dram", "ai_l2", "ai_l1",
+             "ridge", "attainable_flop_per_s", "pct_of_roof")
+    return pts.with_columns(
+        *[pl.when(moves).then(None).otherwise(pl.col(c)).alias(c) for c in nulls],
+        pl.when(moves).then(pl.col("dram_bytes_per_s") > 0).otherwise(pl.col("placed"))
+        .alias("placed"),
+        pl.when(moves).then(pl.lit("memory")).otherwise(pl.col("bound")).alias("bound"),
+        pl.when(moves).then(pl.format("{}, {}% of DRAM bandwidth", pl.lit(DATA_MOVEMENT_NOTE),
+                                      share))
+        .otherwise(pl.col("note")).alias("note"))

@@ -223,18 +223,24 @@ def ncu_ceilings(ncu: pl.DataFrame) -> list[Ceiling]:
 
 
 def ncu_tensor_ceilings(ncu: pl.DataFrame, clock: float | None) -> list[Ceiling]:
-    """Tensor roofs ncu measured (ops counter peak_sustained x SM clock), one per dtype seen
-    in ``tensor_dtype`` (median over its launches)."""
-    if "peak_tensor_flop_per_s" not in ncu.columns or "tensor_dtype" not in ncu.columns:
+    """Tensor roofs ncu measured, one per dtype seen in ``tensor_dtype``: the dense ops per
+    cycle (the launches' ``peak_tensor_flop_per_s / peak_sm_clock_hz``, median) x ``clock``,
+    the chart's clock, so the drawn roof is at the clock its label says (each point is
+    judged against the roof at its own clock, :func:`traceparse.roofline.model.
+    measured_points`)."""
+    need = ("peak_tensor_flop_per_s", "tensor_dtype", "peak_sm_clock_hz")
+    if not all(c in ncu.columns for c in need):
         return []
     f = ncu.filter(pl.col("peak_tensor_flop_per_s").is_not_null()
-                   & pl.col("tensor_dtype").is_not_null())
+                   & pl.col("tensor_dtype").is_not_null()
+                   & (pl.col("peak_sm_clock_hz") > 0))
     out = []
     for (dtype,), g in f.group_by(pl.col("tensor_dtype").cast(pl.String), maintain_order=True):
-        out.append(Ceiling(f"{dtype}_tensor", "compute",
-                           float(g["peak_tensor_flop_per_s"].median()),  # type: ignore[arg-type]
-                           clock, "measured SM clock during profiling",
-                           "measured (ncu ops-path peak_sustained x clock)"))
+        per_cycle = float((g["peak_tensor_flop_per_s"] / g["peak_sm_clock_hz"]).median())  # type: ignore[arg-type]
+        clk = clock or float(g["peak_sm_clock_hz"].median())  # type: ignore[arg-type]
+        out.append(Ceiling(f"{dtype}_tensor", "compute", per_cycle * clk, clk,
+                           "measured SM clock during profiling",
+                           "measured (ncu dense ops-path peak_sustained x clock)"))
     return out
 
 

@@ -49,6 +49,19 @@ def _roof(ceil: pl.DataFrame, name: str) -> float | None:
     return None
 
 
+def _roof_clock(ceil: pl.DataFrame, name: str) -> float | None:
+    """The clock a datasheet compute roof is quoted at (None for measured/user roofs)."""
+    if "clock_hz" not in ceil.columns or "source" not in ceil.columns:
+        return None
+    hit = ceil.filter(pl.col("name") == name)
+    if not hit.height and name == "fp16_tensor":
+        hit = ceil.filter(pl.col("name") == "bf16_tensor")
+    if not hit.height or not str(hit["source"][0]).startswith("datasheet"):
+        return None
+    clk = hit["clock_hz"][0]
+    return float(clk) if clk else None
+
+
 def _get(r: dict[str, Any], k: str) -> float | None:
     v = r.get(k)
     return float(v) if v is not None and v == v else None
@@ -88,8 +101,17 @@ def launch_precision(r: dict[str, Any]) -> tuple[str | None, float | None, str |
     if inst and inst > 0:
         return "tensor", None, (f"{inst:,.0f} tensor-pipe warp instructions and 0 FP FLOPs; "
                                 f"FLOPs per instruction unknown: {HINT}")
+    counted: dict[str, float] = {}
+    for p in FP_PRECISIONS:
+        v = _get(r, f"flop_{p}")
+        if v:
+            counted[p] = v
+    if counted:  # FLOPs counted, but no time to divide them by
+        best = max(counted, key=lambda p: counted[p])
+        return best, None, (f"{counted[best]:,.0f} {best} FLOPs counted, no kernel time in "
+                            "this page (add --metrics gpu__time_duration.sum): FLOP/s unknown")
     if not known and all(_get(r, k) is None for k in ("dur_ns", "sm_clock_hz",
-                                                      "dram_bytes_per_s", "tensor_pipe_pct")):
+                                                      "dram_bytes_per_s")):
         return None, None, "ncu recorded no values for this launch (empty result)"
     if known or tf == 0:
         return None, 0.0, "0 FLOPs counted (no FP or tensor work): not on a FLOP roofline"
@@ -136,7 +158,9 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
         rows.append({"kernel_name": r["kernel_name"], "launch_id": r["launch_id"],
                      "time_ns": dur if dur and dur > 0 else None, "precision": prec,
                      "flop_per_s": fl, "note": note,
-                     "tensor_peak": _get(r, "peak_tensor_flop_per_s"),
+                     "tensor_peak": _get(r, "peak_tensor_flop_per_s") if prec and str(
+                         prec).endswith("_tensor") else _get(r, f"peak_{prec}_flop_per_s")
+                     if prec in FP_PRECISIONS else None,
                      "sm_clock_hz": _get(r, "peak_sm_clock_hz") or _get(r, "sm_clock_hz"),
                      **{b: _get(r, b) for b in bytes_cols}})
     schema = {"kernel_name": pl.String, "launch_id": pl.Int64, "time_ns": pl.Float64,
@@ -164,11 +188,20 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
     roofs = {p: _roof(ceil, p) for p in {*FP_PRECISIONS, *[f"{d}_tensor" for d in (
         "fp16", "bf16", "tf32", "fp8", "int8", "fp64")]} if p in names or p == "fp16_tensor"}
     bw = _roof(ceil, "dram")
+    # a datasheet roof is rescaled to the clock each kernel ran at (ncu measures it per
+    # launch; the drawn roof is at the median clock), so no kernel is judged against a
+    # roof for another clock
+    clocks = {p: _roof_clock(ceil, p) for p in roofs}
+    user = [str(n) for n, src in zip(ceil["name"], ceil["source"], strict=True)
+            if str(src).startswith("user")] if "source" in ceil.columns else []
+    table = pl.col("precision").replace_strict(roofs, default=None, return_dtype=pl.Float64)
+    table_clk = pl.col("precision").replace_strict(clocks, default=None,
+                                                   return_dtype=pl.Float64)
+    at_clock = pl.when(table_clk.is_not_null() & pl.col("sm_clock_hz").is_not_null()) \
+        .then(table * pl.col("sm_clock_hz") / table_clk).otherwise(table)
     f = f.with_columns(
-        pl.coalesce(pl.when(pl.col("precision").str.ends_with("_tensor"))
-                    .then(pl.col("tensor_peak")),
-                    pl.col("precision").replace_strict(roofs, default=None,
-                                                       return_dtype=pl.Float64))
+        pl.when(pl.col("precision").is_in(user)).then(table)
+        .otherwise(pl.coalesce(pl.col("tensor_peak"), at_clock))
         .alias("peak_flop_per_s"),
         pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"),
         (pl.col("flop_per_s").is_not_null() & (pl.col("flop_per_s") > 0)

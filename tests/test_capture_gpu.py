@@ -34,17 +34,22 @@ import polars as pl
 import pytest
 
 import traceparse
+from tests.conftest import TRACES
 from traceparse.analyses.summary import summarize
 from traceparse.roofline.build import build
 from traceparse.roofline.estimate import estimate_ops, op_flops
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_traces"
-CAPTURED = [d for d in (SAMPLES / "h100", SAMPLES / "h200") if any(d.glob("*.json.gz"))]
-DIRS = [pytest.param(d, id=d.name) for d in CAPTURED] or [pytest.param(
+#: the script's output, committed (sample_traces/h1x0/) or read in place from the corpus
+#: (../shared/traces/gpu/h200/, captured on an H200 on 2026-11-26)
+CAPTURED = [d for d in (SAMPLES / "h100", SAMPLES / "h200", TRACES / "gpu" / "h100",
+                        TRACES / "gpu" / "h200") if d.is_dir() and any(d.glob("*.json.gz"))]
+DIRS = [pytest.param(d, id=f"{d.parent.name}/{d.name}") for d in CAPTURED] or [pytest.param(
     None, id="none", marks=pytest.mark.skip(
-        reason="no real GPU capture yet: run `bash sample_traces/capture/capture_all.sh` on "
-               "an H100/H200 machine (writes sample_traces/h100/ or h200/)"))]
+        reason="no real GPU capture: run `bash sample_traces/capture/capture_all.sh` on "
+               f"an H100/H200 machine (writes sample_traces/h100/ or h200/), or put the "
+               f"corpus at {TRACES.parent}"))]
 
 #: Shape estimate vs profiler ``flops`` for GEMM ops: same formula, float rounding only.
 GEMM_FACTOR = 1.0 + 1e-9

@@ -22,8 +22,11 @@ def test_csv_floats_round_trip_exactly() -> None:
 
 def test_table_floats_are_readable() -> None:
     text = render_table(_frame())
-    # >= 1e9: scientific; 1000..1e9: thousands separators, no decimals; < 1000: 3 digits
-    assert "5.525e+12" in text and "77,490,833" in text and "0.123" in text
+    # >= 1000: thousands separators, no decimals, never an exponent; < 1000: 3 digits
+    assert "5,525,180,000,000" in text and "77,490,833" in text and "0.123" in text
+    assert "e+" not in text and "e-" not in text
+    tiny = render_table(pl.DataFrame({"x": [5.57e-6]}))
+    assert "0.00000557" in tiny and "e-" not in tiny
     assert "1,234" in text or "1,235" in text
 
 

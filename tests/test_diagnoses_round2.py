@@ -198,9 +198,11 @@ def test_summary_never_quotes_a_negative_saving() -> None:
     frame = pl.DataFrame({"change": ["no_launch_overhead", "overlap_comm"], "rank": [0, 0],
                           "measured_ns": [437_000_000, 437_000_000],
                           "predicted_ns": [436_760_000, 437_009_460],
-                          "saving_ns": [240_000, -9_460], "bound_ns": [905_000, 0],
+                          "saving_ns": [240_000, -9_460], "bound_ns": [905_000, 1_000_000],
                           "within_bound": [True, True]})
     lines = _savings(frame)
     assert "240 µs of 905 µs" in lines[1]
-    assert "none (the replay runs 9.46 µs longer) of 0 ns" in lines[2]
+    assert "none (the replay runs 9.46 µs longer) of 1.00 ms" in lines[2]
+    # a change whose part the trace does not have (bound 0: no communication) is not printed
+    assert len(_savings(frame.with_columns(pl.Series("bound_ns", [905_000, 0])))) == 2
     assert not any("-" in line.split("(window")[0] for line in lines[1:])

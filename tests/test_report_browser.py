@@ -36,8 +36,10 @@ if BROWSER is None and os.environ.get("TRACEPARSE_REQUIRE_BROWSER") == "1":
 pytestmark = pytest.mark.skipif(BROWSER is None, reason="no chromium binary found (Debian: "
                                 "apt-get install -y chromium)")
 
-SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "comm",
-            "steps", "devices", "provenance")
+#: "comm" only where the trace has NCCL/RCCL (the sample): the page says nothing about what a
+#: trace does not have
+SECTIONS = ("verdict", "attribution", "timeline", "kernels", "gaps", "launches", "steps",
+            "devices", "provenance")
 
 
 def _chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
@@ -104,7 +106,7 @@ def test_torch_report_in_browser(path: Path, tmp_path: Path) -> None:
 
 
 def test_sample_report_in_browser(tmp_path: Path) -> None:
-    _check_page(report_html([]), "report_sample", tmp_path, SECTIONS)
+    _check_page(report_html([]), "report_sample", tmp_path, (*SECTIONS, "comm"))
 
 
 def test_hostile_names_run_no_script(tmp_path: Path) -> None:
@@ -156,3 +158,91 @@ def test_error_catcher_reports_a_broken_script(tmp_path: Path) -> None:
     m = re.search(r'<div id="js-errors" data-count="(\d+)"[^>]*>(.*?)</div>', dom, re.S)
     assert m is not None and m.group(1) == "2"
     assert "TypeError" in m.group(2) and "console.error: seen" in m.group(2)
+
+
+FIRST_SCREEN_PROBE = """<script>
+function box(el) { var r = el.getBoundingClientRect(); return [r.top, r.bottom, r.right]; }
+var out = {};
+out.verdict = box(document.querySelector('#verdict .verdict'));
+var bar = document.getElementById('attribution-bar'); out.bar = bar ? box(bar) : null;
+out.fixes = Array.prototype.map.call(document.querySelectorAll('ol.recs > li'),
+  function (li) { return box(li.querySelector('.saving')); });
+out.timeline = box(document.querySelector('#timeline .fig svg'));
+var at = document.querySelector('#attribution table');
+out.attr = at ? box(at) : null;
+out.width = document.documentElement.scrollWidth;
+out.tables = Math.max.apply(null, [0].concat(Array.prototype.map.call(
+  document.querySelectorAll('table.grid'),
+  function (t) { return t.getBoundingClientRect().right; })));
+document.body.setAttribute('data-layout', JSON.stringify(out));
+</script></body>"""
+
+
+def _first_screen(html: str, tmp: Path) -> dict[str, object]:
+    """Layout of the page at 1400x900 (the page's own boxes, measured by Chromium)."""
+    import json
+    from html import unescape
+
+    page = tmp / "first.html"
+    page.write_text(html.replace("</body>", FIRST_SCREEN_PROBE), encoding="utf-8")
+    proc = _chromium(["--window-size=1400,900", "--virtual-time-budget=3000", "--dump-dom",
+                      page.as_uri()], tmp / "profile-first")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r'data-layout="([^"]*)"', proc.stdout)
+    assert m is not None, "probe did not run"
+    out: dict[str, object] = json.loads(unescape(m.group(1)))
+    return out
+
+
+def _assert_first_screen(lay: dict[str, object], fixes: int) -> None:
+    """Verdict, attribution bar and every fix with its saving end inside the first 900 px;
+    the timeline starts inside it with at least 150 px of it shown; nothing is wider than
+    the 1400 px window (the attribution table's last column was off-screen), no table
+    either."""
+    height = 900
+    assert lay["verdict"][1] <= height, lay  # type: ignore[index]
+    assert lay["bar"] is not None and lay["bar"][1] <= height, lay  # type: ignore[index]
+    assert len(lay["fixes"]) == fixes, lay  # type: ignore[arg-type]
+    assert all(f[1] <= height for f in lay["fixes"]), lay  # type: ignore[union-attr]
+    assert lay["timeline"][0] <= height - 150, lay  # type: ignore[index]
+    assert lay["width"] <= 1400, lay  # type: ignore[operator]
+    if lay["attr"] is not None:
+        assert lay["attr"][2] <= 1400, lay  # type: ignore[index]
+    assert lay["tables"] <= 1400, lay  # no table scrolls sideways (steps: 1,500 px before)  # type: ignore[operator]
+
+
+def test_sample_first_screen(tmp_path: Path) -> None:
+    html = report_html([])  # the quick-start sample (`traceparse report` with no TRACE)
+    fixes = html.count('<li id="rec-')
+    assert fixes >= 1
+    _assert_first_screen(_first_screen(html, tmp_path), fixes)
+
+
+FIRST_SCREEN = [*shared_files("nsys", "resest__report2.sqlite"),
+                *shared_files("torch", "tracelens__sglang_Qwen3-8B_prefilldecode.json.gz")]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", FIRST_SCREEN, ids=lambda p: p.name)
+def test_real_first_screen(path: Path, tmp_path: Path) -> None:
+    import polars as pl
+
+    import traceparse
+
+    html = report_html([path])
+    fixes = html.count('<li id="rec-')
+    assert fixes >= 1
+    _assert_first_screen(_first_screen(html, tmp_path), fixes)
+    gpu = traceparse.load(path).gpu
+    has_comm = gpu.filter(pl.col("category").cast(pl.String) == "communication").height > 0
+    # nothing about what the trace does not have: no Communication section without NCCL
+    assert ('<section id="comm">' in html) == has_comm
+
+
+@pytest.mark.shared
+def test_dlrm_first_screen(tmp_path: Path) -> None:
+    files = shared_files("torch", "param__dlrm_8rank__worker*")
+    if len(files) != 8:
+        pytest.skip("DLRM set not in the corpus")
+    html = report_html(files)
+    _assert_first_screen(_first_screen(html, tmp_path), html.count('<li id="rec-'))

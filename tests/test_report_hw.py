@@ -125,3 +125,44 @@ def test_report_gpu_metrics_per_step_and_range(tmp_path: Path) -> None:
     assert [r["name"] for r in gm["ranges"]["rows"]] == ["step 1", "step 2"]
     html = render_html(build_payload(tl, options=ReportOptions()))
     assert "Per step" in html and "Per NVTX range" in html
+
+
+def test_memory_counter_lane_on_the_timeline_axis() -> None:
+    """The report timeline carries a device-memory counter lane (as the Chrome export's
+    ``memory (bytes)`` track), drawn in the timeline's plot box: same figure width and the
+    same left/right edges, so the time axes line up; host memory stays in its section."""
+    import re
+
+    from traceparse.reports import figures, hw_figures
+
+    series = [{"rank": 0, "device_id": 0, "ts_ns": [1_000, 5_000, 9_000],
+               "allocated_bytes": [2**30, 3 * 2**30, 2**30], "reserved_bytes": [None] * 3},
+              {"rank": 0, "device_id": -1, "ts_ns": [1_000], "allocated_bytes": [2**20],
+               "reserved_bytes": [None]}]
+    mem = hw_figures.memory_lanes(series, window_start_ns=0, window_ns=10_000)
+    tl = figures.timeline_overview({"categories": ["compute"], "window_ns": 10_000, "lanes": [
+        {"rank": 0, "device_id": 0, "stream_id": 7, "segments": [[0, 4_000, 0, 1.0]]}]})
+
+    def box(svg: str) -> tuple[str, str]:
+        w = re.search(r'<svg[^>]*width="([\d.]+)pt"', svg)
+        # the first axes' background patch: "M x0 y0 L x1 y0 ..."
+        ax = re.search(r'<g id="patch_2">\s*<path d="M ([\d.]+) [\d.]+\s*L ([\d.]+)', svg)
+        assert w and ax, svg[:500]
+        return w.group(1), ax.group(1) + "-" + ax.group(2)
+    assert box(mem) == box(tl)
+    assert "GPU0" in mem and "host" not in mem
+
+
+@pytest.mark.shared
+def test_report_timeline_has_the_memory_lane() -> None:
+    from traceparse import load
+
+    gpt = TRACES / "gpu" / "h200" / "gpt_train_decode.json.gz"
+    if not gpt.is_file():
+        pytest.skip("no H200 GPT capture in the corpus")
+    tl = load(gpt)
+    assert MM.device_levels(tl).filter(pl.col("device_id") >= 0).height > 0
+    html = render_html(build_payload(tl))
+    i = html.index('<section id="timeline">')
+    sec = html[i:html.index("</section>", i)]
+    assert 'id="memory-lanes"' in sec and sec.count("<svg") == 2

@@ -135,10 +135,11 @@ def test_fill_and_zero_write_their_output_only() -> None:
     from traceparse.roofline.estimate import memory_op_work
 
     # fill_ of a [256, 256, 3, 3] fp32 weight (ResNet-50): 589,824 elements written, 4 B each;
-    # counting a read of self too put ResNet-50's fill_ point at 145% of the V100 DRAM roof
+    # counting a read of self too put ResNet-50's fill_ point at 145% of the V100 DRAM roof;
+    # a fill does no arithmetic: 0 FLOPs (a bandwidth point, issue 26)
     assert memory_op_work("aten::fill_", [[256, 256, 3, 3], []], ["float", "Int"]) == (
-        589_824.0, 2_359_296.0)
-    assert memory_op_work("aten::zero_", [[1024]], ["float"]) == (1024.0, 4096.0)
+        0.0, 2_359_296.0)
+    assert memory_op_work("aten::zero_", [[1024]], ["float"]) == (0.0, 4096.0)
     # an out-of-place op still reads its input: div of [32, 2048, 7, 7] by a scalar
     n = 32 * 2048 * 7 * 7
     assert memory_op_work("aten::div", [[32, 2048, 7, 7], []], ["float", "Scalar"]) == (

@@ -255,3 +255,20 @@ def test_memory_op_models() -> None:
     assert memory_op_work("aten::embedding", [[100000, 64], [512]], ["float", "long int"]) == (
         512 * 64.0, 512 * 8 + 2 * 512 * 64 * 4.0)
     assert memory_op_work("aten::conv2d", [[1]], ["float"]) is None
+
+
+def test_step_flop_rate_is_over_the_time_its_kernels_took() -> None:
+    """A step whose host range is 10 us but whose one kernel (started inside it) runs 100 us:
+    8e9 FLOPs over 100 us = 80 TFLOP/s, MFU 80% of a 100 TFLOP/s roof (over the host range
+    alone it would be 800 TFLOP/s, 800%)."""
+    from traceparse.roofline.coverage import step_split
+
+    k = pl.DataFrame({"rank": [0], "device_id": [0], "start_ns": [5_000], "dur_ns": [100_000],
+                      "name": ["aten::mm"], "precision": ["bf16_tensor"], "flops": [8e9]})
+    p = pl.DataFrame({"kernel_name": ["aten::mm"], "precision": ["bf16_tensor"],
+                      "bound": ["compute"], "peak_flop_per_s": [1e14]})
+    s = pl.DataFrame({"rank": [0], "step": ["s1"], "start_ns": [0], "end_ns": [10_000]})
+    a = k.select("rank", "device_id", "start_ns", "dur_ns")
+    r = step_split(k, p, s, a)[0]
+    assert r["wall_ns"] == 105_000
+    assert r["mfu"] is not None and 0.76 < r["mfu"] < 0.77

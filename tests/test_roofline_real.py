@@ -329,7 +329,8 @@ def test_report_roofline_banner_coverage_and_gpu_title(tmp_path: Path) -> None:
     sec = sec[:sec.index("</section>")]
     assert "GPU mismatch:</strong> ncu measured on NVIDIA H800" in sec
     assert "<strong>Coverage:</strong> kernel time" in sec
-    assert "not placed (1): no FLOP counters" in sec
+    # flash_fwd_kernel printed nan for every counter (ncu did not profile it)
+    assert "not placed (1): ncu recorded no values for this launch" in sec
     assert "Roofline: H800 SXM5 80GB @ " in sec and "MHz SM clock" in sec
     assert "roofline of A100" not in sec
 

@@ -169,3 +169,37 @@ def test_chart_without_ceilings_says_so_in_the_figure() -> None:
     roofs = pl.DataFrame({"name": ["fp32", "dram"], "kind": ["compute", "memory"],
                           "value": [1e13, 1e12]})
     assert "no roofs" not in render(pts, roofs, fmt="svg").decode()
+
+
+def test_copies_and_fills_are_bandwidth_points_not_flop_points() -> None:
+    """aten::copy_ / fill_ do no arithmetic: never a FLOP point, never a % of a FLOP roof
+    (issue 26: copy_ was drawn at 0.83 TFLOP/s, "94% of roof"); they are bandwidth points
+    (DRAM bytes over time, bound memory) whose note gives their share of DRAM bandwidth."""
+
+    from traceparse.roofline.estimate import DATA_MOVEMENT_OPS, estimated_points
+
+    def op(eid: int, name: str, dims: str, types: str, t0: int) -> dict[str, object]:
+        return {"rank": 0, "kind": "cpu_op", "name": name, "external_id": eid,
+                "input_dims": dims, "input_types": types, "concrete_inputs": None,
+                "thread_id": 1, "start_ns": t0, "end_ns": t0 + 500}
+    ranges = pl.DataFrame([op(1, "aten::copy_", "[[1024, 1024], [1024, 1024]]",
+                              '["float", "float"]', 0),
+                           op(2, "aten::add", "[[1024, 1024], [1024, 1024], []]",
+                              '["float", "float", "Scalar"]', 1000)])
+    gpu = pl.DataFrame({"rank": [0, 0], "device_id": [0, 0], "kind": ["kernel", "kernel"],
+                        "name": ["copy_kernel", "add_kernel"], "start_ns": [100, 1100],
+                        "dur_ns": [10_000, 10_000], "external_id": [1, 2],
+                        "correlation_id": [11, 12]})
+    ceil = pl.DataFrame({"name": ["fp32", "dram"], "kind": ["compute", "memory"],
+                         "value": [60e12, 4.8e12]})
+    pts = estimated_points(ranges, gpu, ceil)
+    assert "aten::copy_" in DATA_MOVEMENT_OPS
+    copy = pts.filter(pl.col("kernel_name") == "aten::copy_").row(0, named=True)
+    # 4 MiB read + 4 MiB written (the two inputs) + 4 MiB output = 3 x 4 MiB over 10 us
+    assert copy["flop_per_s"] is None and copy["pct_of_roof"] is None
+    assert copy["placed"] and copy["bound"] == "memory"
+    assert copy["dram_bytes_per_s"] == pytest.approx(3 * 4 * 1024 * 1024 / 10e-6)
+    assert copy["note"].endswith(f"{round(copy['dram_bytes_per_s'] * 100 / 4.8e12)}% of DRAM "
+                                 "bandwidth")
+    add = pts.filter(pl.col("kernel_name") == "aten::add").row(0, named=True)
+    assert add["flop_per_s"] == pytest.approx(1024 * 1024 / 10e-6)

@@ -29,6 +29,13 @@ def test_rates_clocks_sizes() -> None:
     assert units.clock(2_100_000_000) == "2.10 GHz"
     assert units.tflops(989.5e12) == "990 TFLOP/s"
     assert units.gbps(4.8e12) == "4800 GB/s"
+    # the unit that gives 3 significant digits, never an exponent (issue 26)
+    assert units.tflops(5.57e6) == "5.57 MFLOP/s"
+    assert units.tflops(116e9) == "116 GFLOP/s"
+    assert units.tflops(999.6e9) == "1000 GFLOP/s"
+    assert units.tflops(0.0) == "0 FLOP/s"
+    assert units.gbps(22.8e6) == "22.8 MB/s"
+    assert units.gbps(950.0) == "950 B/s"
     assert units.size(80e9) == "80.0 GB"
     assert units.timestamp(5_000, 1_000) == "+4.00 µs"
     assert units.plural(1, "device") == "1 device"

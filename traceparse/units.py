@@ -7,7 +7,8 @@ FLOP/s); only the human views go through these functions. The rules (docs/cli.md
   (``duration(511_212_700) == '511 ms'``);
 * timestamps are shown relative to the trace start (``+1.25 ms``), never as raw epoch
   nanoseconds;
-* clocks in GHz (MHz below 1 GHz), compute rates in TFLOP/s, bandwidths in GB/s, sizes in
+* clocks in GHz (MHz below 1 GHz), compute rates in TFLOP/s (GFLOP/s, MFLOP/s below),
+  bandwidths in GB/s (MB/s, kB/s below), sizes in
   B/kB/MB/GB (powers of 1000, as nsys and datasheets count);
 * counts with thousands separators and the noun in the right number (``plural(1, "kernel")
   == '1 kernel'``).
@@ -85,20 +86,41 @@ def clock(hz: float | None) -> str:
     return f"{hz / 1e6:.0f} MHz"
 
 
+#: (prefix, scale), largest first: a rate is printed in the largest unit it reaches.
+RATE_PREFIXES = (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3), ("", 1.0))
+
+
+def _rate(value: float, unit: str, floor: float) -> str:
+    for pre, scale in RATE_PREFIXES:
+        if scale <= floor and (abs(value) >= scale or pre == ""):
+            return f"{significant(value / scale)} {pre}{unit}"
+    raise AssertionError("unreachable")
+
+
 def tflops(flop_per_s: float | None) -> str:
-    """A compute rate in TFLOP/s: ``tflops(989.4e12) == '989 TFLOP/s'``,
-    ``tflops(1.25e12) == '1.25 TFLOP/s'``."""
+    """A compute rate with 3 significant digits in the largest unit it reaches (TFLOP/s,
+    GFLOP/s, MFLOP/s, ...), never in scientific notation.
+
+    Example:
+        >>> tflops(989.4e12), tflops(1.25e12), tflops(5.57e6), tflops(0.0)
+        ('989 TFLOP/s', '1.25 TFLOP/s', '5.57 MFLOP/s', '0 FLOP/s')
+    """
     if flop_per_s is None or not math.isfinite(flop_per_s):
         return ""
-    return f"{significant(flop_per_s / 1e12)} TFLOP/s"
+    return _rate(float(flop_per_s), "FLOP/s", 1e12)
 
 
 def gbps(bytes_per_s: float | None) -> str:
-    """A bandwidth in GB/s (10^9 bytes): ``gbps(3.35e12) == '3350 GB/s'``,
-    ``gbps(12.5e9) == '12.5 GB/s'``."""
+    """A bandwidth with 3 significant digits: GB/s (10^9 bytes) from 1 GB/s up, MB/s and
+    kB/s below.
+
+    Example:
+        >>> gbps(3.35e12), gbps(12.5e9), gbps(22.8e6)
+        ('3350 GB/s', '12.5 GB/s', '22.8 MB/s')
+    """
     if bytes_per_s is None or not math.isfinite(bytes_per_s):
         return ""
-    return f"{significant(bytes_per_s / 1e9)} GB/s"
+    return _rate(float(bytes_per_s), "B/s", 1e9)
 
 
 def size(nbytes: float | None) -> str:

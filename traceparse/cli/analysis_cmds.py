@@ -129,7 +129,14 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
     if (why := no_events(tl, paths)) is not None:
         emit(why + "\n", output)
         return
-    result = summarize(tl, top=top, min_gap_ns=min_gap_ns(min_gap_us))
+    ncu_only = not tl.rows("gpu") and tl.rows("ncu") > 0
+    if ncu_only:  # an Nsight Compute page alone: its own summary, no timeline to attribute
+        from traceparse.reports.summary_text import render_ncu_text
+        from traceparse.roofline.ncu_summary import summarize_ncu
+
+        result = summarize_ncu(tl, top=top, gpu=gpu)
+    else:
+        result = summarize(tl, top=top, min_gap_ns=min_gap_ns(min_gap_us))
     if fmt == "json":
         payload = {"trace": paths[0] if len(paths) == 1 else paths,
                    "verdict": result["verdict"],
@@ -139,4 +146,5 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
         parts = [f"# {k}\n{render_csv(v, decimals=_PCT)}" for k, v in result["sections"].items()]
         emit("\n".join([*parts, f"# verdict\n{result['verdict']}\n"]), output)
     else:
-        emit(speak_vendor(render_text(result), tl), output)
+        text = render_ncu_text(result) if ncu_only else render_text(result)
+        emit(speak_vendor(text, tl), output)

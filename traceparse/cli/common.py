@@ -156,8 +156,8 @@ def _humanize(frame: pl.DataFrame, start_ns: int | None
 
 def _cell(value: Any, decimals: int | None, *, human: bool = False) -> str:
     """One cell as text. Floats: ``decimals`` places when given; otherwise, for people
-    (``human``), 3 significant digits below 1000, thousands separators up to 1e9 and
-    scientific notation above; for machines, the shortest text that round-trips."""
+    (``human``), 3 significant digits below 1000, thousands separators above (never an
+    exponent); for machines, the shortest text that round-trips."""
     if value is None:
         return ""
     if isinstance(value, float):
@@ -166,11 +166,10 @@ def _cell(value: Any, decimals: int | None, *, human: bool = False) -> str:
         if not human or value != value or value in (float("inf"), float("-inf")):
             return repr(value)
         mag = abs(value)
-        if mag >= 1e9:
-            return f"{value:.3e}"
-        if mag >= 1000:
+        if mag >= 1000:  # never an exponent in a table for people
             return f"{value:,.0f}"
-        return f"{value:.3g}"
+        return units.significant(value).rstrip("0").rstrip(".") if "." in \
+            units.significant(value) else units.significant(value)
     return str(value)
 
 
@@ -260,6 +259,10 @@ def render(frame: pl.DataFrame, fmt: str, *, decimals: dict[str, int] | None = N
     return f"{title}\n\n{text}" if title else text
 
 
+#: Statistics-frame columns that hold counts or identifiers (a rank is not a duration).
+COUNT_COLS = ("count", "steps", "outliers", "rank", "device_id", "launches", "kernels")
+
+
 def metric_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
     """A statistics frame (one row per ``metric``, columns mean/p50/...) for people: a row
     whose metric ends in ``_ns`` shows durations (and loses the suffix), a ``*_pct`` row
@@ -273,7 +276,7 @@ def metric_rows(frame: pl.DataFrame) -> tuple[pl.DataFrame, set[str]]:
             v = r[c]
             if v is None:
                 cells[c] = ""
-            elif c in ("count", "steps", "outliers") or isinstance(v, bool | str):
+            elif c in COUNT_COLS or isinstance(v, bool | str):  # counts and ids, never times
                 cells[c] = str(v)
             elif metric.endswith("_ns"):
                 cells[c] = units.duration(v)

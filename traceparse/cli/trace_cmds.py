@@ -56,7 +56,15 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
         rows += [("file", str(src["file"])), ("format", str(src["format"])),
                  ("tool version", str(src["tool_version"] or "unknown")),
                  ("format version", str(src["format_version"] or "unknown"))]
-    for dev in tl.devices.iter_rows(named=True):
+    devices, hidden = tl.devices, 0
+    if devices["rank"].n_unique() > 1 and tl.gpu.height:
+        # several ranks each list every GPU of their node (8 DLRM ranks x 8 GPUs = 64 rows,
+        # 8 of which ran work): list the devices that ran something, count the others
+        active = tl.gpu.select("rank", "device_id").unique()
+        shown = devices.join(active, on=["rank", "device_id"], how="semi")
+        if shown.height:
+            hidden, devices = devices.height - shown.height, shown
+    for dev in devices.iter_rows(named=True):
         desc = dev["name"] or "unknown device"
         if dev["sm_count"]:
             desc += ", " + units.plural(int(dev["sm_count"]), *multiprocessor_words(
@@ -64,6 +72,9 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
         if dev["clock_hz"]:
             desc += f", {units.clock(dev['clock_hz'])}"
         rows.append((f"device {dev['rank']}:{dev['device_id']}", desc))
+    if hidden:
+        rows.append(("devices without GPU activity",
+                     f"{hidden} more listed by the ranks' traces (not shown)"))
     for proc in tl.meta.get("processes", []):
         rank = "" if proc.get("rank") is None else f" (rank {proc['rank']})"
         rows.append((f"process {proc['pid']}", str(proc.get("name") or "") + rank))

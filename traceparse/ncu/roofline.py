@@ -74,8 +74,15 @@ def roofline_exprs(cols: set[str]) -> dict[str, pl.Expr]:
         cnt = {op: _first(m(f"sm__{S.format(p + op)}.sum"), m(f"smsp__{S.format(p + op)}.sum"))
                for op in ("add", "mul", "fma")}
         count = cnt["add"] + cnt["mul"] + 2.0 * cnt["fma"]
-        out[f"{name}_flop_per_s"] = _first(chart, count / cyc_s)
-        out[f"flop_{name}"] = _first(count, chart * dur_s)
+        # ``--metrics ...pred_on.sum.per_second``: the rate itself (missing ops count 0)
+        ps = {op: _first(m(f"sm__{S.format(p + op)}.sum.per_second"),
+                         m(f"smsp__{S.format(p + op)}.sum.per_second")) for op in
+              ("add", "mul", "fma")}
+        ps_any = pl.any_horizontal([e.is_not_null() for e in ps.values()])
+        rate = pl.when(ps_any).then(ps["add"].fill_null(0.0) + ps["mul"].fill_null(0.0)
+                                    + 2.0 * ps["fma"].fill_null(0.0))
+        out[f"{name}_flop_per_s"] = _first(chart, count / cyc_s, rate)
+        out[f"flop_{name}"] = _first(count, chart * dur_s, rate * dur_s)
         peak_ops = _first(m(f"derived__sm__{S.format(p + 'fma')}_x4"),
                           m(f"derived__sm__{S.format(p + 'fma')}_x2"),
                           2.0 * m(f"sm__{S.format(p + 'fma')}.sum.peak_sustained"))
