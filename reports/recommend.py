@@ -39,7 +39,8 @@ Rules and their savings estimates:
     saves time. Saving = the savings engine's ``overlap_comm`` figure for that rank (what
     ``whatif --overlap-comm`` prints), never more than its exposed communication.
 ``tensor-cores`` (GEMMs far under their roof; only with roofline data)
-    Fires for GEMM/convolution kernels (names matching :data:`traceparse.reports.sections.GEMM_RE`)
+    Fires for GEMM/convolution kernels (class ``gemm`` or ``conv`` of
+    :mod:`traceparse.analyses.kclass`, the one kernel classifier)
     that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
     at least 2% of the time. Saving = for each such kernel ``time * (1 - pct_of_roof / 50)``:
     the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
@@ -312,15 +313,13 @@ ROOF_TARGET_PCT = 50.0
 
 
 def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    import re
-
-    from traceparse.reports.sections import GEMM_RE
+    from traceparse.analyses.kclass import class_of
 
     roof = payload.get("roofline")
     if not roof:
         return []
     slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None
-            and p["pct_of_roof"] < ROOF_MAX_PCT and re.search(GEMM_RE, p["kernel_name"])]
+            and p["pct_of_roof"] < ROOF_MAX_PCT and class_of(p["kernel_name"]) in ("gemm", "conv")]
     total = sum(p["time_ns"] for p in roof["points"] if p.get("time_ns"))
     base = w or total
     saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)

@@ -341,10 +341,6 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     }
 
 
-#: Kernel names that are GEMMs / convolutions (tensor-core candidates).
-GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
-
-
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     from traceparse.analyses.metrics import clock_lines
     from traceparse.roofline.build import build
