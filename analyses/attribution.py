@@ -32,7 +32,10 @@ window **to the nanosecond**:
 ``host_sync_ns``
     Nothing ran, nothing was being issued and no warm-up was under way while a thread of a
     process with work on this device sat in a call that **waits** (see
-    :func:`blocking_intervals`): ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
+    :func:`blocking_intervals`), except while a stream of the device held issued work back
+    behind an event wait (:mod:`traceparse.analyses.streamwait`: that time is the stream's
+    wait, left to ``idle_ns`` and named ``stream_wait`` by the gaps):
+    ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
     ``cudaMemcpy*``, a ``cudaMemcpyAsync`` to or from pageable memory, a copy call that
     returned only after its copy had finished, ``cudaMalloc``/``cudaFree`` (implicit
     device syncs), and their ``cu*``/``hip*`` twins. Never launch overhead.
@@ -297,8 +300,22 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
     if acts is busy_activities(tl):
         calls = _busy_host_calls(tl, group)
         return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
-                "host_sync": calls["host_sync"].select(cols)}
+                "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
     return _host_sets(tl, acts, group)
+
+
+def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Host-sync intervals without the time a stream of the group sat blocked behind an
+    event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the host waited on
+    the stream, the stream on the event, so the wait is the cause, not the host."""
+    from traceparse.analyses.streamwait import stream_waits
+
+    sw = stream_waits(tl)
+    if sw.height == 0 or sync.height == 0 or not set(group) <= set(sw.columns):
+        return sync
+    cols = [*group, "start_ns", "end_ns"]
+    return intervals.subtract(sync.select(cols), sw.select(cols).cast(sync.select(cols).schema),
+                              by=group).select(cols)
 
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
@@ -307,7 +324,8 @@ def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, 
     windows = call_windows(tl, acts, columns=group)
     return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
             "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
-            "host_sync": blocking_intervals(tl, acts, group, windows=windows).select(cols)}
+            "host_sync": _minus_stream_waits(
+                tl, blocking_intervals(tl, acts, group, windows=windows).select(cols), group)}
 
 
 def part_expr() -> pl.Expr:

@@ -186,6 +186,11 @@ SECTIONS: dict[str, SectionFn] = {
 #: longest device window.
 STRAGGLER_MIN_FRAC = 0.05
 
+#: Verdict of an idle-bound window whose gaps are mostly ``stream_wait``
+#: (:mod:`traceparse.analyses.streamwait`).
+STREAM_WAIT_VERDICT = ("stream-wait-bound", "idle with work queued on a stream that waited "
+                       "on an event (cross-stream wait)")
+
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
             stragglers: pl.DataFrame | None = None,
@@ -205,13 +210,18 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     sums = {p: int(bd[p].sum()) if p in bd.columns else 0 for p in VERDICTS}
     part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
     label, what = VERDICTS[part]
+    cause = _top_by_time(gaps, "cause") if part == "idle_ns" and gaps is not None \
+        and gaps.height else None
+    if cause == "stream_wait":  # work was queued: a stream waited on an event, not the host
+        label, what = STREAM_WAIT_VERDICT
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
     if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
         line += f" (mostly {sync_calls['name'][0]})"
-    if part == "idle_ns" and gaps is not None and gaps.height:
-        cause = _top_by_time(gaps, "cause")
-        if cause:
-            line += f"; largest gaps mostly {cause}"
+    if cause == "stream_wait":
+        top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
+        line += f" (largest: {top['cause_name']})"
+    elif cause:
+        line += f"; largest gaps mostly {cause}"
     if stragglers is not None and stragglers.height:
         top = stragglers.row(0, named=True)
         longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]

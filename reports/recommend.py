@@ -51,10 +51,16 @@ Rules and their savings estimates:
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
     or were avoided by keeping data on the device).
 ``input-pipeline`` (host-bound idle)
-    Fires when idle time is at least 10% of a rank's window (the rank with the most). Saving
-    = that idle time (an upper bound: the GPU had nothing to do, no launch was in flight, no
-    warm-up ran and the host was not blocked, which points at host work such as data
-    loading or preprocessing).
+    Fires when idle time, less the idle time of gaps caused by a stream wait or warm-up
+    (neither is the host's: :data:`NOT_HOST_IDLE`), is at least 10% of a rank's window (the
+    rank with the most). Data-loader advice only when a gap's cause names a data loader
+    (:data:`INPUT_RE`). Saving = that idle time (an upper bound: the GPU had nothing to do,
+    no launch was in flight, no warm-up ran and the host was not blocked, which points at
+    host work such as data loading or preprocessing).
+
+``stream-wait`` (a stream held back by an event wait)
+    Fires when gaps caused by ``stream_wait`` (:mod:`traceparse.analyses.streamwait`) total
+    at least 10% of the rank's window. Saving = their time, an upper bound.
 
 The verdict names the part of the attribution that dominates the window. When the payload
 has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
@@ -337,11 +343,51 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
                  "of its roof.")]
 
 
+#: Gap causes whose idle time no host-side "feed it faster" change removes: a stream held
+#: back by an event wait, and one-off warm-up.
+NOT_HOST_IDLE = ("stream_wait", "warmup")
+#: Host activity that marks an input pipeline (data loading) in a gap's cause.
+INPUT_RE = r"(?i)dataloader|data_loader|__next__|collate|_next_data|fetch|prefetch|dataset"
+
+
+def _explained_idle(payload: dict[str, Any]) -> int:
+    """Idle time of the gaps whose cause is in :data:`NOT_HOST_IDLE` (summed over ranks)."""
+    return sum(int(c.get("idle_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
+               if c.get("cause") in NOT_HOST_IDLE)
+
+
+def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
+            if g.get("cause") == "stream_wait"]
+    total = sum(int(c.get("total_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
+                if c.get("cause") == "stream_wait")
+    if not gaps or not total:
+        return []
+    rank = int(gaps[0]["rank"])
+    w = _by_rank(payload).get(rank, {}).get("window_ns", 0)
+    if total < IDLE_MIN_FRAC * w:
+        return []
+    ev = [f"Gap of {_ms(g['dur_ns'])} on rank {g['rank']}: {g['cause_name']}." for g in gaps[:3]]
+    ev.append("The work had been issued (its launch call had returned) but its stream waited "
+              "on an event: the host was not the cause.")
+    return [_rec("stream-wait", "GPU idle while a stream waited on an event: find its "
+                 "producer", total, w, ev,
+                 "Find what records the event the stream waits on: if it is work on another "
+                 "stream, start that work earlier or split it so the waiting stream can "
+                 "overlap it; if the producer is not in this trace (another process, or work "
+                 "issued before the capture began), capture it too before changing anything.",
+                 "the time of the gaps a stream-wait explains (an upper bound: removing the "
+                 "wait may only move the producer's time).")]
+
+
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     worst = _worst_rank(payload, "idle_ns")
-    if worst is None or worst[1] < IDLE_MIN_FRAC * worst[2]:
+    if worst is None:
         return []
     rank, idle, w = worst
+    idle = max(idle - _explained_idle(payload), 0)  # stream waits and warm-up: not the host
+    if idle < IDLE_MIN_FRAC * w:
+        return []
     ev = [f"Rank {rank}: the GPU was idle with no launch in flight, no warm-up and the host "
           f"not blocked for {_ms(idle)} = {_pct(idle, w):.1f}% of its window."]
     gaps = payload.get("gaps", {}).get("table", {}).get("rows", [])
@@ -353,11 +399,18 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
         for c in payload["gaps"].get("by_cause", [])[:3]:
             ev.append(f"Gaps caused by {c['cause']}: {c['count']:,} totalling "
                       f"{_ms(c['total_ns'])}.")
+    import re
+
+    named = " ".join(str(g.get("cause_name") or "") for g in gaps[:10])
+    how = ("Look at what the host does in the gaps (named above) and move it off the path "
+           "between launches: precompute or cache it, overlap it with queued GPU work, "
+           "batch more work per launch.")
+    if re.search(INPUT_RE, named):  # the gaps name a data loader: say so
+        how = ("The gaps are in data loading: more DataLoader workers, prefetching, pinned "
+               "memory with asynchronous copies.")
     return [_rec("input-pipeline", "GPU idle waiting for the host: feed it faster", idle, w,
-                 ev, "Look at what the host does in the gaps (data loading, preprocessing, "
-                 ".item()/synchronize calls): more DataLoader workers, prefetching, "
-                 "asynchronous copies, removing host synchronisations.",
-                 "the idle time (nothing ran and no launch was in flight).")]
+                 ev, how, "the idle time (nothing ran and no launch was in flight) minus the "
+                 "idle time of gaps a stream wait or warm-up explains.")]
 
 
 def recommend(payload: dict[str, Any]) -> dict[str, Any]:
@@ -373,6 +426,7 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _comm(payload, t, w)
         items += _copies(payload, t, w)
         items += _idle(payload, t, w)
+        items += _stream_wait(payload)
     items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     return {"verdict": verdict(payload), "items": items}

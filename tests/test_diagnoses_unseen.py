@@ -1,0 +1,63 @@
+"""Issue 25: diagnoses that hold on traces the tool has never seen (stream waits, warm-up from
+every signal, communication kernels by family and launcher, under-filled launches, inputs that
+do not belong together, one story per page). Generated timelines with hand-computed answers,
+and the shared cases checked against the traces' own events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_diagnoses import LAUNCH, US, _parts, _tl
+
+from traceparse.analyses.gaps import idle_gaps
+from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
+from traceparse.analyses.summary import summarize
+
+
+def _wait_trace(*, wait: bool, record: bool) -> Any:
+    # K1 s2 [10,15) (call [0,5)); cudaEventRecord [6,7); cudaStreamWaitEvent [20,30);
+    # K2 s3 launched [40,45) runs [1000,1010); a blocking cudaMemcpy [50,1020) whose copy
+    # runs on s3 [1010,1020) behind K2.
+    calls = [{"name": LAUNCH, "start": 0, "end": 5, "corr": 1},
+             {"name": LAUNCH, "start": 40, "end": 45, "corr": 2},
+             {"name": "cudaMemcpy", "start": 50, "end": 1020, "corr": 3}]
+    if record:
+        calls.append({"name": "cudaEventRecord", "start": 6, "end": 7})
+    if wait:
+        calls.append({"name": "cudaStreamWaitEvent", "start": 20, "end": 30})
+    return _tl([{"stream": 2, "start": 10, "end": 15, "corr": 1, "name": "K1"},
+                {"stream": 3, "start": 1000, "end": 1010, "corr": 2, "name": "K2"},
+                {"stream": 3, "start": 1010, "end": 1020, "corr": 3, "kind": "memcpy",
+                 "name": "Memcpy HtoD", "src": "Pinned", "dst": "Device"}],
+               sorted(calls, key=lambda c: c["start"]))
+
+
+def test_stream_wait_blocks_the_gap_not_the_host() -> None:
+    # blocked [max(wait end 30, launch end 45, previous on s3 none), 1000) = 955 us.
+    # Window [10,1020) = 1010: compute 5 + 10 = 15, memory 10, launch [40,45) 5; the
+    # cudaMemcpy [50,1000) lies inside the blocked interval, so host sync 0; idle
+    # [15,40) 25 + [45,1000) 955 = 980.
+    tl = _wait_trace(wait=True, record=True)
+    sw = stream_waits(tl).row(0, named=True)
+    assert (sw["stream_id"], sw["start_ns"], sw["end_ns"]) == (3, 45 * US, 1000 * US)
+    assert sw["producer"] == "K1 (stream 2)" and sw["event"].startswith("cudaEventRecord")
+    assert _parts(tl) == (1010, 15, 10, 5, 0, 0, 980)
+    g = idle_gaps(tl).row(0, named=True)  # [15,1000): the blocked 955 us cover it
+    assert (g["start_ns"], g["end_ns"], g["cause"]) == (15 * US, 1000 * US, "stream_wait")
+    assert "stream 3" in g["cause_name"] and "K1 (stream 2)" in g["cause_name"]
+    # 980 / 1010 = 97.0%
+    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 97.0% of the window")
+
+
+def test_stream_wait_without_its_record_names_no_producer() -> None:
+    tl = _wait_trace(wait=True, record=False)
+    assert stream_waits(tl)["producer"].to_list() == [NO_PRODUCER]
+
+
+def test_without_a_wait_the_blocking_copy_is_host_sync() -> None:
+    # the same trace without the wait call: the host blocked in cudaMemcpy [50,1000) while
+    # nothing ran, 950 us of host sync; idle [15,40) + [45,50) = 30.
+    tl = _wait_trace(wait=False, record=True)
+    assert stream_waits(tl).height == 0
+    assert _parts(tl) == (1010, 15, 10, 5, 0, 950, 30)
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
