@@ -100,7 +100,10 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     j = j.filter(pl.col("start_ns").is_not_null()).with_columns(
         pl.max_horizontal("wait_end_ns", "api_end_ns", pl.col("_prev_end").fill_null(0))
         .alias("_from"))
-    j = j.filter(pl.col("start_ns") > pl.col("_from"))
+    # several waits before one launch (one per event): the last one names the interval
+    j = (j.filter(pl.col("start_ns") > pl.col("_from"))
+         .sort("wait_start_ns").unique(["rank", "process_id", "thread_id", "api_start_ns"],
+                                       keep="last"))
     if j.height == 0:
         return _empty()
     rec = api.filter(names.str.contains(RECORD_API_RE)).select(
