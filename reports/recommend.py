@@ -58,6 +58,12 @@ Rules and their savings estimates:
     no launch was in flight, no warm-up ran and the host was not blocked, which points at
     host work such as data loading or preprocessing).
 
+``occupancy`` (launches with fewer blocks than the GPU has SMs)
+    Fires when kernels holding at least 2% of a rank's window
+    (:func:`traceparse.analyses.occupancy.underfilled`) were launched with fewer blocks than
+    SMs and their time at stake is at least 2% of that window. Saving = the sum over those
+    launches of ``time x (1 - blocks / SMs)``, an upper bound; the evidence names the
+    kernel, its grid and block, the SM count and the time.
 ``stream-wait`` (a stream held back by an event wait)
     Fires when gaps caused by ``stream_wait`` (:mod:`traceparse.analyses.streamwait`) total
     at least 10% of the rank's window. Saving = their time, an upper bound.
@@ -413,6 +419,38 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
                  "idle time of gaps a stream wait or warm-up explains.")]
 
 
+OCC_MIN_FRAC = 0.02
+
+
+def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    occ = payload.get("evidence", {}).get("underfilled_launches") or []
+    if not occ:
+        return []
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for r in occ:
+        by_rank.setdefault(int(r["rank"]), []).append(r)
+    rank = max(by_rank, key=lambda k: (sum(r["at_stake_ns"] for r in by_rank[k]), -k))
+    kern = sorted(by_rank[rank], key=lambda r: -r["at_stake_ns"])
+    stake = sum(r["at_stake_ns"] for r in kern)
+    w = _by_rank(payload).get(rank, {}).get("window_ns") or kern[0]["window_ns"]
+    if stake < OCC_MIN_FRAC * w:
+        return []
+    ev = [f"{_short(r['name'])}: {r['underfilled_launches']:,} of {r['launches']:,} launches "
+          f"with grid {r['grid']} ({r['blocks']:,} blocks) and block {r['block']} on a GPU "
+          f"with {r['sm_count']} SMs: at most {100 * r['sm_fill']:.1f}% of the SMs busy; "
+          f"{_ms(r['time_ns'])} = {r['share_pct']:.1f}% of the window, "
+          f"{_ms(r['at_stake_ns'])} at stake." for r in kern[:3]]
+    return [_rec("occupancy", "Launches too small to fill the GPU: give them more blocks",
+                 stake, w, ev,
+                 "Launch at least one block per SM (better, a few per SM): split the work "
+                 "over more blocks (grid-stride loops, split-K / stream-K for GEMMs, batching "
+                 "independent small launches into one), and use blocks of at least one warp "
+                 "(32 threads; 64 on AMD).",
+                 "for each under-filled launch, time x (1 - blocks / SMs): the share the idle "
+                 "SMs would have taken had the same work been spread over all of them (an "
+                 "upper bound).")]
+
+
 def recommend(payload: dict[str, Any]) -> dict[str, Any]:
     """``{"verdict": {...}, "items": [ranked recommendations]}`` for ``payload``."""
     items: list[dict[str, Any]] = []
@@ -427,6 +465,7 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _copies(payload, t, w)
         items += _idle(payload, t, w)
         items += _stream_wait(payload)
+        items += _occupancy(payload)
     items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     return {"verdict": verdict(payload), "items": items}

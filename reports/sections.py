@@ -426,9 +426,12 @@ def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:
 
 def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
+    from traceparse.analyses.occupancy import underfilled
+
     out: dict[str, Any] = {
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
                      "pageable_copies": pageable_copies(tl),
+                     "underfilled_launches": rows(underfilled(tl)),
                      # ROCm traces record HIP calls: recommendations say HIP graphs
                      "hip": bool(tl.api.height and tl.api["name"].cast(pl.String)
                                  .str.starts_with("hip").any())},

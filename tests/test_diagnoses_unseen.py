@@ -61,3 +61,55 @@ def test_without_a_wait_the_blocking_copy_is_host_sync() -> None:
     assert stream_waits(tl).height == 0
     assert _parts(tl) == (1010, 15, 10, 5, 0, 950, 30)
     assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
+
+
+def _grid_tl(kernels: list[tuple[str, int, int, tuple[int, int, int], tuple[int, int, int]]],
+             sm_count: int) -> Any:
+    """kernels: (name, start us, end us, grid, block) on device 0 of a GPU with ``sm_count``
+    SMs, each launched 5 us before it starts."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu = pl.DataFrame([{
+        "rank": 0, "kind": "kernel", "category": "compute", "start_ns": s * US,
+        "end_ns": e * US, "dur_ns": (e - s) * US, "device_id": 0, "stream_id": 7,
+        "process_id": 1, "correlation_id": i, "name": n, "grid_x": g[0], "grid_y": g[1],
+        "grid_z": g[2], "block_x": b[0], "block_y": b[1], "block_z": b[2]}
+        for i, (n, s, e, g, b) in enumerate(kernels)])
+    api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": LAUNCH,
+                         "start_ns": (s - 5) * US, "end_ns": (s - 4) * US, "dur_ns": US,
+                         "process_id": 1, "thread_id": 1, "correlation_id": i}
+                        for i, (_, s, _e, _g, _b) in enumerate(kernels)])
+    dev = pl.DataFrame([{"rank": 0, "device_id": 0, "name": "test GPU", "sm_count": sm_count}])
+    return Timeline(gpu=schema.conform("gpu", gpu), api=schema.conform("api", api),
+                    devices=schema.conform("devices", dev)).validate()
+
+
+def test_one_thread_launch_is_an_occupancy_fix() -> None:
+    # K1 grid 1x1x1 block 1x1x1 [100,1100) us on a 108-SM GPU, K2 grid 216 [1100,1110):
+    # window 1010 us; K1 leaves 107 of 108 SMs idle: at stake 1000 us x 107/108 = 990.741 us.
+    # K2 has 2 blocks per SM: not under-filled.
+    from traceparse.analyses.occupancy import underfilled
+    from traceparse.reports.payload import build_payload
+
+    tl = _grid_tl([("K1", 100, 1100, (1, 1, 1), (1, 1, 1)),
+                   ("K2", 1100, 1110, (216, 1, 1), (256, 1, 1))], 108)
+    u = underfilled(tl)
+    assert u["name"].to_list() == ["K1"]
+    r = u.row(0, named=True)
+    assert (r["grid"], r["block"], r["blocks"], r["sm_count"]) == ("1×1×1", "1×1×1", 1, 108)
+    assert r["at_stake_ns"] == round(1000 * US * 107 / 108)
+    recs = build_payload(tl)["recommendations"]["items"]
+    occ = next(x for x in recs if x["id"] == "occupancy")
+    assert occ["saving_ns"] == round(1000 * US * 107 / 108)
+    assert "grid 1×1×1" in occ["evidence"][0] and "108 SMs" in occ["evidence"][0]
+    assert recs[0]["id"] == "occupancy"  # the biggest lever on this trace
+
+
+def test_a_full_grid_is_not_an_occupancy_fix() -> None:
+    from traceparse.analyses.occupancy import underfilled
+
+    tl = _grid_tl([("K1", 100, 1100, (108, 1, 1), (128, 1, 1))], 108)
+    assert underfilled(tl).height == 0
