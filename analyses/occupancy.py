@@ -14,9 +14,9 @@ grid has fewer blocks than the device's SM count:
 * ``launches``, ``time_ns`` (all its launches) and ``underfilled_launches``,
   ``underfilled_ns`` (those with ``blocks < sm_count``);
 * the most common grid and block of the under-filled launches (``grid``, ``block`` as
-  ``"x×y×z"``), ``blocks`` and ``threads_per_block`` of that configuration, ``sm_count``,
+  ``"xxyxz"``), ``blocks`` and ``threads_per_block`` of that configuration, ``sm_count``,
   ``sm_fill`` = ``blocks / sm_count`` of that configuration;
-* ``at_stake_ns`` = the sum over under-filled launches of ``dur × (1 - blocks / sm_count)``:
+* ``at_stake_ns`` = the sum over under-filled launches of ``dur x (1 - blocks / sm_count)``:
   the share of the kernel's time that the idle SMs would have taken had the same work been
   spread over every SM. An upper bound: it assumes the work can be split that finely;
 * ``share_pct``: the kernel's time as a share of the device window.
@@ -25,8 +25,8 @@ The SM count is the device's (``devices.sm_count``); without it the GPU table
 (:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
 is skipped (nothing is guessed). Launches without grid dimensions are skipped.
 
-Example: a 25.8 s kernel launched with grid 1×1×1 and block 1×1×1 on a 108-SM GPU:
-``sm_fill`` 1/108, ``at_stake_ns`` = 25.8 s × 107/108 = 25.56 s.
+Example: a 25.8 s kernel launched with grid 1x1x1 and block 1x1x1 on a 108-SM GPU:
+``sm_fill`` 1/108, ``at_stake_ns`` = 25.8 s x 107/108 = 25.56 s.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                        pl.all_horizontal(*(t.is_not_null() for t in tdims)).alias("_has_t"),
                        (tdims[0].fill_null(1) * tdims[1].fill_null(1) * tdims[2].fill_null(1))
                        .alias("_threads"),
-                       pl.format("{}×{}×{}", *dims).alias("_grid"),
-                       pl.format("{}×{}×{}", *tdims).alias("_block"),
+                       pl.format("{}x{}x{}", *dims).alias("_grid"),
+                       pl.format("{}x{}x{}", *tdims).alias("_block"),
                        pl.col("name").cast(pl.String).alias("_name")))
     if k.height == 0:
         return pl.DataFrame(schema=_COLS)

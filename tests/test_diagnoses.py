@@ -270,7 +270,7 @@ def test_negative_queue_is_host_sync_in_pageable_copies_not_launch() -> None:
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     waits = sorted(e["ts"] for e in ev if e.get("name") == "cudaStreamWaitEvent")
     assert not any(e.get("name") == "cudaEventRecord" for e in ev)
-    for k, call in long_calls.items():
+    for k in long_calls:
         copy = copies[k]
         prev = max((e for e in kernels if e["tid"] == copy["tid"] and e["ts"] <= copy["ts"]),
                    key=lambda e: e["ts"])

@@ -99,12 +99,12 @@ def test_one_thread_launch_is_an_occupancy_fix() -> None:
     u = underfilled(tl)
     assert u["name"].to_list() == ["K1"]
     r = u.row(0, named=True)
-    assert (r["grid"], r["block"], r["blocks"], r["sm_count"]) == ("1×1×1", "1×1×1", 1, 108)
+    assert (r["grid"], r["block"], r["blocks"], r["sm_count"]) == ("1x1x1", "1x1x1", 1, 108)
     assert r["at_stake_ns"] == round(1000 * US * 107 / 108)
     recs = build_payload(tl)["recommendations"]["items"]
     occ = next(x for x in recs if x["id"] == "occupancy")
     assert occ["saving_ns"] == round(1000 * US * 107 / 108)
-    assert "grid 1×1×1" in occ["evidence"][0] and "108 SMs" in occ["evidence"][0]
+    assert "grid 1x1x1" in occ["evidence"][0] and "108 SMs" in occ["evidence"][0]
     assert recs[0]["id"] == "occupancy"  # the biggest lever on this trace
 
 
