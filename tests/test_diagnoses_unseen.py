@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from conftest import TRACES
 from test_diagnoses import LAUNCH, US, _parts, _tl
 
 from traceparse.analyses.gaps import idle_gaps
@@ -113,3 +115,69 @@ def test_a_full_grid_is_not_an_occupancy_fix() -> None:
 
     tl = _grid_tl([("K1", 100, 1100, (108, 1, 1), (128, 1, 1))], 108)
     assert underfilled(tl).height == 0
+
+
+def _job_tl(gpu: str | None, rank: int, rank_source: str, fmt: str, span: tuple[int, int]
+            ) -> Any:
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu_rows = pl.DataFrame([{"rank": rank, "kind": "kernel", "category": "compute",
+                              "start_ns": span[0], "end_ns": span[1],
+                              "dur_ns": span[1] - span[0], "device_id": 0, "name": "k"}])
+    dev = pl.DataFrame([{"rank": rank, "device_id": 0, "name": gpu}])
+    src = pl.DataFrame([{"rank": rank, "file": "x", "format": fmt, "rank_source": rank_source,
+                         "start_ns": span[0], "end_ns": span[1]}])
+    return Timeline(gpu=schema.conform("gpu", gpu_rows), devices=schema.conform("devices", dev),
+                    sources=schema.conform("sources", src), meta={"format": fmt})
+
+
+def test_inputs_that_disagree_are_not_one_job() -> None:
+    from traceparse.jobcheck import disagreement
+
+    k = "kineto-json"
+    a = _job_tl("NVIDIA H100", 0, "distributedInfo", k, (1_000, 5_000))
+    b = _job_tl("NVIDIA H100", 1, "distributedInfo", k, (2_000, 6_000))
+    assert disagreement(["a.json", "b.json"], [a, b]) is None  # same GPU, ranks 0/1, overlap
+    other_gpu = _job_tl("NVIDIA A100", 1, "distributedInfo", k, (2_000, 6_000))
+    assert disagreement(["a.json", "c.json"], [a, other_gpu]) == (
+        "a.json and c.json are not one job: different GPUs (NVIDIA H100 vs NVIDIA A100); "
+        "give --as-one-job to analyse them together anyway")
+    same_rank = _job_tl("NVIDIA H100", 0, "distributedInfo", k, (2_000, 6_000))
+    assert "both are rank 0" in disagreement(["a.json", "d.json"], [a, same_rank])
+    # two files that are both rank 0 only by the readers' default are renumbered, not refused
+    d1 = _job_tl("NVIDIA H100", 0, "default", "nsys-sqlite", (0, 10))
+    d2 = _job_tl("NVIDIA H100", 0, "default", "nsys-sqlite", (5_000_000, 6_000_000))
+    assert disagreement(["a.sqlite", "b.sqlite"], [d1, d2]) is None  # relative clocks
+    # epoch clocks that do not overlap: 6000 ns to 3 s 6000 ns is 3 s apart
+    late = _job_tl("NVIDIA H100", 1, "distributedInfo", k, (3_000_005_000 + 1_000, 3_000_010_000))
+    assert "do not overlap in time (3.00 s apart)" in disagreement(["a.json", "e.json"],
+                                                                   [a, late])
+    d2.meta["session_start_utc_ns"] = 10**18
+    d1.meta["session_start_utc_ns"] = 10**18 + 10**12  # 1000 s later
+    assert "do not overlap" in disagreement(["a.sqlite", "b.sqlite"], [d1, d2])
+
+
+@pytest.mark.shared
+def test_unrelated_nsys_exports_exit_2_and_real_rank_sets_load() -> None:
+    from click.testing import CliRunner
+
+    from traceparse.cli.main import main
+
+    fuser = TRACES / "nsys/fuser__report1_h200.sqlite"
+    ngp = TRACES / "nsys/instant-ngp__report13.sqlite"
+    r = CliRunner().invoke(main, ["summary", str(fuser), str(ngp)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert "different GPUs (NVIDIA H200 vs NVIDIA GeForce RTX 3070)" in r.output
+    r = CliRunner().invoke(main, ["summary", "--as-one-job", str(fuser), str(ngp)])
+    assert r.exit_code == 0
+    # the 8 DLRM ranks (distributedInfo ranks 0-7, one V100 model, overlapping captures) and
+    # HTA's two sampled ranks are one job each
+    dlrm = sorted(str(p) for p in (TRACES / "torch").glob("param__dlrm_8rank__worker*"))
+    assert len(dlrm) == 8
+    r = CliRunner().invoke(main, ["summary", *dlrm])
+    assert r.exit_code == 0 and "rank 7" in r.output
+    sampled = [str(TRACES / f"torch/hta__sampled_rank-{i}.json.gz") for i in (0, 1)]
+    assert CliRunner().invoke(main, ["summary", *sampled]).exit_code == 0
