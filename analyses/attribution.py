@@ -24,9 +24,10 @@ window **to the nanosecond**:
     module is warm-up (below).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
-    :func:`warmup_intervals`): in a module-load / runtime-compile call (``cuModuleLoad*``,
-    ``cuLibraryLoad*``, ``nvrtc*``, ``hipModuleLoad*``, ``hiprtc*``), in a host range that
-    compiles or autotunes (:data:`WARMUP_RANGE_RE`), or in the first launch call of a kernel
+    :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
+    runtime-compile call, a compile or autotune range, a compiler process the launching
+    thread spawned or waited for, a CUPTI lazy-loading record, the first call of an op and
+    shape that cost many times the op's median, or in the first launch call of a kernel
     name on its process when that call lasted at least :data:`LAZY_LOAD_MIN_NS` and ten
     times the process's median launch call (lazy loading). Reported apart from steady state.
 ``host_sync_ns``
@@ -71,6 +72,7 @@ import polars as pl
 
 from traceparse import links
 from traceparse.analyses import intervals, sweep
+from traceparse.analyses import warmup as _warmup
 from traceparse.analyses.callparts import call_parts
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
@@ -85,12 +87,10 @@ BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]
                    r"cuMemcpyDtoD|cuMemcpy2D|cuMemcpy3D|hipMemcpy|hipMemcpy2D|hipMemcpyDtoH|"
                    r"hipMemcpyHtoD|hipMemcpyDtoD|hipMemcpyWithStream)(_v\d+)*$"
                    r"|^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)(_v\d+)*$")
-#: Module load and runtime compilation calls (warm-up).
-WARMUP_API_RE = (r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLinkComplete|cuLinkAddData\w*|"
-                 r"nvrtc\w*|hipModuleLoad\w*|hiprtc\w*|nvJitLink\w*)$")
-#: Host ranges that compile or autotune (NVRTC, Triton, Inductor, nvFuser, autotuners).
-WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
-                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)")
+#: Module load and runtime compilation calls, compile ranges (warm-up): see
+#: :mod:`traceparse.analyses.warmup`, which finds every warm-up signal.
+WARMUP_API_RE = _warmup.WARMUP_API_RE
+WARMUP_RANGE_RE = _warmup.WARMUP_RANGE_RE
 #: A first launch of a kernel name is lazy loading when it lasts at least this long (and
 #: ten times the process's median launch call).
 LAZY_LOAD_MIN_NS = 100_000
@@ -276,12 +276,8 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
     api = tl.api.filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
         out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
-    else:
-        ranges = tl.ranges.filter(pl.col("end_ns").is_not_null()
-                                  & pl.col("device_id").is_null()
-                                  & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
-        out = pl.concat([per_group(api.filter(_name_matches(api, WARMUP_API_RE)), acts, group),
-                         per_group(ranges, acts, group)], how="vertical_relaxed")
+    else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
+        out = per_group(_warmup.warmup_signals(tl, BLOCKING_API_RE), acts, group)
     corr = (call_windows(tl, acts) if windows is None else windows).filter(
         pl.col("call_part") == part)
     extra = corr.select(*group, pl.col("call_name").alias("name"),

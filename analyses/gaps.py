@@ -75,6 +75,7 @@ from traceparse.analyses.attribution import (
     per_group,
     warmup_intervals,
 )
+from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -330,7 +331,9 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
              label(per_group(ranges, acts, group), "cpu_work"),
              # the profiler's thread, not a launching one: any thread of the process
-             label(per_group(host.filter(kinds == PROFILER_KIND), acts, group), "profiler")]
+             # (CUPTI's lazy-loading records are warm-up, not the profiler's)
+             label(per_group(host.filter((kinds == PROFILER_KIND) & ~pl.col("name").cast(
+                 pl.String).str.contains(LAZY_MARKER_RE)), acts, group), "profiler")]
     return (pl.concat(parts, how="vertical_relaxed")
             .rename({"name": "_name", "thread_id": "_tid"}))
 

@@ -181,3 +181,111 @@ def test_unrelated_nsys_exports_exit_2_and_real_rank_sets_load() -> None:
     assert r.exit_code == 0 and "rank 7" in r.output
     sampled = [str(TRACES / f"torch/hta__sampled_rank-{i}.json.gz") for i in (0, 1)]
     assert CliRunner().invoke(main, ["summary", *sampled]).exit_code == 0
+
+
+def _host_tl(acts: list[tuple[str, int, int, int]], calls: list[tuple[str, int, int, Any]],
+             ranges: list[tuple[str, str, int, int, str | None]]) -> Any:
+    """acts: (name, start, end, corr) kernels on stream 7; calls: (name, start, end, corr);
+    ranges: (kind, name, start, end, input_dims); all of process 1, thread 1, times in us."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu = pl.DataFrame([{"rank": 0, "kind": "kernel", "category": "compute",
+                         "start_ns": s * US, "end_ns": e * US, "dur_ns": (e - s) * US,
+                         "device_id": 0, "stream_id": 7, "process_id": 1,
+                         "correlation_id": c, "name": n} for n, s, e, c in acts])
+    api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": n, "start_ns": s * US,
+                         "end_ns": e * US, "dur_ns": (e - s) * US, "process_id": 1,
+                         "thread_id": 1, "correlation_id": c} for n, s, e, c in calls])
+    rng = pl.DataFrame([{"rank": 0, "kind": k, "name": n, "start_ns": s * US,
+                         "end_ns": e * US, "dur_ns": (e - s) * US, "process_id": 1,
+                         "thread_id": 1, "input_dims": d} for k, n, s, e, d in ranges])
+    return Timeline(gpu=schema.conform("gpu", gpu), api=schema.conform("api", api),
+                    ranges=schema.conform("ranges", rng)).validate()
+
+
+def _compile_tl(next_call: str) -> Any:
+    # K1 [10,20) (call [0,5)); posix_spawnp [30,40), waitpid [40,900) (OS runtime); then
+    # ``next_call`` [905,950) and cuModuleLoadData [950,990); K2 call [995,1000) -> [1005,1015)
+    return _host_tl([("K1", 10, 20, 1), ("K2", 1005, 1015, 2)],
+                    [(LAUNCH, 0, 5, 1), (next_call, 905, 950, None),
+                     ("cuModuleLoadData", 950, 990, None), (LAUNCH, 995, 1000, 2)],
+                    [("osrt", "posix_spawnp", 30, 40, None), ("osrt", "waitpid", 40, 900, None)])
+
+
+def test_compiler_spawn_then_link_is_warmup() -> None:
+    # window [10,1015) = 1005: compute 20; warm-up = spawn 10 + waitpid 860 + cuLinkComplete
+    # 45 + module load 40 = 955; launch [995,1000) 5; idle [20,30) + [900,905) + [990,995)
+    # + [1000,1005) = 25. 955 / 1005 = 95.0%.
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.warmup import warmup_signals
+
+    tl = _compile_tl("cuLinkComplete")
+    sig = warmup_signals(tl, BLOCKING_API_RE)
+    spawn = sig.filter(sig["reason"] == "compiler_process")
+    assert spawn["name"].to_list() == ["posix_spawnp (compiler process)",
+                                       "waitpid (compiler process)"]
+    assert set(spawn["evidence"]) == {"next CUDA call of the thread: cuLinkComplete"}
+    assert _parts(tl) == (1005, 20, 0, 5, 955, 0, 25)
+    g = idle_gaps(tl).row(0, named=True)  # [20,1005): waitpid covers 860 us of 985
+    assert (g["kind"], g["cause"], g["cause_name"]) == (
+        "warmup", "warmup", "waitpid (compiler process)")
+    assert summarize(tl)["verdict"].startswith("warm-up-dominated: 95.0% of the window")
+    recs = _recs(tl)
+    assert "input-pipeline" not in recs
+
+
+def test_a_spawn_not_followed_by_a_link_is_not_warmup() -> None:
+    # the same with a cudaMemcpyAsync (not a link or load) after the wait: only the module
+    # load [950,990) is warm-up; the spawn and wait are the host's other work
+    tl = _compile_tl("cudaGetDevice")
+    assert _parts(tl)[4] == 40
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "os_wait"
+
+
+def _recs(tl: Any) -> list[str]:
+    from traceparse.reports.payload import build_payload
+
+    return [r["id"] for r in build_payload(tl)["recommendations"]["items"]]
+
+
+def _first_mm_tl(sync: bool) -> Any:
+    # K0 [10,20) (call [0,5)); aten::mm of shape A: first call [20,2520) launching K1
+    # (call [2500,2505)) -> [2510,2570); then three calls [x, x+58) for x = 2600, 2700, 2800,
+    # each launching (call [x+50,x+55)) a kernel [x+60,x+100). With ``sync``, a
+    # cudaStreamSynchronize [30,2490) inside the first call.
+    dims = "[[64, 4096], [4096, 4096]]"
+    acts = [("K0", 10, 20, 0), ("K1", 2510, 2570, 1)]
+    calls: list[tuple[str, int, int, Any]] = [(LAUNCH, 0, 5, 0), (LAUNCH, 2500, 2505, 1)]
+    ranges: list[tuple[str, str, int, int, str | None]] = [
+        ("cpu_op", "aten::mm", 20, 2520, dims)]
+    for i, x in enumerate((2600, 2700, 2800)):
+        acts.append(("K", x + 60, x + 100, 2 + i))
+        calls.append((LAUNCH, x + 50, x + 55, 2 + i))
+        ranges.append(("cpu_op", "aten::mm", x, x + 58, dims))
+    if sync:
+        calls.append(("cudaStreamSynchronize", 30, 2490, None))
+    return _host_tl(acts, sorted(calls, key=lambda c: c[1]), ranges)
+
+
+def test_first_call_of_an_op_shape_is_warmup() -> None:
+    # median of the four aten::mm calls (2500, 58, 58, 58) = 58 us; the first call is 43x it.
+    # window [10,2900) = 2890: compute 10 + 60 + 3 x 40 = 190; launch 4 x 5 = 20; warm-up
+    # [20,2500) + [2505,2510) = 2485; idle [2570,2650) + [2655,2660) + 2 x ([x,x+50) +
+    # [x+55,x+60)) = 85 + 110 = 195.
+    tl = _first_mm_tl(sync=False)
+    assert _parts(tl) == (2890, 190, 0, 20, 2485, 0, 195)
+    g = idle_gaps(tl).row(0, named=True)
+    assert g["cause"] == "warmup"
+    assert g["cause_name"] == "first aten::mm [[64, 4096], [4096, 4096]]: 2.50 ms, median 58.0 µs"
+    assert "input-pipeline" not in _recs(tl)
+
+
+def test_a_first_call_that_waits_for_the_gpu_is_not_warmup() -> None:
+    # the first call's own time is 2500 - 2460 (the sync inside it) = 40 us < 10 x 58: the
+    # gap is the sync's
+    tl = _first_mm_tl(sync=True)
+    assert _parts(tl)[4] == 0
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
