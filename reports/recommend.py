@@ -68,6 +68,11 @@ Rules and their savings estimates:
     Fires when gaps caused by ``stream_wait`` (:mod:`traceparse.analyses.streamwait`) total
     at least 10% of the rank's window. Saving = their time, an upper bound.
 
+When the summary's caveat says the GPU's own counters saw work in the trace's idle time
+(``untraced_gpu_work``, :func:`traceparse.analyses.metrics.idle_caveat`), the fixes built
+on that idle time (:data:`IDLE_TIME_FIXES`) are not offered: the time they would save was
+not idle hardware.
+
 The verdict names the part of the attribution that dominates the window. When the payload
 has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
 verbatim, so the report and the command line say the same thing.
@@ -420,6 +425,9 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
 
 
 OCC_MIN_FRAC = 0.02
+#: Fixes whose saving is time the trace shows the GPU idle (launch overhead, host sync, idle,
+#: stream waits): dropped when the summary's caveat says the GPU ran untraced work then.
+IDLE_TIME_FIXES = ("cuda-graphs", "host-sync", "input-pipeline", "stream-wait")
 
 
 def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -467,5 +475,11 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _stream_wait(payload)
         items += _occupancy(payload)
     items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
+    withheld: list[str] = []
+    if payload.get("summary", {}).get("untraced_gpu_work"):
+        # the GPU's own counters say it was busy in the trace's idle time: no fix whose
+        # saving is that idle time
+        withheld = sorted(r["id"] for r in items if r["id"] in IDLE_TIME_FIXES)
+        items = [r for r in items if r["id"] not in IDLE_TIME_FIXES]
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
-    return {"verdict": verdict(payload), "items": items}
+    return {"verdict": verdict(payload), "items": items, "withheld": withheld}

@@ -205,7 +205,7 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
                                 sections=("window", "breakdown", "top_kernels", "top_gaps",
                                           "savings", "stragglers"))
     secs = res["sections"]
-    out = {"verdict": res["verdict"],
+    out = {"verdict": res["verdict"], "untraced_gpu_work": res.get("untraced_gpu_work"),
            "window": rows(secs["window"])[0] if secs["window"].height else {},
            "top_kernels": rows(secs["top_kernels"]),
            "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"])}
