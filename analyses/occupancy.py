@@ -23,7 +23,8 @@ grid has fewer blocks than the device's SM count:
 
 The SM count is the device's (``devices.sm_count``); without it the GPU table
 (:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
-is skipped (nothing is guessed). Launches without grid dimensions are skipped.
+is skipped (nothing is guessed). Launches without grid dimensions are skipped, and so are
+communication kernels (few blocks by design: their speed is the interconnect's).
 
 Example: a 25.8 s kernel launched with grid 1x1x1 and block 1x1x1 on a 108-SM GPU:
 ``sm_fill`` 1/108, ``at_stake_ns`` = 25.8 s x 107/108 = 25.56 s.
@@ -65,7 +66,10 @@ def _sm_counts(tl: Timeline) -> pl.DataFrame:
 def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     """Kernels with a material share of the window launched with fewer blocks than SMs
     (module docstring), by ``at_stake_ns`` descending."""
-    k = tl.gpu.filter(pl.col("kind").cast(pl.String) == "kernel")
+    # communication kernels use few blocks by design (one per channel): their speed is the
+    # link's, not the SMs'
+    k = tl.gpu.filter((pl.col("kind").cast(pl.String) == "kernel")
+                      & (pl.col("category").cast(pl.String) == "compute"))
     sms = _sm_counts(tl)
     if k.height == 0 or sms.height == 0:
         return pl.DataFrame(schema=_COLS)
