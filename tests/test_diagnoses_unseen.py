@@ -289,3 +289,96 @@ def test_a_first_call_that_waits_for_the_gpu_is_not_warmup() -> None:
     tl = _first_mm_tl(sync=True)
     assert _parts(tl)[4] == 0
     assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
+
+
+# ------------------------------------------------------------------ shared cases, established
+def _json_events(path: Any) -> list[dict[str, Any]]:
+    import gzip
+    import json
+
+    with gzip.open(path, "rt") as f:
+        d = json.load(f)
+    return d["traceEvents"] if isinstance(d, dict) else d
+
+
+@pytest.mark.shared
+def test_sglang_prefill_gap_is_the_stream_wait_not_host_sync() -> None:
+    from traceparse import load
+    from traceparse.reports.payload import build_payload
+
+    path = TRACES / "torch/tracelens__sglang_Qwen3-8B_prefilldecode.json.gz"
+    ev = _json_events(path)
+    # the file's own events: one hipStreamWaitEvent; the next launch of its thread runs a
+    # kernel that starts over 400 ms after the launch returned; no hipEventRecord at all
+    runtime = sorted((e for e in ev if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    wait = next(e for e in runtime if e["name"] == "hipStreamWaitEvent")
+    launch = next(e for e in runtime if e["ts"] > wait["ts"] and "Launch" in e["name"]
+                  and e["tid"] == wait["tid"])
+    kernel = next(e for e in ev if e.get("cat") == "kernel"
+                  and e["args"].get("correlation") == launch["args"]["correlation"])
+    assert kernel["ts"] - (launch["ts"] + launch["dur"]) > 400_000  # us
+    assert not any("EventRecord" in str(e.get("name")) for e in runtime)
+    tl = load(path)
+    g = idle_gaps(tl).row(0, named=True)
+    assert g["dur_ns"] > 400_000_000 and g["cause"] == "stream_wait"
+    assert f"on stream {kernel['tid']}:" in g["cause_name"]
+    assert "producer not in this trace" in g["cause_name"]
+    s = summarize(tl)
+    assert s["verdict"].startswith("stream-wait-bound")
+    assert int(s["sections"]["breakdown"]["host_sync_ns"].sum()) < 1_000_000  # < 1 ms
+    items = build_payload(tl)["recommendations"]["items"]
+    assert items[0]["id"] == "stream-wait"
+    assert not {"host-sync", "input-pipeline"} & {r["id"] for r in items}
+
+
+@pytest.mark.shared
+def test_vllm_piecewise_verdict_and_step_tell_one_story() -> None:
+    from traceparse import load
+
+    tl = load(TRACES / "torch/tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz")
+    s = summarize(tl)
+    ph = s["sections"]["phases"].row(0, named=True)
+    bd = s["sections"]["breakdown"].row(0, named=True)
+    assert bd["compute_ns"] / bd["window_ns"] > 0.99  # the window is all compute ...
+    # ... and the verdict says what the one step shows: its compute share is the phase's
+    step_pct = next(v for k, v in ph.items() if "compute" in k and "pct" in k)
+    assert s["verdict"].startswith("compute-bound: 99.7% of the window is compute; over its "
+                                   "1 step")
+    assert f"compute is {step_pct:.1f}%" in s["verdict"]
+
+
+@pytest.mark.shared
+def test_resest_caveat_withholds_the_idle_fixes() -> None:
+    from traceparse import load
+    from traceparse.reports.payload import build_payload
+
+    tl = load(TRACES / "nsys/resest__report2.sqlite")
+    p = build_payload(tl)
+    assert p["summary"]["untraced_gpu_work"]  # SM Active 96% with no traced GPU work
+    ids = {r["id"] for r in p["recommendations"]["items"]}
+    assert not ids & {"input-pipeline", "host-sync", "cuda-graphs"}
+    assert "input-pipeline" in p["recommendations"]["withheld"]
+
+
+@pytest.mark.shared
+def test_class_names_reach_nvjet_gemms() -> None:
+    import polars as pl
+
+    from traceparse import load
+    from traceparse.analyses.kclass import class_expr, select
+    from traceparse.analyses.predict import whatif
+
+    tl = load(TRACES / "gpu/sweep/decode_b1_eager.json.gz")
+    names = tl.gpu["name"].cast(pl.String)
+    nvjet = names.str.starts_with("nvjet")
+    assert nvjet.sum() > 0
+    gemm = select(tl.gpu, "gemm")
+    assert (gemm | ~nvjet).all()  # every nvjet GEMM is class gemm
+    assert tl.gpu.select(class_expr()).to_series().filter(nvjet).unique().to_list() == ["gemm"]
+    # decode at batch 1 is launch-bound (the window does not move), but the compute
+    # kernels' summed time drops by half the GEMM time
+    gemm_ns = int(tl.gpu.filter(gemm)["dur_ns"].sum())
+    w = whatif(tl, speedups=[("gemm", 2.0)])
+    row = w.filter((pl.col("scope") == "category") & (pl.col("name") == "compute")).row(
+        0, named=True)
+    assert abs(row["measured_ns"] - row["predicted_ns"] - gemm_ns / 2) <= gemm.sum()
