@@ -115,4 +115,4 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                    pl.col("_threads").alias("threads_per_block"), "sm_count",
                    (pl.col("_blocks") / pl.col("sm_count")).alias("sm_fill"),
                    "at_stake_ns", "share_pct", "window_ns"))
-    return out.cast(_COLS).sort(["at_stake_ns", "name"], descending=[True, False])
+    return out.cast(pl.Schema(_COLS)).sort(["at_stake_ns", "name"], descending=[True, False])

@@ -19,7 +19,9 @@ waits behind it. That time is neither host synchronisation nor idle host: it is 
   dropped;
 * the **event and its producer**: the last ``*EventRecord`` call of the same process before
   the wait; the producer is the last activity that process's recording thread launched before
-  that record call. Without a record call in the trace the producer is
+  that record call. A known producer bounds the hold: the interval ends when the producer
+  ends, and there is none when the producer had ended before the hold began (the event was
+  complete: something else held the stream). Without a record call in the trace the producer is
   ``"producer not in this trace"`` (the event was recorded outside the capture or by another
   process). The event id is not in the host API record of either format, so it is named by
   its record call.
@@ -116,21 +118,28 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     launched = acts.select("rank", "process_id", pl.col("api_thread_id").alias("_rec_tid"),
                            pl.col("api_start_ns").alias("_p_ns"),
                            pl.col("name").cast(pl.String).alias("_p_name"),
-                           pl.col("stream_id").alias("_p_stream")).sort("_p_ns")
+                           pl.col("stream_id").alias("_p_stream"),
+                           pl.col("end_ns").alias("_p_end")).sort("_p_ns")
     j = j.sort("_rec_ns").join_asof(launched, left_on="_rec_ns", right_on="_p_ns",
                                      by=["rank", "process_id", "_rec_tid"],
                                      strategy="backward", check_sortedness=False)
+    # a known producer that had finished cannot hold the stream: the hold ends when it
+    # ends, and a hold that starts after it is not the wait's
+    j = j.with_columns(pl.min_horizontal("start_ns", pl.col("_p_end").fill_null(
+        pl.col("start_ns"))).alias("_to")).filter(pl.col("_to") > pl.col("_from"))
+    if j.height == 0:
+        return _empty()
     producer = (pl.when(pl.col("_p_name").is_not_null())
                 .then(pl.format("{} (stream {})", pl.col("_p_name"), pl.col("_p_stream")))
                 .otherwise(pl.lit(NO_PRODUCER)))
     return (j.select(
         pl.col("rank").cast(pl.Int32), pl.col("device_id").cast(pl.Int32),
         pl.col("stream_id").cast(pl.Int64), pl.col("_from").cast(pl.Int64).alias("start_ns"),
-        pl.col("start_ns").cast(pl.Int64).alias("end_ns"), "wait_name", "wait_start_ns",
+        pl.col("_to").cast(pl.Int64).alias("end_ns"), "wait_name", "wait_start_ns",
         "wait_end_ns", pl.col("thread_id").cast(pl.Int64), pl.col("process_id").cast(pl.Int64),
         "blocked_name",
         pl.when(pl.col("_rec_name").is_not_null())
         .then(pl.format("{} at {} ns", pl.col("_rec_name"), pl.col("_rec_ns")))
         .otherwise(pl.lit(None, pl.String)).alias("event"),
         producer.alias("producer"))
-        .cast(_COLS).sort("start_ns"))
+        .cast(pl.Schema(_COLS)).sort("start_ns"))

@@ -217,7 +217,7 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
     if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
         line += f" (mostly {sync_calls['name'][0]})"
-    if cause == "stream_wait":
+    if cause == "stream_wait" and gaps is not None:
         top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
         line += f" (largest: {top['cause_name']})"
     elif cause:

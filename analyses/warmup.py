@@ -105,7 +105,8 @@ def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
         _spawns(tl, api, host.filter(kinds == "osrt")),
         _first_calls(tl, api, host, blocking_re),
     ]
-    return pl.concat([p.cast(_COLS) for p in parts], how="vertical").sort("rank", "start_ns")
+    out = pl.concat([p.cast(pl.Schema(_COLS)) for p in parts], how="vertical")
+    return out.sort("rank", "start_ns")
 
 
 def _spawns(tl: Timeline, api: pl.DataFrame, osrt: pl.DataFrame) -> pl.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 import pytest
 from conftest import TRACES
 from test_diagnoses import LAUNCH, US, _parts, _tl
@@ -17,51 +18,70 @@ from traceparse.analyses.summary import summarize
 
 
 def _wait_trace(*, wait: bool, record: bool) -> Any:
-    # K1 s2 [10,15) (call [0,5)); cudaEventRecord [6,7); cudaStreamWaitEvent [20,30);
-    # K2 s3 launched [40,45) runs [1000,1010); a blocking cudaMemcpy [50,1020) whose copy
-    # runs on s3 [1010,1020) behind K2.
+    # K0 s1 [10,15) (call [0,5)); a first cudaStreamWaitEvent [5,6) (its event recorded
+    # before the capture) holds K1 on s2 (call [6,8)) until 990, K1 runs [990,1000);
+    # cudaEventRecord [9,10) after K1's launch (K1 is its producer); cudaStreamWaitEvent
+    # [20,30) on s3, whose K2 (call [40,45)) runs [1000,1010) after K1; a blocking
+    # cudaMemcpy [50,1020) whose copy runs on s3 [1010,1020) behind K2.
     calls = [{"name": LAUNCH, "start": 0, "end": 5, "corr": 1},
-             {"name": LAUNCH, "start": 40, "end": 45, "corr": 2},
-             {"name": "cudaMemcpy", "start": 50, "end": 1020, "corr": 3}]
+             {"name": LAUNCH, "start": 6, "end": 8, "corr": 2},
+             {"name": LAUNCH, "start": 40, "end": 45, "corr": 3},
+             {"name": "cudaMemcpy", "start": 50, "end": 1020, "corr": 4}]
     if record:
-        calls.append({"name": "cudaEventRecord", "start": 6, "end": 7})
+        calls.append({"name": "cudaEventRecord", "start": 9, "end": 10})
     if wait:
-        calls.append({"name": "cudaStreamWaitEvent", "start": 20, "end": 30})
-    return _tl([{"stream": 2, "start": 10, "end": 15, "corr": 1, "name": "K1"},
-                {"stream": 3, "start": 1000, "end": 1010, "corr": 2, "name": "K2"},
-                {"stream": 3, "start": 1010, "end": 1020, "corr": 3, "kind": "memcpy",
+        calls += [{"name": "cudaStreamWaitEvent", "start": 5, "end": 6},
+                  {"name": "cudaStreamWaitEvent", "start": 20, "end": 30}]
+    return _tl([{"stream": 1, "start": 10, "end": 15, "corr": 1, "name": "K0"},
+                {"stream": 2, "start": 990, "end": 1000, "corr": 2, "name": "K1"},
+                {"stream": 3, "start": 1000, "end": 1010, "corr": 3, "name": "K2"},
+                {"stream": 3, "start": 1010, "end": 1020, "corr": 4, "kind": "memcpy",
                  "name": "Memcpy HtoD", "src": "Pinned", "dst": "Device"}],
                sorted(calls, key=lambda c: c["start"]))
 
 
 def test_stream_wait_blocks_the_gap_not_the_host() -> None:
-    # blocked [max(wait end 30, launch end 45, previous on s3 none), 1000) = 955 us.
-    # Window [10,1020) = 1010: compute 5 + 10 = 15, memory 10, launch [40,45) 5; the
-    # cudaMemcpy [50,1000) lies inside the blocked interval, so host sync 0; idle
-    # [15,40) 25 + [45,1000) 955 = 980.
+    # holds: s2 [max(6, 8), 990) = [8,990) (producer not in the trace); s3 [max(30, 45),
+    # min(1000, K1's end 1000)) = [45,1000) (producer K1).
+    # Window [10,1020) = 1010: compute 5 + 10 + 10 = 25, memory 10, launch [40,45) 5; the
+    # cudaMemcpy [50,990) lies inside the holds, so host sync 0; idle [15,990) - 5 = 970.
     tl = _wait_trace(wait=True, record=True)
-    sw = stream_waits(tl).row(0, named=True)
-    assert (sw["stream_id"], sw["start_ns"], sw["end_ns"]) == (3, 45 * US, 1000 * US)
-    assert sw["producer"] == "K1 (stream 2)" and sw["event"].startswith("cudaEventRecord")
-    assert _parts(tl) == (1010, 15, 10, 5, 0, 0, 980)
-    g = idle_gaps(tl).row(0, named=True)  # [15,1000): the blocked 955 us cover it
-    assert (g["start_ns"], g["end_ns"], g["cause"]) == (15 * US, 1000 * US, "stream_wait")
+    sw = stream_waits(tl).sort("stream_id")
+    assert sw.select("stream_id", "start_ns", "end_ns", "producer").rows() == [
+        (2, 8 * US, 990 * US, NO_PRODUCER), (3, 45 * US, 1000 * US, "K1 (stream 2)")]
+    assert sw["event"][1].startswith("cudaEventRecord")
+    assert _parts(tl) == (1010, 25, 10, 5, 0, 0, 970)
+    g = idle_gaps(tl).row(0, named=True)  # [15,990): both holds cover it, the inner wins
+    assert (g["start_ns"], g["end_ns"], g["cause"]) == (15 * US, 990 * US, "stream_wait")
     assert "stream 3" in g["cause_name"] and "K1 (stream 2)" in g["cause_name"]
-    # 980 / 1010 = 97.0%
-    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 97.0% of the window")
+    # 970 / 1010 = 96.0%
+    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 96.0% of the window")
+
+
+def test_a_finished_producer_holds_nothing() -> None:
+    # K1 moved to [11,14): the event it records is complete long before K2's launch, so
+    # the s3 wait holds nothing (K2's late start is not the wait's)
+    tl = _wait_trace(wait=True, record=True)
+    gpu = tl.gpu.with_columns(
+        start_ns=pl.when(pl.col("name") == "K1").then(11 * US).otherwise(pl.col("start_ns")),
+        end_ns=pl.when(pl.col("name") == "K1").then(14 * US).otherwise(pl.col("end_ns")))
+    tl2 = type(tl)(gpu=gpu.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns")),
+                   api=tl.api)
+    sw = stream_waits(tl2)
+    assert sw.filter(pl.col("stream_id") == 3).height == 0
 
 
 def test_stream_wait_without_its_record_names_no_producer() -> None:
     tl = _wait_trace(wait=True, record=False)
-    assert stream_waits(tl)["producer"].to_list() == [NO_PRODUCER]
+    assert stream_waits(tl)["producer"].to_list() == [NO_PRODUCER, NO_PRODUCER]
 
 
 def test_without_a_wait_the_blocking_copy_is_host_sync() -> None:
-    # the same trace without the wait call: the host blocked in cudaMemcpy [50,1000) while
-    # nothing ran, 950 us of host sync; idle [15,40) + [45,50) = 30.
+    # the same trace without the wait calls: the host blocked in cudaMemcpy [50,990) while
+    # nothing ran, 940 us of host sync; idle [15,40) + [45,50) = 30.
     tl = _wait_trace(wait=False, record=True)
     assert stream_waits(tl).height == 0
-    assert _parts(tl) == (1010, 15, 10, 5, 0, 950, 30)
+    assert _parts(tl) == (1010, 25, 10, 5, 0, 940, 30)
     assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
 
 
