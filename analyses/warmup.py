@@ -13,7 +13,10 @@ into a "feed it faster" fix. :func:`warmup_signals` returns every warm-up interv
     ``hipModuleLoad*``, ``hiprtc*``.
 ``compile_range``
     a host range that compiles or autotunes (:data:`WARMUP_RANGE_RE`): NVRTC, Triton
-    (``compiler.py: compile``), Inductor/nvFuser compile and autotune ranges, XLA
+    (``compiler.py: compile``), Inductor/nvFuser compile and autotune ranges
+    (``FusionKernelRuntime::compileKernel``, ``FusionExecutor::compileFusion``,
+    ``GraphLowering.codegen``; ``codegen`` only as a word of its own, so FBGEMM's
+    ``split_embedding_codegen_*`` ops are not compiles), XLA
     (``XlaCompile``, ``BuildExecutable``, ``RunHloPasses``, ``backend_compile``).
 ``compiler_process``
     an OS-runtime call that starts or waits for another process (:data:`SPAWN_RE`:
@@ -59,8 +62,10 @@ WARMUP_API_RE = (r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLink\w*|nvJitLink\w*|nvP
                  r"nvrtc\w*|hipModuleLoad\w*|hiprtc\w*)$")
 #: Host ranges that compile or autotune (NVRTC, Triton, Inductor, nvFuser, XLA, autotuners).
 WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
-                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)"
-                   r"|xlacompile|buildexecutable|runhlopasses|pjrt\w*compile")
+                   r"jit_compile|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)"
+                   r"|(^|[^a-z/_])codegen([^a-z_]|$)"
+                   r"|xlacompile|buildexecutable|runhlopasses|pjrt\w*compile"
+                   r"|::compile(kernel|fusion|program|_\w+)?([^a-z]|$)")
 #: OS-runtime calls that start or wait for another process.
 SPAWN_RE = (r"^(posix_spawnp?|fork|vfork|__fork|clone3?|execve?|execvp?e?|execl[pe]?|system|"
             r"popen|waitpid|wait4|waitid|wait)(_\w+)?$")
@@ -95,7 +100,10 @@ def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
     parts = [
         _frame(api.filter(pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE)), "api",
                pl.lit("module load / link / runtime compile call")),
-        _frame(host.filter(names.str.contains(WARMUP_RANGE_RE)
+        # a Python function range is judged by its function, not its file's path
+        # (``torch/_compile.py(41): inner`` wraps any call)
+        _frame(host.filter(names.str.replace(r"^.*\.py\(\d+\): ", "")
+                           .str.contains(WARMUP_RANGE_RE)
                            & ~kinds.is_in(["osrt", "cpu_sample"])), "compile_range",
                pl.lit("host range that compiles or autotunes")),
         _frame(host.filter(names.str.contains(LAZY_MARKER_RE))
