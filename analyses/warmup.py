@@ -35,6 +35,8 @@ into a "feed it faster" fix. :func:`warmup_signals` returns every warm-up interv
     the first call of an op with given input shapes (a ``cpu_op`` range: name and
     ``input_dims``) that lasted at least :data:`FIRST_CALL_RATIO` times the median of that op
     (over at least :data:`FIRST_CALL_MIN_CALLS` calls) and at least :data:`FIRST_CALL_MIN_NS`,
+    and longer than every later call of the same op and shape (a cost that recurs is not
+    warm-up),
     not counting the time its thread spent in calls that wait for the GPU (a first ``.item()``
     that waits is synchronisation, not warm-up), or one that a lazy-loading marker overlaps:
     lazy module loading, cuBLAS/cuDNN handle and heuristic set-up, autotuning.
@@ -151,8 +153,15 @@ def _first_calls(tl: Timeline, api: pl.DataFrame, host: pl.DataFrame, blocking_r
     ops = ops.with_columns(pl.col("name").cast(pl.String), pl.col("input_dims").fill_null(""))
     stats = ops.group_by(key).agg(pl.col("dur_ns").median().alias("_med"),
                                   pl.len().alias("_n"))
-    first = (ops.sort("start_ns").group_by([*key, "input_dims"], maintain_order=True).first()
-             .join(stats, on=key).filter(pl.col("_n") >= FIRST_CALL_MIN_CALLS))
+    ordered = ops.sort("start_ns").with_columns(
+        pl.int_range(pl.len()).over([*key, "input_dims"]).alias("_i"))
+    # the longest later call of the same op and shape: a cost that recurs is not warm-up
+    later = (ordered.filter(pl.col("_i") > 0).group_by([*key, "input_dims"])
+             .agg(pl.col("dur_ns").max().alias("_later")))
+    first = (ordered.filter(pl.col("_i") == 0)
+             .join(stats, on=key).join(later, on=[*key, "input_dims"], how="left")
+             .filter((pl.col("_n") >= FIRST_CALL_MIN_CALLS)
+                     & (pl.col("dur_ns") > pl.col("_later").fill_null(0))))
     lazy = host.filter(pl.col("name").cast(pl.String).str.contains(LAZY_MARKER_RE))
     long = pl.col("dur_ns") >= pl.max_horizontal(FIRST_CALL_RATIO * pl.col("_med"),
                                                   pl.lit(FIRST_CALL_MIN_NS))

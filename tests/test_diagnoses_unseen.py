@@ -271,7 +271,7 @@ def _recs(tl: Any) -> list[str]:
     return [r["id"] for r in build_payload(tl)["recommendations"]["items"]]
 
 
-def _first_mm_tl(sync: bool) -> Any:
+def _first_mm_tl(sync: bool, recur: bool = False) -> Any:
     # K0 [10,20) (call [0,5)); aten::mm of shape A: first call [20,2520) launching K1
     # (call [2500,2505)) -> [2510,2570); then three calls [x, x+58) for x = 2600, 2700, 2800,
     # each launching (call [x+50,x+55)) a kernel [x+60,x+100). With ``sync``, a
@@ -287,6 +287,8 @@ def _first_mm_tl(sync: bool) -> Any:
         ranges.append(("cpu_op", "aten::mm", x, x + 58, dims))
     if sync:
         calls.append(("cudaStreamSynchronize", 30, 2490, None))
+    if recur:  # one more call of the same shape, as slow as the first, after the others
+        ranges.append(("cpu_op", "aten::mm", 2900, 5400, dims))
     return _host_tl(acts, sorted(calls, key=lambda c: c[1]), ranges)
 
 
@@ -402,3 +404,14 @@ def test_class_names_reach_nvjet_gemms() -> None:
     row = w.filter((pl.col("scope") == "category") & (pl.col("name") == "compute")).row(
         0, named=True)
     assert abs(row["measured_ns"] - row["predicted_ns"] - gemm_ns / 2) <= gemm.sum()
+
+
+def test_a_slow_call_that_recurs_is_not_warmup() -> None:
+    # a later call of the same op and shape as slow as the first (2500 us): the cost recurs,
+    # so the first call is not warm-up (median of 2500, 58, 58, 58, 2500 = 58 us)
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.warmup import warmup_signals
+
+    tl = _first_mm_tl(sync=False, recur=True)
+    assert warmup_signals(tl, BLOCKING_API_RE).height == 0
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "cpu_work"
