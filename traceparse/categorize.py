@@ -22,9 +22,9 @@ Rules, first match wins:
      ``all_gather``/``allgather``, ``reduce_scatter``/``reducescatter``, ``all_to_all``/
      ``alltoall``.
 
-   :mod:`traceparse.analyses.kclass` additionally classes as communication a kernel launched
-   by a communication op (``c10d::``, ``vllm::``/``sglang::`` all-reduce,
-   ``record_param_comms``) or inside an NCCL NVTX domain range.
+   :func:`by_launcher` (run by the Kineto reader) additionally makes communication a kernel
+   launched by a communication op (``c10d::``, ``vllm::``/``sglang::`` all-reduce,
+   ``record_param_comms``), whatever its name. (NVTX domains are not read for this yet.)
 5. every other kernel -> **compute**.
 """
 
