@@ -16,9 +16,12 @@ grid has fewer blocks than the device's SM count:
 * the most common grid and block of the under-filled launches (``grid``, ``block`` as
   ``"xxyxz"``), ``blocks`` and ``threads_per_block`` of that configuration, ``sm_count``,
   ``sm_fill`` = ``blocks / sm_count`` of that configuration;
-* ``at_stake_ns`` = the sum over under-filled launches of ``dur x (1 - blocks / sm_count)``:
-  the share of the kernel's time that the idle SMs would have taken had the same work been
-  spread over every SM. An upper bound: it assumes the work can be split that finely;
+* ``at_stake_ns`` = the sum over under-filled launches of
+  ``(dur - floor) x (1 - blocks / sm_count)``, ``floor`` being the device's shortest kernel
+  in the trace (the fixed cost of a launch, which more blocks cannot remove): the share of
+  the kernel's work time that the idle SMs would have taken had the same work been spread
+  over every SM. An upper bound: it assumes the work can be split that finely and that the
+  kernel is limited by its SMs (a memory-bound kernel may already saturate DRAM with fewer);
 * ``share_pct``: the kernel's time as a share of the device window.
 
 The SM count is the device's (``devices.sm_count``); without it the GPU table
@@ -26,8 +29,8 @@ The SM count is the device's (``devices.sm_count``); without it the GPU table
 is skipped (nothing is guessed). Launches without grid dimensions are skipped, and so are
 communication kernels (few blocks by design: their speed is the interconnect's).
 
-Example: a 25.8 s kernel launched with grid 1x1x1 and block 1x1x1 on a 108-SM GPU:
-``sm_fill`` 1/108, ``at_stake_ns`` = 25.8 s x 107/108 = 25.56 s.
+Example: a 25.8 s kernel launched with grid 1x1x1 and block 1x1x1 on a 108-SM GPU whose
+shortest kernel took 2 µs: ``sm_fill`` 1/108, ``at_stake_ns`` = (25.8 s - 2 µs) x 107/108.
 """
 
 from __future__ import annotations
@@ -89,8 +92,12 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                        pl.col("name").cast(pl.String).alias("_name")))
     if k.height == 0:
         return pl.DataFrame(schema=_COLS)
+    # the device's shortest kernel: the fixed cost of any launch, which more blocks cannot
+    # remove (a tiny kernel's time is latency, not work spread over too few SMs)
+    k = k.with_columns(pl.col("dur_ns").filter(pl.col("dur_ns") > 0).min()
+                       .over("rank", "device_id").fill_null(0).alias("_floor"))
     under = pl.col("_blocks") < pl.col("sm_count")
-    stake = (pl.col("dur_ns").cast(pl.Float64)
+    stake = ((pl.col("dur_ns") - pl.col("_floor")).clip(lower_bound=0).cast(pl.Float64)
              * (1.0 - pl.col("_blocks").cast(pl.Float64) / pl.col("sm_count")))
     per = (k.group_by("rank", "device_id", "_name")
            .agg(pl.len().alias("launches"), pl.col("dur_ns").sum().alias("time_ns"),

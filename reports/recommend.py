@@ -62,8 +62,8 @@ Rules and their savings estimates:
     Fires when kernels holding at least 2% of a rank's window
     (:func:`traceparse.analyses.occupancy.underfilled`) were launched with fewer blocks than
     SMs and their time at stake is at least 2% of that window. Saving = the sum over those
-    launches of ``time x (1 - blocks / SMs)``, an upper bound; the evidence names the
-    kernel, its grid and block, the SM count and the time.
+    launches of ``(time - shortest kernel) x (1 - blocks / SMs)``, an upper bound; the
+    evidence names the kernel, its grid and block, the SM count and the time.
 ``stream-wait`` (a stream held back by an event wait)
     Fires when gaps caused by ``stream_wait`` (:mod:`traceparse.analyses.streamwait`) total
     at least 10% of the rank's window. Saving = their time, an upper bound.
@@ -454,9 +454,9 @@ def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
                  "over more blocks (grid-stride loops, split-K / stream-K for GEMMs, batching "
                  "independent small launches into one), and use blocks of at least one warp "
                  "(32 threads; 64 on AMD).",
-                 "for each under-filled launch, time x (1 - blocks / SMs): the share the idle "
-                 "SMs would have taken had the same work been spread over all of them (an "
-                 "upper bound).")]
+                 "for each under-filled launch, (time - the device's shortest kernel) x "
+                 "(1 - blocks / SMs): the share the idle SMs would have taken had the same "
+                 "work been spread over all of them (an upper bound).")]
 
 
 def recommend(payload: dict[str, Any]) -> dict[str, Any]:
