@@ -416,3 +416,41 @@ def test_a_slow_call_that_recurs_is_not_warmup() -> None:
     tl = _first_mm_tl(sync=False, recur=True)
     assert warmup_signals(tl, BLOCKING_API_RE).height == 0
     assert idle_gaps(tl).row(0, named=True)["cause"] == "cpu_work"
+
+
+def test_communication_by_kernel_family_and_by_launching_op(tmp_path: Any) -> None:
+    # four kernels on stream 7, each launched by its own cpu_op (External id = op's):
+    #   multimem_all_reduce_kernel [100,140) us          op "vllm::all_reduce"     (family)
+    #   vllm::cross_device_reduce_1stage [140,160) us    op "aten::add"            (family)
+    #   my_fused_ar_kernel [160,190) us                  op "vllm::all_reduce"     (launcher)
+    #   my_gemm_kernel [190,290) us                      op "aten::mm"             (compute)
+    # window [100,290) = 190 us: compute 100, exposed communication 40 + 20 + 30 = 90.
+    import json
+
+    from traceparse.analyses.attribution import breakdown
+    from traceparse.kineto import reader
+
+    specs = [("multimem_all_reduce_kernel", 100, 40, "vllm::all_reduce"),
+             ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>", 140, 20, "aten::add"),
+             ("my_fused_ar_kernel", 160, 30, "vllm::all_reduce"),
+             ("my_gemm_kernel", 190, 100, "aten::mm")]
+    ev: list[dict[str, Any]] = []
+    for i, (name, ts, dur, op) in enumerate(specs):
+        ext, corr, call = 10 + i, 100 + i, 10 * i
+        ev += [{"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": call,
+                "dur": 8, "args": {"External id": ext}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": call + 1, "dur": 5,
+                "args": {"External id": ext, "correlation": corr}},
+               {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts,
+                "dur": dur, "args": {"External id": ext, "device": 0, "stream": 7,
+                                     "correlation": corr}}]
+    path = tmp_path / "ar.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    tl = reader.read(path)
+    cats = dict(zip(tl.gpu["name"].cast(pl.String), tl.gpu["category"].cast(pl.String),
+                    strict=True))
+    assert [cats[s[0]] for s in specs] == ["communication"] * 3 + ["compute"]
+    b = breakdown(tl).row(0, named=True)
+    assert (b["window_ns"], b["compute_ns"], b["communication_ns"]) == (
+        190 * US, 100 * US, 90 * US)
