@@ -239,8 +239,12 @@ def _stream_wait_rows(tl: Timeline, group: list[str]) -> pl.DataFrame:
     sw = stream_waits(tl)
     if not set(group) <= set(sw.columns):
         return pl.DataFrame()
+    # the held activity by its base name (no return type, namespace noise or arguments)
+    held = (pl.col("blocked_name").str.replace(r"^void ", "")
+            .str.replace_all(r"\(anonymous namespace\)::", "")
+            .str.replace(r"[<(].*$", "").str.slice(0, 60))
     name = pl.format("{} on stream {}: held {} back; event {}; {}", pl.col("wait_name"),
-                     pl.col("stream_id"), pl.col("blocked_name").str.slice(0, 60),
+                     pl.col("stream_id"), held,
                      pl.col("event").fill_null("record not in this trace"),
                      pl.col("producer"))
     return sw.select(*group, name.alias("name"), "thread_id", "start_ns", "end_ns",
