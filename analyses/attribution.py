@@ -24,15 +24,19 @@ window **to the nanosecond**:
     module is warm-up (below).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
-    :func:`warmup_intervals`): in a module-load / runtime-compile call (``cuModuleLoad*``,
-    ``cuLibraryLoad*``, ``nvrtc*``, ``hipModuleLoad*``, ``hiprtc*``), in a host range that
-    compiles or autotunes (:data:`WARMUP_RANGE_RE`), or in the first launch call of a kernel
+    :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
+    runtime-compile call, a compile or autotune range, a compiler process the launching
+    thread spawned or waited for, a CUPTI lazy-loading record, the first call of an op and
+    shape that cost many times the op's median, or in the first launch call of a kernel
     name on its process when that call lasted at least :data:`LAZY_LOAD_MIN_NS` and ten
     times the process's median launch call (lazy loading). Reported apart from steady state.
 ``host_sync_ns``
     Nothing ran, nothing was being issued and no warm-up was under way while a thread of a
     process with work on this device sat in a call that **waits** (see
-    :func:`blocking_intervals`): ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
+    :func:`blocking_intervals`), except while a stream of the device held issued work back
+    behind an event wait (:mod:`traceparse.analyses.streamwait`: that time is the stream's
+    wait, left to ``idle_ns`` and named ``stream_wait`` by the gaps):
+    ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
     ``cudaMemcpy*``, a ``cudaMemcpyAsync`` to or from pageable memory, a copy call that
     returned only after its copy had finished, ``cudaMalloc``/``cudaFree`` (implicit
     device syncs), and their ``cu*``/``hip*`` twins. Never launch overhead.
@@ -68,6 +72,7 @@ import polars as pl
 
 from traceparse import links
 from traceparse.analyses import intervals, sweep
+from traceparse.analyses import warmup as _warmup
 from traceparse.analyses.callparts import call_parts
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
@@ -82,12 +87,10 @@ BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]
                    r"cuMemcpyDtoD|cuMemcpy2D|cuMemcpy3D|hipMemcpy|hipMemcpy2D|hipMemcpyDtoH|"
                    r"hipMemcpyHtoD|hipMemcpyDtoD|hipMemcpyWithStream)(_v\d+)*$"
                    r"|^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)(_v\d+)*$")
-#: Module load and runtime compilation calls (warm-up).
-WARMUP_API_RE = (r"^(cuModuleLoad\w*|cuLibraryLoad\w*|cuLinkComplete|cuLinkAddData\w*|"
-                 r"nvrtc\w*|hipModuleLoad\w*|hiprtc\w*|nvJitLink\w*)$")
-#: Host ranges that compile or autotune (NVRTC, Triton, Inductor, nvFuser, autotuners).
-WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nvrtc\w*|"
-                   r"jit_compile|codegen|lower_to_triton|benchmark_choice\w*)([^a-z/]|$)")
+#: Module load and runtime compilation calls, compile ranges (warm-up): see
+#: :mod:`traceparse.analyses.warmup`, which finds every warm-up signal.
+WARMUP_API_RE = _warmup.WARMUP_API_RE
+WARMUP_RANGE_RE = _warmup.WARMUP_RANGE_RE
 #: A first launch of a kernel name is lazy loading when it lasts at least this long (and
 #: ten times the process's median launch call).
 LAZY_LOAD_MIN_NS = 100_000
@@ -273,12 +276,8 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
     api = tl.api.filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
         out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
-    else:
-        ranges = tl.ranges.filter(pl.col("end_ns").is_not_null()
-                                  & pl.col("device_id").is_null()
-                                  & pl.col("name").cast(pl.String).str.contains(WARMUP_RANGE_RE))
-        out = pl.concat([per_group(api.filter(_name_matches(api, WARMUP_API_RE)), acts, group),
-                         per_group(ranges, acts, group)], how="vertical_relaxed")
+    else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
+        out = per_group(_warmup.warmup_signals(tl, BLOCKING_API_RE), acts, group)
     corr = (call_windows(tl, acts) if windows is None else windows).filter(
         pl.col("call_part") == part)
     extra = corr.select(*group, pl.col("call_name").alias("name"),
@@ -297,8 +296,22 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
     if acts is busy_activities(tl):
         calls = _busy_host_calls(tl, group)
         return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
-                "host_sync": calls["host_sync"].select(cols)}
+                "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
     return _host_sets(tl, acts, group)
+
+
+def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """Host-sync intervals without the time a stream of the group sat blocked behind an
+    event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the host waited on
+    the stream, the stream on the event, so the wait is the cause, not the host."""
+    from traceparse.analyses.streamwait import stream_waits
+
+    sw = stream_waits(tl)
+    if sw.height == 0 or sync.height == 0 or not set(group) <= set(sw.columns):
+        return sync
+    cols = [*group, "start_ns", "end_ns"]
+    return intervals.subtract(sync.select(cols), sw.select(cols).cast(sync.select(cols).schema),
+                              by=group).select(cols)
 
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
@@ -307,7 +320,8 @@ def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, 
     windows = call_windows(tl, acts, columns=group)
     return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
             "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
-            "host_sync": blocking_intervals(tl, acts, group, windows=windows).select(cols)}
+            "host_sync": _minus_stream_waits(
+                tl, blocking_intervals(tl, acts, group, windows=windows).select(cols), group)}
 
 
 def part_expr() -> pl.Expr:

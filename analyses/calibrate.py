@@ -206,7 +206,7 @@ def kernel_classes(k: pl.DataFrame, work: pl.DataFrame,
                                  "time_ns": int(r["time_ns"]),
                                  "duration_ns": _pct(r["dur_ns"]), "efficiency": None}
         w = work.filter((pl.col("kclass") == cls) & (pl.col("kdtype") == dt))
-        if cls == "nccl" or w.height == 0:
+        if cls in ("communication", "nccl") or w.height == 0:
             out.append(entry)
             continue
         cname = ceiling_for(cls, dt)

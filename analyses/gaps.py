@@ -18,6 +18,11 @@ are dropped; the rest are listed largest first with:
   and a data loader's ``__next__`` beats the step around it. A call that ended at the
   gap's start covers nothing. The winner's kind gives the cause:
 
+  - ``stream_wait``: a stream of the device held issued work back behind an event wait
+    (:mod:`traceparse.analyses.streamwait`); it wins over every candidate but a profiler
+    range, since a blocking host call inside it only waits on the waiting stream. Named by
+    the wait call, the stream, the activity held back, the event's record call and its
+    producer (``producer not in this trace`` when the record is not in the trace);
   - ``host_sync``: a call that waits (:data:`traceparse.analyses.attribution.BLOCKING_API_RE`,
     or a copy to or from pageable memory);
   - ``warmup``: a module-load / compile call, a lazy-loading first launch or a compile or
@@ -70,6 +75,7 @@ from traceparse.analyses.attribution import (
     per_group,
     warmup_intervals,
 )
+from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -86,7 +92,7 @@ COVER_FRACTION = 0.5
 DEFAULT_MIN_NS = 10_000
 _GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 _CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
-_CAUSE_ORDER = ("profiler", "host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy",
+_CAUSE_ORDER = ("profiler", "stream_wait", "host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy",
                 "cpu_work")
 
 _GAP_COLS = ["start_ns", "end_ns", "dur_ns", *_GAP_PARTS, "kind", "cause", "cause_name",
@@ -190,7 +196,8 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
     fixed = pl.concat([_label(_near_gaps(blocking_intervals(tl, acts, group), gaps),
                               group, "host_sync"),
                        _label(_near_gaps(warmup_intervals(tl, acts, group), gaps),
-                              group, "warmup")], how="vertical_relaxed")
+                              group, "warmup"),
+                       _stream_wait_rows(tl, group)], how="vertical_relaxed")
     code = sweep.group_codes(keys, fixed, group)
     order = np.argsort(code, kind="stable")
     fixed, code = fixed[order], code[order]
@@ -221,6 +228,27 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
         del calls, cands
     return (pl.concat([o[0] for o in out]), pl.concat([o[1] for o in out]),
             pl.concat([o[2] for o in out]))
+
+
+def _stream_wait_rows(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    """Blocked intervals behind stream event waits
+    (:func:`traceparse.analyses.streamwait.stream_waits`) as ``stream_wait`` candidates,
+    named by the wait call, the stream, what it held back and the event's producer."""
+    from traceparse.analyses.streamwait import stream_waits
+
+    sw = stream_waits(tl)
+    if not set(group) <= set(sw.columns):
+        return pl.DataFrame()
+    # the held activity by its base name (no return type, namespace noise or arguments)
+    held = (pl.col("blocked_name").str.replace(r"^void ", "")
+            .str.replace_all(r"\(anonymous namespace\)::", "")
+            .str.replace(r"[<(].*$", "").str.slice(0, 60))
+    name = pl.format("{} on stream {}: held {} back; event {}; {}", pl.col("wait_name"),
+                     pl.col("stream_id"), held,
+                     pl.col("event").fill_null("record not in this trace"),
+                     pl.col("producer"))
+    return sw.select(*group, name.alias("name"), "thread_id", "start_ns", "end_ns",
+                     pl.lit("stream_wait").alias("_cause"))
 
 
 def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
@@ -307,7 +335,9 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
              label(per_group(by_thread.filter(kinds == OSRT_KIND), acts, group), "os_wait"),
              label(per_group(ranges, acts, group), "cpu_work"),
              # the profiler's thread, not a launching one: any thread of the process
-             label(per_group(host.filter(kinds == PROFILER_KIND), acts, group), "profiler")]
+             # (CUPTI's lazy-loading records are warm-up, not the profiler's)
+             label(per_group(host.filter((kinds == PROFILER_KIND) & ~pl.col("name").cast(
+                 pl.String).str.contains(LAZY_MARKER_RE)), acts, group), "profiler")]
     return (pl.concat(parts, how="vertical_relaxed")
             .rename({"name": "_name", "thread_id": "_tid"}))
 
@@ -354,9 +384,12 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
     j = j.with_columns(pl.col("_cause").replace_strict(list(_CAUSE_ORDER),
                                                        list(range(len(_CAUSE_ORDER))),
                                                        return_dtype=pl.Int32).alias("_o"))
-    # a profiler overhead range covering the gap wins (it stalls the calls inside it);
+    # a profiler overhead range covering the gap wins (it stalls the calls inside it), then
+    # a stream held back by an event wait (a blocking call inside it waits on the wait);
     # otherwise the innermost candidate
-    j = j.with_columns((pl.col("_cause") != "profiler").alias("_np"))
+    j = j.with_columns(pl.when(pl.col("_cause") == "profiler").then(0)
+                       .when(pl.col("_cause") == "stream_wait").then(1).otherwise(2)
+                       .alias("_np"))
     return (j.sort(["_gid", "_np", "_d", "_ov", "_o", "start_ns", "_name"],
                    descending=[False, False, False, True, False, False, False],
                    nulls_last=True)

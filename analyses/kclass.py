@@ -4,20 +4,28 @@ A performance model needs to know *what kind* of work a kernel does, to pick the
 efficiency is relative to. :func:`class_expr` decides the class by name patterns, first match
 wins (case-insensitive; patterns are data in :data:`CLASS_RULES`):
 
-* ``nccl``: category ``communication`` (NCCL/RCCL kernels, peer copies);
+* ``communication``: category ``communication`` (:mod:`traceparse.categorize`: NCCL/RCCL,
+  NVLS ``multimem_*``, custom all-reduce, symmetric-memory/NVSHMEM kernels, kernels launched
+  by a communication op, peer copies);
+* ``copy``: memcpy/memset rows and copy kernels (``memcpy|memset|copy_kernel|direct_copy``);
 * ``attention``: ``flash|fmha|attention|attn|mha_|sdpa`` (``flash_fwd_kernel``);
 * ``conv``: ``conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop``
   (``implicit_convolve_sgemm``);
-* ``gemm``: ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_``
-  (``sm90_xmma_gemm_bf16...``; ``Cijk_Alik_Bljk_...`` is the Tensile/hipBLASLt GEMM naming
-  on ROCm);
-* ``reduction``: ``reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red|
-  triton_per`` (``reduce_kernel``, ``layer_norm``);
+* ``gemm``: ``gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_|nvjet|bmm``
+  (``sm90_xmma_gemm_bf16...``;
+  ``nvjet_tst_...`` is cuBLAS' Hopper/Blackwell GEMM naming, ``Cijk_Alik_Bljk_...`` the
+  Tensile/hipBLASLt one on ROCm);
+* ``norm``: ``norm`` (``layer_norm``, ``rmsnorm``, ``batch_norm``, ``add_rmsnorm_quant``);
+* ``reduction``: ``reduce|reduction|softmax|sum_|mean|argmax|topk|scan|triton_red|
+  triton_per`` (``reduce_kernel``);
 * ``elementwise``: ``elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index|
   cat_|gather|scatter`` (``vectorized_elementwise_kernel``);
 * ``other``: every other compute kernel.
 
-Memcpy and memset rows are not classified here (see :mod:`traceparse.analyses.calibrate`).
+:data:`CLASSES` lists the names; :func:`select` turns a ``--speedup`` spec that is a class
+name (``gemm``) into the rows of that class, so a class name is accepted wherever a kernel
+regex is, from this one classifier (kernel mix, attribution's communication, ``whatif``,
+calibrate, roofline, layers).
 
 :func:`dtype_expr` reads the dtype from the name (first match): ``bf16|bfloat16`` -> bf16,
 ``fp8|e4m3|e5m2`` -> fp8, ``int8|imma|i8816|s8s8`` -> int8,
@@ -42,14 +50,19 @@ import polars as pl
 
 #: (class, regex) in priority order, applied to compute kernels.
 CLASS_RULES: tuple[tuple[str, str], ...] = (
+    ("copy", r"memcpy|memset|copy_kernel|direct_copy"),
     ("attention", r"flash|fmha|attention|attn|mha_|sdpa"),
     ("conv", r"conv|cudnn|winograd|implicit_gemm|dgrad|wgrad|fprop"),
-    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_"),
-    ("reduction", r"reduce|reduction|norm|softmax|sum_|mean|argmax|topk|scan|triton_red"
+    ("gemm", r"gemm|gemv|cublas|cutlass|xmma|matmul|wgmma|triton_tem|^cijk_|nvjet|bmm"),
+    ("norm", r"norm"),
+    ("reduction", r"reduce|reduction|softmax|sum_|mean|argmax|topk|scan|triton_red"
                   r"|triton_per"),
     ("elementwise", r"elementwise|vectorized|unrolled|pointwise|copy|fill|triton_poi|index"
                     r"|cat_|gather|scatter"),
 )
+
+#: Every class name :func:`class_expr` can give.
+CLASSES = ("communication", *(c for c, _ in CLASS_RULES), "other")
 
 #: (dtype, regex) in priority order.
 DTYPE_RULES: tuple[tuple[str, str], ...] = (
@@ -74,11 +87,27 @@ TENSOR_CEILING = {"bf16": "bf16_tensor", "fp16": "fp16_tensor", "tf32": "tf32_te
 def class_expr(name: str = "name", category: str = "category") -> pl.Expr:
     """Polars expression: the kernel class of each row (column ``kclass``)."""
     n = pl.col(name).cast(pl.String).str.to_lowercase()
-    expr: Any = pl.when(pl.col(category).cast(pl.String) == "communication").then(
-        pl.lit("nccl"))
+    cat = pl.col(category).cast(pl.String)
+    expr: Any = (pl.when(cat == "communication").then(pl.lit("communication"))
+                 .when(cat == "memory").then(pl.lit("copy")))
     for cls, rx in CLASS_RULES:
         expr = expr.when(n.str.contains(rx)).then(pl.lit(cls))
     return expr.otherwise(pl.lit("other")).alias("kclass")
+
+
+def class_of(name: str, category: str = "compute") -> str:
+    """The class :func:`class_expr` gives one kernel ``name`` of ``category``."""
+    f = pl.DataFrame({"name": [name], "category": [category]})
+    return str(f.select(class_expr()).item())
+
+
+def select(frame: pl.DataFrame, spec: str) -> pl.Series:
+    """Boolean mask of the rows of ``frame`` (``name``, ``category``) that ``spec`` picks: the
+    rows of class ``spec`` when it is one of :data:`CLASSES` (case-insensitive), else the rows
+    whose name matches ``spec`` as a regex."""
+    if spec.lower() in CLASSES:
+        return frame.select(class_expr() == spec.lower()).to_series().fill_null(False)
+    return frame["name"].cast(pl.String).str.contains(spec).fill_null(False)
 
 
 def dtype_expr(name: str = "name") -> pl.Expr:

@@ -36,7 +36,7 @@ from traceparse.analyses.calibrate import (
     host_memory_expr,
 )
 from traceparse.analyses.comm import DTYPE_BYTES, collective_expr
-from traceparse.analyses.kclass import class_expr, dtype_expr
+from traceparse.analyses.kclass import class_expr, dtype_expr, select
 from traceparse.analyses.replay import replay
 from traceparse.analyses.steps import step_windows
 from traceparse.errors import TraceError
@@ -276,7 +276,8 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         tl: the timeline.
         no_launch_overhead: launch calls and launch latency cost nothing.
         overlap_comm: communication never delays other work.
-        speedups: ``(regex, factor)`` pairs: activities whose name matches ``regex`` take
+        speedups: ``(regex, factor)`` pairs: activities whose name matches ``regex`` (or
+            whose kernel class is ``regex``, :func:`traceparse.analyses.kclass.select`) take
             ``duration / factor`` (applied in order, compounding).
         step_regex: step ranges when the trace has no ``ProfilerStep`` ranges.
 
@@ -284,9 +285,8 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         :func:`summarize` columns, ``predicted_ns`` being the projection.
     """
     dur = tl.gpu["dur_ns"].cast(pl.Float64)
-    names = tl.gpu["name"].cast(pl.String)
     for regex, factor in speedups or []:
-        hit = names.str.contains(regex).fill_null(False)
+        hit = select(tl.gpu, regex)
         dur = pl.select(pl.when(hit).then(dur / factor).otherwise(dur)).to_series()
     durations = dur.round(0).cast(pl.Int64) if speedups else None
     rep = replay(tl, durations=durations, no_launch_overhead=no_launch_overhead,

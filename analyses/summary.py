@@ -186,6 +186,11 @@ SECTIONS: dict[str, SectionFn] = {
 #: longest device window.
 STRAGGLER_MIN_FRAC = 0.05
 
+#: Verdict of an idle-bound window whose gaps are mostly ``stream_wait``
+#: (:mod:`traceparse.analyses.streamwait`).
+STREAM_WAIT_VERDICT = ("stream-wait-bound", "idle with work queued on a stream that waited "
+                       "on an event (cross-stream wait)")
+
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
             stragglers: pl.DataFrame | None = None,
@@ -205,13 +210,18 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     sums = {p: int(bd[p].sum()) if p in bd.columns else 0 for p in VERDICTS}
     part = max(VERDICTS, key=lambda p: (sums[p], -list(VERDICTS).index(p)))
     label, what = VERDICTS[part]
+    cause = _top_by_time(gaps, "cause") if part == "idle_ns" and gaps is not None \
+        and gaps.height else None
+    if cause == "stream_wait":  # work was queued: a stream waited on an event, not the host
+        label, what = STREAM_WAIT_VERDICT
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
     if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
         line += f" (mostly {sync_calls['name'][0]})"
-    if part == "idle_ns" and gaps is not None and gaps.height:
-        cause = _top_by_time(gaps, "cause")
-        if cause:
-            line += f"; largest gaps mostly {cause}"
+    if cause == "stream_wait" and gaps is not None:
+        top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
+        line += f" (largest: {top['cause_name']})"
+    elif cause:
+        line += f"; largest gaps mostly {cause}"
     if stragglers is not None and stragglers.height:
         top = stragglers.row(0, named=True)
         longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
@@ -279,9 +289,52 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
         sync_calls = cached(tl, "host_sync_by_call", tuple(schema.TABLES),
                             lambda: host_sync_by_call(tl))
     line = verdict(bd, top_gaps, strag, sync_calls)
-    if tl.metrics.height and "idle" in line:
+    line += _step_clause(tl, bd, line)
+    caveat = None
+    if tl.metrics.height:
         from traceparse.analyses.metrics import idle_caveat
 
         caveat = idle_caveat(tl)
-        line += f"; but {caveat}" if caveat else ""
-    return {"sections": out, "verdict": line}
+        # the caveat concerns GPU-idle time: say it where the verdict is about such time
+        if caveat and not line.startswith(tuple(VERDICTS[p][0] for p in BUSY_PARTS)):
+            line += f"; but {caveat}"
+    return {"sections": out, "verdict": line, "untraced_gpu_work": caveat}
+
+
+#: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.
+BUSY_PARTS = ("compute_ns", "communication_ns", "memory_ns")
+#: The verdict adds the steps' own view when the verdict part's share over the steps differs
+#: from its share over the device window by at least this many percentage points.
+STEP_DISAGREE_PTS = 10.0
+
+
+def _step_clause(tl: Timeline, bd: pl.DataFrame, line: str) -> str:
+    """``"; over its N steps (W of wall time) compute is S% and idle I%"`` when the steps
+    (:func:`traceparse.analyses.phases.phase_steps`: profiler steps or engine step ranges)
+    and the device window tell different stories: the steps hold host-only time before the
+    first or after the last GPU activity, which the device window leaves out."""
+    if bd.height == 0 or not int(bd["window_ns"].sum()) or not tl.ranges.height:
+        return ""
+    from traceparse.analyses import phases
+
+    st = cached(tl, "summary:phase_steps", tuple(schema.TABLES),
+                lambda: phases.phase_steps(tl))
+    if st.height == 0 or "compute_ns" not in st.columns or not int(st["wall_ns"].sum()):
+        return ""
+    window, wall = int(bd["window_ns"].sum()), int(st["wall_ns"].sum())
+    part = next((p for p in VERDICTS if line.startswith(VERDICTS[p][0] + ":")), None)
+    if part is None or part not in st.columns:
+        return ""
+    in_window = 100.0 * int(bd[part].sum()) / window
+    in_steps = 100.0 * int(st[part].fill_null(0).sum()) / wall
+    if abs(in_window - in_steps) < STEP_DISAGREE_PTS:
+        return ""
+    top = max((p for p in VERDICTS if p in st.columns),
+              key=lambda p: (int(st[p].fill_null(0).sum()), -list(VERDICTS).index(p)))
+    shares = f"{VERDICTS[part][1]} is {in_steps:.1f}%"
+    if top != part:
+        shares += (f" and {VERDICTS[top][1]} "
+                   f"{100.0 * int(st[top].fill_null(0).sum()) / wall:.1f}%")
+    return (f"; over its {units.plural(st.height, 'step')} ({units.duration(wall)} of wall "
+            f"time, the window being {units.duration(window)} from the first to the last GPU "
+            f"activity) {shares}")

@@ -39,7 +39,8 @@ Rules and their savings estimates:
     saves time. Saving = the savings engine's ``overlap_comm`` figure for that rank (what
     ``whatif --overlap-comm`` prints), never more than its exposed communication.
 ``tensor-cores`` (GEMMs far under their roof; only with roofline data)
-    Fires for GEMM/convolution kernels (names matching :data:`traceparse.reports.sections.GEMM_RE`)
+    Fires for GEMM/convolution kernels (class ``gemm`` or ``conv`` of
+    :mod:`traceparse.analyses.kclass`, the one kernel classifier)
     that reach less than 30% of the attainable FLOP/s at their arithmetic intensity and take
     at least 2% of the time. Saving = for each such kernel ``time * (1 - pct_of_roof / 50)``:
     the time saved if it reached 50% of its roof (a conservative target for a tensor-core,
@@ -50,10 +51,27 @@ Rules and their savings estimates:
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
     or were avoided by keeping data on the device).
 ``input-pipeline`` (host-bound idle)
-    Fires when idle time is at least 10% of a rank's window (the rank with the most). Saving
-    = that idle time (an upper bound: the GPU had nothing to do, no launch was in flight, no
-    warm-up ran and the host was not blocked, which points at host work such as data
-    loading or preprocessing).
+    Fires when idle time, less the idle time of gaps caused by a stream wait or warm-up
+    (neither is the host's: :data:`NOT_HOST_IDLE`), is at least 10% of a rank's window (the
+    rank with the most). Data-loader advice only when a gap's cause names a data loader
+    (:data:`INPUT_RE`). Saving = that idle time (an upper bound: the GPU had nothing to do,
+    no launch was in flight, no warm-up ran and the host was not blocked, which points at
+    host work such as data loading or preprocessing).
+
+``occupancy`` (launches with fewer blocks than the GPU has SMs)
+    Fires when kernels holding at least 2% of a rank's window
+    (:func:`traceparse.analyses.occupancy.underfilled`) were launched with fewer blocks than
+    SMs and their time at stake is at least 2% of that window. Saving = the sum over those
+    launches of ``(time - shortest kernel) x (1 - blocks / SMs)``, an upper bound; the
+    evidence names the kernel, its grid and block, the SM count and the time.
+``stream-wait`` (a stream held back by an event wait)
+    Fires when gaps caused by ``stream_wait`` (:mod:`traceparse.analyses.streamwait`) total
+    at least 10% of the rank's window. Saving = their time, an upper bound.
+
+When the summary's caveat says the GPU's own counters saw work in the trace's idle time
+(``untraced_gpu_work``, :func:`traceparse.analyses.metrics.idle_caveat`), the fixes built
+on that idle time (:data:`IDLE_TIME_FIXES`) are not offered: the time they would save was
+not idle hardware.
 
 The verdict names the part of the attribution that dominates the window. When the payload
 has a ``summary`` section (``traceparse summary``), its verdict line is the headline,
@@ -312,15 +330,13 @@ ROOF_TARGET_PCT = 50.0
 
 
 def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    import re
-
-    from traceparse.reports.sections import GEMM_RE
+    from traceparse.analyses.kclass import class_of
 
     roof = payload.get("roofline")
     if not roof:
         return []
     slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None
-            and p["pct_of_roof"] < ROOF_MAX_PCT and re.search(GEMM_RE, p["kernel_name"])]
+            and p["pct_of_roof"] < ROOF_MAX_PCT and class_of(p["kernel_name"]) in ("gemm", "conv")]
     total = sum(p["time_ns"] for p in roof["points"] if p.get("time_ns"))
     base = w or total
     saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)
@@ -338,11 +354,51 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
                  "of its roof.")]
 
 
+#: Gap causes whose idle time no host-side "feed it faster" change removes: a stream held
+#: back by an event wait, and one-off warm-up.
+NOT_HOST_IDLE = ("stream_wait", "warmup")
+#: Host activity that marks an input pipeline (data loading) in a gap's cause.
+INPUT_RE = r"(?i)dataloader|data_loader|__next__|collate|_next_data|fetch|prefetch|dataset"
+
+
+def _explained_idle(payload: dict[str, Any]) -> int:
+    """Idle time of the gaps whose cause is in :data:`NOT_HOST_IDLE` (summed over ranks)."""
+    return sum(int(c.get("idle_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
+               if c.get("cause") in NOT_HOST_IDLE)
+
+
+def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
+            if g.get("cause") == "stream_wait"]
+    total = sum(int(c.get("total_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
+                if c.get("cause") == "stream_wait")
+    if not gaps or not total:
+        return []
+    rank = int(gaps[0]["rank"])
+    w = _by_rank(payload).get(rank, {}).get("window_ns", 0)
+    if total < IDLE_MIN_FRAC * w:
+        return []
+    ev = [f"Gap of {_ms(g['dur_ns'])} on rank {g['rank']}: {g['cause_name']}." for g in gaps[:3]]
+    ev.append("The work had been issued (its launch call had returned) but its stream waited "
+              "on an event: the host was not the cause.")
+    return [_rec("stream-wait", "GPU idle while a stream waited on an event: find its "
+                 "producer", total, w, ev,
+                 "Find what records the event the stream waits on: if it is work on another "
+                 "stream, start that work earlier or split it so the waiting stream can "
+                 "overlap it; if the producer is not in this trace (another process, or work "
+                 "issued before the capture began), capture it too before changing anything.",
+                 "the time of the gaps a stream-wait explains (an upper bound: removing the "
+                 "wait may only move the producer's time).")]
+
+
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     worst = _worst_rank(payload, "idle_ns")
-    if worst is None or worst[1] < IDLE_MIN_FRAC * worst[2]:
+    if worst is None:
         return []
     rank, idle, w = worst
+    idle = max(idle - _explained_idle(payload), 0)  # stream waits and warm-up: not the host
+    if idle < IDLE_MIN_FRAC * w:
+        return []
     ev = [f"Rank {rank}: the GPU was idle with no launch in flight, no warm-up and the host "
           f"not blocked for {_ms(idle)} = {_pct(idle, w):.1f}% of its window."]
     gaps = payload.get("gaps", {}).get("table", {}).get("rows", [])
@@ -354,11 +410,53 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
         for c in payload["gaps"].get("by_cause", [])[:3]:
             ev.append(f"Gaps caused by {c['cause']}: {c['count']:,} totalling "
                       f"{_ms(c['total_ns'])}.")
+    import re
+
+    named = " ".join(str(g.get("cause_name") or "") for g in gaps[:10])
+    how = ("Look at what the host does in the gaps (named above) and move it off the path "
+           "between launches: precompute or cache it, overlap it with queued GPU work, "
+           "batch more work per launch.")
+    if re.search(INPUT_RE, named):  # the gaps name a data loader: say so
+        how = ("The gaps are in data loading: more DataLoader workers, prefetching, pinned "
+               "memory with asynchronous copies.")
     return [_rec("input-pipeline", "GPU idle waiting for the host: feed it faster", idle, w,
-                 ev, "Look at what the host does in the gaps (data loading, preprocessing, "
-                 ".item()/synchronize calls): more DataLoader workers, prefetching, "
-                 "asynchronous copies, removing host synchronisations.",
-                 "the idle time (nothing ran and no launch was in flight).")]
+                 ev, how, "the idle time (nothing ran and no launch was in flight) minus the "
+                 "idle time of gaps a stream wait or warm-up explains.")]
+
+
+OCC_MIN_FRAC = 0.02
+#: Fixes whose saving is time the trace shows the GPU idle (launch overhead, host sync, idle,
+#: stream waits): dropped when the summary's caveat says the GPU ran untraced work then.
+IDLE_TIME_FIXES = ("cuda-graphs", "host-sync", "input-pipeline", "stream-wait")
+
+
+def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    occ = payload.get("evidence", {}).get("underfilled_launches") or []
+    if not occ:
+        return []
+    by_rank: dict[int, list[dict[str, Any]]] = {}
+    for r in occ:
+        by_rank.setdefault(int(r["rank"]), []).append(r)
+    rank = max(by_rank, key=lambda k: (sum(r["at_stake_ns"] for r in by_rank[k]), -k))
+    kern = sorted(by_rank[rank], key=lambda r: -r["at_stake_ns"])
+    stake = sum(r["at_stake_ns"] for r in kern)
+    w = _by_rank(payload).get(rank, {}).get("window_ns") or kern[0]["window_ns"]
+    if stake < OCC_MIN_FRAC * w:
+        return []
+    ev = [f"{_short(r['name'])}: {r['underfilled_launches']:,} of {r['launches']:,} launches "
+          f"with grid {r['grid']} ({r['blocks']:,} blocks) and block {r['block']} on a GPU "
+          f"with {r['sm_count']} SMs: at most {100 * r['sm_fill']:.1f}% of the SMs busy; "
+          f"{_ms(r['time_ns'])} = {r['share_pct']:.1f}% of the window, "
+          f"{_ms(r['at_stake_ns'])} at stake." for r in kern[:3]]
+    return [_rec("occupancy", "Launches too small to fill the GPU: give them more blocks",
+                 stake, w, ev,
+                 "Launch at least one block per SM (better, a few per SM): split the work "
+                 "over more blocks (grid-stride loops, split-K / stream-K for GEMMs, batching "
+                 "independent small launches into one), and use blocks of at least one warp "
+                 "(32 threads; 64 on AMD).",
+                 "for each under-filled launch, (time - the device's shortest kernel) x "
+                 "(1 - blocks / SMs): the share the idle SMs would have taken had the same "
+                 "work been spread over all of them (an upper bound).")]
 
 
 def recommend(payload: dict[str, Any]) -> dict[str, Any]:
@@ -374,6 +472,14 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _comm(payload, t, w)
         items += _copies(payload, t, w)
         items += _idle(payload, t, w)
+        items += _stream_wait(payload)
+        items += _occupancy(payload)
     items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
+    withheld: list[str] = []
+    if payload.get("summary", {}).get("untraced_gpu_work"):
+        # the GPU's own counters say it was busy in the trace's idle time: no fix whose
+        # saving is that idle time
+        withheld = sorted(r["id"] for r in items if r["id"] in IDLE_TIME_FIXES)
+        items = [r for r in items if r["id"] not in IDLE_TIME_FIXES]
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
-    return {"verdict": verdict(payload), "items": items}
+    return {"verdict": verdict(payload), "items": items, "withheld": withheld}

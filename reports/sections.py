@@ -205,7 +205,7 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
                                 sections=("window", "breakdown", "top_kernels", "top_gaps",
                                           "savings", "stragglers"))
     secs = res["sections"]
-    out = {"verdict": res["verdict"],
+    out = {"verdict": res["verdict"], "untraced_gpu_work": res.get("untraced_gpu_work"),
            "window": rows(secs["window"])[0] if secs["window"].height else {},
            "top_kernels": rows(secs["top_kernels"]),
            "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"])}
@@ -341,10 +341,6 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     }
 
 
-#: Kernel names that are GEMMs / convolutions (tensor-core candidates).
-GEMM_RE = r"(?i)gemm|matmul|nvjet|cutlass|xmma|cublas|wgrad|dgrad|fprop|conv"
-
-
 def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
     from traceparse.analyses.metrics import clock_lines
     from traceparse.roofline.build import build
@@ -433,9 +429,12 @@ def clean_notes(notes: dict[str, Any]) -> dict[str, Any]:
 
 def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     """Every analysis-backed section this build can produce, keyed by payload name."""
+    from traceparse.analyses.occupancy import underfilled
+
     out: dict[str, Any] = {
         "evidence": {"tiny_memory_kernels": tiny_memory_kernels(tl),
                      "pageable_copies": pageable_copies(tl),
+                     "underfilled_launches": rows(underfilled(tl)),
                      # ROCm traces record HIP calls: recommendations say HIP graphs
                      "hip": bool(tl.api.height and tl.api["name"].cast(pl.String)
                                  .str.starts_with("hip").any())},

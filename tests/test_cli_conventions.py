@@ -75,7 +75,11 @@ def test_one_name_per_concept_in_help() -> None:
 
 
 def test_summary_of_two_traces_is_one_two_rank_summary() -> None:
-    res = _run("summary", MINI, COMM, "--format", "json")
+    # two sample runs captured one after the other are not one job (issue 25): exit 2 with
+    # one line, unless --as-one-job says they are
+    refused = _run("summary", MINI, COMM, code=2)
+    assert "are not one job" in refused.output and refused.output.count("\n") == 1
+    res = _run("summary", "--as-one-job", MINI, COMM, "--format", "json")
     out = json.loads(res.stdout)
     bd = out["sections"]["breakdown"]
     assert [(r["rank"], r["device_id"]) for r in bd] == [(0, 0), (1, 0)]
@@ -84,7 +88,7 @@ def test_summary_of_two_traces_is_one_two_rank_summary() -> None:
         sc = samplegen.scenario(name)
         acts = [c.activity for c in sc.calls if c.activity is not None]
         assert row["window_ns"] == max(a.end_ns for a in acts) - min(a.start_ns for a in acts)
-    text = _run("summary", MINI, COMM).stdout
+    text = _run("summary", "--as-one-job", MINI, COMM).stdout
     assert "2 devices," in text
 
 

@@ -83,7 +83,7 @@ def test_kernel_classes_by_name() -> None:
                                "my_kernel", "cutlass_tensorop_i8816gemm"],
                       "category": ["communication"] + ["compute"] * 7})
     got = f.select(class_expr(), dtype_expr()).rows()
-    assert [g[0] for g in got] == ["nccl", "attention", "gemm", "conv", "reduction",
+    assert [g[0] for g in got] == ["communication", "attention", "gemm", "conv", "reduction",
                                    "elementwise", "other", "gemm"]
     assert got[2][1] == "bf16" and got[3][1] == "fp32" and got[7][1] == "int8"
 

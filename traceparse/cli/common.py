@@ -47,9 +47,18 @@ def output_options(func: F | None = None, *, formats: Sequence[str] = FORMATS,
     return deco(func) if func is not None else deco
 
 
+def _as_one_job(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ctx.meta["traceparse.as_one_job"] = bool(value)
+
+
 def traces_argument(func: F) -> F:
     """``TRACE...``: one or more trace files, rank directories or globs
-    (:mod:`traceparse.cli.inputs`)."""
+    (:mod:`traceparse.cli.inputs`), and ``--as-one-job`` (analyse several inputs as one job
+    even when they disagree, :mod:`traceparse.jobcheck`)."""
+    func = click.option("--as-one-job", is_flag=True, expose_value=False,
+                        callback=_as_one_job,
+                        help="Analyse several inputs as one job even when their GPUs, "
+                             "ranks or capture times disagree.")(func)
     return click.argument("traces", nargs=-1, type=click.Path(dir_okay=True),
                           metavar="[TRACE]...")(func)
 

@@ -4,7 +4,8 @@
 ``.csv``, a saved timeline directory), a directory of per-rank Kineto files, or a glob
 pattern (expanded here too, so a quoted ``'runs/*.json'`` works without a shell). Several
 inputs become one timeline, one rank per input when they do not say their rank
-(:func:`traceparse.reports.payload.combine`), exactly as ``report`` always did.
+(:func:`traceparse.reports.payload.combine`), exactly as ``report`` always did, once they
+agree that they are one job (:mod:`traceparse.jobcheck`; ``--as-one-job`` skips the check).
 """
 
 from __future__ import annotations
@@ -71,8 +72,25 @@ def load_traces(traces: Sequence[str], *, sample_default: bool = False,
     else:
         from traceparse.reports.payload import combine
 
+        check_one_job(paths, tls, ctx)
         tl = combine(tls)
     return override_gpu(tl, gpu) if gpu else tl
+
+
+def check_one_job(paths: Sequence[str], tls: Sequence[Timeline],
+                  ctx: click.Context | None = None) -> None:
+    """Exit 2 with one line when several inputs are not one job
+    (:func:`traceparse.jobcheck.disagreement`), unless ``--as-one-job`` was given."""
+    if len(tls) < 2:
+        return
+    here = ctx or click.get_current_context(silent=True)
+    if here is not None and here.meta.get("traceparse.as_one_job"):
+        return
+    from traceparse.jobcheck import disagreement
+
+    why = disagreement(paths, tls)
+    if why:
+        raise UsageError(None, why)
 
 
 def gpu_row(name: str) -> dict[str, object]:

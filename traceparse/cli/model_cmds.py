@@ -148,11 +148,13 @@ def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str
 def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
     """Refuse a ``--speedup REGEX=F`` whose REGEX matches no GPU activity name (exit 2):
     the projection would silently equal the measurement."""
+    from traceparse.analyses.kclass import select
+
     names = tl.gpu["name"].cast(pl.String).unique().drop_nulls()
     for regex, factor in speedups:
-        if not names.str.contains(regex).any():
-            raise UsageError(None, f"--speedup {regex}={factor:g}: the regex matches no "
-                                   f"kernel or GPU activity name in the trace "
+        if not select(tl.gpu, regex).any():
+            raise UsageError(None, f"--speedup {regex}={factor:g}: the regex (or kernel "
+                                   f"class) matches no kernel or GPU activity in the trace "
                                    f"({names.len()} distinct names; `traceparse kernels` "
                                    "lists them)")
 
@@ -162,8 +164,10 @@ def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
 @click.option("--no-launch-overhead", is_flag=True, help="Launch calls cost nothing.")
 @click.option("--overlap-comm", is_flag=True, help="Communication never delays other work.")
 @click.option("--speedup", "speedups", multiple=True, metavar="REGEX=FACTOR",
-              help="Kernels whose name matches REGEX run FACTOR times faster (repeatable; "
-                   "a REGEX that matches nothing is an error).")
+              help="Kernels whose name matches REGEX, or of kernel class REGEX (gemm, "
+                   "attention, conv, norm, reduction, elementwise, communication, copy, "
+                   "other), run FACTOR times faster (repeatable; a REGEX that matches "
+                   "nothing is an error).")
 @steps_option
 @gpu_option
 @output_options

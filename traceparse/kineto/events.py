@@ -40,6 +40,8 @@ CATEGORIES: dict[str, tuple[str, str]] = {
     "gpu_user_annotation": ("ranges", "gpu_user_annotation"),
     "python_function": ("ranges", "python_function"),
     "profilerstep": ("ranges", "profiler_step"),
+    # CUPTI's own records ("Lazy Function Loading", buffer flushes), pid -1
+    "overhead": ("ranges", "profiler_overhead"),
 }
 #: Flow categories (links are taken from ``args.correlation`` instead).
 FLOW_CATEGORIES = {"ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"}

@@ -35,7 +35,7 @@ from typing import Any
 import polars as pl
 
 from traceparse import schema
-from traceparse.categorize import category_expr
+from traceparse.categorize import by_launcher, category_expr
 from traceparse.errors import TraceError
 from traceparse.kineto import times
 from traceparse.kineto.decode import Event, decode_args, decode_events, from_dicts
@@ -268,7 +268,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         comms = rpc_times.hstack(rpc.select(pl.col("external_id").cast(pl.Int64), *COLL_COLS))
         gpu = attach_collectives(gpu, api, comms)
     stats = link_stats(gpu, api)
-    gpu = gpu.with_columns(category_expr())
+    gpu = by_launcher(gpu.with_columns(category_expr()), ranges)
     ranges = nesting_depth(ranges)
     ranges = ranges.with_columns(range_id=pl.int_range(pl.len(), dtype=pl.Int64))
 

@@ -202,6 +202,11 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
                "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
+    if db.has("TARGET_INFO_SESSION_START_TIME") and "utcEpochNs" in db.columns(
+            "TARGET_INFO_SESSION_START_TIME"):
+        start = db.frame("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+        if start.height and start.item() is not None:  # the session clock's zero, in UTC
+            tl.meta["session_start_utc_ns"] = int(start.item())
     if skip:
         tl.meta["tables_not_read"] = sorted(skip)
     return tl.validate()

@@ -1,0 +1,125 @@
+"""Under-filled launches: kernels whose grid cannot occupy every SM of the GPU.
+
+A GPU runs a kernel's thread blocks on its streaming multiprocessors (compute units on AMD);
+one block runs on one SM. A launch with fewer blocks than the GPU has SMs leaves
+``SMs - blocks`` SMs with nothing to do for the whole kernel, whatever the kernel's code: the
+launch configuration, not the code, caps it at ``blocks / SMs`` of the machine. Blocks smaller
+than a warp (32 threads; a 64-wide wavefront on AMD) also leave lanes of every scheduled warp
+empty.
+
+:func:`underfilled` reports, per ``(rank, device_id, kernel name)`` whose kernel time is at
+least :data:`MIN_SHARE` of the device's window (first to last activity), the launches whose
+grid has fewer blocks than the device's SM count:
+
+* ``launches``, ``time_ns`` (all its launches) and ``underfilled_launches``,
+  ``underfilled_ns`` (those with ``blocks < sm_count``);
+* the most common grid and block of the under-filled launches (``grid``, ``block`` as
+  ``"xxyxz"``), ``blocks`` and ``threads_per_block`` of that configuration, ``sm_count``,
+  ``sm_fill`` = ``blocks / sm_count`` of that configuration;
+* ``at_stake_ns`` = the sum over under-filled launches of
+  ``(dur - floor) x (1 - blocks / sm_count)``, ``floor`` being the device's shortest kernel
+  in the trace (the fixed cost of a launch, which more blocks cannot remove): the share of
+  the kernel's work time that the idle SMs would have taken had the same work been spread
+  over every SM. An upper bound: it assumes the work can be split that finely and that the
+  kernel is limited by its SMs (a memory-bound kernel may already saturate DRAM with fewer);
+* ``share_pct``: the kernel's time as a share of the device window.
+
+The SM count is the device's (``devices.sm_count``); without it the GPU table
+(:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
+is skipped (nothing is guessed). Launches without grid dimensions are skipped, and so are
+communication kernels (few blocks by design: their speed is the interconnect's).
+
+Example: a 25.8 s kernel launched with grid 1x1x1 and block 1x1x1 on a 108-SM GPU whose
+shortest kernel took 2 µs: ``sm_fill`` 1/108, ``at_stake_ns`` = (25.8 s - 2 µs) x 107/108.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+#: A kernel name is examined when its time is at least this share of its device's window.
+MIN_SHARE = 0.02
+WARP = 32
+
+_COLS = {"rank": pl.Int32, "device_id": pl.Int32, "name": pl.String, "launches": pl.Int64,
+         "time_ns": pl.Int64, "underfilled_launches": pl.Int64, "underfilled_ns": pl.Int64,
+         "grid": pl.String, "block": pl.String, "blocks": pl.Int64,
+         "threads_per_block": pl.Int64, "sm_count": pl.Int64, "sm_fill": pl.Float64,
+         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64}
+
+
+def _sm_counts(tl: Timeline) -> pl.DataFrame:
+    """``rank, device_id, sm_count`` from the devices table, else the GPU table by name."""
+    from traceparse.roofline import gpus
+
+    rows = []
+    for d in tl.devices.iter_rows(named=True):
+        sm = d.get("sm_count")
+        if not sm and d.get("name"):
+            row = gpus.match(d["name"])
+            sm = row.get("sm_count") if row else None
+        if sm:
+            rows.append({"rank": d["rank"], "device_id": d["device_id"], "sm_count": int(sm)})
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "device_id": pl.Int32,
+                                      "sm_count": pl.Int64})
+
+
+def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
+    """Kernels with a material share of the window launched with fewer blocks than SMs
+    (module docstring), by ``at_stake_ns`` descending."""
+    # communication kernels use few blocks by design (one per channel): their speed is the
+    # link's, not the SMs'
+    k = tl.gpu.filter((pl.col("kind").cast(pl.String) == "kernel")
+                      & (pl.col("category").cast(pl.String) == "compute"))
+    sms = _sm_counts(tl)
+    if k.height == 0 or sms.height == 0:
+        return pl.DataFrame(schema=_COLS)
+    win = (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+           .group_by("rank", "device_id")
+           .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns")))
+    dims = [pl.col(c).cast(pl.Int64) for c in ("grid_x", "grid_y", "grid_z")]
+    tdims = [pl.col(c).cast(pl.Int64) for c in ("block_x", "block_y", "block_z")]
+    k = (k.join(sms, on=["rank", "device_id"], how="inner")
+         .filter(pl.all_horizontal(*(d.is_not_null() & (d > 0) for d in dims)))
+         .with_columns((dims[0] * dims[1] * dims[2]).alias("_blocks"),
+                       pl.all_horizontal(*(t.is_not_null() for t in tdims)).alias("_has_t"),
+                       (tdims[0].fill_null(1) * tdims[1].fill_null(1) * tdims[2].fill_null(1))
+                       .alias("_threads"),
+                       pl.format("{}x{}x{}", *dims).alias("_grid"),
+                       pl.format("{}x{}x{}", *tdims).alias("_block"),
+                       pl.col("name").cast(pl.String).alias("_name")))
+    if k.height == 0:
+        return pl.DataFrame(schema=_COLS)
+    # the device's shortest kernel: the fixed cost of any launch, which more blocks cannot
+    # remove (a tiny kernel's time is latency, not work spread over too few SMs)
+    k = k.with_columns(pl.col("dur_ns").filter(pl.col("dur_ns") > 0).min()
+                       .over("rank", "device_id").fill_null(0).alias("_floor"))
+    under = pl.col("_blocks") < pl.col("sm_count")
+    stake = ((pl.col("dur_ns") - pl.col("_floor")).clip(lower_bound=0).cast(pl.Float64)
+             * (1.0 - pl.col("_blocks").cast(pl.Float64) / pl.col("sm_count")))
+    per = (k.group_by("rank", "device_id", "_name")
+           .agg(pl.len().alias("launches"), pl.col("dur_ns").sum().alias("time_ns"),
+                under.sum().alias("underfilled_launches"),
+                pl.col("dur_ns").filter(under).sum().alias("underfilled_ns"),
+                stake.filter(under).sum().round(0).cast(pl.Int64).alias("at_stake_ns"),
+                pl.col("sm_count").first()))
+    top_cfg = (k.filter(under)
+               .group_by("rank", "device_id", "_name", "_grid", "_block", "_blocks", "_threads")
+               .agg(pl.col("dur_ns").sum().alias("_t"))
+               .sort(["_t", "_grid", "_block"], descending=[True, False, False])
+               .group_by("rank", "device_id", "_name", maintain_order=True).first())
+    out = (per.join(win, on=["rank", "device_id"], how="left")
+           .with_columns((100.0 * pl.col("time_ns") / pl.col("window_ns")).alias("share_pct"))
+           .filter((pl.col("underfilled_launches") > 0)
+                   & (pl.col("time_ns") >= min_share * pl.col("window_ns")))
+           .join(top_cfg, on=["rank", "device_id", "_name"], how="left")
+           .select(pl.col("rank").cast(pl.Int32), pl.col("device_id").cast(pl.Int32),
+                   pl.col("_name").alias("name"), "launches", "time_ns",
+                   "underfilled_launches", "underfilled_ns", pl.col("_grid").alias("grid"),
+                   pl.col("_block").alias("block"), pl.col("_blocks").alias("blocks"),
+                   pl.col("_threads").alias("threads_per_block"), "sm_count",
+                   (pl.col("_blocks") / pl.col("sm_count")).alias("sm_fill"),
+                   "at_stake_ns", "share_pct", "window_ns"))
+    return out.cast(pl.Schema(_COLS)).sort(["at_stake_ns", "name"], descending=[True, False])

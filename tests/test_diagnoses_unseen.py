@@ -1,0 +1,456 @@
+"""Issue 25: diagnoses that hold on traces the tool has never seen (stream waits, warm-up from
+every signal, communication kernels by family and launcher, under-filled launches, inputs that
+do not belong together, one story per page). Generated timelines with hand-computed answers,
+and the shared cases checked against the traces' own events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+from conftest import TRACES
+from test_diagnoses import LAUNCH, US, _parts, _tl
+
+from traceparse.analyses.gaps import idle_gaps
+from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
+from traceparse.analyses.summary import summarize
+
+
+def _wait_trace(*, wait: bool, record: bool) -> Any:
+    # K0 s1 [10,15) (call [0,5)); a first cudaStreamWaitEvent [5,6) (its event recorded
+    # before the capture) holds K1 on s2 (call [6,8)) until 990, K1 runs [990,1000);
+    # cudaEventRecord [9,10) after K1's launch (K1 is its producer); cudaStreamWaitEvent
+    # [20,30) on s3, whose K2 (call [40,45)) runs [1000,1010) after K1; a blocking
+    # cudaMemcpy [50,1020) whose copy runs on s3 [1010,1020) behind K2.
+    calls = [{"name": LAUNCH, "start": 0, "end": 5, "corr": 1},
+             {"name": LAUNCH, "start": 6, "end": 8, "corr": 2},
+             {"name": LAUNCH, "start": 40, "end": 45, "corr": 3},
+             {"name": "cudaMemcpy", "start": 50, "end": 1020, "corr": 4}]
+    if record:
+        calls.append({"name": "cudaEventRecord", "start": 9, "end": 10})
+    if wait:
+        calls += [{"name": "cudaStreamWaitEvent", "start": 5, "end": 6},
+                  {"name": "cudaStreamWaitEvent", "start": 20, "end": 30}]
+    return _tl([{"stream": 1, "start": 10, "end": 15, "corr": 1, "name": "K0"},
+                {"stream": 2, "start": 990, "end": 1000, "corr": 2, "name": "K1"},
+                {"stream": 3, "start": 1000, "end": 1010, "corr": 3, "name": "K2"},
+                {"stream": 3, "start": 1010, "end": 1020, "corr": 4, "kind": "memcpy",
+                 "name": "Memcpy HtoD", "src": "Pinned", "dst": "Device"}],
+               sorted(calls, key=lambda c: c["start"]))
+
+
+def test_stream_wait_blocks_the_gap_not_the_host() -> None:
+    # holds: s2 [max(6, 8), 990) = [8,990) (producer not in the trace); s3 [max(30, 45),
+    # min(1000, K1's end 1000)) = [45,1000) (producer K1).
+    # Window [10,1020) = 1010: compute 5 + 10 + 10 = 25, memory 10, launch [40,45) 5; the
+    # cudaMemcpy [50,990) lies inside the holds, so host sync 0; idle [15,990) - 5 = 970.
+    tl = _wait_trace(wait=True, record=True)
+    sw = stream_waits(tl).sort("stream_id")
+    assert sw.select("stream_id", "start_ns", "end_ns", "producer").rows() == [
+        (2, 8 * US, 990 * US, NO_PRODUCER), (3, 45 * US, 1000 * US, "K1 (stream 2)")]
+    assert sw["event"][1].startswith("cudaEventRecord")
+    assert _parts(tl) == (1010, 25, 10, 5, 0, 0, 970)
+    g = idle_gaps(tl).row(0, named=True)  # [15,990): both holds cover it, the inner wins
+    assert (g["start_ns"], g["end_ns"], g["cause"]) == (15 * US, 990 * US, "stream_wait")
+    assert "stream 3" in g["cause_name"] and "K1 (stream 2)" in g["cause_name"]
+    # 970 / 1010 = 96.0%
+    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 96.0% of the window")
+
+
+def test_a_finished_producer_holds_nothing() -> None:
+    # K1 moved to [11,14): the event it records is complete long before K2's launch, so
+    # the s3 wait holds nothing (K2's late start is not the wait's)
+    tl = _wait_trace(wait=True, record=True)
+    gpu = tl.gpu.with_columns(
+        start_ns=pl.when(pl.col("name") == "K1").then(11 * US).otherwise(pl.col("start_ns")),
+        end_ns=pl.when(pl.col("name") == "K1").then(14 * US).otherwise(pl.col("end_ns")))
+    tl2 = type(tl)(gpu=gpu.with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns")),
+                   api=tl.api)
+    sw = stream_waits(tl2)
+    assert sw.filter(pl.col("stream_id") == 3).height == 0
+
+
+def test_stream_wait_without_its_record_names_no_producer() -> None:
+    tl = _wait_trace(wait=True, record=False)
+    assert stream_waits(tl)["producer"].to_list() == [NO_PRODUCER, NO_PRODUCER]
+
+
+def test_without_a_wait_the_blocking_copy_is_host_sync() -> None:
+    # the same trace without the wait calls: the host blocked in cudaMemcpy [50,990) while
+    # nothing ran, 940 us of host sync; idle [15,40) + [45,50) = 30.
+    tl = _wait_trace(wait=False, record=True)
+    assert stream_waits(tl).height == 0
+    assert _parts(tl) == (1010, 25, 10, 5, 0, 940, 30)
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
+
+
+def _grid_tl(kernels: list[tuple[str, int, int, tuple[int, int, int], tuple[int, int, int]]],
+             sm_count: int) -> Any:
+    """kernels: (name, start us, end us, grid, block) on device 0 of a GPU with ``sm_count``
+    SMs, each launched 5 us before it starts."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu = pl.DataFrame([{
+        "rank": 0, "kind": "kernel", "category": "compute", "start_ns": s * US,
+        "end_ns": e * US, "dur_ns": (e - s) * US, "device_id": 0, "stream_id": 7,
+        "process_id": 1, "correlation_id": i, "name": n, "grid_x": g[0], "grid_y": g[1],
+        "grid_z": g[2], "block_x": b[0], "block_y": b[1], "block_z": b[2]}
+        for i, (n, s, e, g, b) in enumerate(kernels)])
+    api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": LAUNCH,
+                         "start_ns": (s - 5) * US, "end_ns": (s - 4) * US, "dur_ns": US,
+                         "process_id": 1, "thread_id": 1, "correlation_id": i}
+                        for i, (_, s, _e, _g, _b) in enumerate(kernels)])
+    dev = pl.DataFrame([{"rank": 0, "device_id": 0, "name": "test GPU", "sm_count": sm_count}])
+    return Timeline(gpu=schema.conform("gpu", gpu), api=schema.conform("api", api),
+                    devices=schema.conform("devices", dev)).validate()
+
+
+def test_one_thread_launch_is_an_occupancy_fix() -> None:
+    # K1 grid 1x1x1 block 1x1x1 [100,1100) us on a 108-SM GPU, K2 grid 216 [1100,1110):
+    # window 1010 us; the shortest kernel (K2, 10 us) is the launch's fixed cost; K1 leaves
+    # 107 of 108 SMs idle: at stake (1000 - 10) us x 107/108 = 980.833 us.
+    # K2 has 2 blocks per SM: not under-filled.
+    from traceparse.analyses.occupancy import underfilled
+    from traceparse.reports.payload import build_payload
+
+    tl = _grid_tl([("K1", 100, 1100, (1, 1, 1), (1, 1, 1)),
+                   ("K2", 1100, 1110, (216, 1, 1), (256, 1, 1))], 108)
+    u = underfilled(tl)
+    assert u["name"].to_list() == ["K1"]
+    r = u.row(0, named=True)
+    assert (r["grid"], r["block"], r["blocks"], r["sm_count"]) == ("1x1x1", "1x1x1", 1, 108)
+    assert r["at_stake_ns"] == round(990 * US * 107 / 108)
+    recs = build_payload(tl)["recommendations"]["items"]
+    occ = next(x for x in recs if x["id"] == "occupancy")
+    assert occ["saving_ns"] == round(990 * US * 107 / 108)
+    assert "grid 1x1x1" in occ["evidence"][0] and "108 SMs" in occ["evidence"][0]
+    assert recs[0]["id"] == "occupancy"  # the biggest lever on this trace
+
+
+def test_a_full_grid_is_not_an_occupancy_fix() -> None:
+    from traceparse.analyses.occupancy import underfilled
+
+    tl = _grid_tl([("K1", 100, 1100, (108, 1, 1), (128, 1, 1))], 108)
+    assert underfilled(tl).height == 0
+
+
+def _job_tl(gpu: str | None, rank: int, rank_source: str, fmt: str, span: tuple[int, int]
+            ) -> Any:
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu_rows = pl.DataFrame([{"rank": rank, "kind": "kernel", "category": "compute",
+                              "start_ns": span[0], "end_ns": span[1],
+                              "dur_ns": span[1] - span[0], "device_id": 0, "name": "k"}])
+    dev = pl.DataFrame([{"rank": rank, "device_id": 0, "name": gpu}])
+    src = pl.DataFrame([{"rank": rank, "file": "x", "format": fmt, "rank_source": rank_source,
+                         "start_ns": span[0], "end_ns": span[1]}])
+    return Timeline(gpu=schema.conform("gpu", gpu_rows), devices=schema.conform("devices", dev),
+                    sources=schema.conform("sources", src), meta={"format": fmt})
+
+
+def test_inputs_that_disagree_are_not_one_job() -> None:
+    from traceparse.jobcheck import disagreement
+
+    k = "kineto-json"
+    a = _job_tl("NVIDIA H100", 0, "distributedInfo", k, (1_000, 5_000))
+    b = _job_tl("NVIDIA H100", 1, "distributedInfo", k, (2_000, 6_000))
+    assert disagreement(["a.json", "b.json"], [a, b]) is None  # same GPU, ranks 0/1, overlap
+    other_gpu = _job_tl("NVIDIA A100", 1, "distributedInfo", k, (2_000, 6_000))
+    assert disagreement(["a.json", "c.json"], [a, other_gpu]) == (
+        "a.json and c.json are not one job: different GPUs (NVIDIA H100 vs NVIDIA A100); "
+        "give --as-one-job to analyse them together anyway")
+    same_rank = _job_tl("NVIDIA H100", 0, "distributedInfo", k, (2_000, 6_000))
+    assert "both are rank 0" in disagreement(["a.json", "d.json"], [a, same_rank])
+    # two files that are both rank 0 only by the readers' default are renumbered, not refused
+    d1 = _job_tl("NVIDIA H100", 0, "default", "nsys-sqlite", (0, 10))
+    d2 = _job_tl("NVIDIA H100", 0, "default", "nsys-sqlite", (5_000_000, 6_000_000))
+    assert disagreement(["a.sqlite", "b.sqlite"], [d1, d2]) is None  # relative clocks
+    # epoch clocks that do not overlap: 6000 ns to 3 s 6000 ns is 3 s apart
+    late = _job_tl("NVIDIA H100", 1, "distributedInfo", k, (3_000_005_000 + 1_000, 3_000_010_000))
+    assert "do not overlap in time (3.00 s apart)" in disagreement(["a.json", "e.json"],
+                                                                   [a, late])
+    d2.meta["session_start_utc_ns"] = 10**18
+    d1.meta["session_start_utc_ns"] = 10**18 + 10**12  # 1000 s later
+    assert "do not overlap" in disagreement(["a.sqlite", "b.sqlite"], [d1, d2])
+
+
+@pytest.mark.shared
+def test_unrelated_nsys_exports_exit_2_and_real_rank_sets_load() -> None:
+    from click.testing import CliRunner
+
+    from traceparse.cli.main import main
+
+    fuser = TRACES / "nsys/fuser__report1_h200.sqlite"
+    ngp = TRACES / "nsys/instant-ngp__report13.sqlite"
+    r = CliRunner().invoke(main, ["summary", str(fuser), str(ngp)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert "different GPUs (NVIDIA H200 vs NVIDIA GeForce RTX 3070)" in r.output
+    r = CliRunner().invoke(main, ["summary", "--as-one-job", str(fuser), str(ngp)])
+    assert r.exit_code == 0
+    # the 8 DLRM ranks (distributedInfo ranks 0-7, one V100 model, overlapping captures) and
+    # HTA's two sampled ranks are one job each
+    dlrm = sorted(str(p) for p in (TRACES / "torch").glob("param__dlrm_8rank__worker*"))
+    assert len(dlrm) == 8
+    r = CliRunner().invoke(main, ["summary", *dlrm])
+    assert r.exit_code == 0 and "rank 7" in r.output
+    sampled = [str(TRACES / f"torch/hta__sampled_rank-{i}.json.gz") for i in (0, 1)]
+    assert CliRunner().invoke(main, ["summary", *sampled]).exit_code == 0
+
+
+def _host_tl(acts: list[tuple[str, int, int, int]], calls: list[tuple[str, int, int, Any]],
+             ranges: list[tuple[str, str, int, int, str | None]]) -> Any:
+    """acts: (name, start, end, corr) kernels on stream 7; calls: (name, start, end, corr);
+    ranges: (kind, name, start, end, input_dims); all of process 1, thread 1, times in us."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    gpu = pl.DataFrame([{"rank": 0, "kind": "kernel", "category": "compute",
+                         "start_ns": s * US, "end_ns": e * US, "dur_ns": (e - s) * US,
+                         "device_id": 0, "stream_id": 7, "process_id": 1,
+                         "correlation_id": c, "name": n} for n, s, e, c in acts])
+    api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": n, "start_ns": s * US,
+                         "end_ns": e * US, "dur_ns": (e - s) * US, "process_id": 1,
+                         "thread_id": 1, "correlation_id": c} for n, s, e, c in calls])
+    rng = pl.DataFrame([{"rank": 0, "kind": k, "name": n, "start_ns": s * US,
+                         "end_ns": e * US, "dur_ns": (e - s) * US, "process_id": 1,
+                         "thread_id": 1, "input_dims": d} for k, n, s, e, d in ranges])
+    return Timeline(gpu=schema.conform("gpu", gpu), api=schema.conform("api", api),
+                    ranges=schema.conform("ranges", rng)).validate()
+
+
+def _compile_tl(next_call: str) -> Any:
+    # K1 [10,20) (call [0,5)); posix_spawnp [30,40), waitpid [40,900) (OS runtime); then
+    # ``next_call`` [905,950) and cuModuleLoadData [950,990); K2 call [995,1000) -> [1005,1015)
+    return _host_tl([("K1", 10, 20, 1), ("K2", 1005, 1015, 2)],
+                    [(LAUNCH, 0, 5, 1), (next_call, 905, 950, None),
+                     ("cuModuleLoadData", 950, 990, None), (LAUNCH, 995, 1000, 2)],
+                    [("osrt", "posix_spawnp", 30, 40, None), ("osrt", "waitpid", 40, 900, None)])
+
+
+def test_compiler_spawn_then_link_is_warmup() -> None:
+    # window [10,1015) = 1005: compute 20; warm-up = spawn 10 + waitpid 860 + cuLinkComplete
+    # 45 + module load 40 = 955; launch [995,1000) 5; idle [20,30) + [900,905) + [990,995)
+    # + [1000,1005) = 25. 955 / 1005 = 95.0%.
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.warmup import warmup_signals
+
+    tl = _compile_tl("cuLinkComplete")
+    sig = warmup_signals(tl, BLOCKING_API_RE)
+    spawn = sig.filter(sig["reason"] == "compiler_process")
+    assert spawn["name"].to_list() == ["posix_spawnp (compiler process)",
+                                       "waitpid (compiler process)"]
+    assert set(spawn["evidence"]) == {"next CUDA call of the thread: cuLinkComplete"}
+    assert _parts(tl) == (1005, 20, 0, 5, 955, 0, 25)
+    g = idle_gaps(tl).row(0, named=True)  # [20,1005): waitpid covers 860 us of 985
+    assert (g["kind"], g["cause"], g["cause_name"]) == (
+        "warmup", "warmup", "waitpid (compiler process)")
+    assert summarize(tl)["verdict"].startswith("warm-up-dominated: 95.0% of the window")
+    recs = _recs(tl)
+    assert "input-pipeline" not in recs
+
+
+def test_a_spawn_not_followed_by_a_link_is_not_warmup() -> None:
+    # the same with a cudaMemcpyAsync (not a link or load) after the wait: only the module
+    # load [950,990) is warm-up; the spawn and wait are the host's other work
+    tl = _compile_tl("cudaGetDevice")
+    assert _parts(tl)[4] == 40
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "os_wait"
+
+
+def _recs(tl: Any) -> list[str]:
+    from traceparse.reports.payload import build_payload
+
+    return [r["id"] for r in build_payload(tl)["recommendations"]["items"]]
+
+
+def _first_mm_tl(sync: bool, recur: bool = False) -> Any:
+    # K0 [10,20) (call [0,5)); aten::mm of shape A: first call [20,2520) launching K1
+    # (call [2500,2505)) -> [2510,2570); then three calls [x, x+58) for x = 2600, 2700, 2800,
+    # each launching (call [x+50,x+55)) a kernel [x+60,x+100). With ``sync``, a
+    # cudaStreamSynchronize [30,2490) inside the first call.
+    dims = "[[64, 4096], [4096, 4096]]"
+    acts = [("K0", 10, 20, 0), ("K1", 2510, 2570, 1)]
+    calls: list[tuple[str, int, int, Any]] = [(LAUNCH, 0, 5, 0), (LAUNCH, 2500, 2505, 1)]
+    ranges: list[tuple[str, str, int, int, str | None]] = [
+        ("cpu_op", "aten::mm", 20, 2520, dims)]
+    for i, x in enumerate((2600, 2700, 2800)):
+        acts.append(("K", x + 60, x + 100, 2 + i))
+        calls.append((LAUNCH, x + 50, x + 55, 2 + i))
+        ranges.append(("cpu_op", "aten::mm", x, x + 58, dims))
+    if sync:
+        calls.append(("cudaStreamSynchronize", 30, 2490, None))
+    if recur:  # one more call of the same shape, as slow as the first, after the others
+        ranges.append(("cpu_op", "aten::mm", 2900, 5400, dims))
+    return _host_tl(acts, sorted(calls, key=lambda c: c[1]), ranges)
+
+
+def test_first_call_of_an_op_shape_is_warmup() -> None:
+    # median of the four aten::mm calls (2500, 58, 58, 58) = 58 us; the first call is 43x it.
+    # window [10,2900) = 2890: compute 10 + 60 + 3 x 40 = 190; launch 4 x 5 = 20; warm-up
+    # [20,2500) + [2505,2510) = 2485; idle [2570,2650) + [2655,2660) + 2 x ([x,x+50) +
+    # [x+55,x+60)) = 85 + 110 = 195.
+    tl = _first_mm_tl(sync=False)
+    assert _parts(tl) == (2890, 190, 0, 20, 2485, 0, 195)
+    g = idle_gaps(tl).row(0, named=True)
+    assert g["cause"] == "warmup"
+    assert g["cause_name"] == "first aten::mm [[64, 4096], [4096, 4096]]: 2.50 ms, median 58.0 µs"
+    assert "input-pipeline" not in _recs(tl)
+
+
+def test_a_first_call_that_waits_for_the_gpu_is_not_warmup() -> None:
+    # the first call's own time is 2500 - 2460 (the sync inside it) = 40 us < 10 x 58: the
+    # gap is the sync's
+    tl = _first_mm_tl(sync=True)
+    assert _parts(tl)[4] == 0
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
+
+
+# ------------------------------------------------------------------ shared cases, established
+def _json_events(path: Any) -> list[dict[str, Any]]:
+    import gzip
+    import json
+
+    with gzip.open(path, "rt") as f:
+        d = json.load(f)
+    return d["traceEvents"] if isinstance(d, dict) else d
+
+
+@pytest.mark.shared
+def test_sglang_prefill_gap_is_the_stream_wait_not_host_sync() -> None:
+    from traceparse import load
+    from traceparse.reports.payload import build_payload
+
+    path = TRACES / "torch/tracelens__sglang_Qwen3-8B_prefilldecode.json.gz"
+    ev = _json_events(path)
+    # the file's own events: one hipStreamWaitEvent; the next launch of its thread runs a
+    # kernel that starts over 400 ms after the launch returned; no hipEventRecord at all
+    runtime = sorted((e for e in ev if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    wait = next(e for e in runtime if e["name"] == "hipStreamWaitEvent")
+    launch = next(e for e in runtime if e["ts"] > wait["ts"] and "Launch" in e["name"]
+                  and e["tid"] == wait["tid"])
+    kernel = next(e for e in ev if e.get("cat") == "kernel"
+                  and e["args"].get("correlation") == launch["args"]["correlation"])
+    assert kernel["ts"] - (launch["ts"] + launch["dur"]) > 400_000  # us
+    assert not any("EventRecord" in str(e.get("name")) for e in runtime)
+    tl = load(path)
+    g = idle_gaps(tl).row(0, named=True)
+    assert g["dur_ns"] > 400_000_000 and g["cause"] == "stream_wait"
+    assert f"on stream {kernel['tid']}:" in g["cause_name"]
+    assert "producer not in this trace" in g["cause_name"]
+    s = summarize(tl)
+    assert s["verdict"].startswith("stream-wait-bound")
+    assert int(s["sections"]["breakdown"]["host_sync_ns"].sum()) < 1_000_000  # < 1 ms
+    items = build_payload(tl)["recommendations"]["items"]
+    assert items[0]["id"] == "stream-wait"
+    assert not {"host-sync", "input-pipeline"} & {r["id"] for r in items}
+
+
+@pytest.mark.shared
+def test_vllm_piecewise_verdict_and_step_tell_one_story() -> None:
+    from traceparse import load
+
+    tl = load(TRACES / "torch/tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz")
+    s = summarize(tl)
+    ph = s["sections"]["phases"].row(0, named=True)
+    bd = s["sections"]["breakdown"].row(0, named=True)
+    assert bd["compute_ns"] / bd["window_ns"] > 0.99  # the window is all compute ...
+    # ... and the verdict says what the one step shows: its compute share is the phase's
+    step_pct = next(v for k, v in ph.items() if "compute" in k and "pct" in k)
+    assert s["verdict"].startswith("compute-bound: 99.7% of the window is compute; over its "
+                                   "1 step")
+    assert f"compute is {step_pct:.1f}%" in s["verdict"]
+
+
+@pytest.mark.shared
+def test_resest_caveat_withholds_the_idle_fixes() -> None:
+    from traceparse import load
+    from traceparse.reports.payload import build_payload
+
+    tl = load(TRACES / "nsys/resest__report2.sqlite")
+    p = build_payload(tl)
+    assert p["summary"]["untraced_gpu_work"]  # SM Active 96% with no traced GPU work
+    ids = {r["id"] for r in p["recommendations"]["items"]}
+    assert not ids & {"input-pipeline", "host-sync", "cuda-graphs"}
+    assert "input-pipeline" in p["recommendations"]["withheld"]
+
+
+@pytest.mark.shared
+def test_class_names_reach_nvjet_gemms() -> None:
+    import polars as pl
+
+    from traceparse import load
+    from traceparse.analyses.kclass import class_expr, select
+    from traceparse.analyses.predict import whatif
+
+    tl = load(TRACES / "gpu/sweep/decode_b1_eager.json.gz")
+    names = tl.gpu["name"].cast(pl.String)
+    nvjet = names.str.starts_with("nvjet")
+    assert nvjet.sum() > 0
+    gemm = select(tl.gpu, "gemm")
+    assert (gemm | ~nvjet).all()  # every nvjet GEMM is class gemm
+    assert tl.gpu.select(class_expr()).to_series().filter(nvjet).unique().to_list() == ["gemm"]
+    # decode at batch 1 is launch-bound (the window does not move), but the compute
+    # kernels' summed time drops by half the GEMM time
+    gemm_ns = int(tl.gpu.filter(gemm)["dur_ns"].sum())
+    w = whatif(tl, speedups=[("gemm", 2.0)])
+    row = w.filter((pl.col("scope") == "category") & (pl.col("name") == "compute")).row(
+        0, named=True)
+    assert abs(row["measured_ns"] - row["predicted_ns"] - gemm_ns / 2) <= gemm.sum()
+
+
+def test_a_slow_call_that_recurs_is_not_warmup() -> None:
+    # a later call of the same op and shape as slow as the first (2500 us): the cost recurs,
+    # so the first call is not warm-up (median of 2500, 58, 58, 58, 2500 = 58 us)
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.warmup import warmup_signals
+
+    tl = _first_mm_tl(sync=False, recur=True)
+    assert warmup_signals(tl, BLOCKING_API_RE).height == 0
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "cpu_work"
+
+
+def test_communication_by_kernel_family_and_by_launching_op(tmp_path: Any) -> None:
+    # four kernels on stream 7, each launched by its own cpu_op (External id = op's):
+    #   multimem_all_reduce_kernel [100,140) us          op "vllm::all_reduce"     (family)
+    #   vllm::cross_device_reduce_1stage [140,160) us    op "aten::add"            (family)
+    #   my_fused_ar_kernel [160,190) us                  op "vllm::all_reduce"     (launcher)
+    #   my_gemm_kernel [190,290) us                      op "aten::mm"             (compute)
+    # window [100,290) = 190 us: compute 100, exposed communication 40 + 20 + 30 = 90.
+    import json
+
+    from traceparse.analyses.attribution import breakdown
+    from traceparse.kineto import reader
+
+    specs = [("multimem_all_reduce_kernel", 100, 40, "vllm::all_reduce"),
+             ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>", 140, 20, "aten::add"),
+             ("my_fused_ar_kernel", 160, 30, "vllm::all_reduce"),
+             ("my_gemm_kernel", 190, 100, "aten::mm")]
+    ev: list[dict[str, Any]] = []
+    for i, (name, ts, dur, op) in enumerate(specs):
+        ext, corr, call = 10 + i, 100 + i, 10 * i
+        ev += [{"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": call,
+                "dur": 8, "args": {"External id": ext}},
+               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": call + 1, "dur": 5,
+                "args": {"External id": ext, "correlation": corr}},
+               {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts,
+                "dur": dur, "args": {"External id": ext, "device": 0, "stream": 7,
+                                     "correlation": corr}}]
+    path = tmp_path / "ar.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    tl = reader.read(path)
+    cats = dict(zip(tl.gpu["name"].cast(pl.String), tl.gpu["category"].cast(pl.String),
+                    strict=True))
+    assert [cats[s[0]] for s in specs] == ["communication"] * 3 + ["compute"]
+    b = breakdown(tl).row(0, named=True)
+    assert (b["window_ns"], b["compute_ns"], b["communication_ns"]) == (
+        190 * US, 100 * US, 90 * US)
