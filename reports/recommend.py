@@ -111,8 +111,22 @@ def _ms(ns: float) -> str:
 
 
 def _short(name: str, n: int = 70) -> str:
-    """A kernel name cut to its base (no parameter list) and at most ``n`` characters."""
-    base = name.split("(")[0].removeprefix("void ").strip() or name
+    """A kernel name cut to its base (no parameter list) and at most ``n`` characters.
+
+    The parameter list is the first ``(`` outside template brackets that does not open
+    ``(anonymous namespace)``: ``void at::native::(anonymous namespace)::k<float>(long)``
+    -> ``at::native::(anonymous namespace)::k<float>``.
+    """
+    depth, cut = 0, len(name)
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif ch == "(" and depth == 0 and not name.startswith("(anonymous namespace)", i):
+            cut = i
+            break
+    base = name[:cut].removeprefix("void ").strip() or name
     return base if len(base) <= n else base[: n - 3] + "..."
 
 

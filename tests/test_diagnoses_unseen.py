@@ -454,3 +454,17 @@ def test_communication_by_kernel_family_and_by_launching_op(tmp_path: Any) -> No
     b = breakdown(tl).row(0, named=True)
     assert (b["window_ns"], b["compute_ns"], b["communication_ns"]) == (
         190 * US, 100 * US, 90 * US)
+
+
+def test_fix_evidence_names_keep_anonymous_namespace() -> None:
+    """The evidence's kernel base name is cut at the parameter list, not at the
+    ``(anonymous namespace)`` of PyTorch's kernels (train_gpt2s_b32's under-filled
+    launches were all shown as ``at::native::``)."""
+    from traceparse.reports.recommend import _short
+
+    name = ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate"
+            "<float, float, 32u>(long, long, float const*)")
+    assert _short(name, 200) == ("at::native::(anonymous namespace)::"
+                                 "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>")
+    assert _short("void k<(int)3>(int)") == "k<(int)3>"
+    assert _short("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
