@@ -232,12 +232,20 @@ def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     (group columns and window), ``host_sync`` (:func:`blocking_intervals`) and ``warmup``
     (:func:`warmup_intervals`). The call windows they come from are not kept."""
     def compute() -> dict[str, pl.DataFrame]:
+        from traceparse.analyses.issuing import issuing_intervals, subtract_host_parts
+
         windows = call_windows(tl, columns=group)
         acts = busy_activities(tl)
-        return {"launch": windows.filter(pl.col("call_part") == "launch")
-                .select(*group, "start_ns", "end_ns"),
-                "host_sync": _host_calls(tl, acts, group, windows, "host_sync"),
-                "warmup": _host_calls(tl, acts, group, windows, "warmup")}
+        sync = _host_calls(tl, acts, group, windows, "host_sync")
+        warm = _host_calls(tl, acts, group, windows, "warmup")
+        launch = windows.filter(pl.col("call_part") == "launch").select(
+            *group, "start_ns", "end_ns")
+        # the host issuing the next work in framework ops (analyses/issuing.py), less the
+        # blocking calls and warm-up it overlaps
+        issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
+        if issuing.height:
+            launch = pl.concat([launch, issuing.cast(launch.schema)])  # type: ignore[arg-type]
+        return {"launch": launch, "host_sync": sync, "warmup": warm}
     return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
 
 

@@ -35,10 +35,16 @@ import polars as pl
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
-#: change -> (attribution part it removes, replay keyword).
+#: change -> the attribution parts that bound what it can remove (summed).
 CHANGES = {
-    "no_launch_overhead": "launch_overhead_ns",
-    "overlap_comm": "communication_ns",
+    "no_launch_overhead": ("launch_overhead_ns",),
+    "overlap_comm": ("communication_ns",),
+    "host_sync": ("host_sync_ns", "idle_ns"),
+    "pinned_memory": ("memory_ns", "host_sync_ns", "idle_ns"),
+    "input_pipeline": ("idle_ns",),
+    "fusion": ("compute_ns", "launch_overhead_ns"),
+    "warm_up": ("warmup_ns", "launch_overhead_ns", "host_sync_ns", "idle_ns", "compute_ns",
+                "memory_ns", "communication_ns"),
 }
 
 
@@ -67,32 +73,94 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
+    from traceparse.analyses.attribution import PARTS
     from traceparse.analyses.attribution import breakdown as attribution
+    from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
 
     schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
-              "within_bound": pl.Boolean}
+              "within_bound": pl.Boolean, "note": pl.String}
     if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
-    parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in CHANGES.values()))
+    parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
     out = []
-    for change, part in CHANGES.items():
-        # the replay's predictions alone (windows read no other column); both changes
-        # share the replay's preparation
-        w = windows(predicted(tl, no_launch_overhead=change == "no_launch_overhead",
-                              overlap_comm=change == "overlap_comm"))
-        out.append(w.join(parts.select("rank", pl.col(part).alias("bound_ns")), on="rank",
-                          how="left")
+    for change, bound in CHANGES.items():
+        if change == "warm_up":
+            w, notes = _warm_up(tl)
+            if w is None:
+                continue
+        else:
+            args, notes = replay_args(tl, change)
+            if args is None:
+                continue
+            # the replay's predictions alone (windows read no other column); every change
+            # shares the replay's preparation
+            w = windows(predicted(tl, **args))
+        out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns")),
+                          on="rank", how="left")
                    .with_columns(pl.lit(change).alias("change"),
                                  (pl.col("measured_ns") - pl.col("predicted_ns"))
-                                 .alias("saving_ns")))
+                                 .alias("saving_ns"),
+                                 pl.lit("; ".join(notes) or None, pl.String).alias("note")))
+    if not out:
+        return pl.DataFrame(schema=schema)
     res = pl.concat(out, how="vertical_relaxed").with_columns(
         pl.col("bound_ns").fill_null(0),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
+
+
+def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
+    """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
+    step (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
+    from traceparse.analyses.steps import step_table
+
+    st = step_table(tl, attribution=False)
+    if st.height < 3 or "outlier" not in st.columns:
+        return None, []
+    rows = []
+    for (rank,), g in st.sort("start_ns").group_by(["rank"] if "rank" in st.columns else
+                                                   [pl.lit(0).alias("rank")]):
+        flags = g["outlier"].to_list()
+        lead = 0
+        while lead < len(flags) and flags[lead]:
+            lead += 1
+        if lead == 0 or lead == len(flags) or not _warm_evidence(tl, g.head(lead)):
+            continue
+        steady = float(g["wall_ns"][lead:].median() or 0)  # type: ignore[arg-type]
+        excess = int(sum(max(0.0, w - steady) for w in g["wall_ns"][:lead].to_list()))
+        if excess > 0:
+            rows.append((int(rank), lead, excess))
+    if not rows:
+        return None, []
+    w = windows_of(tl)
+    ex = pl.DataFrame({"rank": [r for r, _, _ in rows], "_ex": [e for _, _, e in rows]},
+                      schema={"rank": w.schema["rank"], "_ex": pl.Int64})
+    w = w.join(ex, on="rank", how="inner").with_columns(
+        (pl.col("measured_ns") - pl.col("_ex")).alias("predicted_ns")).drop("_ex")
+    lead = max(n for _, n, _ in rows)
+    return w, [f"the first {lead} step(s) above the steady-state median step"]
+
+
+def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> bool:
+    """Some warm-up (compile / autotune range, module load, lazy-loading first launch:
+    :func:`traceparse.analyses.attribution.warmup_intervals`) inside ``steps``."""
+    from traceparse.analyses.attribution import busy_activities, warmup_intervals
+
+    w = warmup_intervals(tl, busy_activities(tl), ["rank", "device_id"])
+    if w.height == 0:
+        return False
+    lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())  # type: ignore[arg-type]
+    return bool(w.filter((pl.col("start_ns") < hi) & (pl.col("end_ns") > lo)).height)
+
+
+def windows_of(tl: Timeline) -> pl.DataFrame:
+    """Per rank: the measured window of the non-sync GPU activity (``measured_ns``)."""
+    return (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank")
+            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns")))
 
 
 def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:
