@@ -88,6 +88,9 @@ _GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 _CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
 _CAUSE_ORDER = ("profiler", "host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy",
                 "cpu_work")
+#: Every cause a gap can have (docs/analyses.md, "Gap causes").
+CAUSES = ("issuing", "input_pipeline", "host_sync", "warmup", "cpu_work", "profiler",
+          "cuda_api", "os_wait", "cpu_busy", "unknown")
 
 _GAP_COLS = ["start_ns", "end_ns", "dur_ns", *_GAP_PARTS, "kind", "cause", "cause_name",
              "cause_thread_id", "cause_start_ns", "cause_end_ns", "cause_detail"]
@@ -164,9 +167,83 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         pl.when(warm).then(detail)
         .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
         .otherwise(None).cast(pl.String).alias("cause_detail"))
+    out = _host_classes(tl, acts, out, group)
     return (out.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
+
+
+def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """The host-activity classes (module docstring, last rules): ``host_sync`` when the
+    GPU drained while a blocking call waited, ``input_pipeline`` with data-loading
+    evidence, ``profiler`` for the profiler's own code, ``issuing`` when the gap is mostly
+    the host issuing the next work (the attribution's launch overhead)."""
+    from traceparse.analyses.issuing import DATA_LOADING_RE, IO_READ_RE, PROFILER_RANGE_RE
+
+    cpu = pl.col("cause").is_in(["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown"])
+    name = pl.col("cause_name").fill_null("")
+    loading = (((pl.col("cause") == "cpu_work") & ~name.str.starts_with("aten::")
+                & name.str.contains(DATA_LOADING_RE))
+               | ((pl.col("cause") == "os_wait") & name.str.contains(IO_READ_RE)))
+    prof = (pl.col("cause") == "cpu_work") & name.str.contains(PROFILER_RANGE_RE)
+    issuing = cpu & (2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns"))
+    from traceparse.analyses.issuing import host_ranges
+
+    dl = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
+                                & pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False))
+    if dl.height:
+        # a data-loading range around the covering one names the gap
+        pg = per_group(dl.with_columns((pl.col("kind") == "python_function").alias("_py"))
+                       .select("rank", "process_id", "thread_id", "name", "start_ns",
+                               "end_ns"), acts, group)
+        gi = gaps.with_row_index("_r")
+        j = _join_gaps(gi.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                       pg, group, cover=True)
+        if j.height:
+            j = (j.with_columns(pl.col("name").str.contains(r"\.py\(\d+\)").alias("_py"))
+                 .sort("_gid", "_py", "_d").group_by("_gid", maintain_order=True).first())
+            gi = gi.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_dl")),
+                         on="_r", how="left")
+            hit = pl.col("_dl").is_not_null() & cpu
+            gaps = gi.with_columns(
+                pl.when(hit).then(pl.lit("input_pipeline")).otherwise(pl.col("cause"))
+                .alias("cause"),
+                pl.when(hit).then(pl.col("_dl")).otherwise(pl.col("cause_name"))
+                .alias("cause_name")).drop("_r", "_dl")
+    gaps = gaps.with_columns(
+        pl.when(loading).then(pl.lit("input_pipeline")).when(prof).then(pl.lit("profiler"))
+        .when(issuing).then(pl.lit("issuing")).otherwise(pl.col("cause")).alias("cause"))
+    # the GPU ran out of work while the host waited in a blocking call: the sync, not the
+    # host work after it, kept the GPU from being fed
+    blk = blocking_intervals(tl, acts, group)
+    if blk.height == 0:
+        return gaps
+    g = gaps.with_row_index("_r")
+    j = _join_gaps(g.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                   blk.select(*group, "name", "thread_id", "start_ns", "end_ns"), group)
+    j = (j.filter((pl.col("start_ns") <= pl.col("_gs")) & (pl.col("end_ns") > pl.col("_gs")))
+         .sort("_gid", "start_ns").group_by("_gid", maintain_order=True).first())
+    if j.height == 0:
+        return gaps
+    drained = g.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_sn"),
+                              pl.col("thread_id").alias("_st"), pl.col("start_ns").alias("_ss"),
+                              pl.col("end_ns").alias("_se")), on="_r", how="left")
+    hit = pl.col("_sn").is_not_null() & pl.col("cause").is_in(
+        ["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown", "issuing", "host_sync"])
+    detail = (pl.lit("the GPU drained while the host waited; then ") + pl.col("cause")
+              + pl.lit(": ") + pl.col("cause_name").fill_null("?"))
+    return drained.with_columns(
+        pl.when(hit & (pl.col("cause") != "host_sync")).then(detail)
+        .otherwise(pl.col("cause_detail")).alias("cause_detail"),
+        pl.when(hit).then(pl.lit("host_sync")).otherwise(pl.col("cause")).alias("cause"),
+        pl.when(hit).then(pl.col("_sn")).otherwise(pl.col("cause_name")).alias("cause_name"),
+        pl.when(hit).then(pl.col("_st")).otherwise(pl.col("cause_thread_id"))
+        .alias("cause_thread_id"),
+        pl.when(hit).then(pl.col("_ss")).otherwise(pl.col("cause_start_ns"))
+        .alias("cause_start_ns"),
+        pl.when(hit).then(pl.col("_se")).otherwise(pl.col("cause_end_ns"))
+        .alias("cause_end_ns")).drop("_r", "_sn", "_st", "_ss", "_se")
 
 
 #: At most about this many host rows are copied to groups at once: with many groups

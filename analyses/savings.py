@@ -128,10 +128,12 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
         lead = 0
         while lead < len(flags) and flags[lead]:
             lead += 1
-        if lead == 0 or lead == len(flags) or not _warm_evidence(tl, g.head(lead)):
+        warm = _warm_evidence(tl, g.head(lead)) if 0 < lead < len(flags) else 0
+        if not warm:
             continue
         steady = float(g["wall_ns"][lead:].median() or 0)  # type: ignore[arg-type]
         excess = int(sum(max(0.0, w - steady) for w in g["wall_ns"][:lead].to_list()))
+        excess = min(excess, warm)  # never more than the warm-up time the steps hold
         if excess > 0:
             rows.append((int(rank), lead, excess))
     if not rows:
@@ -145,16 +147,19 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     return w, [f"the first {lead} step(s) above the steady-state median step"]
 
 
-def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> bool:
-    """Some warm-up (compile / autotune range, module load, lazy-loading first launch:
-    :func:`traceparse.analyses.attribution.warmup_intervals`) inside ``steps``."""
+def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> int:
+    """Warm-up time (compile / autotune ranges, module loads, lazy-loading first launches:
+    :func:`traceparse.analyses.attribution.warmup_intervals`, merged) inside ``steps``."""
+    from traceparse.analyses import intervals
     from traceparse.analyses.attribution import busy_activities, warmup_intervals
 
     w = warmup_intervals(tl, busy_activities(tl), ["rank", "device_id"])
     if w.height == 0:
-        return False
+        return 0
     lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())  # type: ignore[arg-type]
-    return bool(w.filter((pl.col("start_ns") < hi) & (pl.col("end_ns") > lo)).height)
+    clip = w.select(pl.max_horizontal("start_ns", pl.lit(lo)).alias("start_ns"),
+                    pl.min_horizontal("end_ns", pl.lit(hi)).alias("end_ns"))
+    return intervals.total(intervals.union(clip))
 
 
 def windows_of(tl: Timeline) -> pl.DataFrame:

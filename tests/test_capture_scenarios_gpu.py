@@ -57,7 +57,9 @@ from traceparse.roofline.estimate import op_flops
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
 #: The committed captures; TRACEPARSE_SCENARIO_DIR checks a fresh capture before committing.
-GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or REPO / "sample_traces" / "gpu")
+#: Default: the shared corpus's H200 captures, read in place (../shared/traces/gpu/scenarios).
+GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR")
+               or REPO.parent / "shared" / "traces" / "gpu" / "scenarios")
 sys.path.insert(0, str(CAPTURE))
 import planted  # noqa: E402  (standard library only)
 
@@ -255,6 +257,8 @@ def test_top_recommendation_names_the_planted_cause(
     assert top is not None, (cause, b["verdict"])
     text = " ".join([top["title"], *top["evidence"]])
     assert top["id"] in e.rec_ids or (e.rec_re and re.search(e.rec_re, text)), (cause, top)
+    # the saving quoted is the savings engine's figure for that fix (one computation)
+    assert top["saving_ns"] > 0 and top["saving_ns"] <= top["window_ns"], top
     assert t["top"] is None or t["top"]["id"] not in e.rec_ids, (cause, t["top"])
 
 
