@@ -183,7 +183,8 @@ def _input(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
 def fusion_chains(tl: Timeline) -> pl.DataFrame:
     """Fusible kernels with their chain: ``_i`` (row in ``tl.gpu``), ``chain`` (id),
     ``name``, ``start_ns``, ``dur_ns``; chains of at least two kernels only. A chain is a
-    run of consecutive fusible kernels of one stream (in start order)."""
+    run of consecutive fusible kernels of one stream (in start order) inside one step
+    (``ProfilerStep`` ranges, when the trace has them)."""
     k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
                  "dur_ns", pl.col("name").cast(pl.String))
@@ -192,7 +193,15 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
            & pl.col("name").str.contains(FUSIBLE_RE).fill_null(False))
     same = pl.all_horizontal(*(pl.col(c).eq_missing(pl.col(c).shift(1))
                                for c in ("rank", "process_id", "device_id", "stream_id")))
-    k = k.with_columns(fus.alias("_f"))
+    # a fused kernel cannot span two steps (the host runs the loop and the profiler's
+    # step between them): the step a kernel starts in cuts chains
+    from traceparse.analyses.steps import step_windows
+
+    sw = step_windows(tl)
+    step = (np.searchsorted(sw["start_ns"].to_numpy(), k["start_ns"].to_numpy(), side="right")
+            if sw.height else np.zeros(k.height, np.int64))
+    k = k.with_columns(fus.alias("_f"), pl.Series("_s", step))
+    same = same & (pl.col("_s") == pl.col("_s").shift(1))
     new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
     k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))
     n = k.group_by("chain").len()

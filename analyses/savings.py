@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceparse.derived import cached
@@ -122,18 +123,31 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     if st.height < 3 or "outlier" not in st.columns:
         return None, []
     rows = []
+    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").agg(
+        pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+    spans = {int(r): (int(a), int(b)) for r, a, b in acts.iter_rows()}
     for (rank,), g in st.sort("start_ns").group_by(["rank"] if "rank" in st.columns else
                                                    [pl.lit(0).alias("rank")]):
         flags = g["outlier"].to_list()
         lead = 0
         while lead < len(flags) and flags[lead]:
             lead += 1
-        warm = _warm_evidence(tl, g.head(lead)) if 0 < lead < len(flags) else 0
-        if not warm:
+        if not 0 < lead < len(flags):
+            continue
+        # warm-up is one-off: warm-up-like time that recurs in every steady step (a
+        # compiled region's wrapper) is steady state, not warm-up
+        each = [_warm_evidence(tl, g.slice(i, 1)) for i in range(len(flags))]
+        typical = float(np.median(each[lead:]))
+        warm = int(sum(max(0.0, x - typical) for x in each[:lead]))
+        if warm <= 0:
             continue
         steady = float(g["wall_ns"][lead:].median() or 0)  # type: ignore[arg-type]
-        excess = int(sum(max(0.0, w - steady) for w in g["wall_ns"][:lead].to_list()))
-        excess = min(excess, warm)  # never more than the warm-up time the steps hold
+        # the window is the GPU's: only the part of a leading step inside it can shrink it
+        lo, hi = spans.get(int(rank), (0, 0))
+        walls = (g.head(lead).select(pl.min_horizontal("end_ns", pl.lit(hi))
+                                     - pl.max_horizontal("start_ns", pl.lit(lo)))
+                 .to_series().to_list())
+        excess = int(sum(max(0.0, w - steady) for w in walls))
         if excess > 0:
             rows.append((int(rank), lead, excess))
     if not rows:
