@@ -311,11 +311,18 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
     """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
+    from traceparse.analyses.issuing import issuing_intervals, subtract_host_parts
+
     cols = [*group, "start_ns", "end_ns"]
     windows = call_windows(tl, acts, columns=group)
-    return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
-            "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
-            "host_sync": blocking_intervals(tl, acts, group, windows=windows).select(cols)}
+    warm = warmup_intervals(tl, acts, group, windows=windows).select(cols)
+    sync = blocking_intervals(tl, acts, group, windows=windows).select(cols)
+    launch = windows.filter(pl.col("call_part") == "launch").select(cols)
+    # the issuing stretches of the trace's launches (analyses/issuing.py), as in host_sets
+    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
+    if issuing.height:
+        launch = pl.concat([launch, issuing.cast(launch.schema)])  # type: ignore[arg-type]
+    return {"launch": launch, "warmup": warm, "host_sync": sync}
 
 
 def part_expr() -> pl.Expr:

@@ -124,8 +124,8 @@ def _issuing(tl: Timeline, group: list[str]) -> pl.DataFrame:
     from traceparse.analyses import intervals
     from traceparse.analyses.attribution import busy_activities, classify_calls
 
-    schema = {**{c: tl.gpu.schema[c] for c in group}, "thread_id": pl.Int64,
-              "start_ns": pl.Int64, "end_ns": pl.Int64}
+    schema: dict[str, pl.DataType] = {c: tl.gpu.schema[c] for c in group}
+    schema.update({"thread_id": pl.Int64(), "start_ns": pl.Int64(), "end_ns": pl.Int64()})
     empty = pl.DataFrame(schema=schema)
     ranges = host_ranges(tl)
     if ranges.height == 0 or tl.api.height == 0:

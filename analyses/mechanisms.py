@@ -58,7 +58,7 @@ def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[
     """The replay options of ``change`` and its notes; None when the trace gives the
     mechanism nothing to act on."""
     if change == "no_launch_overhead":
-        return {"no_launch_overhead": True}, _graph_cuts(tl)
+        return _graphs(tl)
     if change == "overlap_comm":
         return {"overlap_comm": True}, []
     if change == "host_sync":
@@ -70,6 +70,36 @@ def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[
     if change == "fusion":
         return _fusion(tl)
     raise ValueError(f"unknown change {change!r}")
+
+
+def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
+    """CUDA graphs: the host's issuing time (launch calls and the framework ops issuing
+    the next kernel: the attribution's ``launch`` host set) inside each captured region is
+    removed, so the region's kernels run at GPU speed after its first launch. With step
+    ranges a region is one step from its first launch call on (the graph launch; host time
+    before it, e.g. the loop between steps, stays); without them, the replay's epochs
+    between blocking syncs."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, host_sets
+    from traceparse.analyses.steps import step_windows
+
+    notes = _graph_cuts(tl)
+    issuing = host_sets(tl, busy_activities(tl), ["rank", "device_id"])["launch"].select(
+        "rank", "start_ns", "end_ns")
+    sw = step_windows(tl)
+    if sw.height == 0:
+        return {"remove": issuing}, notes
+    calls = tl.api.select("rank", "start_ns").filter(pl.col("start_ns").is_not_null())
+    first = (sw.join(calls, on="rank", how="inner", suffix="_c")
+             .filter((pl.col("start_ns_c") >= pl.col("start_ns"))
+                     & (pl.col("start_ns_c") < pl.col("end_ns")))
+             .group_by("rank", "start_ns", "end_ns")
+             .agg(pl.col("start_ns_c").min().alias("_first")))
+    regions = first.select("rank", pl.col("_first").alias("start_ns"), "end_ns")
+    rem = intervals.intersect(issuing, regions.cast(issuing.schema),  # type: ignore[arg-type]
+                              by=["rank"])
+    notes.append(f"one region per step ({sw.height:,} steps), from its first launch")
+    return {"remove": rem}, notes
 
 
 def _graph_cuts(tl: Timeline) -> list[str]:
@@ -200,6 +230,10 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     sw = step_windows(tl)
     step = (np.searchsorted(sw["start_ns"].to_numpy(), k["start_ns"].to_numpy(), side="right")
             if sw.height else np.zeros(k.height, np.int64))
+    mb = memory_bound(tl)
+    if mb is not None:  # shapes known: only kernels that move bytes at memory speed
+        k = k.join(mb.select("_i", "_mb"), on="_i", how="left")
+        fus = fus & pl.col("_mb").fill_null(False)
     k = k.with_columns(fus.alias("_f"), pl.Series("_s", step))
     same = same & (pl.col("_s") == pl.col("_s").shift(1))
     new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
@@ -209,9 +243,70 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
         "_i", "chain", "name", "start_ns", "dur_ns")
 
 
+_DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2,
+                "bfloat16": 2, "long int": 8, "int": 4, "bool": 1, "unsigned char": 1,
+                "signed char": 1, "short int": 2, "c10::Float8_e4m3fn": 1,
+                "c10::Float8_e5m2": 1}
+
+
+def kernel_bytes(tl: Timeline) -> pl.DataFrame:
+    """``_i`` (row in ``tl.gpu``) and ``bytes``: what a kernel's launching op reads and
+    writes, from the op's recorded input shapes and dtypes (Kineto ``record_shapes``; the
+    op is the ``cpu_op`` with the kernel's ``external_id``): every tensor input once plus
+    an output as large as its largest input (elementwise). Kernels without shapes are left
+    out."""
+    import json
+
+    if "external_id" not in tl.gpu.columns or tl.ranges.height == 0:
+        return pl.DataFrame(schema={"_i": pl.UInt32, "bytes": pl.Int64})
+    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                            & pl.col("input_dims").is_not_null()
+                            & pl.col("external_id").is_not_null())
+           .select("rank", "external_id", "input_dims", "input_types")
+           .unique(subset=["rank", "external_id"], keep="first"))
+    sizes = []
+    for dims, types in ops.select("input_dims", "input_types").iter_rows():
+        try:
+            d, t = json.loads(dims), json.loads(types or "[]")
+        except ValueError:
+            sizes.append(None)
+            continue
+        each = [int(np.prod(x)) * _DTYPE_BYTES[ty] for x, ty in zip(d, t, strict=False)
+                if isinstance(x, list) and x and ty in _DTYPE_BYTES]
+        sizes.append(sum(each) + max(each) if each else None)
+    ops = ops.with_columns(pl.Series("bytes", sizes, pl.Int64)).drop_nulls("bytes")
+    k = tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) == "kernel").select(
+        "_i", "rank", "external_id")
+    return k.join(ops.select("rank", "external_id", "bytes"), on=["rank", "external_id"],
+                  how="inner").select("_i", "bytes")
+
+
+def memory_bound(tl: Timeline) -> pl.DataFrame | None:
+    """``_i, bytes, _mb``: kernels with known bytes and whether they are memory-bound
+    (moved their bytes at least half as fast as the device's DRAM bandwidth, from the GPU
+    table; without a known GPU, the highest rate any kernel of the trace reached). None
+    when no kernel has shapes."""
+    kb = kernel_bytes(tl)
+    if kb.height == 0:
+        return None
+    rate = kb.join(tl.gpu.with_row_index("_i").select("_i", "dur_ns"), on="_i").with_columns(
+        (pl.col("bytes") / pl.col("dur_ns").clip(1, None)).alias("_gbps"))
+    peak = _dram_gbps(tl) or float(rate["_gbps"].max() or 0.0)  # type: ignore[arg-type]
+    return rate.with_columns((pl.col("_gbps") >= 0.5 * peak).alias("_mb"))
+
+
+def _dram_gbps(tl: Timeline) -> float | None:
+    from traceparse.roofline.gpus import identify
+
+    for name in (tl.devices["name"].drop_nulls().to_list() if tl.devices.height else []):
+        row, _why = identify(str(name))
+        if row and row.get("mem_bandwidth_gbs"):
+            return float(row["mem_bandwidth_gbs"])  # type: ignore[arg-type]
+    return None
+
+
 def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import part_intervals
 
     ch = fusion_chains(tl)
     if ch.height == 0:
@@ -224,15 +319,34 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     dur[ch["_i"].to_numpy()] = 0
     last = ch.sort("start_ns").group_by("chain").agg(pl.col("_i").last())
     lm = last.join(per.select("chain", "_max"), on="chain")
+    mb = memory_bound(tl)
+    if mb is not None:
+        # the fused kernel moves the chain's distinct bytes (its first kernel's input and
+        # output) at the median rate the chain's kernels reached
+        cb = ch.join(mb.select("_i", "bytes", "_gbps"), on="_i", how="inner").sort("start_ns")
+        fused = cb.group_by("chain").agg(
+            (pl.col("bytes").first() / pl.col("_gbps").median()).round(0).cast(pl.Int64)
+            .alias("_fused"))
+        lm = lm.join(fused, on="chain", how="left").with_columns(
+            pl.coalesce("_fused", "_max").alias("_max"))
     dur[lm["_i"].to_numpy()] = lm["_max"].to_numpy()
-    # the issuing time between the chain's launches goes away with them
-    lo = part_intervals(tl, "launch_overhead_ns", group=["rank", "device_id"])
-    span = (ch.join(tl.gpu.with_row_index("_i").select("_i", "rank", "device_id"), on="_i")
-            .group_by("chain", "rank", "device_id")
-            .agg(pl.col("start_ns").min(), pl.col("start_ns").max().alias("end_ns")))
+    # the host's issuing time between the chain's first and last launch calls goes away
+    # with the launches (all of it: the fused chain no longer keeps the GPU busy while the
+    # host issues, so time that overlapped the chain's kernels counts too)
+    from traceparse.analyses.attribution import busy_activities, host_sets
+    from traceparse.links import launch_links
+
     g = ["rank", "device_id"]
-    rem = intervals.intersect(lo, span.select(*g, "start_ns", "end_ns").cast(
-        {c: lo.schema[c] for c in g}), by=g)  # type: ignore[arg-type]
+    issuing = host_sets(tl, busy_activities(tl), g)["launch"]
+    rows = launch_links(tl)["api_row"].gather(ch["_i"])
+    calls = pl.DataFrame({"_i": ch["_i"], "chain": ch["chain"],
+                          "_c": tl.api["start_ns"].gather(rows)}).drop_nulls("_c")
+    span = (calls.join(tl.gpu.with_row_index("_i").select("_i", *g), on="_i")
+            .group_by("chain", *g)
+            .agg(pl.col("_c").min().alias("start_ns"), pl.col("_c").max().alias("end_ns")))
+    rem = intervals.intersect(issuing.select(*g, "start_ns", "end_ns"), span.select(
+        *g, "start_ns", "end_ns").cast({c: issuing.schema[c] for c in g}),  # type: ignore[arg-type]
+        by=g)
     return ({"durations": pl.Series("dur_ns", dur), "remove": rem.select("rank", "start_ns",
                                                                          "end_ns")},
             [f"{per.height:,} chains of {int(per['len'].sum()):,} fusible kernels, each "

@@ -192,8 +192,8 @@ def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
 
 
 def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per (rank, time): the removal set's length (``_rank_union`` frame ``lo``) that had
-    ended by ``t``."""
+    """Per (rank, time): the removal set's length (``_rank_union`` frame ``lo``) before
+    ``t`` (an interval still open at ``t`` counts up to ``t``)."""
     out = np.zeros(t.size, _I64)
     if lo.height == 0 or t.size == 0:
         return out
@@ -202,9 +202,13 @@ def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
     cums = lo["_cum"].to_numpy().astype(_I64)
     for r in np.unique(lr).tolist():
         a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
+        e, c = ends[a:b], cums[a:b]
+        before = np.append(0, c[:-1])  # merged length before each interval of the rank
+        starts = e - (c - before)
         sel = np.flatnonzero(rank == r)
-        k = np.searchsorted(ends[a:b], t[sel], side="right") - 1
-        out[sel] = np.where(k >= 0, cums[a:b][np.maximum(k, 0)], 0)
+        k = np.searchsorted(starts, t[sel], side="right") - 1  # last interval started
+        kk = np.maximum(k, 0)
+        out[sel] = np.where(k >= 0, before[kk] + np.minimum(e[kk], t[sel]) - starts[kk], 0)
     return out
 
 
@@ -236,14 +240,14 @@ def _launch_cum_join(tl: Timeline, p: _Prep, lo: pl.DataFrame) -> np.ndarray:
     sides, so the call is found by a join on the filled key)."""
     key = [*_PROC, "correlation_id"]
     calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
-             .select(*key, "start_ns").with_columns(pl.col("process_id").fill_null(0))
-             .unique(subset=key, keep="first").sort("start_ns"))
-    lc = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
-                         on="start_ns", by="rank", strategy="backward",
-                         check_sortedness=False).select(*key, "_cum")
+             .select(*key, pl.col("start_ns").alias("_t"))
+             .with_columns(pl.col("process_id").fill_null(0))
+             .unique(subset=key, keep="first"))
     rows = (tl.gpu.select(*key).with_columns(pl.col("process_id").fill_null(0))[p.gi]
-            .join(lc, on=key, how="left", maintain_order="left"))
-    return rows["_cum"].fill_null(0).cast(pl.Int64).to_numpy()
+            .join(calls, on=key, how="left", maintain_order="left"))
+    has = rows["_t"].is_not_null().to_numpy()
+    t = rows["_t"].fill_null(0).to_numpy().astype(_I64)
+    return np.where(has, _cum_at(lo, p.rank, t), 0)
 
 
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:

@@ -38,7 +38,7 @@ from traceparse.timeline import Timeline
 
 #: change -> the attribution parts that bound what it can remove (summed).
 CHANGES = {
-    "no_launch_overhead": ("launch_overhead_ns",),
+    "no_launch_overhead": ("launch_overhead_ns", "idle_ns"),
     "overlap_comm": ("communication_ns",),
     "host_sync": ("host_sync_ns", "idle_ns"),
     "pinned_memory": ("memory_ns", "host_sync_ns", "idle_ns"),

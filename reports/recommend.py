@@ -176,7 +176,8 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
           "window: the GPU was idle while the host was issuing the next kernel (in a "
           "launch call, or in the framework ops and Python that issue it; not blocked in "
           "a synchronising call: that is host sync).",
-          f"Replaying rank {r} without launch cost (whatif --no-launch-overhead) shortens "
+          f"Replaying rank {r} with its issuing time removed (whatif --fix cuda-graphs) "
+          "shortens "
           f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved.",
           *_gap_evidence(payload, ("issuing",), 2)]
     if top.get("note"):
@@ -191,7 +192,7 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
            "between launches.")
     return [_rec("cuda-graphs", f"Launch-bound: capture the step in {graphs[:-1]}",
                  top["saving_ns"], top["measured_ns"], ev, how,
-                 f"whatif --no-launch-overhead on rank {r}: measured window minus the replay "
+                 f"whatif --fix cuda-graphs on rank {r}: measured window minus the replay "
                  "without launch cost (at most the rank's launch overhead).")]
 
 
@@ -207,7 +208,7 @@ def _engine_rec(payload: dict[str, Any], change: str, min_frac: float
 
 def _gap_evidence(payload: dict[str, Any], causes: tuple[str, ...], n: int = 3) -> list[str]:
     """The largest gaps with one of ``causes``, naming the covering call or range."""
-    out = []
+    out: list[str] = []
     for g in payload.get("gaps", {}).get("table", {}).get("rows", []):
         if g.get("cause") in causes and len(out) < n:
             thread = g.get("cause_thread_id")

@@ -122,8 +122,8 @@ def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
 @gpu_option
 @output_options
 def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: bool,
-               fix: str | None, speedups: tuple[str, ...], steps: str | None, gpu: str | None, fmt: str,
-               output: str | None, force: bool) -> None:
+               fix: str | None, speedups: tuple[str, ...], steps: str | None,
+               gpu: str | None, fmt: str, output: str | None, force: bool) -> None:
     """Projected window and step time of TRACE... under the chosen changes."""
     from traceparse.analyses import predict as pr
 
