@@ -214,7 +214,9 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     """Fusible kernels with their chain: ``_i`` (row in ``tl.gpu``), ``chain`` (id),
     ``name``, ``start_ns``, ``dur_ns``; chains of at least two kernels only. A chain is a
     run of consecutive fusible kernels of one stream (in start order) inside one step
-    (``ProfilerStep`` ranges, when the trace has them)."""
+    (``ProfilerStep`` ranges, when the trace has them). Fusible: named like
+    :data:`FUSIBLE_RE` and memory-bound (:func:`memory_bound`, with shapes), or without
+    shapes, at least as long as its own launch call."""
     k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
                  "dur_ns", pl.col("name").cast(pl.String))
@@ -232,8 +234,17 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
             if sw.height else np.zeros(k.height, np.int64))
     mb = memory_bound(tl)
     if mb is not None:  # shapes known: only kernels that move bytes at memory speed
-        k = k.join(mb.select("_i", "_mb"), on="_i", how="left")
+        k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
         fus = fus & pl.col("_mb").fill_null(False)
+    else:
+        # no shapes: a kernel shorter than its own launch call is bound by fixed launch
+        # costs, not by bytes (that is a CUDA-graph problem), so it does not chain
+        from traceparse.links import launch_links
+
+        rows = launch_links(tl)["api_row"].gather(k["_i"])
+        call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
+        k = k.with_columns(call.alias("_call"))
+        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call")))
     k = k.with_columns(fus.alias("_f"), pl.Series("_s", step))
     same = same & (pl.col("_s") == pl.col("_s").shift(1))
     new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
@@ -264,7 +275,7 @@ def kernel_bytes(tl: Timeline) -> pl.DataFrame:
                             & pl.col("external_id").is_not_null())
            .select("rank", "external_id", "input_dims", "input_types")
            .unique(subset=["rank", "external_id"], keep="first"))
-    sizes = []
+    sizes: list[int | None] = []
     for dims, types in ops.select("input_dims", "input_types").iter_rows():
         try:
             d, t = json.loads(dims), json.loads(types or "[]")

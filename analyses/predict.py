@@ -306,7 +306,21 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         overlap_comm = True
     rep = replay(tl, durations=durations, no_launch_overhead=no_launch_overhead,
                  overlap_comm=overlap_comm, **args)
-    return summarize(rep, step_windows(tl, step_regex=step_regex))
+    out = summarize(rep, step_windows(tl, step_regex=step_regex))
+    if fix is not None and not speedups:
+        # the window rows are the savings engine's (the same number everywhere; a host
+        # change is capped there at the GPU's non-busy time)
+        from traceparse.analyses.savings import savings
+
+        sv = savings(tl).filter(pl.col("change") == FIXES[fix]).select(
+            "rank", pl.col("predicted_ns").alias("_p"))
+        out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
+                       maintain_order="left").with_columns(
+            pl.when((pl.col("scope") == "window") & pl.col("_p").is_not_null())
+            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+        out = out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
+            (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
+    return out
 
 
 #: ``whatif --fix`` names -> savings-engine changes (:mod:`traceparse.analyses.savings`).

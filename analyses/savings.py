@@ -11,10 +11,14 @@ where a rank's window is its first GPU start to its last GPU end (what ``whatif`
 ``measured_ns`` / ``predicted_ns`` in its ``window`` rows). It is reported next to the part
 of the attribution the change removes (``bound_ns``, summed over the rank's devices):
 
-* ``no_launch_overhead`` (CUDA/HIP graphs): ``launch_overhead_ns``, the GPU idle while the
-  host was issuing work. Blocking calls and warm-up are not launch overhead and a graph does
-  not remove them (the replay keeps them).
+* ``no_launch_overhead`` (CUDA/HIP graphs): the GPU's non-busy parts; the host
+  issuing time of each step's region is removed (:mod:`traceparse.analyses.mechanisms`).
+  Blocking calls and warm-up are not issuing and a graph does not remove them.
 * ``overlap_comm``: ``communication_ns``, the exposed communication.
+* ``host_sync``, ``pinned_memory``, ``input_pipeline``, ``fusion``: the replay with that
+  fix's mechanism (:mod:`traceparse.analyses.mechanisms`), bounded by the parts in
+  :data:`CHANGES`; ``warm_up``: the leading steps' excess over the steady state (no
+  replay). ``note`` says what the mechanism assumed and where it was cut.
 
 ``within_bound`` says whether the replay stays within the part; the figure quoted anywhere is
 ``saving_ns`` itself (the same number ``whatif`` prints), never a sum over ranks: a job is
@@ -36,17 +40,22 @@ import polars as pl
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
+#: The GPU's non-busy parts: all a change to the host can give back.
+_IDLE = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 #: change -> the attribution parts that bound what it can remove (summed).
 CHANGES = {
-    "no_launch_overhead": ("launch_overhead_ns", "idle_ns"),
+    "no_launch_overhead": _IDLE,
     "overlap_comm": ("communication_ns",),
-    "host_sync": ("host_sync_ns", "idle_ns"),
-    "pinned_memory": ("memory_ns", "host_sync_ns", "idle_ns"),
+    "host_sync": _IDLE,
+    "pinned_memory": ("memory_ns", *_IDLE),
     "input_pipeline": ("idle_ns",),
-    "fusion": ("compute_ns", "launch_overhead_ns"),
-    "warm_up": ("warmup_ns", "launch_overhead_ns", "host_sync_ns", "idle_ns", "compute_ns",
-                "memory_ns", "communication_ns"),
+    "fusion": ("compute_ns", *_IDLE),
+    "warm_up": ("compute_ns", "communication_ns", "memory_ns", *_IDLE),
 }
+
+
+#: Changes that only move host work (their saving is capped at the GPU's non-busy time).
+HOST_CHANGES = ("no_launch_overhead", "host_sync", "input_pipeline")
 
 
 def windows(rep: pl.DataFrame) -> pl.DataFrame:
@@ -107,8 +116,16 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
                                  pl.lit("; ".join(notes) or None, pl.String).alias("note")))
     if not out:
         return pl.DataFrame(schema=schema)
-    res = pl.concat(out, how="vertical_relaxed").with_columns(
-        pl.col("bound_ns").fill_null(0),
+    res = pl.concat(out, how="vertical_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
+    # a change to the host gives back at most the time the GPU was not busy: where the
+    # replay reads a cross-stream wait as host latency it would claim more, so it is capped
+    host = pl.col("change").is_in(list(HOST_CHANGES))
+    res = res.with_columns(
+        pl.when(host).then(pl.max_horizontal("predicted_ns",
+                                             pl.col("measured_ns") - pl.col("bound_ns")))
+        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+    res = res.with_columns(
+        (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]

@@ -10,30 +10,22 @@ is the biggest lever.
 
 Rules and their savings estimates:
 
+Every saving below except ``tensor-cores`` and ``overlap-copies`` is the savings engine's
+row for that fix (:mod:`traceparse.analyses.savings`, mechanisms in
+:mod:`traceparse.analyses.mechanisms`): the same number ``summary``, ``whatif --fix`` and
+``traceparse fixes`` print.
+
 ``cuda-graphs`` (launch-bound; "HIP graphs" on ROCm traces)
-    Fires when a rank's launch overhead is at least 5% of its window and the replay saves
-    time. Saving = the savings engine's figure (:mod:`traceparse.analyses.savings`): the
-    rank's window minus its replay without launch cost, exactly what ``whatif
-    --no-launch-overhead`` prints for that rank, and never more than its launch overhead.
-``host-sync`` (host blocked in synchronising calls)
-    Fires when a rank's host-sync time is at least 5% of its window. Saving = that time (an
-    upper bound), the covering calls named from the gaps.
-``fusion`` (many tiny memory-bound kernels)
-    Fires when at least 100 kernels shorter than 10 µs whose names mark them as
-    memory-bound elementwise/reduction/copy work
-    (:data:`traceparse.reports.sections.MEMORY_BOUND_RE`) ran
-    and they
-    take at least 2% of the window. Saving = half their total time: fusing chains of
-    elementwise kernels removes the intermediate global-memory write + read of each fused
-    step (roughly half of an elementwise kernel's traffic) and their launches. A rough,
-    documented rule of thumb, not a measurement.
+    Fires when the engine's ``no_launch_overhead`` saving is at least 5% of the rank's
+    window: the host's issuing time of each step's region removed.
+``host-sync`` (the GPU drained at synchronising calls)
+    Fires when the ``host_sync`` replay (blocking syncs not waiting) saves at least 5%.
+``fusion`` (chains of memory-bound kernels)
+    Fires when the ``fusion`` replay saves at least 2%.
 ``pinned-memory`` (pageable copies)
-    Fires when host<->device copies touch pageable memory and the saving is at least 1% of
-    the window. Saving = pageable copy time minus
-    the time the same bytes would take at the bandwidth this trace's pinned copies reached
-    (if the trace has pinned copies of its own); otherwise half the pageable copy time
-    (pinned transfers typically reach about twice the pageable bandwidth, and can overlap
-    compute, which pageable ones cannot).
+    Fires when the ``pinned_memory`` replay saves at least 1%.
+``warm-up`` (one-off warm-up in the first steps)
+    Fires when the ``warm_up`` change saves at least 5%.
 ``overlap-comm`` (exposed NCCL time)
     Fires when a rank's exposed communication is at least 2% of its window and the replay
     saves time. Saving = the savings engine's ``overlap_comm`` figure for that rank (what
@@ -49,11 +41,9 @@ Rules and their savings estimates:
     (the rank with the most).
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
     or were avoided by keeping data on the device).
-``input-pipeline`` (host-bound idle)
-    Fires when idle time is at least 10% of a rank's window (the rank with the most). Saving
-    = that idle time (an upper bound: the GPU had nothing to do, no launch was in flight, no
-    warm-up ran and the host was not blocked, which points at host work such as data
-    loading or preprocessing).
+``input-pipeline`` (GPU waiting for input data)
+    Fires only with data-loading evidence (the engine has an ``input_pipeline`` row only
+    then) when that replay saves at least 10% of the rank's window.
 
 The verdict names the part of the attribution that dominates the window. When the payload
 has a ``summary`` section (``traceparse summary``), its verdict line is the headline,

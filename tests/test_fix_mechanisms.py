@@ -122,8 +122,14 @@ def test_cuda_graphs_remove_issuing_time() -> None:
     tl = _tl(ACTS, CALLS, [{"name": "forward", "start": 0, "end": 100}])
     w = windows(predicted(tl, no_launch_overhead=True)).row(0, named=True)
     assert (w["measured_ns"], w["predicted_ns"]) == (60 * US, 25 * US)
+    # whatif --fix cuda-graphs removes all the host's issuing time (no steps: one region):
+    # the launch set is [10,15) + [15,60) + [60,65); before B's call (60) that is [10,60)
+    # = 50 us -> B's call at 10, start 10 + 10 = 20, but A holds the stream until 25:
+    # B [25,35), window [20,35) = 15.
     frame = whatif(tl, fix="cuda-graphs").filter(pl.col("scope") == "window")
-    assert frame["predicted_ns"].to_list() == [25 * US]
+    assert frame["predicted_ns"].to_list() == [15 * US]
+    sv = savings(tl).filter(pl.col("change") == "no_launch_overhead")["saving_ns"].to_list()
+    assert sv == [45 * US]
 
 
 def test_removing_a_sync_keeps_the_gpu_fed() -> None:
