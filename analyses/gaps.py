@@ -46,6 +46,15 @@ are dropped; the rest are listed largest first with:
   lookups): the cause is ``warmup``, named by that call, and the covering activity becomes
   ``cause_detail`` (``first CUDA call in the gap; covered by cpu_busy: ...``).
 
+  Host-activity classes (issue 24, :func:`_host_classes`; vocabulary :data:`CAUSES`): a
+  CPU-only cause whose gap is mostly launch overhead becomes ``issuing`` (the host was
+  issuing the next work); a data-loading range covering the gap (or a covering range or
+  OS read named so, :mod:`traceparse.analyses.issuing`) makes it ``input_pipeline``; the
+  profiler's own code makes it ``profiler``; and a gap that began while a blocking call
+  was waiting is ``host_sync`` named by that call (the GPU drained while the host waited;
+  ``cause_detail`` keeps what covered the rest), unless it is data loading, warm-up or
+  profiler time.
+
   ``cause_name``, ``cause_thread_id``, ``cause_start_ns`` and ``cause_end_ns`` identify the
   explaining call or range (its interval always overlaps the gap); ``cause_detail`` holds
   the covering CPU activity when the cause is the warm-up rule.
@@ -187,7 +196,9 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
                 & name.str.contains(DATA_LOADING_RE))
                | ((pl.col("cause") == "os_wait") & name.str.contains(IO_READ_RE)))
     prof = (pl.col("cause") == "cpu_work") & name.str.contains(PROFILER_RANGE_RE)
-    issuing = cpu & (2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns"))
+    # nothing covering the gap stays unknown (no host explanation to name)
+    issuing = (cpu & (pl.col("cause") != "unknown")
+               & (2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns")))
     from traceparse.analyses.issuing import host_ranges
 
     dl = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
@@ -229,13 +240,14 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
     drained = g.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_sn"),
                               pl.col("thread_id").alias("_st"), pl.col("start_ns").alias("_ss"),
                               pl.col("end_ns").alias("_se")), on="_r", how="left")
+    # a gap already covered by a blocking call keeps that call
     hit = pl.col("_sn").is_not_null() & pl.col("cause").is_in(
-        ["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown", "issuing", "host_sync"])
-    detail = (pl.lit("the GPU drained while the host waited; then ") + pl.col("cause")
-              + pl.lit(": ") + pl.col("cause_name").fill_null("?"))
+        ["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown", "issuing"])
+    detail = pl.lit("the GPU drained while the host waited; then ") + pl.when(
+        pl.col("cause_name").is_null()).then(pl.lit("nothing covers the gap")).otherwise(
+        pl.col("cause") + pl.lit(": ") + pl.col("cause_name"))
     return drained.with_columns(
-        pl.when(hit & (pl.col("cause") != "host_sync")).then(detail)
-        .otherwise(pl.col("cause_detail")).alias("cause_detail"),
+        pl.when(hit).then(detail).otherwise(pl.col("cause_detail")).alias("cause_detail"),
         pl.when(hit).then(pl.lit("host_sync")).otherwise(pl.col("cause")).alias("cause"),
         pl.when(hit).then(pl.col("_sn")).otherwise(pl.col("cause_name")).alias("cause_name"),
         pl.when(hit).then(pl.col("_st")).otherwise(pl.col("cause_thread_id"))
@@ -510,3 +522,27 @@ def _empty(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
                    "cause_thread_id": pl.Int64(), "cause_start_ns": pl.Int64(),
                    "cause_end_ns": pl.Int64(), "cause_detail": pl.String()})
     return pl.DataFrame(schema=schema)
+
+
+def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
+    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
+    Overlapping calls of two threads both count, so the sum can exceed the part."""
+    group = list(group)
+    from traceparse.analyses.attribution import part_intervals
+
+    hs = part_intervals(tl, "host_sync_ns", group=group)
+    calls = blocking_intervals(tl, busy_activities(tl), group)
+    if hs.height == 0 or calls.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
+    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
+                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
+    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
+                         pl.col("end_ns") > pl.col("_hs"))
+    for c in group:
+        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
+    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
+    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
+            .sort(["host_sync_ns", "name"], descending=[True, False]))

@@ -110,33 +110,28 @@ def _non_issuing(tl: Timeline) -> pl.DataFrame:
     return r.filter(((pl.Series(n_inside) == 0) & (pl.col("kind") != "cpu_op")) | named)
 
 
-def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
+def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame,
+                      not_issuing: pl.DataFrame) -> pl.DataFrame:
     """The issuing stretches (module docstring) per group: group columns, ``thread_id``,
-    ``start_ns``, ``end_ns`` (merged per group and thread; blocking calls, warm-up and
-    non-issuing ranges removed). Computed once per timeline and group."""
-    group = list(group)
-    return cached(tl, "issuing:" + ",".join(group), ("gpu", "api", "ranges"),
-                  lambda: _issuing(tl, group))
+    ``start_ns``, ``end_ns`` (merged per group and thread; non-issuing ranges removed).
 
-
-def _issuing(tl: Timeline, group: list[str]) -> pl.DataFrame:
-    from traceparse import links
+    Args:
+        tl: the timeline.
+        group: the group columns.
+        launched: the activities launched by a non-blocking call: group columns,
+            ``start_ns`` (activity), ``api_start_ns`` and ``_row`` (the call's row in
+            ``tl.api``); :func:`traceparse.analyses.attribution.issuing_intervals` builds it.
+        not_issuing: :func:`non_issuing` copied to the groups (group columns,
+            ``thread_id``, ``start_ns``, ``end_ns``).
+    """
     from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import busy_activities, classify_calls
 
+    group = list(group)
     schema: dict[str, pl.DataType] = {c: tl.gpu.schema[c] for c in group}
     schema.update({"thread_id": pl.Int64(), "start_ns": pl.Int64(), "end_ns": pl.Int64()})
     empty = pl.DataFrame(schema=schema)
     ranges = host_ranges(tl)
-    if ranges.height == 0 or tl.api.height == 0:
-        return empty
-    busy = busy_activities(tl)
-    g = tl.gpu.select(pl.col("category").cast(pl.String) != "sync").to_series().arg_true()
-    rows = links.launch_links(tl)["api_row_file"].gather(g)
-    launched = classify_calls(tl, columns=[*group, "start_ns"]).with_columns(
-        rows.filter(rows.is_not_null()).alias("_row"))
-    launched = launched.filter(pl.col("call_part") == "launch")
-    if launched.height == 0 or busy.height == 0:
+    if ranges.height == 0 or tl.api.height == 0 or launched.height == 0:
         return empty
     calls = _calls(tl)
     # the previous call on the same thread (calls are sorted by thread, then start)
@@ -169,10 +164,7 @@ def _issuing(tl: Timeline, group: list[str]) -> pl.DataFrame:
           .filter(pl.col("end_ns") > pl.col("start_ns")))
     if iv.height == 0:
         return empty
-    from traceparse.analyses.attribution import per_group
-
-    ni = per_group(non_issuing(tl), busy, group).select(*group, "thread_id", "start_ns",
-                                                       "end_ns")
+    ni = not_issuing.select(*group, "thread_id", "start_ns", "end_ns")
     iv = intervals.subtract(iv, ni.cast(iv.schema), by=[*group, "thread_id"])
     return iv.cast(schema)  # type: ignore[arg-type]
 
