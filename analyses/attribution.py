@@ -21,7 +21,9 @@ window **to the nanosecond**:
     a matching call have no launch window. Queueing latency after the call returned, with no
     other launch in flight, is idle, not launch overhead. Bounded by the launch calls' own
     duration: a call that *waits* is host synchronisation, a first launch that loads a
-    module is warm-up (below).
+    module is warm-up (below). Plus the host's **issuing stretches**
+    (:func:`issuing_intervals`, :mod:`traceparse.analyses.issuing`): the launching thread
+    between two CUDA calls inside a range that produces work (dispatch, Python, allocator).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
     :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
@@ -237,11 +239,32 @@ def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     def compute() -> dict[str, pl.DataFrame]:
         windows = call_windows(tl, columns=group)
         acts = busy_activities(tl)
-        return {"launch": windows.filter(pl.col("call_part") == "launch")
-                .select(*group, "start_ns", "end_ns"),
-                "host_sync": _host_calls(tl, acts, group, windows, "host_sync"),
-                "warmup": _host_calls(tl, acts, group, windows, "warmup")}
+        sync = _host_calls(tl, acts, group, windows, "host_sync")
+        warm = _host_calls(tl, acts, group, windows, "warmup")
+        return {"launch": _launch_set(tl, group, windows, sync, warm), "host_sync": sync,
+                "warmup": warm}
     return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
+
+
+def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
+    """The host's issuing stretches per group (:mod:`traceparse.analyses.issuing`): the
+    thread between two CUDA calls inside one range producing work, less the ranges that
+    issue nothing. Columns: group, ``thread_id``, ``start_ns``, ``end_ns``. Computed once
+    per timeline and group."""
+    from traceparse.analyses.issuing import issuing_stretches, non_issuing
+
+    group = list(group)
+
+    def compute() -> pl.DataFrame:
+        busy = busy_activities(tl)
+        g = tl.gpu.select(pl.col("category").cast(pl.String) != "sync").to_series().arg_true()
+        rows = links.launch_links(tl)["api_row_file"].gather(g)
+        launched = (classify_calls(tl, columns=[*group, "start_ns"])
+                    .with_columns(rows.filter(rows.is_not_null()).alias("_row"))
+                    .filter(pl.col("call_part") == "launch"))
+        return issuing_stretches(tl, group, launched,
+                                 per_group(non_issuing(tl), busy, group))
+    return cached(tl, "issuing:" + ",".join(group), ("gpu", "api", "ranges"), compute)
 
 
 def blocking_intervals(tl: Timeline, acts: pl.DataFrame, group: Sequence[str], *,
@@ -318,10 +341,24 @@ def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, 
     """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
     cols = [*group, "start_ns", "end_ns"]
     windows = call_windows(tl, acts, columns=group)
-    return {"launch": windows.filter(pl.col("call_part") == "launch").select(cols),
-            "warmup": warmup_intervals(tl, acts, group, windows=windows).select(cols),
-            "host_sync": _minus_stream_waits(
-                tl, blocking_intervals(tl, acts, group, windows=windows).select(cols), group)}
+    warm = warmup_intervals(tl, acts, group, windows=windows).select(cols)
+    blocking = blocking_intervals(tl, acts, group, windows=windows).select(cols)
+    # issuing stretches exclude every blocking call; a call's time the stream-wait rule
+    # gives to the wait is idle (cause stream_wait), not host sync
+    return {"launch": _launch_set(tl, group, windows, blocking, warm), "warmup": warm,
+            "host_sync": _minus_stream_waits(tl, blocking, group)}
+
+
+def _launch_set(tl: Timeline, group: list[str], windows: pl.DataFrame, sync: pl.DataFrame,
+                warm: pl.DataFrame) -> pl.DataFrame:
+    """The launch windows and the issuing stretches (:func:`issuing_intervals`) less the
+    blocking calls and warm-up they overlap: the host issuing the next work."""
+    from traceparse.analyses.issuing import subtract_host_parts
+
+    launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
+                                                                      "end_ns")
+    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
+    return pl.concat([launch, issuing.cast(launch.schema)]) if issuing.height else launch
 
 
 def part_expr() -> pl.Expr:
@@ -404,28 +441,6 @@ def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:
             .group_by(key)
             .agg(*(pl.col("_len").filter(pl.col("_part") == p).sum().alias(p) for p in PARTS),
                  pl.col("_len").filter(comp & comm).sum().alias("overlapped_comm_ns")))
-
-
-def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
-    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
-    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
-    Overlapping calls of two threads both count, so the sum can exceed the part."""
-    group = list(group)
-    hs = part_intervals(tl, "host_sync_ns", group=group)
-    calls = blocking_intervals(tl, busy_activities(tl), group)
-    if hs.height == 0 or calls.height == 0:
-        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
-    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
-                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
-    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
-    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
-                         pl.col("end_ns") > pl.col("_hs"))
-    for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
-                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
-    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
-    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
-            .sort(["host_sync_ns", "name"], descending=[True, False]))
 
 
 def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None

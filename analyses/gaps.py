@@ -51,6 +51,15 @@ are dropped; the rest are listed largest first with:
   lookups): the cause is ``warmup``, named by that call, and the covering activity becomes
   ``cause_detail`` (``first CUDA call in the gap; covered by cpu_busy: ...``).
 
+  Host-activity classes (issue 24, :func:`_host_classes`; vocabulary :data:`CAUSES`): a
+  CPU-only cause whose gap is mostly launch overhead becomes ``issuing`` (the host was
+  issuing the next work); a data-loading range covering the gap (or a covering range or
+  OS read named so, :mod:`traceparse.analyses.issuing`) makes it ``input_pipeline``; the
+  profiler's own code makes it ``profiler``; and a gap that began while a blocking call
+  was waiting is ``host_sync`` named by that call (the GPU drained while the host waited;
+  ``cause_detail`` keeps what covered the rest), unless it is data loading, warm-up or
+  profiler time.
+
   ``cause_name``, ``cause_thread_id``, ``cause_start_ns`` and ``cause_end_ns`` identify the
   explaining call or range (its interval always overlaps the gap); ``cause_detail`` holds
   the covering CPU activity when the cause is the warm-up rule.
@@ -94,6 +103,9 @@ _GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 _CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
 _CAUSE_ORDER = ("profiler", "stream_wait", "host_sync", "warmup", "cuda_api", "os_wait", "cpu_busy",
                 "cpu_work")
+#: Every cause a gap can have (docs/analyses.md, "Gap causes").
+CAUSES = ("issuing", "input_pipeline", "host_sync", "warmup", "cpu_work", "profiler",
+          "cuda_api", "os_wait", "cpu_busy", "unknown")
 
 _GAP_COLS = ["start_ns", "end_ns", "dur_ns", *_GAP_PARTS, "kind", "cause", "cause_name",
              "cause_thread_id", "cause_start_ns", "cause_end_ns", "cause_detail"]
@@ -170,9 +182,86 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         pl.when(warm).then(detail)
         .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
         .otherwise(None).cast(pl.String).alias("cause_detail"))
+    out = _host_classes(tl, acts, out, group)
     return (out.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
+
+
+def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """The host-activity classes (module docstring, last rules): ``host_sync`` when the
+    GPU drained while a blocking call waited, ``input_pipeline`` with data-loading
+    evidence, ``profiler`` for the profiler's own code, ``issuing`` when the gap is mostly
+    the host issuing the next work (the attribution's launch overhead)."""
+    from traceparse.analyses.issuing import DATA_LOADING_RE, IO_READ_RE, PROFILER_RANGE_RE
+
+    cpu = pl.col("cause").is_in(["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown"])
+    name = pl.col("cause_name").fill_null("")
+    loading = (((pl.col("cause") == "cpu_work") & ~name.str.starts_with("aten::")
+                & name.str.contains(DATA_LOADING_RE))
+               | ((pl.col("cause") == "os_wait") & name.str.contains(IO_READ_RE)))
+    prof = (pl.col("cause") == "cpu_work") & name.str.contains(PROFILER_RANGE_RE)
+    # nothing covering the gap stays unknown (no host explanation to name)
+    issuing = (cpu & (pl.col("cause") != "unknown")
+               & (2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns")))
+    from traceparse.analyses.issuing import host_ranges
+
+    dl = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
+                                & pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False))
+    if dl.height:
+        # a data-loading range around the covering one names the gap
+        pg = per_group(dl.with_columns((pl.col("kind") == "python_function").alias("_py"))
+                       .select("rank", "process_id", "thread_id", "name", "start_ns",
+                               "end_ns"), acts, group)
+        gi = gaps.with_row_index("_r")
+        j = _join_gaps(gi.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                       pg, group, cover=True)
+        if j.height:
+            j = (j.with_columns(pl.col("name").str.contains(r"\.py\(\d+\)").alias("_py"))
+                 .sort("_gid", "_py", "_d").group_by("_gid", maintain_order=True).first())
+            gi = gi.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_dl")),
+                         on="_r", how="left")
+            hit = pl.col("_dl").is_not_null() & cpu
+            gaps = gi.with_columns(
+                pl.when(hit).then(pl.lit("input_pipeline")).otherwise(pl.col("cause"))
+                .alias("cause"),
+                pl.when(hit).then(pl.col("_dl")).otherwise(pl.col("cause_name"))
+                .alias("cause_name")).drop("_r", "_dl")
+    gaps = gaps.with_columns(
+        pl.when(loading).then(pl.lit("input_pipeline")).when(prof).then(pl.lit("profiler"))
+        .when(issuing).then(pl.lit("issuing")).otherwise(pl.col("cause")).alias("cause"))
+    # the GPU ran out of work while the host waited in a blocking call: the sync, not the
+    # host work after it, kept the GPU from being fed
+    blk = blocking_intervals(tl, acts, group)
+    if blk.height == 0:
+        return gaps
+    g = gaps.with_row_index("_r")
+    j = _join_gaps(g.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                   blk.select(*group, "name", "thread_id", "start_ns", "end_ns"), group)
+    j = (j.filter((pl.col("start_ns") <= pl.col("_gs")) & (pl.col("end_ns") > pl.col("_gs")))
+         .sort("_gid", "start_ns").group_by("_gid", maintain_order=True).first())
+    if j.height == 0:
+        return gaps
+    drained = g.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_sn"),
+                              pl.col("thread_id").alias("_st"), pl.col("start_ns").alias("_ss"),
+                              pl.col("end_ns").alias("_se")), on="_r", how="left")
+    # a gap already covered by a blocking call keeps that call
+    hit = pl.col("_sn").is_not_null() & pl.col("cause").is_in(
+        ["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown", "issuing"])
+    detail = pl.lit("the GPU drained while the host waited; then ") + pl.when(
+        pl.col("cause_name").is_null()).then(pl.lit("nothing covers the gap")).otherwise(
+        pl.col("cause") + pl.lit(": ") + pl.col("cause_name"))
+    return drained.with_columns(
+        pl.when(hit).then(detail).otherwise(pl.col("cause_detail")).alias("cause_detail"),
+        pl.when(hit).then(pl.lit("host_sync")).otherwise(pl.col("cause")).alias("cause"),
+        pl.when(hit).then(pl.col("_sn")).otherwise(pl.col("cause_name")).alias("cause_name"),
+        pl.when(hit).then(pl.col("_st")).otherwise(pl.col("cause_thread_id"))
+        .alias("cause_thread_id"),
+        pl.when(hit).then(pl.col("_ss")).otherwise(pl.col("cause_start_ns"))
+        .alias("cause_start_ns"),
+        pl.when(hit).then(pl.col("_se")).otherwise(pl.col("cause_end_ns"))
+        .alias("cause_end_ns")).drop("_r", "_sn", "_st", "_ss", "_se")
 
 
 #: At most about this many host rows are copied to groups at once: with many groups
@@ -466,3 +555,27 @@ def _empty(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
                    "cause_thread_id": pl.Int64(), "cause_start_ns": pl.Int64(),
                    "cause_end_ns": pl.Int64(), "cause_detail": pl.String()})
     return pl.DataFrame(schema=schema)
+
+
+def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
+    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
+    Overlapping calls of two threads both count, so the sum can exceed the part."""
+    group = list(group)
+    from traceparse.analyses.attribution import part_intervals
+
+    hs = part_intervals(tl, "host_sync_ns", group=group)
+    calls = blocking_intervals(tl, busy_activities(tl), group)
+    if hs.height == 0 or calls.height == 0:
+        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
+    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
+                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
+    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
+                         pl.col("end_ns") > pl.col("_hs"))
+    for c in group:
+        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
+    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
+    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
+            .sort(["host_sync_ns", "name"], descending=[True, False]))

@@ -206,8 +206,8 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
         ``graph_recoverable_ns``: ``sum`` = what CUDA/HIP graphs could save on the rank
         where they save most, from the savings engine
         (:func:`traceparse.analyses.savings.savings`, change ``no_launch_overhead``: the
-        number ``whatif --no-launch-overhead`` prints; never more than that rank's launch
-        overhead), ``rank`` = that rank, ``count`` = :func:`graph_recoverable`'s
+        number ``whatif --fix cuda-graphs`` prints; never more than that rank's non-busy
+        time), ``rank`` = that rank, ``count`` = :func:`graph_recoverable`'s
         launch-bound kernels (all ranks).
 
     Example:

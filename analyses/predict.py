@@ -269,7 +269,7 @@ def parse_speedup(spec: str) -> tuple[str, float]:
 
 def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool = False,
            speedups: list[tuple[str, float]] | None = None,
-           step_regex: str | None = None) -> pl.DataFrame:
+           step_regex: str | None = None, fix: str | None = None) -> pl.DataFrame:
     """Projected times under the chosen changes (together), vs measured.
 
     Args:
@@ -284,11 +284,64 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
     Returns:
         :func:`summarize` columns, ``predicted_ns`` being the projection.
     """
-    dur = tl.gpu["dur_ns"].cast(pl.Float64)
+    args: dict[str, Any] = {}
+    if fix is not None:
+        from traceparse.analyses.mechanisms import replay_args
+        from traceparse.analyses.savings import savings
+
+        change = FIXES[fix]
+        if change == "warm_up":  # not a replay: the first steps' excess (savings engine)
+            return _warm_window(tl, savings(tl))
+        got, _notes = replay_args(tl, change)
+        args = got or {}
+    dur = (args.pop("durations") if "durations" in args else tl.gpu["dur_ns"]).cast(pl.Float64)
     for regex, factor in speedups or []:
         hit = select(tl.gpu, regex)
         dur = pl.select(pl.when(hit).then(dur / factor).otherwise(dur)).to_series()
-    durations = dur.round(0).cast(pl.Int64) if speedups else None
+    changed = bool(speedups) or fix is not None
+    durations = dur.round(0).cast(pl.Int64) if changed else None
+    if args.pop("no_launch_overhead", False):
+        no_launch_overhead = True
+    if args.pop("overlap_comm", False):
+        overlap_comm = True
     rep = replay(tl, durations=durations, no_launch_overhead=no_launch_overhead,
-                 overlap_comm=overlap_comm)
-    return summarize(rep, step_windows(tl, step_regex=step_regex))
+                 overlap_comm=overlap_comm, **args)
+    out = summarize(rep, step_windows(tl, step_regex=step_regex))
+    if fix is not None and not speedups:
+        # the window rows are the savings engine's (the same number everywhere; a host
+        # change is capped there at the GPU's non-busy time)
+        from traceparse.analyses.savings import savings
+
+        sv = savings(tl).filter(pl.col("change") == FIXES[fix]).select(
+            "rank", pl.col("predicted_ns").alias("_p"))
+        out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
+                       maintain_order="left").with_columns(
+            pl.when((pl.col("scope") == "window") & pl.col("_p").is_not_null())
+            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+        out = out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
+            (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
+    return out
+
+
+#: ``whatif --fix`` names -> savings-engine changes (:mod:`traceparse.analyses.savings`).
+FIXES = {"cuda-graphs": "no_launch_overhead", "fusion": "fusion",
+         "pinned-memory": "pinned_memory", "host-sync": "host_sync",
+         "input-pipeline": "input_pipeline", "warm-up": "warm_up",
+         "overlap-comm": "overlap_comm"}
+
+
+def _warm_window(tl: Timeline, sv: pl.DataFrame) -> pl.DataFrame:
+    """``whatif --fix warm-up``: the window rows of the savings engine's ``warm_up``
+    change (measured vs measured minus the first steps' excess)."""
+    from traceparse.analyses.savings import windows_of
+
+    w = sv.filter(pl.col("change") == "warm_up").select("rank", "measured_ns", "predicted_ns")
+    if w.height == 0:  # nothing to warm up: predicted = measured
+        w = windows_of(tl).with_columns(pl.col("measured_ns").alias("predicted_ns"))
+    n = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").len()
+    return (w.join(n, on="rank", how="left")
+            .select(pl.lit("window").alias("scope"), "rank", pl.lit("all").alias("name"),
+                    pl.col("len").cast(pl.Int64).alias("activities"),
+                    pl.col("measured_ns").cast(pl.Int64), pl.col("predicted_ns").cast(pl.Int64))
+            .with_columns(error_pct=(pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0
+                          / pl.col("measured_ns")))

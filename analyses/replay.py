@@ -191,7 +191,28 @@ def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
         {"rank": parts.schema["rank"]})
 
 
-def _launch_cum(tl: Timeline, p: _Prep) -> np.ndarray:
+def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per (rank, time): the removal set's length (``_rank_union`` frame ``lo``) before
+    ``t`` (an interval still open at ``t`` counts up to ``t``)."""
+    out = np.zeros(t.size, _I64)
+    if lo.height == 0 or t.size == 0:
+        return out
+    lr = lo["rank"].to_numpy().astype(_I64)
+    ends = lo["end_ns"].to_numpy().astype(_I64)
+    cums = lo["_cum"].to_numpy().astype(_I64)
+    for r in np.unique(lr).tolist():
+        a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
+        e, c = ends[a:b], cums[a:b]
+        before = np.append(0, c[:-1])  # merged length before each interval of the rank
+        starts = e - (c - before)
+        sel = np.flatnonzero(rank == r)
+        k = np.searchsorted(starts, t[sel], side="right") - 1  # last interval started
+        kk = np.maximum(k, 0)
+        out[sel] = np.where(k >= 0, before[kk] + np.minimum(e[kk], t[sel]) - starts[kk], 0)
+    return out
+
+
+def _launch_cum(tl: Timeline, p: _Prep, lo: pl.DataFrame | None = None) -> np.ndarray:
     """Per activity: the rank's **launch overhead** (GPU idle while the host was issuing
     work, :func:`traceparse.analyses.attribution.part_intervals`) that had ended before
     its launch call began (cumulative; the call is the first in file order with the
@@ -200,7 +221,8 @@ def _launch_cum(tl: Timeline, p: _Prep) -> np.ndarray:
     launch overhead; a blocking or warm-up call is not launch overhead."""
     from traceparse.analyses.attribution import part_intervals
 
-    lo = _rank_union(part_intervals(tl, "launch_overhead_ns"))
+    if lo is None:
+        lo = _rank_union(part_intervals(tl, "launch_overhead_ns"))
     out = np.zeros(p.gi.size, _I64)
     if lo.height == 0 or p.gi.size == 0:
         return out
@@ -210,15 +232,7 @@ def _launch_cum(tl: Timeline, p: _Prep) -> np.ndarray:
     call_start = tl.api["start_ns"].gather(row)
     has = call_start.is_not_null().to_numpy()
     t = call_start.fill_null(0).to_numpy().astype(_I64)
-    lr = lo["rank"].to_numpy().astype(_I64)
-    ends = lo["end_ns"].to_numpy().astype(_I64)
-    cums = lo["_cum"].to_numpy().astype(_I64)
-    for r in np.unique(lr).tolist():
-        a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
-        sel = np.flatnonzero(has & (p.rank == r))
-        k = np.searchsorted(ends[a:b], t[sel], side="right") - 1
-        out[sel] = np.where(k >= 0, cums[a:b][np.maximum(k, 0)], 0)
-    return out
+    return np.where(has, _cum_at(lo, p.rank, t), 0)
 
 
 def _launch_cum_join(tl: Timeline, p: _Prep, lo: pl.DataFrame) -> np.ndarray:
@@ -226,14 +240,14 @@ def _launch_cum_join(tl: Timeline, p: _Prep, lo: pl.DataFrame) -> np.ndarray:
     sides, so the call is found by a join on the filled key)."""
     key = [*_PROC, "correlation_id"]
     calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
-             .select(*key, "start_ns").with_columns(pl.col("process_id").fill_null(0))
-             .unique(subset=key, keep="first").sort("start_ns"))
-    lc = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
-                         on="start_ns", by="rank", strategy="backward",
-                         check_sortedness=False).select(*key, "_cum")
+             .select(*key, pl.col("start_ns").alias("_t"))
+             .with_columns(pl.col("process_id").fill_null(0))
+             .unique(subset=key, keep="first"))
     rows = (tl.gpu.select(*key).with_columns(pl.col("process_id").fill_null(0))[p.gi]
-            .join(lc, on=key, how="left", maintain_order="left"))
-    return rows["_cum"].fill_null(0).cast(pl.Int64).to_numpy()
+            .join(calls, on=key, how="left", maintain_order="left"))
+    has = rows["_t"].is_not_null().to_numpy()
+    t = rows["_t"].fill_null(0).to_numpy().astype(_I64)
+    return np.where(has, _cum_at(lo, p.rank, t), 0)
 
 
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
@@ -355,7 +369,9 @@ def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
     predicted ends are ``c + max(init, shift + m)``, so their maximum (what the next sync
     waits for) is ``max(init + max c, shift + max(c + m))`` over its rows (``*_sel``: over
     those launched before that sync was entered)."""
-    ss, se, w, tail = syncs
+    ss, se, w, tail = syncs[:4]
+    adv = syncs[4] if len(syncs) > 4 else [0] * len(ss)
+    drop = syncs[5] if len(syncs) > 5 else [False] * len(ss)
     shifts: list[int] = []
     inits: list[int] = []
     state: dict[int, int] = {}
@@ -374,8 +390,9 @@ def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
             if ep_all is not None:
                 older = ep_all if older is None or ep_all > older else older
             wv = w_pred if w_pred is not None else w[cur] - t0
-            h = ss[cur] - t0 + shift
-            shift = (h if h > wv else wv) + tail[cur] - (se[cur] - t0)
+            h = ss[cur] - t0 + shift - adv[cur]
+            # a dropped sync no longer waits: the host goes on at its entry
+            shift = (h if drop[cur] else (h if h > wv else wv) + tail[cur]) - (se[cur] - t0)
             ep_all = ep_sel = None
             cur += 1
         init = get(k)
@@ -400,14 +417,16 @@ def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
 
 
 def predicted(tl: Timeline, *, durations: pl.Series | None = None,
-              no_launch_overhead: bool = False, overlap_comm: bool = False) -> pl.DataFrame:
+              no_launch_overhead: bool = False, overlap_comm: bool = False,
+              remove: pl.DataFrame | None = None,
+              drop_syncs: pl.DataFrame | bool = False) -> pl.DataFrame:
     """The replay's predictions alone: ``rank, start_ns, end_ns, pred_start_ns,
     pred_end_ns`` per non-sync GPU row (``tl.gpu`` order), what :func:`replay` returns
     without its descriptive columns (the savings engine needs only these)."""
     p = _prepare(tl)
     dur = p.dur if durations is None else (
         durations.cast(pl.Int64).to_numpy()[p.gi].astype(_I64))
-    pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm)
+    pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm, remove, drop_syncs)
     pd = pl.Series("pred_dur_ns", dur) if durations is None else (
         durations.cast(pl.Int64).gather(p.gi))
     return pl.DataFrame({"rank": pl.Series(p.rank).cast(tl.gpu.schema["rank"]),
@@ -466,30 +485,77 @@ def _build_stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
 
 
 def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
-              overlap_comm: bool) -> np.ndarray:
-    """Predicted end of every activity (``tl.gpu`` order of the non-sync rows)."""
+              overlap_comm: bool, remove: pl.DataFrame | None = None,
+              drop_syncs: pl.DataFrame | bool = False) -> np.ndarray:
+    """Predicted end of every activity (``tl.gpu`` order of the non-sync rows).
+
+    ``remove``: host time taken away (``rank, start_ns, end_ns``; with
+    ``no_launch_overhead`` the launch-overhead part is added to it): every call and sync
+    entry moves earlier by the removed time that had ended before it since the epoch
+    began. ``drop_syncs``: blocking syncs that no longer wait (True: all; a frame: those
+    whose ``rank, process_id, start_ns`` it lists): the host goes on at the call's entry."""
+    from traceparse.analyses.attribution import part_intervals
+
     out = np.zeros(p.gi.size, _I64)
     if p.gi.size == 0:
         return out
     # without communication the lanes, gaps and syncs of overlap_comm are the plain ones
     st = _stage(tl, p, overlap_comm and bool(p.comm.any()))
-    cum = _launch_cum(tl, p) if no_launch_overhead else None
+    sets = [] if remove is None else [remove.select("rank", "start_ns", "end_ns")]
+    if no_launch_overhead:
+        sets.append(part_intervals(tl, "launch_overhead_ns").select("rank", "start_ns",
+                                                                    "end_ns"))
+    lo = _rank_union(pl.concat([x.cast(sets[0].schema) for x in sets])) if sets else None
+    cum = _launch_cum(tl, p, lo) if lo is not None else None
+    dropped = _dropped(p, drop_syncs)
     for q, rows, ep, key, t0 in st.procs:
         base_h = p.host[rows] - t0 + st.lat[rows]
+        sy = st.syncs.get(q)
+        if sy is not None and (cum is not None or dropped is not None):
+            ss, se = np.asarray(sy[0], _I64), np.asarray(sy[1], _I64)
+            rk = np.full(ss.size, p.rank[rows[0]], _I64)
+            adv = np.zeros(ss.size, _I64)
+            if lo is not None:
+                # removed time counts from the previous sync's return
+                base = np.append(0, _cum_at(lo, rk, se)[:-1])
+                adv = np.clip(_cum_at(lo, rk, ss) - base, 0, None)
+            drop = (np.ones(ss.size, bool) if dropped is True else
+                    np.isin(ss, dropped.get(q, np.zeros(0, _I64)))
+                    if isinstance(dropped, dict) else np.zeros(ss.size, bool))
+            sy = (*sy[:4], adv.tolist(), drop.tolist())
         if cum is not None:
             c = cum[rows]
-            if st.syncs:
-                # launch time is only removed since the last sync: rebase the cumulative sum
+            if st.syncs.get(q) is not None and lo is not None:
+                # removed time is only counted since the last sync's return
+                se = np.asarray(st.syncs[q][1], _I64)
+                rk = np.full(se.size, p.rank[rows[0]], _I64)
+                base = np.append(0, _cum_at(lo, rk, se))
+                c = np.clip(c - base[ep], 0, None)
+            elif st.syncs:
                 ef = np.flatnonzero(np.append(True, ep[1:] != ep[:-1]))
                 c = c - np.repeat(np.minimum.reduceat(c, ef), np.diff(np.append(ef, c.size)))
             base_h = base_h - c
-        out[rows] = _solve(rows, ep, key, p, st.g[rows], d[rows], base_h, st.syncs.get(q),
-                           t0) + t0
+        out[rows] = _solve(rows, ep, key, p, st.g[rows], d[rows], base_h, sy, t0) + t0
     return out
 
 
+def _dropped(p: _Prep, drop_syncs: pl.DataFrame | bool) -> dict[int, np.ndarray] | bool | None:
+    """``drop_syncs`` as True, None (none) or the sync starts to drop per process code."""
+    if drop_syncs is True:
+        return True
+    if not isinstance(drop_syncs, pl.DataFrame) or drop_syncs.height == 0:
+        return None
+    f = drop_syncs.select(pl.col("rank").cast(pl.Int64), pl.col("process_id").fill_null(0)
+                          .cast(pl.Int64), pl.col("start_ns").cast(pl.Int64)).join(
+        p.procs.select(pl.col("rank").cast(pl.Int64), pl.col("process_id").cast(pl.Int64),
+                       "_p"), on=_PROC)
+    return {int(q): g["start_ns"].to_numpy() for (q,), g in f.group_by("_p")}
+
+
 def replay(tl: Timeline, *, durations: pl.Series | None = None,
-           no_launch_overhead: bool = False, overlap_comm: bool = False) -> pl.DataFrame:
+           no_launch_overhead: bool = False, overlap_comm: bool = False,
+           remove: pl.DataFrame | None = None,
+           drop_syncs: pl.DataFrame | bool = False) -> pl.DataFrame:
     """Replay ``tl``'s GPU work (see the module docstring).
 
     Args:
@@ -498,6 +564,10 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
             None keeps the measured durations.
         no_launch_overhead: remove launch-call time and launch-to-start latency.
         overlap_comm: communication never delays other work.
+        remove: host time taken away (``rank, start_ns, end_ns``), e.g. the input
+            pipeline's exposed preparation; calls and sync entries move earlier by it.
+        drop_syncs: blocking syncs that no longer wait (True: all of them; a frame of
+            ``rank, process_id, start_ns``: those calls).
 
     Returns:
         The non-sync GPU rows (``rank, process_id, device_id, stream_id, kind, category,
@@ -510,7 +580,7 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         B max(15 + 5, 6) = 20..30.
     """
     pred = predicted(tl, durations=durations, no_launch_overhead=no_launch_overhead,
-                     overlap_comm=overlap_comm)
+                     overlap_comm=overlap_comm, remove=remove, drop_syncs=drop_syncs)
     rows = (launch_join(tl).with_row_index("_i")
             .filter(pl.col("kind").cast(pl.String) != "sync")
             .select("_i", "rank", pl.col("process_id").fill_null(0), "device_id",

@@ -11,10 +11,14 @@ where a rank's window is its first GPU start to its last GPU end (what ``whatif`
 ``measured_ns`` / ``predicted_ns`` in its ``window`` rows). It is reported next to the part
 of the attribution the change removes (``bound_ns``, summed over the rank's devices):
 
-* ``no_launch_overhead`` (CUDA/HIP graphs): ``launch_overhead_ns``, the GPU idle while the
-  host was issuing work. Blocking calls and warm-up are not launch overhead and a graph does
-  not remove them (the replay keeps them).
+* ``no_launch_overhead`` (CUDA/HIP graphs): the GPU's non-busy parts; the host
+  issuing time of each step's region is removed (:mod:`traceparse.analyses.mechanisms`).
+  Blocking calls and warm-up are not issuing and a graph does not remove them.
 * ``overlap_comm``: ``communication_ns``, the exposed communication.
+* ``host_sync``, ``pinned_memory``, ``input_pipeline``, ``fusion``: the replay with that
+  fix's mechanism (:mod:`traceparse.analyses.mechanisms`), bounded by the parts in
+  :data:`CHANGES`; ``warm_up``: the leading steps' excess over the steady state (no
+  replay). ``note`` says what the mechanism assumed and where it was cut.
 
 ``within_bound`` says whether the replay stays within the part; the figure quoted anywhere is
 ``saving_ns`` itself (the same number ``whatif`` prints), never a sum over ranks: a job is
@@ -30,16 +34,28 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
-#: change -> (attribution part it removes, replay keyword).
+#: The GPU's non-busy parts: all a change to the host can give back.
+_IDLE = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
+#: change -> the attribution parts that bound what it can remove (summed).
 CHANGES = {
-    "no_launch_overhead": "launch_overhead_ns",
-    "overlap_comm": "communication_ns",
+    "no_launch_overhead": _IDLE,
+    "overlap_comm": ("communication_ns",),
+    "host_sync": _IDLE,
+    "pinned_memory": ("memory_ns", *_IDLE),
+    "input_pipeline": ("idle_ns",),
+    "fusion": ("compute_ns", *_IDLE),
+    "warm_up": ("compute_ns", "communication_ns", "memory_ns", *_IDLE),
 }
+
+
+#: Changes that only move host work (their saving is capped at the GPU's non-busy time).
+HOST_CHANGES = ("no_launch_overhead", "host_sync", "input_pipeline")
 
 
 def windows(rep: pl.DataFrame) -> pl.DataFrame:
@@ -67,32 +83,120 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
+    from traceparse.analyses.attribution import PARTS
     from traceparse.analyses.attribution import breakdown as attribution
+    from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
 
     schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
-              "within_bound": pl.Boolean}
+              "within_bound": pl.Boolean, "note": pl.String}
     if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
-    parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in CHANGES.values()))
+    parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
     out = []
-    for change, part in CHANGES.items():
-        # the replay's predictions alone (windows read no other column); both changes
-        # share the replay's preparation
-        w = windows(predicted(tl, no_launch_overhead=change == "no_launch_overhead",
-                              overlap_comm=change == "overlap_comm"))
-        out.append(w.join(parts.select("rank", pl.col(part).alias("bound_ns")), on="rank",
-                          how="left")
+    for change, bound in CHANGES.items():
+        if change == "warm_up":
+            w, notes = _warm_up(tl)
+            if w is None:
+                continue
+        else:
+            args, notes = replay_args(tl, change)
+            if args is None:
+                continue
+            # the replay's predictions alone (windows read no other column); every change
+            # shares the replay's preparation
+            w = windows(predicted(tl, **args))
+        out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns")),
+                          on="rank", how="left")
                    .with_columns(pl.lit(change).alias("change"),
                                  (pl.col("measured_ns") - pl.col("predicted_ns"))
-                                 .alias("saving_ns")))
-    res = pl.concat(out, how="vertical_relaxed").with_columns(
-        pl.col("bound_ns").fill_null(0),
+                                 .alias("saving_ns"),
+                                 pl.lit("; ".join(notes) or None, pl.String).alias("note")))
+    if not out:
+        return pl.DataFrame(schema=schema)
+    res = pl.concat(out, how="vertical_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
+    # a change to the host gives back at most the time the GPU was not busy: where the
+    # replay reads a cross-stream wait as host latency it would claim more, so it is capped
+    host = pl.col("change").is_in(list(HOST_CHANGES))
+    res = res.with_columns(
+        pl.when(host).then(pl.max_horizontal("predicted_ns",
+                                             pl.col("measured_ns") - pl.col("bound_ns")))
+        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+    res = res.with_columns(
+        (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
+
+
+def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
+    """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
+    step (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
+    from traceparse.analyses.steps import step_table
+
+    st = step_table(tl, attribution=False)
+    if st.height < 3 or "outlier" not in st.columns:
+        return None, []
+    rows = []
+    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").agg(
+        pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+    spans = {int(r): (int(a), int(b)) for r, a, b in acts.iter_rows()}
+    for (rank,), g in st.sort("start_ns").group_by(["rank"] if "rank" in st.columns else
+                                                   [pl.lit(0).alias("rank")]):
+        flags = g["outlier"].to_list()
+        lead = 0
+        while lead < len(flags) and flags[lead]:
+            lead += 1
+        if not 0 < lead < len(flags):
+            continue
+        # warm-up is one-off: warm-up-like time that recurs in every steady step (a
+        # compiled region's wrapper) is steady state, not warm-up
+        each = [_warm_evidence(tl, g.slice(i, 1)) for i in range(len(flags))]
+        typical = float(np.median(each[lead:]))
+        warm = int(sum(max(0.0, x - typical) for x in each[:lead]))
+        if warm <= 0:
+            continue
+        steady = float(g["wall_ns"][lead:].median() or 0)  # type: ignore[arg-type]
+        # the window is the GPU's: only the part of a leading step inside it can shrink it
+        lo, hi = spans.get(int(rank), (0, 0))
+        walls = (g.head(lead).select(pl.min_horizontal("end_ns", pl.lit(hi))
+                                     - pl.max_horizontal("start_ns", pl.lit(lo)))
+                 .to_series().to_list())
+        excess = int(sum(max(0.0, w - steady) for w in walls))
+        if excess > 0:
+            rows.append((int(rank), lead, excess))
+    if not rows:
+        return None, []
+    w = windows_of(tl)
+    ex = pl.DataFrame({"rank": [r for r, _, _ in rows], "_ex": [e for _, _, e in rows]},
+                      schema={"rank": w.schema["rank"], "_ex": pl.Int64})
+    w = w.join(ex, on="rank", how="inner").with_columns(
+        (pl.col("measured_ns") - pl.col("_ex")).alias("predicted_ns")).drop("_ex")
+    lead = max(n for _, n, _ in rows)
+    return w, [f"the first {lead} step(s) above the steady-state median step"]
+
+
+def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> int:
+    """Warm-up time (compile / autotune ranges, module loads, lazy-loading first launches:
+    :func:`traceparse.analyses.attribution.warmup_intervals`, merged) inside ``steps``."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, warmup_intervals
+
+    w = warmup_intervals(tl, busy_activities(tl), ["rank", "device_id"])
+    if w.height == 0:
+        return 0
+    lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())  # type: ignore[arg-type]
+    clip = w.select(pl.max_horizontal("start_ns", pl.lit(lo)).alias("start_ns"),
+                    pl.min_horizontal("end_ns", pl.lit(hi)).alias("end_ns"))
+    return intervals.total(intervals.union(clip))
+
+
+def windows_of(tl: Timeline) -> pl.DataFrame:
+    """Per rank: the measured window of the non-sync GPU activity (``measured_ns``)."""
+    return (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank")
+            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns")))
 
 
 def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:

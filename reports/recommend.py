@@ -10,30 +10,22 @@ is the biggest lever.
 
 Rules and their savings estimates:
 
+Every saving below except ``tensor-cores`` and ``overlap-copies`` is the savings engine's
+row for that fix (:mod:`traceparse.analyses.savings`, mechanisms in
+:mod:`traceparse.analyses.mechanisms`): the same number ``summary``, ``whatif --fix`` and
+``traceparse fixes`` print.
+
 ``cuda-graphs`` (launch-bound; "HIP graphs" on ROCm traces)
-    Fires when a rank's launch overhead is at least 5% of its window and the replay saves
-    time. Saving = the savings engine's figure (:mod:`traceparse.analyses.savings`): the
-    rank's window minus its replay without launch cost, exactly what ``whatif
-    --no-launch-overhead`` prints for that rank, and never more than its launch overhead.
-``host-sync`` (host blocked in synchronising calls)
-    Fires when a rank's host-sync time is at least 5% of its window. Saving = that time (an
-    upper bound), the covering calls named from the gaps.
-``fusion`` (many tiny memory-bound kernels)
-    Fires when at least 100 kernels shorter than 10 µs whose names mark them as
-    memory-bound elementwise/reduction/copy work
-    (:data:`traceparse.reports.sections.MEMORY_BOUND_RE`) ran
-    and they
-    take at least 2% of the window. Saving = half their total time: fusing chains of
-    elementwise kernels removes the intermediate global-memory write + read of each fused
-    step (roughly half of an elementwise kernel's traffic) and their launches. A rough,
-    documented rule of thumb, not a measurement.
+    Fires when the engine's ``no_launch_overhead`` saving is at least 5% of the rank's
+    window: the host's issuing time of each step's region removed.
+``host-sync`` (the GPU drained at synchronising calls)
+    Fires when the ``host_sync`` replay (blocking syncs not waiting) saves at least 5%.
+``fusion`` (chains of memory-bound kernels)
+    Fires when the ``fusion`` replay saves at least 2%.
 ``pinned-memory`` (pageable copies)
-    Fires when host<->device copies touch pageable memory and the saving is at least 1% of
-    the window. Saving = pageable copy time minus
-    the time the same bytes would take at the bandwidth this trace's pinned copies reached
-    (if the trace has pinned copies of its own); otherwise half the pageable copy time
-    (pinned transfers typically reach about twice the pageable bandwidth, and can overlap
-    compute, which pageable ones cannot).
+    Fires when the ``pinned_memory`` replay saves at least 1%.
+``warm-up`` (one-off warm-up in the first steps)
+    Fires when the ``warm_up`` change saves at least 5%.
 ``overlap-comm`` (exposed NCCL time)
     Fires when a rank's exposed communication is at least 2% of its window and the replay
     saves time. Saving = the savings engine's ``overlap_comm`` figure for that rank (what
@@ -50,13 +42,9 @@ Rules and their savings estimates:
     (the rank with the most).
     Saving = that exposed copy time (if every copy overlapped compute on another stream,
     or were avoided by keeping data on the device).
-``input-pipeline`` (host-bound idle)
-    Fires when idle time, less the idle time of gaps caused by a stream wait or warm-up
-    (neither is the host's: :data:`NOT_HOST_IDLE`), is at least 10% of a rank's window (the
-    rank with the most). Data-loader advice only when a gap's cause names a data loader
-    (:data:`INPUT_RE`). Saving = that idle time (an upper bound: the GPU had nothing to do,
-    no launch was in flight, no warm-up ran and the host was not blocked, which points at
-    host work such as data loading or preprocessing).
+``input-pipeline`` (GPU waiting for input data)
+    Fires only with data-loading evidence (the engine has an ``input_pipeline`` row only
+    then) when that replay saves at least 10% of the rank's window.
 
 ``occupancy`` (launches with fewer blocks than the GPU has SMs)
     Fires when kernels holding at least 2% of a rank's window
@@ -160,7 +148,7 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _rec(rid: str, title: str, saving: float, window: int, evidence: list[str], how: str,
          estimate: str) -> dict[str, Any]:
-    return {"id": rid, "title": title, "saving_ns": int(saving),
+    return {"id": rid, "title": title, "saving_ns": int(saving), "window_ns": int(window),
             "saving_pct": _pct(saving, window), "evidence": evidence, "how": how,
             "estimate": estimate}
 
@@ -196,7 +184,7 @@ def _engine(payload: dict[str, Any], change: str) -> dict[str, Any] | None:
 def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     top = _engine(payload, "no_launch_overhead")
     if top is None or top["saving_ns"] <= 0 \
-            or top["bound_ns"] < LAUNCH_MIN_FRAC * top["measured_ns"]:
+            or top["saving_ns"] < LAUNCH_MIN_FRAC * top["measured_ns"]:
         return []
     # HIP calls recorded, or AMD devices (the CLI's rule, traceparse.vendor)
     hip = payload.get("evidence", {}).get("hip", False) or amd_vendors(
@@ -205,10 +193,15 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
     r = top["rank"]
     ev = [f"Rank {r}: launch overhead {_ms(top['bound_ns'])} = "
           f"{_pct(top['bound_ns'], top['measured_ns']):.1f}% of its {_ms(top['measured_ns'])} "
-          "window: the GPU was idle while the host was inside a launch call for the next "
-          "kernel (not blocked in a synchronising call: that is host sync).",
-          f"Replaying rank {r} without launch cost (whatif --no-launch-overhead) shortens "
-          f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved."]
+          "window: the GPU was idle while the host was issuing the next kernel (in a "
+          "launch call, or in the framework ops and Python that issue it; not blocked in "
+          "a synchronising call: that is host sync).",
+          f"Replaying rank {r} with its issuing time removed (whatif --fix cuda-graphs) "
+          "shortens "
+          f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved.",
+          *_gap_evidence(payload, ("issuing",), 2)]
+    if top.get("note"):
+        ev.append(f"Capture: {top['note']}.")
     la = payload.get("launches")
     if la and la.get("linked"):
         ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
@@ -219,82 +212,103 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
            "between launches.")
     return [_rec("cuda-graphs", f"Launch-bound: capture the step in {graphs[:-1]}",
                  top["saving_ns"], top["measured_ns"], ev, how,
-                 f"whatif --no-launch-overhead on rank {r}: measured window minus the replay "
+                 f"whatif --fix cuda-graphs on rank {r}: measured window minus the replay "
                  "without launch cost (at most the rank's launch overhead).")]
 
 
+def _engine_rec(payload: dict[str, Any], change: str, min_frac: float
+                ) -> dict[str, Any] | None:
+    """The engine's row for ``change`` when it saves at least ``min_frac`` of its rank's
+    window (and anything at all)."""
+    top = _engine(payload, change)
+    if top is None or top["saving_ns"] <= 0 or top["saving_ns"] < min_frac * top["measured_ns"]:
+        return None
+    return top
+
+
+def _gap_evidence(payload: dict[str, Any], causes: tuple[str, ...], n: int = 3) -> list[str]:
+    """The largest gaps with one of ``causes``, naming the covering call or range."""
+    out: list[str] = []
+    for g in payload.get("gaps", {}).get("table", {}).get("rows", []):
+        if g.get("cause") in causes and len(out) < n:
+            thread = g.get("cause_thread_id")
+            out.append(f"Gap of {_ms(g['dur_ns'])} ({g['cause']}): {g.get('cause_name')}"
+                       + (f" (thread {thread})" if thread is not None else "")
+                       + (f"; {g['cause_detail']}" if g.get("cause_detail") else "") + ".")
+    return out
+
+
+def _replayed(top: dict[str, Any], flag: str) -> str:
+    return (f"Replaying rank {top['rank']} with the fix (whatif --fix {flag}) shortens its "
+            f"window from {_ms(top['measured_ns'])} to {_ms(top['predicted_ns'])}: "
+            f"{_ms(top['saving_ns'])} saved." + (f" Mechanism: {top['note']}." if
+                                                  top.get("note") else ""))
+
+
 def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    worst = _worst_rank(payload, "host_sync_ns")
-    if worst is None or worst[1] < LAUNCH_MIN_FRAC * worst[2]:
+    top = _engine_rec(payload, "host_sync", LAUNCH_MIN_FRAC)
+    if top is None:
         return []
-    rank, sync, rw = worst
-    ev = [f"Rank {rank}: the GPU sat idle for {_ms(sync)} = {_pct(sync, rw):.1f}% of its window "
-          "while the host was blocked in a call that waits for the GPU."]
-    gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
-            if g.get("cause") == "host_sync"][:3]
-    for g in gaps:
-        thread = g.get("cause_thread_id")
-        ev.append(f"Gap of {_ms(g['dur_ns'])} covered by {g['cause_name']}"
-                  + (f" (thread {thread})." if thread is not None else "."))
-    return [_rec("host-sync", "Host blocked in synchronising calls: remove the syncs",
-                 sync, rw, ev,
+    ev = [_replayed(top, "host-sync"), *_gap_evidence(payload, ("host_sync",))]
+    return [_rec("host-sync", "GPU drained at synchronising calls: remove the syncs",
+                 top["saving_ns"], top["measured_ns"], ev,
                  "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "
                  "copies to pageable memory (pin the buffer and use non_blocking=True), "
                  "cudaMalloc/cudaFree in the loop (use the caching allocator), explicit "
-                 "synchronize calls; overlap the remaining ones with queued work.",
-                 "the host-sync time of that rank (an upper bound: the GPU idle while the "
-                 "host was blocked).")]
+                 "synchronize calls; keep values on the device so the host queues ahead.",
+                 "whatif --fix host-sync: the replay with every blocking sync not waiting "
+                 "(the host queues the next work while the GPU runs).")]
 
 
 def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    tiny = dict(payload["evidence"]["tiny_memory_kernels"])
-    ranks = _by_rank(payload)
-    if len(ranks) > 1 and tiny.get("by_rank"):  # per rank: the rank with the most
-        top = tiny["by_rank"][0]
-        tiny.update(count=top["count"], total_ns=top["total_ns"])
-        w = ranks.get(int(top["rank"]), {}).get("window_ns", w)
-    if tiny["count"] < FUSION_MIN_COUNT or tiny["total_ns"] < FUSION_MIN_FRAC * w:
+    top = _engine_rec(payload, "fusion", FUSION_MIN_FRAC)
+    if top is None:
         return []
-    names = "; ".join(f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"])
-    ev = [f"{tiny['count']:,} memory-bound kernels shorter than {tiny['max_ns'] / 1e3:g} µs "
-          f"take {_ms(tiny['total_ns'])} ({_pct(tiny['total_ns'], w):.1f}% of the window).",
-          f"Most frequent: {names}."]
-    return [_rec("fusion", "Many tiny memory-bound kernels: fuse them",
-                 tiny["total_ns"] / 2, w, ev,
+    tiny = payload["evidence"]["tiny_memory_kernels"]
+    ev = [_replayed(top, "fusion")]
+    if tiny.get("top"):
+        ev.append("Most frequent memory-bound kernels: " + "; ".join(
+            f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"]) + ".")
+    return [_rec("fusion", "Chains of memory-bound kernels: fuse them", top["saving_ns"],
+                 top["measured_ns"], ev,
                  "Fuse chains of elementwise/normalisation kernels (torch.compile, a fused "
-                 "optimizer, custom Triton kernels) so intermediates stay in registers.",
-                 "half the total time of these kernels (fusion removes about half of an "
-                 "elementwise chain's memory traffic plus the launches).")]
+                 "optimizer, custom Triton kernels) so intermediates stay in registers and "
+                 "one launch replaces many.",
+                 "whatif --fix fusion: each chain replayed as one kernel as long as its "
+                 "longest, without the issuing time between its launches.")]
 
 
 def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    pc = payload["evidence"]["pageable_copies"]
-    pg, pn = pc["pageable"], pc["pinned"]
-    ranks = _by_rank(payload)
-    if len(ranks) > 1 and pc.get("pageable_by_rank"):  # per rank: the rank with the most
-        pg = pc["pageable_by_rank"][0]
-        w = ranks.get(int(pg["rank"]), {}).get("window_ns", w)
-    if not pg["count"] or not pg["total_ns"]:
+    top = _engine_rec(payload, "pinned_memory", PINNED_MIN_FRAC)
+    if top is None:
         return []
-    if pn["gbps"]:
-        saving = max(pg["total_ns"] - pg["bytes"] / pn["gbps"], 0.0)
-        est = (f"pageable copy time minus the time at the {pn['gbps']:.2f} GB/s this trace's "
-               "pinned copies reached.")
-    else:
-        saving = pg["total_ns"] / 2
-        est = ("half the pageable copy time (pinned copies typically reach about twice the "
-               "bandwidth; this trace has no pinned copy to measure).")
-    if saving < PINNED_MIN_FRAC * w:
-        return []
+    pg = payload["evidence"]["pageable_copies"]["pageable"]
     ev = [f"{pg['count']:,} host<->device copies use pageable memory: {pg['bytes']:,} bytes "
-          f"in {_ms(pg['total_ns'])}"
-          + (f" ({pg['gbps']:.2f} GB/s)." if pg["gbps"] else ".")]
-    if pn["gbps"]:
-        ev.append(f"Pinned copies in the same trace reached {pn['gbps']:.2f} GB/s.")
-    return [_rec("pinned-memory", "Pageable host memory in copies: pin it", saving, w, ev,
+          f"in {_ms(pg['total_ns'])}" + (f" ({pg['gbps']:.2f} GB/s)." if pg["gbps"] else "."),
+          _replayed(top, "pinned-memory")]
+    return [_rec("pinned-memory", "Pageable host memory in copies: pin it", top["saving_ns"],
+                 top["measured_ns"], ev,
                  "Allocate host buffers pinned (DataLoader(pin_memory=True), "
                  "cudaHostAlloc / tensor.pin_memory()) and copy with non_blocking=True so "
-                 "copies run at full bandwidth and overlap compute.", est)]
+                 "copies run at full bandwidth and overlap compute.",
+                 "whatif --fix pinned-memory: pageable copies replayed at the pinned rate "
+                 "and without blocking the host.")]
+
+
+def _warm(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    top = _engine_rec(payload, "warm_up", LAUNCH_MIN_FRAC)
+    if top is None:
+        return []
+    ev = [f"Rank {top['rank']}: {top.get('note') or 'the first steps'} cost "
+          f"{_ms(top['saving_ns'])} more than steady state.",
+          *_gap_evidence(payload, ("warmup",))]
+    return [_rec("warm-up", "Warm-up in the measured steps: warm up first", top["saving_ns"],
+                 top["measured_ns"], ev,
+                 "Compile, autotune and load modules before the loop you measure (run a "
+                 "few warm-up iterations; torch.compile caches, cudnn.benchmark once; "
+                 "CUDA_MODULE_LOADING=EAGER when lazy loading shows), or exclude them.",
+                 "whatif --fix warm-up: the first steps' wall time above the steady-state "
+                 "median step.")]
 
 
 def _comm(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
@@ -368,19 +382,6 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
                  "of its roof.")]
 
 
-#: Gap causes whose idle time no host-side "feed it faster" change removes: a stream held
-#: back by an event wait, and one-off warm-up.
-NOT_HOST_IDLE = ("stream_wait", "warmup")
-#: Host activity that marks an input pipeline (data loading) in a gap's cause.
-INPUT_RE = r"(?i)dataloader|data_loader|__next__|collate|_next_data|fetch|prefetch|dataset"
-
-
-def _explained_idle(payload: dict[str, Any]) -> int:
-    """Idle time of the gaps whose cause is in :data:`NOT_HOST_IDLE` (summed over ranks)."""
-    return sum(int(c.get("idle_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
-               if c.get("cause") in NOT_HOST_IDLE)
-
-
 def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
     gaps = [g for g in payload.get("gaps", {}).get("table", {}).get("rows", [])
             if g.get("cause") == "stream_wait"]
@@ -406,36 +407,17 @@ def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    worst = _worst_rank(payload, "idle_ns")
-    if worst is None:
+    top = _engine_rec(payload, "input_pipeline", IDLE_MIN_FRAC)
+    if top is None:  # no data-loading evidence, or nothing to hide
         return []
-    rank, idle, w = worst
-    idle = max(idle - _explained_idle(payload), 0)  # stream waits and warm-up: not the host
-    if idle < IDLE_MIN_FRAC * w:
-        return []
-    ev = [f"Rank {rank}: the GPU was idle with no launch in flight, no warm-up and the host "
-          f"not blocked for {_ms(idle)} = {_pct(idle, w):.1f}% of its window."]
-    gaps = payload.get("gaps", {}).get("table", {}).get("rows", [])
-    if gaps:
-        g = gaps[0]
-        ev.append(f"Longest gap: {_ms(g.get('dur_ns', 0))}"
-                  + (f", cause: {g['cause']}" if g.get("cause") else "")
-                  + (f" ({g['cause_name']})" if g.get("cause_name") else "") + ".")
-        for c in payload["gaps"].get("by_cause", [])[:3]:
-            ev.append(f"Gaps caused by {c['cause']}: {c['count']:,} totalling "
-                      f"{_ms(c['total_ns'])}.")
-    import re
-
-    named = " ".join(str(g.get("cause_name") or "") for g in gaps[:10])
-    how = ("Look at what the host does in the gaps (named above) and move it off the path "
-           "between launches: precompute or cache it, overlap it with queued GPU work, "
-           "batch more work per launch.")
-    if re.search(INPUT_RE, named):  # the gaps name a data loader: say so
-        how = ("The gaps are in data loading: more DataLoader workers, prefetching, pinned "
-               "memory with asynchronous copies.")
-    return [_rec("input-pipeline", "GPU idle waiting for the host: feed it faster", idle, w,
-                 ev, how, "the idle time (nothing ran and no launch was in flight) minus the "
-                 "idle time of gaps a stream wait or warm-up explains.")]
+    ev = [_replayed(top, "input-pipeline"), *_gap_evidence(payload, ("input_pipeline",))]
+    return [_rec("input-pipeline", "GPU waiting for input data: prepare it ahead",
+                 top["saving_ns"], top["measured_ns"], ev,
+                 "Move data preparation off the launching thread: DataLoader workers "
+                 "(num_workers), prefetching (prefetch_factor), pinned memory and "
+                 "non_blocking copies, or preprocessing offline.",
+                 "whatif --fix input-pipeline: the GPU idle while the launching thread was "
+                 "in data-loading ranges removed from the host.")]
 
 
 OCC_MIN_FRAC = 0.02
@@ -488,6 +470,7 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         items += _idle(payload, t, w)
         items += _stream_wait(payload)
         items += _occupancy(payload)
+        items += _warm(payload)
     items += _tensor_cores(payload, attr["totals"]["window_ns"] if attr else 0)
     withheld: list[str] = []
     if payload.get("summary", {}).get("untraced_gpu_work"):
@@ -496,4 +479,6 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
         withheld = sorted(r["id"] for r in items if r["id"] in IDLE_TIME_FIXES)
         items = [r for r in items if r["id"] not in IDLE_TIME_FIXES]
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
+    for i, r in enumerate(items, 1):
+        r["rank"] = i
     return {"verdict": verdict(payload), "items": items, "withheld": withheld}

@@ -255,8 +255,8 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "
                  f"call; CUDA graphs could save {units.duration(int(rec.get('sum') or 0))}"
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
-                 + " (the replay of whatif --no-launch-overhead, at most that rank's launch "
-                 f"overhead); "
+                 + " (the replay of whatif --fix cuda-graphs, at most that rank's time with "
+                 f"the GPU not busy); "
                  f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."), tl),
     }
 

@@ -103,8 +103,8 @@ def _launches(frame: pl.DataFrame) -> list[str]:
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
         where = f" on rank {rec['rank']}" if rec.get("rank") is not None else ""
-        lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (replay without "
-                     f"launch cost = whatif --no-launch-overhead; "
+        lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (issuing time of "
+                     f"each step removed = whatif --fix cuda-graphs; "
                      f"{units.plural(rec['count'], 'launch-bound kernel')})")
     return lines
 

@@ -69,10 +69,38 @@ def _launch_cum(tl: Timeline) -> pl.DataFrame:
              .with_columns(pl.col("process_id").fill_null(0))
              .unique(subset=[*_PROC, "correlation_id"], keep="first")
              .sort("start_ns"))
-    out = calls.join_asof(lo.select("rank", pl.col("end_ns").alias("start_ns"), "_cum"),
-                          on="start_ns", by="rank", strategy="backward",
-                          check_sortedness=False)
-    return out.with_columns(pl.col("_cum").fill_null(0).cast(pl.Int64))
+    return _before(calls, lo, "start_ns", "_cum")
+
+
+def _before(q: pl.DataFrame, lo: pl.DataFrame, at: str, name: str) -> pl.DataFrame:
+    """``q`` with ``name``: the length of ``lo`` (merged, ``_cum`` cumulative) before
+    ``q[at]`` on its rank (an interval open at that time counts up to it)."""
+    iv = lo.select(pl.col("rank").cast(q.schema["rank"]), pl.col("start_ns").alias(at),
+                   pl.col("end_ns").alias("_e"),
+                   (pl.col("_cum") - (pl.col("end_ns") - pl.col("start_ns"))).alias("_b"))
+    j = q.sort(at).join_asof(iv, on=at, by="rank", strategy="backward",
+                             check_sortedness=False)
+    # the matched interval started at or before `at` (join_asof on its start)
+    starts = lo.select(pl.col("rank").cast(q.schema["rank"]), pl.col("start_ns").alias("_s"),
+                       pl.col("start_ns").alias(at))
+    j = j.join_asof(starts, on=at, by="rank", strategy="backward", check_sortedness=False)
+    val = pl.col("_b") + pl.min_horizontal("_e", at) - pl.col("_s")
+    return j.with_columns(pl.when(pl.col("_s").is_null()).then(0).otherwise(val)
+                          .cast(pl.Int64).alias(name)).drop("_e", "_b", "_s")
+
+
+def _cum_at(tl: Timeline, q: pl.DataFrame) -> pl.DataFrame:
+    """``q`` (``rank, process_id, _epoch, _t``) with ``_c``: the rank's launch overhead
+    that had ended by ``_t``."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import part_intervals
+
+    lo = intervals.union(part_intervals(tl, "launch_overhead_ns").select(
+        "rank", "start_ns", "end_ns"), by=["rank"])
+    lo = lo.sort("rank", "end_ns").with_columns(
+        _c=(pl.col("end_ns") - pl.col("start_ns")).cum_sum().over("rank"))
+    lo = lo.rename({"_c": "_cum"})
+    return _before(q, lo, "_t", "_c").drop("_t")
 
 
 def _syncs(tl: Timeline, acts: pl.DataFrame, overlap_comm: bool) -> pl.DataFrame:
@@ -202,10 +230,26 @@ def replay(tl: Timeline, *, durations: pl.Series | None = None,
         a = a.with_columns(_epoch=pl.lit(0, pl.Int64))
     a = a.with_columns(pl.col("_epoch").fill_null(0).cast(pl.Int64))
     if no_launch_overhead and syncs.height:
-        # launch time is only removed since the last sync: rebase the cumulative sum
-        base = a.group_by(*_PROC, "_epoch").agg(pl.col("_cum").min().alias("_base"))
-        a = a.join(base, on=[*_PROC, "_epoch"], how="left").with_columns(
-            _cum=pl.col("_cum") - pl.col("_base")).drop("_base")
+        # launch time is only removed since the last sync returned: rebase the cumulative
+        # sum at the previous sync's return (a process without syncs: at its first call);
+        # a sync's entry moves earlier by the launch time removed before it (_adv)
+        at = _cum_at(tl, se.select(*_PROC, "_epoch", pl.col("sync_end").alias("_t")))
+        base = at.select(*_PROC, "_epoch", pl.col("_c").alias("_base"))
+        a = a.join(base, on=[*_PROC, "_epoch"], how="left")
+        first = a.group_by(*_PROC, "_epoch").agg(pl.col("_cum").min().alias("_min"))
+        a = a.join(first, on=[*_PROC, "_epoch"], how="left").with_columns(
+            _base=pl.when(pl.col("_epoch") == 0).then(
+                pl.when(pl.struct(*_PROC).is_in(se.select(pl.struct(*_PROC)).to_series()
+                                                .implode())).then(0).otherwise(pl.col("_min")))
+            .otherwise(pl.col("_base")))
+        a = a.with_columns(_cum=(pl.col("_cum") - pl.col("_base")).clip(0, None)).drop(
+            "_base", "_min")
+        ent = _cum_at(tl, se.select(*_PROC, "_epoch", pl.col("sync_start").alias("_t")))
+        prev = base.with_columns(pl.col("_epoch") + 1)
+        se = (se.join(ent, on=[*_PROC, "_epoch"], how="left")
+              .join(prev, on=[*_PROC, "_epoch"], how="left")
+              .with_columns(_adv=(pl.col("_c") - pl.col("_base").fill_null(0)).clip(0, None))
+              .drop("_c", "_base"))
     out = []
     for key, part in a.group_by(_PROC):
         ps = se.filter((pl.col("rank") == key[0]) & (pl.col("process_id") == key[1]))
@@ -264,7 +308,9 @@ def _replay_process(a: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
                                 int(pred_end[prev_lo:prev_hi].max()))
                 prev_lo = prev_hi = 0
             w = w_pred if w_pred is not None else int(sr["w"]) - t0
-            shift = max(sr["sync_start"] - t0 + shift, w) + sr["tail"] - (sr["sync_end"] - t0)
+            adv = sr.get("_adv") or 0
+            shift = max(sr["sync_start"] - t0 + shift - adv, w) + sr["tail"] \
+                - (sr["sync_end"] - t0)
         lo = int(bounds[e]) if e < bounds.size else ep.size
         hi = int(bounds[e + 1]) if e + 1 < bounds.size else ep.size
         if hi <= lo:

@@ -42,7 +42,7 @@ def test_gaps_min_us() -> None:
     out = _run("gaps", str(SAMPLES / "sync_bound.sqlite"), "--min-us", "170", "--format",
                "json")
     assert [(g["start_ns"], g["dur_ns"], g["cause"]) for g in json.loads(out)] == [
-        (520_000, 190_000, "cpu_work")]  # host_postprocess covers it (golden tests)
+        (520_000, 190_000, "host_sync")]  # began while cudaMemcpy waited (golden tests)
 
 
 def test_summary_text_and_verdict() -> None:

@@ -58,12 +58,11 @@ from traceparse.roofline.estimate import op_flops
 REPO = Path(__file__).resolve().parent.parent
 CAPTURE = REPO / "sample_traces" / "capture"
 #: The committed captures; TRACEPARSE_SCENARIO_DIR checks a fresh capture before committing.
-GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or REPO / "sample_traces" / "gpu")
-#: The GEMM sweep's ncu page is also read in place from the corpus (../shared/traces/gpu/
-#: scenarios/, an H200 run) when no capture is committed; the diagnosis tests above stay on
-#: the committed captures (their verdicts are issues 24/25's, not the roofline's).
-GEMM_DIR = GPU_DIR if (GPU_DIR / "gemm_roofline-sweep.meta.json").is_file() \
-    else TRACES / "gpu" / "scenarios"
+#: Default: the shared corpus's H200 captures, read in place (../shared/traces/gpu/scenarios;
+#: TRACEPARSE_SHARED moves it); TRACEPARSE_SCENARIO_DIR checks another capture (e.g. the
+#: held-out H100 run in sample_traces/h100_captures/scenarios).
+GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or TRACES / "gpu" / "scenarios")
+GEMM_DIR = GPU_DIR
 sys.path.insert(0, str(CAPTURE))
 import planted  # noqa: E402  (standard library only)
 
@@ -261,6 +260,8 @@ def test_top_recommendation_names_the_planted_cause(
     assert top is not None, (cause, b["verdict"])
     text = " ".join([top["title"], *top["evidence"]])
     assert top["id"] in e.rec_ids or (e.rec_re and re.search(e.rec_re, text)), (cause, top)
+    # the saving quoted is the savings engine's figure for that fix (one computation)
+    assert top["saving_ns"] > 0 and top["saving_ns"] <= top["window_ns"], top
     assert t["top"] is None or t["top"]["id"] not in e.rec_ids, (cause, t["top"])
 
 

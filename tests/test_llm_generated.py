@@ -47,12 +47,17 @@ def test_sglang_phases_by_hand(sglang: Timeline) -> None:
     assert st["flops"].to_list() == [2 * 2 * 64 * 64 * 256, 2 * 2 * 4 * 64 * 256,
                                      2 * 2 * 4 * 64 * 256]
     assert st["flops_source"].to_list() == ["shapes"] * 3
-    # prefill: compute = 50 + 60 + 4; launch overhead = three 5 us calls before their
-    # kernels; idle = 300 - 114 - 15. Decode 2: compute = 10 + 200 (the sampler runs under
-    # the long GEMM); its launch call is hidden too -> 10 us; idle 340 - 210 - 10.
+    # prefill: compute = 50 + 60 + 4. Launch overhead (issue 24: the host between two
+    # calls inside the step's annotation is issuing the next kernel): call 1 [30,35) and
+    # the issuing stretch from it [35,130) up to kernel 1 at 40 -> [30,40) 10; after
+    # kernel 1 (ends 90) the stretch [35,130), call 2 [130,135) and the sampler's stretch
+    # from 135 -> [90,140) 50; after kernel 2 (200) the stretch [135,250) and the sampler's
+    # call [250,255) -> 55: 115; idle 300 - 114 - 115 = 71. Decode 1 (kernels 10, 10, 4 at
+    # +40, +140, +260): 10 + 90 + 105 = 205, idle 300 - 24 - 205 = 71. Decode 2: compute
+    # 10 + 200 (the sampler runs under the long GEMM), launch 10 + 90 = 100, idle 30.
     assert st["compute_ns"].to_list() == [114 * US, 24 * US, 210 * US]
-    assert st["launch_overhead_ns"].to_list() == [15 * US, 15 * US, 10 * US]
-    assert st["idle_ns"].to_list() == [171 * US, 261 * US, 120 * US]
+    assert st["launch_overhead_ns"].to_list() == [115 * US, 205 * US, 100 * US]
+    assert st["idle_ns"].to_list() == [71 * US, 71 * US, 30 * US]
     check_attribution(st.with_columns(
         pl.col("start_ns").alias("window_start_ns"),
         (pl.col("start_ns") + pl.col("wall_ns")).alias("window_end_ns"),

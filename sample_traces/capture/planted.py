@@ -115,8 +115,8 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
         verdict_part="idle_ns",
         verdict_re=r"(?i)host_sync|host-block|synchroni",
         gap_cause="host_sync",
-        rec_ids=("input-pipeline",),
-        rec_re=r"(?i)host_sync|synchroni|\.item\(\)"),
+        rec_ids=("host-sync",),
+        rec_re=None),
     Expectation(
         cause="launch_bound",
         planted="each step launches hundreds of tiny elementwise kernels one by one, each "
@@ -125,6 +125,7 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
              "replayed with one launch per step",
         verdict_part="launch_overhead_ns",
         verdict_re=r"launch-bound",
+        gap_cause="issuing",
         rec_ids=("cuda-graphs",),
         rec_re=r"(?i)cuda graph"),
     Expectation(
@@ -152,7 +153,7 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
         twin="the same batches prepared ahead by four prefetching worker threads",
         verdict_part="idle_ns",
         verdict_re=r"(?i)idle-bound|host-bound|input|data.?load",
-        gap_cause="cpu_work",
+        gap_cause="input_pipeline",
         gap_cause_name="make_batch",
         rec_ids=("input-pipeline",),
         rec_re=r"(?i)input|data.?load|prefetch"),
@@ -165,8 +166,8 @@ EXPECTATIONS: dict[str, Expectation] = {e.cause: e for e in (
              "step is steady state",
         verdict_part=None,
         verdict_re=r"(?i)warm-?up|compil|idle-bound|host-bound",
-        rec_ids=("input-pipeline",),
-        rec_re=r"(?i)warm-?up|compil",
+        rec_ids=("warm-up",),
+        rec_re=None,
         first_step_outlier=True),
 )}
 

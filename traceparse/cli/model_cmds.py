@@ -163,6 +163,10 @@ def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
 @traces_argument
 @click.option("--no-launch-overhead", is_flag=True, help="Launch calls cost nothing.")
 @click.option("--overlap-comm", is_flag=True, help="Communication never delays other work.")
+@click.option("--fix", "fix", type=click.Choice(["cuda-graphs", "fusion", "pinned-memory",
+                                                 "host-sync", "input-pipeline", "warm-up",
+                                                 "overlap-comm"]), default=None,
+              help="Replay the trace with one fix's mechanism applied (docs/analyses.md).")
 @click.option("--speedup", "speedups", multiple=True, metavar="REGEX=FACTOR",
               help="Kernels whose name matches REGEX, or of kernel class REGEX (gemm, "
                    "attention, conv, norm, reduction, elementwise, communication, copy, "
@@ -172,19 +176,19 @@ def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
 @gpu_option
 @output_options
 def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: bool,
-               speedups: tuple[str, ...], steps: str | None, gpu: str | None, fmt: str,
-               output: str | None, force: bool) -> None:
+               fix: str | None, speedups: tuple[str, ...], steps: str | None,
+               gpu: str | None, fmt: str, output: str | None, force: bool) -> None:
     """Projected window and step time of TRACE... under the chosen changes."""
     from traceparse.analyses import predict as pr
 
-    if not (no_launch_overhead or overlap_comm or speedups):
-        raise UsageError(None, "whatif needs --no-launch-overhead, --overlap-comm or "
-                               "--speedup REGEX=FACTOR")
+    if not (no_launch_overhead or overlap_comm or speedups or fix):
+        raise UsageError(None, "whatif needs --fix NAME, --no-launch-overhead, "
+                               "--overlap-comm or --speedup REGEX=FACTOR")
     sp = [pr.parse_speedup(s) for s in speedups]
     tl = load_traces(traces, gpu=gpu)
     check_speedups(tl, sp)
     frame = pr.whatif(tl, no_launch_overhead=no_launch_overhead,
-                      overlap_comm=overlap_comm, speedups=sp, step_regex=steps)
+                      overlap_comm=overlap_comm, speedups=sp, step_regex=steps, fix=fix)
     _emit_frame(frame, fmt, output)
 
 
@@ -261,3 +265,26 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None,
         emit(diff_render.to_text(c, base=b, new=n), output)
     if any(c.failed.values()):
         ctx.exit(1)
+
+
+@main.command("fixes")
+@traces_argument
+@gpu_option
+@output_options(formats=("table", "csv", "json"))
+def fixes_cmd(traces: tuple[str, ...], gpu: str | None, fmt: str, output: str | None,
+              **_: object) -> None:
+    """Ranked fixes of TRACE... (the report's "What to fix first"): id, title, saving_ns,
+    window_ns, rank, evidence, how; an empty list and one line why when nothing is worth
+    fixing."""
+    import json
+
+    from traceparse.reports.fixes import fixes_frame, fixes_list
+
+    tl = load_traces(traces, gpu=gpu)
+    items, why = fixes_list(tl)
+    if not items:
+        click.echo(why, err=True)
+    if fmt == "json":
+        emit(json.dumps(items, indent=1) + "\n", output)
+        return
+    _emit_frame(fixes_frame(items), fmt, output)

@@ -1,0 +1,364 @@
+"""What each fix changes in the replay (:mod:`traceparse.analyses.replay`): its mechanism.
+
+:func:`replay_args` turns a fix into the replay's options (what host time goes away, which
+syncs stop waiting, which durations change) plus the notes that say what the mechanism
+assumed and where it was cut; :mod:`traceparse.analyses.savings` runs the replay and
+measures the window it removes. One replay per fix, the same figure everywhere.
+
+* ``cuda_graphs`` (``no_launch_overhead``): the host issuing time of each captured region
+  (the attribution's ``launch_overhead_ns``: the GPU idle while the host was in launch
+  calls or in the framework ops issuing the next kernel, :mod:`traceparse.analyses.issuing`)
+  is removed; the region's kernels then run back to back, started by the region's first
+  launch. Regions are cut at blocking syncs (a graph cannot contain a host read of a device
+  value); ``cudaMalloc``/``cudaFree`` in the loop (allocation changes) are named as cuts.
+* ``host_sync``: every blocking sync stops waiting (the host goes on at the call's entry),
+  so the host can queue the next work while the GPU runs.
+* ``pinned_memory``: each copy to or from pageable memory runs at the pinned rate of the
+  same direction measured in this trace, else at the host link's nominal rate
+  (:data:`HOST_LINK_GBPS`), and its call no longer blocks the host.
+* ``input_pipeline``: only with data-loading evidence (:func:`traceparse.analyses.issuing.
+  is_data_loading`): the GPU idle while the launching thread was in a data-loading range is
+  removed from the host (preparation moved to loader workers running ahead). This assumes
+  the workers keep up; a preparation longer than the step divided by the workers still
+  bounds the step.
+* ``fusion``: each chain of at least two consecutive memory-bound elementwise/normalisation
+  kernels (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else
+  between them, becomes one kernel as long as the chain's longest kernel (the fused kernel
+  reads the chain's inputs and writes its output once: about the traffic of its largest
+  step, at the bandwidth these kernels reached); the host issuing time between the
+  chain's launches goes away with the launches.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+#: Memory-bound kernels a compiler fuses (elementwise, normalisation, softmax, casts).
+FUSIBLE_RE = (r"(?i)elementwise|pointwise|vectorized|unrolled|triton_poi|triton_per|"
+              r"norm|softmax|dropout|cast|convert|fill|reduce_kernel|reduction")
+#: Nominal host-link rate per direction (GB/s) by GPU name, for a trace without pinned
+#: copies of its own: PCIe 5.0 x16 63, PCIe 4.0 x16 31.5, PCIe 3.0 x16 15.75 (spec
+#: figures), NVLink-C2C (GH200/GB200) 450. First match wins.
+HOST_LINK_GBPS = ((r"(?i)gh200|gb200|gb300", 450.0),
+                  (r"(?i)h100|h200|h800|h20\b|b200|b100|l40|l4\b|mi300|mi325|rtx 50|rtx pro",
+                   63.0),
+                  (r"(?i)a100|a800|a10\b|a30|a40|a6000|l20|rtx 30|rtx 40|mi2\d\d|mi100", 31.5),
+                  (r"(?i)v100|t4\b|p100|rtx 20|titan", 15.75))
+
+CHANGES = ("no_launch_overhead", "overlap_comm", "host_sync", "pinned_memory",
+           "input_pipeline", "fusion")
+
+
+def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """The replay options of ``change`` and its notes; None when the trace gives the
+    mechanism nothing to act on."""
+    if change == "no_launch_overhead":
+        return _graphs(tl)
+    if change == "overlap_comm":
+        return {"overlap_comm": True}, []
+    if change == "host_sync":
+        return {"drop_syncs": True}, []
+    if change == "pinned_memory":
+        return _pinned(tl)
+    if change == "input_pipeline":
+        return _input(tl)
+    if change == "fusion":
+        return _fusion(tl)
+    raise ValueError(f"unknown change {change!r}")
+
+
+def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
+    """CUDA graphs: the host's issuing time (launch calls and the framework ops issuing
+    the next kernel: the attribution's ``launch`` host set) inside each captured region is
+    removed, so the region's kernels run at GPU speed after its first launch. With step
+    ranges a region is one step from its first launch call on (the graph launch; host time
+    before it, e.g. the loop between steps, stays); without them, the replay's epochs
+    between blocking syncs."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, host_sets
+    from traceparse.analyses.steps import step_windows
+
+    notes = _graph_cuts(tl)
+    issuing = host_sets(tl, busy_activities(tl), ["rank", "device_id"])["launch"].select(
+        "rank", "start_ns", "end_ns")
+    sw = step_windows(tl)
+    if sw.height == 0:
+        return {"remove": issuing}, notes
+    calls = tl.api.select("rank", "start_ns").filter(pl.col("start_ns").is_not_null())
+    first = (sw.join(calls, on="rank", how="inner", suffix="_c")
+             .filter((pl.col("start_ns_c") >= pl.col("start_ns"))
+                     & (pl.col("start_ns_c") < pl.col("end_ns")))
+             .group_by("rank", "start_ns", "end_ns")
+             .agg(pl.col("start_ns_c").min().alias("_first")))
+    regions = first.select("rank", pl.col("_first").alias("start_ns"), "end_ns")
+    rem = intervals.intersect(issuing, regions.cast(issuing.schema),  # type: ignore[arg-type]
+                              by=["rank"])
+    notes.append(f"one region per step ({sw.height:,} steps), from its first launch")
+    return {"remove": rem}, notes
+
+
+def _graph_cuts(tl: Timeline) -> list[str]:
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+
+    names = tl.api.get_column("name").cast(pl.String)
+    hit = names.filter(names.str.contains(BLOCKING_API_RE).fill_null(False))
+    if hit.len() == 0:
+        return []
+    counts = hit.value_counts().sort(["count", "name"], descending=[True, False])
+    listed = ", ".join(f"{n} x{c}" for n, c in counts.head(3).iter_rows())
+    return [f"regions cut at {hit.len():,} blocking calls ({listed}): a graph cannot hold a "
+            "host read of a device value, a synchronisation or an allocation"]
+
+
+def _pageable(tl: Timeline) -> pl.DataFrame:
+    host = pl.when(pl.col("copy_kind").cast(pl.String) == "HtoD").then(
+        pl.col("src_kind").cast(pl.String)).otherwise(pl.col("dst_kind").cast(pl.String))
+    return (tl.gpu.with_row_index("_i")
+            .filter((pl.col("kind").cast(pl.String) == "memcpy")
+                    & pl.col("copy_kind").cast(pl.String).is_in(["HtoD", "DtoH"]))
+            .with_columns(host.alias("_host"), pl.col("copy_kind").cast(pl.String)))
+
+
+def link_gbps(tl: Timeline) -> float | None:
+    """The host link's nominal rate for the trace's first named device."""
+    import re
+
+    names = tl.devices["name"].drop_nulls().to_list() if tl.devices.height else []
+    for rx, gbps in HOST_LINK_GBPS:
+        if any(re.search(rx, str(n)) for n in names):
+            return gbps
+    return None
+
+
+def _pinned(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
+    m = _pageable(tl)
+    pg = m.filter(pl.col("_host") == "Pageable")
+    if pg.height == 0:
+        return None, []
+    rate: dict[str, float] = {}
+    notes = []
+    for d in ("HtoD", "DtoH"):
+        pn = m.filter((pl.col("_host") == "Pinned") & (pl.col("copy_kind") == d)
+                      & (pl.col("dur_ns") > 0))
+        if pn.height and int(pn["dur_ns"].sum()):
+            rate[d] = float(pn["bytes"].sum()) / float(pn["dur_ns"].sum())
+            notes.append(f"{d} at {rate[d]:.1f} GB/s, the rate this trace's pinned {d} "
+                         "copies reached")
+    link = link_gbps(tl)
+    for d in ("HtoD", "DtoH"):
+        if d not in rate and link and pg.filter(pl.col("copy_kind") == d).height:
+            rate[d] = link
+            notes.append(f"{d} at {link:g} GB/s, the host link's nominal rate (no pinned "
+                         f"{d} copy in the trace to measure)")
+    if not rate:
+        return None, ["no pinned copy in the trace and no known host link for its GPU"]
+    dur = tl.gpu["dur_ns"].to_numpy().copy()
+    for d, gbps in rate.items():
+        rows = pg.filter(pl.col("copy_kind") == d)
+        new = np.ceil(rows["bytes"].fill_null(0).to_numpy() / gbps).astype(np.int64)
+        idx = rows["_i"].to_numpy()
+        dur[idx] = np.minimum(dur[idx], new)
+    calls = _pageable_calls(tl, pg)
+    return {"durations": pl.Series("dur_ns", dur), "drop_syncs": calls}, notes
+
+
+def _pageable_calls(tl: Timeline, pg: pl.DataFrame) -> pl.DataFrame:
+    """``rank, process_id, start_ns`` of the calls that issued the pageable copies."""
+    from traceparse.links import launch_links
+
+    rows = launch_links(tl)["api_row_file"].gather(pg["_i"]).drop_nulls()
+    return tl.api.select("rank", "process_id", "start_ns")[rows]
+
+
+def data_loading_idle(tl: Timeline) -> pl.DataFrame:
+    """GPU idle (the attribution's ``idle_ns``) while a launching thread was in a
+    data-loading range: ``rank, device_id, start_ns, end_ns, name``."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, part_intervals, per_group
+    from traceparse.analyses.issuing import DATA_LOADING_RE, host_ranges
+
+    r = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
+                               & pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False))
+    if r.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "device_id": pl.Int32,
+                                    "start_ns": pl.Int64, "end_ns": pl.Int64})
+    g = ["rank", "device_id"]
+    pr = per_group(r, busy_activities(tl), g)
+    idle = part_intervals(tl, "idle_ns", group=g)
+    return intervals.intersect(idle, pr.select(*g, "start_ns", "end_ns").cast(
+        {c: idle.schema[c] for c in g}), by=g)  # type: ignore[arg-type]
+
+
+def _input(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
+    from traceparse.analyses.issuing import DATA_LOADING_RE, host_ranges
+
+    iv = data_loading_idle(tl)
+    if iv.height == 0:
+        return None, []
+    names = (host_ranges(tl).filter((pl.col("kind") != "cpu_op")
+                                    & pl.col("name").str.contains(DATA_LOADING_RE)
+                                    .fill_null(False))["name"].value_counts()
+             .sort(["count", "name"], descending=[True, False]).head(3))
+    listed = ", ".join(f"{n} x{c}" for n, c in names.iter_rows())
+    return ({"remove": iv.select("rank", "start_ns", "end_ns")},
+            [f"data-loading ranges: {listed}",
+             "assumes loader workers keep up (preparation per batch / workers <= step)"])
+
+
+def fusion_chains(tl: Timeline) -> pl.DataFrame:
+    """Fusible kernels with their chain: ``_i`` (row in ``tl.gpu``), ``chain`` (id),
+    ``name``, ``start_ns``, ``dur_ns``; chains of at least two kernels only. A chain is a
+    run of consecutive fusible kernels of one stream (in start order) inside one step
+    (``ProfilerStep`` ranges, when the trace has them). Fusible: named like
+    :data:`FUSIBLE_RE` and memory-bound (:func:`memory_bound`, with shapes), or without
+    shapes, at least as long as its own launch call."""
+    k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
+         .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
+                 "dur_ns", pl.col("name").cast(pl.String))
+         .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
+    fus = ((pl.col("kind").cast(pl.String) == "kernel")
+           & pl.col("name").str.contains(FUSIBLE_RE).fill_null(False))
+    same = pl.all_horizontal(*(pl.col(c).eq_missing(pl.col(c).shift(1))
+                               for c in ("rank", "process_id", "device_id", "stream_id")))
+    # a fused kernel cannot span two steps (the host runs the loop and the profiler's
+    # step between them): the step a kernel starts in cuts chains
+    from traceparse.analyses.steps import step_windows
+
+    sw = step_windows(tl)
+    step = (np.searchsorted(sw["start_ns"].to_numpy(), k["start_ns"].to_numpy(), side="right")
+            if sw.height else np.zeros(k.height, np.int64))
+    mb = memory_bound(tl)
+    if mb is not None:  # shapes known: only kernels that move bytes at memory speed
+        k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
+        fus = fus & pl.col("_mb").fill_null(False)
+    else:
+        # no shapes: a kernel shorter than its own launch call is bound by fixed launch
+        # costs, not by bytes (that is a CUDA-graph problem), so it does not chain
+        from traceparse.links import launch_links
+
+        rows = launch_links(tl)["api_row"].gather(k["_i"])
+        call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
+        k = k.with_columns(call.alias("_call"))
+        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call")))
+    k = k.with_columns(fus.alias("_f"), pl.Series("_s", step))
+    same = same & (pl.col("_s") == pl.col("_s").shift(1))
+    new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
+    k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))
+    n = k.group_by("chain").len()
+    return k.join(n.filter(pl.col("len") >= 2), on="chain", how="semi").select(
+        "_i", "chain", "name", "start_ns", "dur_ns")
+
+
+_DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2,
+                "bfloat16": 2, "long int": 8, "int": 4, "bool": 1, "unsigned char": 1,
+                "signed char": 1, "short int": 2, "c10::Float8_e4m3fn": 1,
+                "c10::Float8_e5m2": 1}
+
+
+def kernel_bytes(tl: Timeline) -> pl.DataFrame:
+    """``_i`` (row in ``tl.gpu``) and ``bytes``: what a kernel's launching op reads and
+    writes, from the op's recorded input shapes and dtypes (Kineto ``record_shapes``; the
+    op is the ``cpu_op`` with the kernel's ``external_id``): every tensor input once plus
+    an output as large as its largest input (elementwise). Kernels without shapes are left
+    out."""
+    import json
+
+    if "external_id" not in tl.gpu.columns or tl.ranges.height == 0:
+        return pl.DataFrame(schema={"_i": pl.UInt32, "bytes": pl.Int64})
+    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                            & pl.col("input_dims").is_not_null()
+                            & pl.col("external_id").is_not_null())
+           .select("rank", "external_id", "input_dims", "input_types")
+           .unique(subset=["rank", "external_id"], keep="first"))
+    sizes: list[int | None] = []
+    for dims, types in ops.select("input_dims", "input_types").iter_rows():
+        try:
+            d, t = json.loads(dims), json.loads(types or "[]")
+        except ValueError:
+            sizes.append(None)
+            continue
+        each = [int(np.prod(x)) * _DTYPE_BYTES[ty] for x, ty in zip(d, t, strict=False)
+                if isinstance(x, list) and x and ty in _DTYPE_BYTES]
+        sizes.append(sum(each) + max(each) if each else None)
+    ops = ops.with_columns(pl.Series("bytes", sizes, pl.Int64)).drop_nulls("bytes")
+    k = tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) == "kernel").select(
+        "_i", "rank", "external_id")
+    return k.join(ops.select("rank", "external_id", "bytes"), on=["rank", "external_id"],
+                  how="inner").select("_i", "bytes")
+
+
+def memory_bound(tl: Timeline) -> pl.DataFrame | None:
+    """``_i, bytes, _mb``: kernels with known bytes and whether they are memory-bound
+    (moved their bytes at least half as fast as the device's DRAM bandwidth, from the GPU
+    table; without a known GPU, the highest rate any kernel of the trace reached). None
+    when no kernel has shapes."""
+    kb = kernel_bytes(tl)
+    if kb.height == 0:
+        return None
+    rate = kb.join(tl.gpu.with_row_index("_i").select("_i", "dur_ns"), on="_i").with_columns(
+        (pl.col("bytes") / pl.col("dur_ns").clip(1, None)).alias("_gbps"))
+    peak = _dram_gbps(tl) or float(rate["_gbps"].max() or 0.0)  # type: ignore[arg-type]
+    return rate.with_columns((pl.col("_gbps") >= 0.5 * peak).alias("_mb"))
+
+
+def _dram_gbps(tl: Timeline) -> float | None:
+    from traceparse.roofline.gpus import identify
+
+    for name in (tl.devices["name"].drop_nulls().to_list() if tl.devices.height else []):
+        row, _why = identify(str(name))
+        if row and row.get("mem_bandwidth_gbs"):
+            return float(row["mem_bandwidth_gbs"])  # type: ignore[arg-type]
+    return None
+
+
+def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
+    from traceparse.analyses import intervals
+
+    ch = fusion_chains(tl)
+    if ch.height == 0:
+        return None, []
+    per = ch.group_by("chain").agg(pl.col("dur_ns").max().alias("_max"),
+                                   pl.col("_i").max().alias("_last"),
+                                   pl.col("start_ns").min().alias("start_ns"),
+                                   pl.col("start_ns").max().alias("end_ns"), pl.len())
+    dur = tl.gpu["dur_ns"].to_numpy().copy()
+    dur[ch["_i"].to_numpy()] = 0
+    last = ch.sort("start_ns").group_by("chain").agg(pl.col("_i").last())
+    lm = last.join(per.select("chain", "_max"), on="chain")
+    mb = memory_bound(tl)
+    if mb is not None:
+        # the fused kernel moves the chain's distinct bytes (its first kernel's input and
+        # output) at the median rate the chain's kernels reached
+        cb = ch.join(mb.select("_i", "bytes", "_gbps"), on="_i", how="inner").sort("start_ns")
+        fused = cb.group_by("chain").agg(
+            (pl.col("bytes").first() / pl.col("_gbps").median()).round(0).cast(pl.Int64)
+            .alias("_fused"))
+        lm = lm.join(fused, on="chain", how="left").with_columns(
+            pl.coalesce("_fused", "_max").alias("_max"))
+    dur[lm["_i"].to_numpy()] = lm["_max"].to_numpy()
+    # the host's issuing time between the chain's first and last launch calls goes away
+    # with the launches (all of it: the fused chain no longer keeps the GPU busy while the
+    # host issues, so time that overlapped the chain's kernels counts too)
+    from traceparse.analyses.attribution import busy_activities, host_sets
+    from traceparse.links import launch_links
+
+    g = ["rank", "device_id"]
+    issuing = host_sets(tl, busy_activities(tl), g)["launch"]
+    rows = launch_links(tl)["api_row"].gather(ch["_i"])
+    calls = pl.DataFrame({"_i": ch["_i"], "chain": ch["chain"],
+                          "_c": tl.api["start_ns"].gather(rows)}).drop_nulls("_c")
+    span = (calls.join(tl.gpu.with_row_index("_i").select("_i", *g), on="_i")
+            .group_by("chain", *g)
+            .agg(pl.col("_c").min().alias("start_ns"), pl.col("_c").max().alias("end_ns")))
+    rem = intervals.intersect(issuing.select(*g, "start_ns", "end_ns"), span.select(
+        *g, "start_ns", "end_ns").cast({c: issuing.schema[c] for c in g}),  # type: ignore[arg-type]
+        by=g)
+    return ({"durations": pl.Series("dur_ns", dur), "remove": rem.select("rank", "start_ns",
+                                                                         "end_ns")},
+            [f"{per.height:,} chains of {int(per['len'].sum()):,} fusible kernels, each "
+             "fused into one kernel as long as the chain's longest"])

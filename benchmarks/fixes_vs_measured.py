@@ -1,0 +1,151 @@
+"""Predicted saving of the matching fix vs the saving its twin measured, on the H200 captures.
+
+Usage (repo root): ``python3 benchmarks/fixes_vs_measured.py [--root DIR] [--write]``.
+Dev-only. For every pair in ``../shared/traces/gpu/`` (the six known-cause scenarios, each
+bottleneck with its twin; decode eager vs CUDA graph at each batch in ``sweep/``):
+
+* **measured** saving of the fix = ``1 - median step of the twin / median step of the
+  bottleneck``, the steps read from each trace's own step ranges (``ProfilerStep#N``; the
+  decode traces' ``decode_step_N`` user ranges). Warm-up is a one-off, so for ``warmup`` it
+  is ``1 - sum of the twin's steps / sum of the bottleneck's`` (the first step is the
+  outlier the twin removes);
+* **predicted** = ``saving_ns / window_ns`` of the fix with that id in the report's ranked
+  list (``recommend(build_payload(tl))``, what ``traceparse fixes`` prints), 0 when the fix
+  is not offered; its rank in that list; the twin's first fix.
+
+Goals (issue 24): the planted fix ranked first on every pair; every prediction within 25%
+(relative) of the measured saving; on a twin the fix it already has never ranked first.
+``--write`` replaces the section of ``benchmarks/RESULTS.md`` between its markers. Run it on
+two checkouts (``--root``) for a before/after table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+GPU = REPO.parent / "shared" / "traces" / "gpu"
+BEGIN, END = "<!-- fixes_vs_measured:begin -->", "<!-- fixes_vs_measured:end -->"
+
+#: (pair, bottleneck file, twin file, fix id, step regex or None for ProfilerStep, sum?)
+PAIRS = [
+    ("pageable_copy", "scenarios/pageable_copy-bottleneck.json.gz",
+     "scenarios/pageable_copy-twin.json.gz", "pinned-memory", None, False),
+    ("host_sync", "scenarios/host_sync-bottleneck.json.gz", "scenarios/host_sync-twin.json.gz",
+     "host-sync", None, False),
+    ("launch_bound", "scenarios/launch_bound-bottleneck.json.gz",
+     "scenarios/launch_bound-twin.json.gz", "cuda-graphs", None, False),
+    ("unfused_elementwise", "scenarios/unfused_elementwise-bottleneck.json.gz",
+     "scenarios/unfused_elementwise-twin.json.gz", "fusion", None, False),
+    ("input_starved", "scenarios/input_starved-bottleneck.json.gz",
+     "scenarios/input_starved-twin.json.gz", "input-pipeline", None, False),
+    ("warmup", "scenarios/warmup-bottleneck.json.gz", "scenarios/warmup-twin.json.gz",
+     "warm-up", None, True),
+    ("decode b1", "sweep/decode_b1_eager.json.gz", "sweep/decode_b1_graph.json.gz",
+     "cuda-graphs", r"^decode_step_\d+$", False),
+    ("decode b64", "sweep/decode_b64_eager.json.gz", "sweep/decode_b64_graph.json.gz",
+     "cuda-graphs", r"^decode_step_\d+$", False),
+]
+
+
+def _steps(tl: Any, regex: str | None) -> list[int]:
+    from traceparse.analyses.steps import step_windows
+
+    w = step_windows(tl, step_regex=regex)
+    return [int(e - s) for s, e in zip(w["start_ns"].to_list(), w["end_ns"].to_list(),
+                                       strict=True)]
+
+
+def _fixes(tl: Any) -> list[dict[str, Any]]:
+    from traceparse.reports.payload import build_payload
+    from traceparse.reports.recommend import recommend
+
+    items: list[dict[str, Any]] = recommend(build_payload(tl))["items"]
+    return items
+
+
+def _window(r: dict[str, Any]) -> int:
+    return int(r.get("window_ns") or round(r["saving_ns"] * 100 / r["saving_pct"]))
+
+
+def measure() -> list[dict[str, Any]]:
+    import traceparse
+
+    rows = []
+    for name, b, t, fix, regex, total in PAIRS:
+        tb, tt = traceparse.load(GPU / b), traceparse.load(GPU / t)
+        sb, st = _steps(tb, regex), _steps(tt, regex)
+        if total:
+            measured = 1 - sum(st) / sum(sb)
+        else:
+            measured = 1 - statistics.median(st) / statistics.median(sb)
+        fb, ft = _fixes(tb), _fixes(tt)
+        ids = [r["id"] for r in fb]
+        hit = next((r for r in fb if r["id"] == fix), None)
+        pred = hit["saving_ns"] / _window(hit) if hit else 0.0
+        rows.append({"pair": name, "fix": fix, "steps": f"{len(sb)}/{len(st)}",
+                     "measured": measured, "predicted": pred,
+                     "rel_err": (pred - measured) / measured if measured else None,
+                     "rank": ids.index(fix) + 1 if fix in ids else None,
+                     "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = ["| pair | fix | steps (b/t) | measured | predicted | rel. error | rank of fix | "
+           "first fix | twin's first fix |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        err = "-" if r["rel_err"] is None else f"{r['rel_err'] * 100:+.1f}%"
+        out.append(f"| {r['pair']} | {r['fix']} | {r['steps']} | {r['measured'] * 100:.1f}% | "
+                   f"{r['predicted'] * 100:.1f}% | {err} | {r['rank'] or 'not offered'} | "
+                   f"{r['top']} | {r['twin_top']} |")
+    first = sum(r["rank"] == 1 for r in rows)
+    within = sum(r["rel_err"] is not None and abs(r["rel_err"]) <= 0.25 for r in rows)
+    twin_ok = sum(r["twin_top"] != r["fix"] for r in rows)
+    out.append("")
+    out.append(f"Planted fix ranked first: {first}/{len(rows)}; within 25% of measured: "
+               f"{within}/{len(rows)}; twin's first fix is not the fix it has: "
+               f"{twin_ok}/{len(rows)}.")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default=str(REPO), help="checkout whose traceparse to use")
+    ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    a = ap.parse_args()
+    sys.path.insert(0, a.root)
+    if not GPU.is_dir():
+        print(f"{GPU}: no shared GPU captures", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    text = table(measure())
+    import polars as pl
+
+    head = (f"Machine: {platform.machine()} {platform.system()}, Python "
+            f"{platform.python_version()}, polars {pl.__version__}; "
+            f"{time.strftime('%Y-%m-%d', time.gmtime())}; "
+            f"{time.perf_counter() - t0:.0f} s for the 16 traces.")
+    print(head)
+    print(text)
+    if a.write:
+        res = REPO / "benchmarks" / "RESULTS.md"
+        body = res.read_text()
+        block = (f"{BEGIN}\n## Fixes vs measured (`python3 benchmarks/fixes_vs_measured.py "
+                 f"--write`)\n\n{head}\n\n{text}\n{END}")
+        if BEGIN in body:
+            body = body[:body.index(BEGIN)] + block + body[body.index(END) + len(END):]
+        else:
+            body = body.rstrip() + "\n\n" + block + "\n"
+        res.write_text(body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

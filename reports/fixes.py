@@ -1,0 +1,45 @@
+"""The ranked fixes of a trace (``traceparse fixes``; the report's "What to fix first").
+
+One list, from :func:`traceparse.reports.recommend.recommend` over the report's payload:
+every saving is the savings engine's (:mod:`traceparse.analyses.savings`), so ``fixes``,
+the report, ``summary`` and ``whatif --fix`` quote the same number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from traceparse.timeline import Timeline
+
+#: The fields of one fix, in order.
+FIELDS = ("rank", "id", "title", "saving_ns", "window_ns", "evidence", "how")
+
+
+def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
+    """``(fixes, why)``: the ranked fixes (:data:`FIELDS`) and, when there is none, one
+    line saying why."""
+    from traceparse.reports.payload import build_payload
+    from traceparse.reports.recommend import recommend
+
+    payload = build_payload(tl)
+    items = recommend(payload)["items"]
+    out = [{k: r[k] for k in FIELDS} for r in items]
+    if out:
+        return out, ""
+    attr = payload.get("attribution")
+    if not attr or not attr["totals"]["window_ns"]:
+        return [], "no fix: the trace has no GPU window to improve"
+    return [], ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
+                "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
+                "enough of the window to be worth it")
+
+
+def fixes_frame(items: list[dict[str, Any]]) -> pl.DataFrame:
+    """The fixes as a table (evidence joined with `` | ``)."""
+    schema = {"rank": pl.Int64, "id": pl.String, "title": pl.String, "saving_ns": pl.Int64,
+              "window_ns": pl.Int64, "evidence": pl.String, "how": pl.String}
+    rows = [{**{k: r[k] for k in FIELDS}, "evidence": " | ".join(r["evidence"])}
+            for r in items]
+    return pl.DataFrame(rows, schema=schema)
