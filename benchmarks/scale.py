@@ -229,7 +229,7 @@ def main() -> None:
     ap.add_argument("--repeat170", type=int, default=1,
                     help="runs of each x170 row (each parses 1.4 GB)")
     ap.add_argument("--only", action="append", default=[],
-                    help="run only rows whose label contains this text (repeatable)")
+                    help="run only rows whose 'workload label' contains this text (repeatable)")
     ap.add_argument("--before", type=Path, help="an exported older checkout (git archive): "
                     "its traceparse rows are run too, labelled 'before'")
     ap.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -244,7 +244,7 @@ def main() -> None:
                       if label.startswith("traceparse")]
             table.sort(key=lambda row: row[0] != "kineto")
         if args.only:
-            table = [row for row in table if any(o in row[1] for o in args.only)]
+            table = [row for row in table if any(o in f"{row[0]} {row[1]}" for o in args.only)]
         for cwd in {row[4] for row in table}:  # warm each checkout's cache (not timed)
             subprocess.run([sys.executable, "-m", "traceparse", "info", str(args.nsys_file)],
                            cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)

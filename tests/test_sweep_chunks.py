@@ -4,7 +4,7 @@ of every label and the open part run across each edge. Whatever the chunk size, 
 must be those of the one-pass sweep (:func:`sweep.priority_segments`, the path used before
 chunking, still taken when everything fits one chunk) and of the general
 ``intervals.segments`` sweep (``tests/test_default_segments.py``'s check, rerun here with
-tiny chunks so the real traces cross hundreds of edges)."""
+small chunks so every real trace crosses tens of edges)."""
 
 from __future__ import annotations
 
@@ -76,16 +76,18 @@ def _fresh(tl: Timeline) -> Timeline:
 
 
 def _compare(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    # about 4 boundaries per activity: ~8 and ~40 chunks on every trace
+    n = tl.gpu.height
     for group in ds.GROUPS:
         one = attribution._default_segments(_fresh(tl), list(group))
-        for chunk in (64, 1000):
+        for chunk in (max(16, n // 2), max(4, n // 10)):
             monkeypatch.setattr(sweep, "CHUNK_BOUNDARIES", chunk)
             got = attribution._default_segments(_fresh(tl), list(group))
             monkeypatch.setattr(sweep, "CHUNK_BOUNDARIES", 1 << 40)
             for k in one:
                 assert_frame_equal(got[k], one[k])
-    monkeypatch.setattr(sweep, "CHUNK_BOUNDARIES", 50)
-    ds._check(tl)  # the independent general sweep, with chunks of 50 boundaries
+    monkeypatch.setattr(sweep, "CHUNK_BOUNDARIES", max(8, n // 4))
+    ds._check(tl)  # the independent general sweep, in ~16 chunks
 
 
 @pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))
