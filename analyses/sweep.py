@@ -18,7 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import polars as pl
@@ -130,9 +131,18 @@ def overlap_pairs(gap_gid: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarra
     return np.concatenate(rows), np.concatenate(gaps)
 
 
+#: Boundaries swept at once by :func:`attribute`: the sweep's temporaries (keys, order,
+#: running counts) scale with this, not with the trace (issue 28: at 10M kernels the whole
+#: sweep at once peaked ~6 GB). One chunk is about 100 MB of temporaries.
+CHUNK_BOUNDARIES = 1 << 22
+
+
 def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]],
-              parts: Sequence[str], host_labels: Sequence[str]) -> dict[str, pl.DataFrame]:
-    """The default-window attribution's frames from one :func:`priority_segments` sweep.
+              parts: Sequence[str], host_labels: Sequence[str], *,
+              chunk: int | None = None) -> dict[str, pl.DataFrame]:
+    """The default-window attribution's frames from one sweep of the labelled sets,
+    made in time-ordered chunks of about ``chunk`` boundaries (default
+    :data:`CHUNK_BOUNDARIES`; :func:`chunk_segments`).
 
     Args:
         keys: the distinct group rows, in the order the groups are listed (group codes
@@ -148,54 +158,185 @@ def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl
         two sets both covering), ``parts`` (each part's merged intervals, ``_part``,
         sorted by group, part name, start) and ``free`` (segments none of the first three
         sets covers, with the host sets' counts), as
-        :func:`traceparse.analyses.attribution.default_segments` documents.
+        :func:`traceparse.analyses.attribution.default_segments` documents. The same
+        frames whatever the chunk size (carried across chunk edges: the running count of
+        every label, and the part run still open at the edge).
     """
-    seg = priority_segments(sets)
-    count, gid, start, end = seg["count"], seg["gid"], seg["start"], seg["end"]
-    # the part of each segment: the first set (in priority order) that covers it
-    part = np.full(gid.size, len(parts) - 1, dtype=np.int8)
-    for i in range(count.shape[0] - 1, -1, -1):
-        part[count[i] > 0] = i
-    sums = (pl.DataFrame({"_g": gid, "_p": part, "_len": end - start,
-                          "_ov": (count[0] > 0) & (count[1] > 0)})
-            .group_by("_g")
-            .agg(*(pl.col("_len").filter(pl.col("_p") == i).sum().alias(p)
-                   for i, p in enumerate(parts)),
-                 pl.col("_len").filter(pl.col("_ov")).sum().alias("overlapped_comm_ns"))
-            .sort("_g"))
-    sums = pl.concat([keys[sums["_g"]], sums.drop("_g")], how="horizontal")
-    first_host = count.shape[0] - len(host_labels)
-    rows = np.flatnonzero(part >= first_host)
-    free = pl.concat([keys[gid[rows]], pl.DataFrame(
-        [_take("start_ns", start, rows), _take("end_ns", end, rows),
-         *(_take(label, count[first_host + i], rows).cast(pl.Int64)
+    first_host = len(sets) - 1 - len(host_labels)
+    npart = len(parts)
+    # per chunk, numpy only (polars' allocator would keep every chunk's freed pages)
+    gsum: list[np.ndarray] = []  # per chunk: (group, part sums..., overlapped) rows
+    free: list[tuple[np.ndarray, ...]] = []
+    runs = []
+    for seg in chunk_segments(sets, CHUNK_BOUNDARIES if chunk is None else chunk):
+        count, gid, start, end = seg["count"], seg["gid"], seg["start"], seg["end"]
+        # the part of each segment: the first set (in priority order) that covers it
+        part = np.full(gid.size, npart - 1, dtype=np.int8)
+        for i in range(count.shape[0] - 1, -1, -1):
+            part[count[i] > 0] = i
+        length = end - start
+        # the segments are in group order: exact int64 sums per run of one group
+        first = np.flatnonzero(np.diff(gid, prepend=-1) != 0) if gid.size else gid[:0]
+        cols = [gid[first]]
+        for i in range(npart):
+            cols.append(np.add.reduceat(np.where(part == i, length, 0), first)
+                        if first.size else first)
+        ov = (count[0] > 0) & (count[1] > 0)
+        cols.append(np.add.reduceat(np.where(ov, length, 0), first) if first.size else first)
+        gsum.append(np.stack(cols).astype(np.int64))
+        rows = np.flatnonzero(part >= first_host)
+        free.append((gid[rows], start[rows], end[rows], count[first_host:, rows]))
+        runs.append(_runs(gid, start, end, part))
+        del count, part, rows, length, ov
+    allsum = np.concatenate(gsum, axis=1) if gsum else np.zeros((npart + 2, 0), np.int64)
+    del gsum
+    groups, inv = np.unique(allsum[0], return_inverse=True)
+    total = np.zeros((npart + 1, groups.size), np.int64)
+    for r in range(npart + 1):
+        np.add.at(total[r], inv, allsum[r + 1])
+    out_sums = pl.concat([keys[groups], pl.DataFrame(
+        [pl.Series(p, total[i], pl.Int64) for i, p in enumerate(parts)]
+        + [pl.Series("overlapped_comm_ns", total[npart], pl.Int64)])], how="horizontal")
+    fg = np.concatenate([f[0] for f in free])
+    out_free = pl.concat([keys[fg], pl.DataFrame(
+        [pl.Series("start_ns", np.concatenate([f[1] for f in free])),
+         pl.Series("end_ns", np.concatenate([f[2] for f in free])),
+         *(pl.Series(label, np.concatenate([f[3][i] for f in free])).cast(pl.Int64)
            for i, label in enumerate(host_labels))])], how="horizontal")
-    return {"sums": sums, "parts": _part_runs(keys, gid, start, end, part, parts),
-            "free": free}
+    del free, fg
+    return {"sums": out_sums, "parts": _part_runs(keys, _join_runs(runs), parts),
+            "free": out_free}
 
 
-def _part_runs(keys: pl.DataFrame, gid: np.ndarray, start: np.ndarray, end: np.ndarray,
-               part: np.ndarray, parts: Sequence[str]) -> pl.DataFrame:
-    """The merged intervals of every part, for segments that tile each group's window in
-    group then time order (``intervals.union`` by group and part): a part's intervals
-    are its runs of consecutive segments (two runs of one part never touch: another
-    part's segment lies between). Sorted by group, part name, start."""
+def chunk_segments(sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]], chunk: int
+                   ) -> Iterator[dict[str, np.ndarray]]:
+    """:func:`priority_segments`, yielded in consecutive pieces (group then time order)
+    that together are its result, each cut from about ``chunk`` boundaries.
+
+    Each set's start and end keys (group code x time, one int64) are sorted once; a
+    chunk is a key range [K0, K1), so every boundary tied with another lies in one chunk.
+    The running count of each label at K0 is the number of its starts before K0 minus
+    its ends before K0 (two binary searches), and the last segment of a chunk ends at
+    the first boundary of the next. Keys that would not fit in int64 (times spanning
+    more than 2**62 ns over all groups) fall back to one :func:`priority_segments`."""
+    cleaned = [_clean(g, s, e) for g, s, e in sets]
+    n = sum(2 * c[0].size for c in cleaned)
+    if n == 0:
+        yield priority_segments(sets)
+        return
+    lo = min(int(c[1].min()) for c in cleaned if c[1].size)
+    hi = max(int(c[2].max()) for c in cleaned if c[2].size)
+    span = hi - lo + 1
+    ngroups = max(int(c[0].max()) for c in cleaned if c[0].size) + 1
+    if n <= chunk or span * ngroups >= 2**62:
+        yield priority_segments(sets)
+        return
+    # per label: sorted start keys and sorted end keys
+    ks = [np.sort(g * span + (s - lo)) for g, s, _ in cleaned]
+    ke = [np.sort(g * span + (e - lo)) for g, _, e in cleaned]
+    del cleaned
+    cuts = _cut_keys([*ks, *ke], n, chunk)
+    nl = len(ks)
+    for k0, k1 in itertools.pairwise(cuts):
+        a = [np.searchsorted(k, k0) for k in ks]
+        b = [np.searchsorted(k, k1) for k in ks]
+        c = [np.searchsorted(k, k0) for k in ke]
+        d = [np.searchsorted(k, k1) for k in ke]
+        key = np.concatenate([*(ks[i][a[i]:b[i]] for i in range(nl)),
+                              *(ke[i][c[i]:d[i]] for i in range(nl))])
+        if key.size == 0:
+            continue
+        lab = np.concatenate([*(np.full(b[i] - a[i], i, np.int8) for i in range(nl)),
+                              *(np.full(d[i] - c[i], i, np.int8) for i in range(nl))])
+        sign = np.concatenate([np.ones(sum(b[i] - a[i] for i in range(nl)), np.int8),
+                               -np.ones(sum(d[i] - c[i] for i in range(nl)), np.int8)])
+        order = np.argsort(key, kind="stable")
+        key, lab, sign = key[order], lab[order], sign[order]
+        del order
+        # the first boundary at or after K1 closes the chunk's last segment
+        after = [k[j] for k, j in zip(ks, b, strict=True) if j < k.size]
+        after += [k[j] for k, j in zip(ke, d, strict=True) if j < k.size]
+        nxt = min(after) if after else key[-1]
+        key = np.append(key, nxt)
+        g, t = key // span, key % span + lo
+        run0 = [a[i] - c[i] for i in range(nl)]  # counts carried in from before K0
+        win = np.cumsum(np.where(lab == 0, sign, 0), dtype=np.int32) + np.int32(run0[0])
+        keep = np.flatnonzero((g[1:] == g[:-1]) & (t[1:] > t[:-1]) & (win > 0))
+        del win
+        count = np.empty((nl - 1, keep.size), dtype=np.int32)
+        for i in range(1, nl):
+            count[i - 1] = (np.cumsum(np.where(lab == i, sign, 0), dtype=np.int32)[keep]
+                            + np.int32(run0[i]))
+        yield {"gid": g[keep], "start": t[keep], "end": t[keep + 1], "count": count}
+
+
+def _cut_keys(arrays: Sequence[np.ndarray], n: int, chunk: int) -> list[int]:
+    """Key cut points giving chunks of about ``chunk`` boundaries: quantiles of an even
+    sample of every sorted key array, then the largest key + 1 as the last cut."""
+    pieces = -(-n // chunk)
+    step = max(1, n // (64 * pieces * max(1, len(arrays))))
+    sample = np.sort(np.concatenate([k[::step] for k in arrays if k.size]))
+    inner = sample[(np.arange(1, pieces) * sample.size) // pieces] if pieces > 1 \
+        else sample[:0]
+    first = min(int(k[0]) for k in arrays if k.size)
+    last = max(int(k[-1]) for k in arrays if k.size) + 1
+    return sorted({first, *(int(x) for x in inner), last})
+
+
+def _runs(gid: np.ndarray, start: np.ndarray, end: np.ndarray, part: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive segments of one group and part: (group, part, start of
+    the first segment, end of the last), in group then time order."""
     n = gid.size
     new = np.ones(n, dtype=bool)
     new[1:] = (part[1:] != part[:-1]) | (gid[1:] != gid[:-1])
     first = np.flatnonzero(new)
-    last = np.append(first[1:], n) - 1
-    rg, rp = gid[first], part[first]
+    last = np.append(first[1:], n)[:first.size] - 1
+    return gid[first], part[first], start[first], end[last]
+
+
+def _join_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of consecutive chunks as one list: a chunk's first run continues the
+    previous chunk's last run when group and part are the same (the chunks' segments are
+    consecutive, so such a run was only cut by the chunk edge)."""
+    g: list[np.ndarray] = []
+    p: list[np.ndarray] = []
+    s: list[np.ndarray] = []
+    e: list[np.ndarray] = []
+    for rg, rp, rs, re_ in runs:
+        if g and rg.size and rg[0] == g[-1][-1] and rp[0] == p[-1][-1]:
+            e[-1] = e[-1].copy()
+            e[-1][-1] = re_[0]
+            rg, rp, rs, re_ = rg[1:], rp[1:], rs[1:], re_[1:]
+        if rg.size:
+            g.append(rg)
+            p.append(rp)
+            s.append(rs)
+            e.append(re_)
+    if not g:
+        z = np.zeros(0, np.int64)
+        return z, np.zeros(0, np.int8), z, z
+    return np.concatenate(g), np.concatenate(p), np.concatenate(s), np.concatenate(e)
+
+
+def _part_runs(keys: pl.DataFrame,
+               runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+               parts: Sequence[str]) -> pl.DataFrame:
+    """The merged intervals of every part from the runs of consecutive segments of one
+    group and part (:func:`_runs`; segments tile each group's window in group then time
+    order, so a part's intervals are its runs: two runs of one part never touch, another
+    part's segment lies between). Sorted by group, part name, start."""
+    rg, rp, rs, re_ = runs
     # part names in string order, as sorting by the _part column does
     rank = np.argsort(np.argsort(np.array(parts)))
     # the runs are in group then time order: a stable sort by (group, part) keeps time order
     key = rg * len(parts) + rank[rp]
     order = np.argsort(key.astype(np.int16) if key.size and key.max() < 2**15 else key,
                        kind="stable")
-    first, last, rg, rp = first[order], last[order], rg[order], rp[order]
-    return pl.concat([keys[rg], pl.DataFrame(
-        [pl.Series("_part", list(parts), dtype=pl.String).gather(rp),
-         _take("start_ns", start, first), _take("end_ns", end, last)])], how="horizontal")
+    return pl.concat([keys[rg[order]], pl.DataFrame(
+        [pl.Series("_part", list(parts), dtype=pl.String).gather(rp[order]),
+         _take("start_ns", rs, order), _take("end_ns", re_, order)])], how="horizontal")
 
 
 def _take(name: str, values: np.ndarray, rows: np.ndarray) -> pl.Series:

@@ -6,6 +6,11 @@ Rows (each a separate process, run under ``/usr/bin/time -v``):
 * Kineto, 8-rank DLRM x20 directory: ``traceparse --no-cache info DIR``; HTA 0.5
   ``TraceAnalysis(trace_dir=DIR)`` (its own venv, ``--hta-python``); a bare ``orjson.loads``
   of every file in one process (the decode floor).
+* nsys x170 (``--nsys170-file``, issue 28), 10.3M kernels: ``--no-cache`` ``kernels``,
+  ``summary``, ``report``, ``gaps`` (and ``fixes`` where the CLI has it), the bare Arrow
+  read and ``nsys stats`` (when given), ``--repeat170`` runs each (default 1). Every row
+  prints its time ratio to the reference row of its workload (HTA, the bare read) and its
+  goal.
 * nsys, 1.03M-kernel export: ``traceparse --no-cache kernels``; ``nsys stats -r
   cuda_gpu_kern_sum`` on a fresh copy (nsys alters its input; the copy is made before the
   timer starts; ``--nsys`` or ``$NSYS``); the bare Arrow read (``bare_nsys_read.py``);
@@ -138,7 +143,67 @@ def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str],
                 warm(summary)))
     out.append(("nsys", "traceparse report (cached timeline and analysis set)", report,
                 warm(report)))
+    if args.nsys170_file:
+        out += rows170(args, tmp, tp)
     return out
+
+
+#: (workload, label) -> (reference row label in the same workload, goal) for the table.
+GOALS = {
+    ("kineto", "traceparse --no-cache info"): ("HTA 0.5 TraceAnalysis", ">= 10x faster than HTA"),
+    ("nsys", "traceparse --no-cache kernels"): ("bare Arrow read (bare_nsys_read.py)",
+                                                "faster than nsys stats, <= 1.5x bare read"),
+    ("nsys", "traceparse --no-cache summary"): ("bare Arrow read (bare_nsys_read.py)",
+                                                "<= 2.5x bare read, peak <= 2x file"),
+    ("nsys170", "traceparse --no-cache kernels"): ("bare Arrow read (bare_nsys_read.py)",
+                                                   "keep (faster than nsys stats)"),
+    ("nsys170", "traceparse --no-cache summary"): ("bare Arrow read (bare_nsys_read.py)",
+                                                   "<= 30 s, peak <= 2x file"),
+    ("nsys170", "traceparse --no-cache report"): ("bare Arrow read (bare_nsys_read.py)",
+                                                  "<= 30 s, peak <= 2x file"),
+    ("nsys170", "traceparse --no-cache gaps"): ("bare Arrow read (bare_nsys_read.py)",
+                                                "<= 30 s, peak <= 2x file"),
+    ("nsys170", "traceparse --no-cache fixes"): ("bare Arrow read (bare_nsys_read.py)",
+                                                 "<= 30 s, peak <= 2x file"),
+}
+
+
+def rows170(args: argparse.Namespace, tmp: Path, tp: list[str]
+            ) -> list[tuple[str, str, list[str], object]]:
+    """The x170 export (scale_nsys.py ... 170, 10.3M kernels): whole-trace commands
+    without the cache (each run parses the 1.4 GB file; minutes on a loaded machine)."""
+    n = str(args.nsys170_file)
+    out: list[tuple[str, str, list[str], object]] = [
+        ("nsys170", "traceparse --no-cache kernels", [*tp, "--no-cache", "kernels", n], None),
+        ("nsys170", "bare Arrow read (bare_nsys_read.py)",
+         [sys.executable, str(SCALE_TOOLS / "bare_nsys_read.py"), n], None),
+        ("nsys170", "traceparse --no-cache summary", [*tp, "--no-cache", "summary", n], None),
+        ("nsys170", "traceparse --no-cache report",
+         [*tp, "--no-cache", "report", n, "-o", str(tmp / "r170.html"), "--force"], None),
+        ("nsys170", "traceparse --no-cache gaps", [*tp, "--no-cache", "gaps", n], None)]
+    if has_command("fixes"):
+        out.append(("nsys170", "traceparse --no-cache fixes",
+                    [*tp, "--no-cache", "fixes", n], None))
+    if args.nsys:
+        copy = tmp / "copy170.sqlite"
+
+        def fresh_copy() -> None:
+            for stale in [*tmp.glob("copy170.sqlite*"), *tmp.glob("out170_*")]:
+                stale.unlink()
+            shutil.copyfile(n, copy)
+
+        out.insert(1, ("nsys170", "nsys stats -r cuda_gpu_kern_sum",
+                       [args.nsys, "stats", "--report", "cuda_gpu_kern_sum", "--format", "csv",
+                        "--force-export", "false", "--output", str(tmp / "out170"),
+                        str(copy)], fresh_copy))
+    return out
+
+
+def has_command(name: str) -> bool:
+    """Whether this checkout's CLI has the command ``name``."""
+    r = subprocess.run([sys.executable, "-m", "traceparse", name, "--help"], cwd=REPO,
+                       capture_output=True, check=False)
+    return r.returncode == 0
 
 
 def version(cmd: list[str]) -> str:
@@ -157,9 +222,14 @@ def main() -> None:
     ap.add_argument("--nsys-file", type=Path, required=True, help="1.03M-kernel .sqlite")
     ap.add_argument("--hta-python", help="python of a venv with HTA 0.5")
     ap.add_argument("--nsys", default=os.environ.get("NSYS"), help="nsys executable")
+    ap.add_argument("--nsys170-file", type=Path,
+                    help="the 10.3M-kernel export (scale_nsys.py ... 170), made once into a "
+                         "scratch directory, never committed")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat170", type=int, default=1,
+                    help="runs of each x170 row (each parses 1.4 GB)")
     ap.add_argument("--only", action="append", default=[],
-                    help="run only rows whose label contains this text (repeatable)")
+                    help="run only rows whose 'workload label' contains this text (repeatable)")
     ap.add_argument("--before", type=Path, help="an exported older checkout (git archive): "
                     "its traceparse rows are run too, labelled 'before'")
     ap.add_argument("--results", type=Path, help="write the table into this RESULTS.md")
@@ -174,16 +244,18 @@ def main() -> None:
                       if label.startswith("traceparse")]
             table.sort(key=lambda row: row[0] != "kineto")
         if args.only:
-            table = [row for row in table if any(o in row[1] for o in args.only)]
+            table = [row for row in table if any(o in f"{row[0]} {row[1]}" for o in args.only)]
         for cwd in {row[4] for row in table}:  # warm each checkout's cache (not timed)
             subprocess.run([sys.executable, "-m", "traceparse", "info", str(args.nsys_file)],
                            cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
         load0 = os.getloadavg()
         runs: dict[int, list[tuple[float, float, float]]] = {i: [] for i in range(len(table))}
-        for r in range(args.repeat):
+        for r in range(max(args.repeat, args.repeat170 if args.nsys170_file else 0)):
             order = list(range(len(table)))
             order = order[r % len(order):] + order[:r % len(order)]
             for i in order:
+                if r >= (args.repeat170 if table[i][0] == "nsys170" else args.repeat):
+                    continue
                 _, label, cmd, setup, cwd = table[i]
                 if callable(setup):
                     setup()
@@ -201,6 +273,8 @@ def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], obje
            load0: tuple[float, float, float], load1: tuple[float, float, float]) -> str:
     sizes = {"kineto": sum(p.stat().st_size for p in args.kineto.glob("*.json")),
              "nsys": args.nsys_file.stat().st_size}
+    if args.nsys170_file:
+        sizes["nsys170"] = args.nsys170_file.stat().st_size
     rev = os.environ.get("TRACEPARSE_REV") or version(["git", "rev-parse", "--short", "HEAD"])
     vers = {"python": platform.python_version()}
     for lib in ("polars", "msgspec", "orjson", "pyarrow"):
@@ -216,22 +290,31 @@ def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], obje
         f"average {load0[0]:.1f} at the start and {load1[0]:.1f} at the end (other engineers "
         "share the machine). Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()) + ".",
         f"Inputs: Kineto {sizes['kineto'] / 1e6:.0f} MB (8 files), nsys "
-        f"{sizes['nsys'] / 1e6:.0f} MB. Medians of {args.repeat} interleaved runs; RSS ratio "
-        "= the larger of the two RSS figures / input bytes.",
+        f"{sizes['nsys'] / 1e6:.0f} MB"
+        + (f", nsys x170 {sizes['nsys170'] / 1e6:.0f} MB ({args.repeat170} run(s) per row)"
+           if "nsys170" in sizes else "")
+        + f". Medians of {args.repeat} interleaved runs; RSS ratio "
+        "= the larger of the two RSS figures / input bytes; time ratio = this row's median / "
+        "the reference row's median in the same run.",
         "",
         "| workload | command | median s | runs s | max RSS 1 process MiB | peak tree RSS MiB "
-        "| RSS / input |",
-        "|---|---|---|---|---|---|---|",
+        "| RSS / input | time / reference | goal |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    medians = {(w, label): statistics.median(r[0] for r in runs[i])
+               for i, (w, label, *_) in enumerate(table)}
     for i, (work, label, *_) in enumerate(table):
         rs = runs[i]
         wall = statistics.median(r[0] for r in rs)
         one = statistics.median(r[1] for r in rs)
         tree = statistics.median(r[2] for r in rs)
         ratio = max(one, tree) * 2**20 / sizes[work]
+        ref, goal = GOALS.get((work, label), ("", ""))
+        vs = (f"{wall / medians[work, ref]:.2f}x {ref.split(' (')[0]}"
+              if (work, ref) in medians else "")
         lines.append(f"| {work} | {label} | {wall:.2f} | "
                      f"{', '.join(f'{r[0]:.2f}' for r in rs)} | {one:.0f} | {tree:.0f} | "
-                     f"{ratio:.1f}x |")
+                     f"{ratio:.1f}x | {vs} | {goal} |")
     return "\n".join(lines) + "\n"
 
 
