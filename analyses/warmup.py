@@ -68,6 +68,8 @@ WARMUP_RANGE_RE = (r"(?i)(^|[^a-z/])(compile|compiling|compilation|autotun\w*|nv
                    r"|(^|[^a-z/_])codegen([^a-z_]|$)"
                    r"|xlacompile|buildexecutable|runhlopasses|pjrt\w*compile"
                    r"|::compile(kernel|fusion|program|_\w+)?([^a-z]|$)")
+#: Python functions that wrap a call (of a compiled function) rather than compile anything.
+WRAPPER_RE = r"\.py\(\d+\): \w*_wrapper$"
 #: OS-runtime calls that start or wait for another process.
 SPAWN_RE = (r"^(posix_spawnp?|fork|vfork|__fork|clone3?|execve?|execvp?e?|execl[pe]?|system|"
             r"popen|waitpid|wait4|waitid|wait)(_\w+)?$")
@@ -103,9 +105,12 @@ def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
         _frame(api.filter(pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE)), "api",
                pl.lit("module load / link / runtime compile call")),
         # a Python function range is judged by its function, not its file's path
-        # (``torch/_compile.py(41): inner`` wraps any call)
+        # (``torch/_compile.py(41): inner`` wraps any call), and a wrapper is not the
+        # compile it wraps: ``torch/_dynamo/eval_frame.py: compile_wrapper`` runs on every
+        # call of a compiled function (the compile steps inside it have ranges of their own)
         _frame(host.filter(names.str.replace(r"^.*\.py\(\d+\): ", "")
                            .str.contains(WARMUP_RANGE_RE)
+                           & ~names.str.contains(WRAPPER_RE)
                            & ~kinds.is_in(["osrt", "cpu_sample"])), "compile_range",
                pl.lit("host range that compiles or autotunes")),
         _frame(host.filter(names.str.contains(LAZY_MARKER_RE))

@@ -119,7 +119,18 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(REPO), help="checkout whose traceparse to use")
     ap.add_argument("--write", action="store_true", help="update benchmarks/RESULTS.md")
+    ap.add_argument("--gpu", default=None,
+                    help="another capture folder laid out like ../shared/traces/gpu "
+                         "(scenarios/, sweep/), e.g. sample_traces/h100_captures: the "
+                         "held-out check, written to its own block")
     a = ap.parse_args()
+    global GPU, BEGIN, END
+    label = ""
+    if a.gpu:
+        GPU = Path(a.gpu).resolve()
+        BEGIN, END = (m.replace("fixes_vs_measured", "fixes_vs_measured_holdout")
+                      for m in (BEGIN, END))
+        label = f" --gpu {a.gpu}"
     sys.path.insert(0, a.root)
     if not GPU.is_dir():
         print(f"{GPU}: no shared GPU captures", file=sys.stderr)
@@ -138,7 +149,7 @@ def main() -> int:
         res = REPO / "benchmarks" / "RESULTS.md"
         body = res.read_text()
         block = (f"{BEGIN}\n## Fixes vs measured (`python3 benchmarks/fixes_vs_measured.py "
-                 f"--write`)\n\n{head}\n\n{text}\n{END}")
+                 f"--write{label}`)\n\n{head}\n\n{text}\n{END}")
         if BEGIN in body:
             body = body[:body.index(BEGIN)] + block + body[body.index(END) + len(END):]
         else:
