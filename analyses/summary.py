@@ -301,7 +301,32 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
         # the caveat concerns GPU-idle time: say it where the verdict is about such time
         if caveat and not line.startswith(tuple(VERDICTS[p][0] for p in BUSY_PARTS)):
             line += f"; but {caveat}"
+    line += _profiler_clause(tl, line)
     return {"sections": out, "verdict": line, "untraced_gpu_work": caveat}
+
+
+#: Verdicts about the host (its issuing, its syncs, its idle gaps): the profiler's own host
+#: cost is part of what they measure.
+HOST_VERDICTS = tuple(VERDICTS[p][0] for p in ("launch_overhead_ns", "host_sync_ns", "idle_ns"))
+
+
+def _profiler_clause(tl: Timeline, line: str) -> str:
+    """For a host-bound verdict on a torch.profiler trace, how much of the host time the
+    profiler itself may have added (:func:`traceparse.analyses.profiler_cost.profiler_cost`:
+    a per-recorded-op cost calibrated on unprofiled runs). Never a fix: it only says how much
+    of the measured host time would not be there without the profiler."""
+    if not line.startswith(HOST_VERDICTS):
+        return ""
+    from traceparse.analyses.profiler_cost import profiler_cost
+
+    pc = profiler_cost(tl)
+    if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
+        return ""
+    dur = units.duration
+    return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
+            f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
+            f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
+            f"~{dur(pc['per_event_ns'])} each): a run without it is that much less host-bound")
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.
