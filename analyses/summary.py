@@ -243,12 +243,15 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
 
 
 def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:
-    """The value of ``col`` with the most gap time (ties by name); None without any."""
-    g = gaps.filter(pl.col(col).is_not_null())
+    """The value of ``col`` with the most *idle* gap time (a gap's ``idle_ns``: the verdict
+    names the cause of the idle part, not of gap time the attribution already gave to launch
+    overhead, warm-up or host sync); ties by name; None without any idle gap time."""
+    weight = "idle_ns" if "idle_ns" in gaps.columns else "dur_ns"
+    g = gaps.filter(pl.col(col).is_not_null() & (pl.col(weight) > 0))
     if g.height == 0:
         return None
-    top = (g.group_by(col).agg(pl.col("dur_ns").sum())
-           .sort(["dur_ns", col], descending=[True, False]))
+    top = (g.group_by(col).agg(pl.col(weight).sum())
+           .sort([weight, col], descending=[True, False]))
     return str(top[col][0])
 
 
