@@ -329,7 +329,7 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
             f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
             f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
-            f"~{dur(pc['per_event_ns'])} each): a run without it is that much less host-bound")
+            f"~{dur(pc['per_event_ns'])} each)")
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.

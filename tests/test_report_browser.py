@@ -231,7 +231,9 @@ def test_real_first_screen(path: Path, tmp_path: Path) -> None:
 
     html = report_html([path])
     fixes = html.count('<li id="rec-')
-    assert fixes >= 1
+    # resest: every candidate fix is built on idle time its GPU metrics say was busy, so
+    # the page says which fixes it withheld instead (issue 25) and lists none
+    assert fixes >= 1 or "No recommendation offered:" in html
     _assert_first_screen(_first_screen(html, tmp_path), fixes)
     gpu = traceparse.load(path).gpu
     has_comm = gpu.filter(pl.col("category").cast(pl.String) == "communication").height > 0
