@@ -334,6 +334,17 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
     """Predicted ends (relative to ``t0``) of one process's ``rows`` (sorted by epoch,
     then stream order; ``ep`` their epochs, ``key`` their streams), see the module
     docstring."""
+    return solve_runs(rows, ep, key, p, g, d, base_h, syncs, t0)[0]
+
+
+def solve_runs(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.ndarray,
+               d: np.ndarray, base_h: np.ndarray, syncs: tuple[list[int], ...] | None,
+               t0: int, ss_adj: list[int] | None = None
+               ) -> tuple[np.ndarray, list[int], list[int]]:
+    """:func:`_solve`'s predicted ends, with the host shift of each run and its epoch.
+    ``ss_adj``: the syncs' entry times as replayed (a host with time removed,
+    :mod:`traceparse.analyses.replay_host`); which rows a sync waits for is still decided
+    by the measured entries ``syncs[0]``."""
     n = rows.size
     new = np.ones(n, bool)
     new[1:] = (ep[1:] != ep[:-1]) | (key[1:] != key[:-1])
@@ -353,11 +364,14 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
     c_sel = np.maximum.reduceat(np.where(sel, c, _NEG), rf)
     cm_sel = np.maximum.reduceat(np.where(sel, cm, _NEG), rf)
     any_sel = np.logical_or.reduceat(sel, rf)
+    sy = syncs if syncs is not None else ([], [], [], [])
+    if ss_adj is not None and syncs is not None:
+        sy = (ss_adj, *syncs[1:])
     shifts, inits = _carry(
         ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(), c_sel.tolist(),
-        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(),
-        syncs if syncs is not None else ([], [], [], []), t0)
-    return c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
+        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(), sy, t0)
+    ends = c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
+    return ends, shifts, ep[rf].tolist()
 
 
 def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],

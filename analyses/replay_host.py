@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceparse.analyses._arrays import seg_cummax
-from traceparse.analyses.replay import _NEG, _carry, _Prep, _prepare, _stage
+from traceparse.analyses.replay import _NEG, _Prep, _prepare, _stage, solve_runs
 from traceparse.timeline import Timeline
 
 _I64 = np.int64
@@ -63,38 +62,6 @@ class HostReplay:
 
 def _no_advance(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
     return np.zeros(np.asarray(t).shape, _I64)
-
-
-def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.ndarray,
-           d: np.ndarray, base_h: np.ndarray, syncs: tuple[list[int], ...] | None,
-           ss_adj: list[int], t0: int) -> tuple[np.ndarray, list[int], list[int]]:
-    """:func:`traceparse.analyses.replay._solve` with the syncs entered at ``ss_adj``
-    (replayed-host entries, measured-host when nothing is removed); also returns the
-    shift of each run and its epoch."""
-    n = rows.size
-    new = np.ones(n, bool)
-    new[1:] = (ep[1:] != ep[:-1]) | (key[1:] != key[:-1])
-    rf = np.flatnonzero(new)
-    run = np.cumsum(new) - 1
-    step = g + d
-    cs = np.cumsum(step)
-    c = cs - (cs[rf] - step[rf])[run]
-    m = seg_cummax(base_h + d - c, new)
-    cm = c + m
-    rl = np.append(rf[1:], n) - 1
-    ss = syncs[0] if syncs is not None else []
-    thr = np.append(np.asarray(ss, _I64) - t0, _NEG)
-    sel = (p.host[rows] - t0) <= thr[ep]
-    c_all, cm_all = np.maximum.reduceat(c, rf), np.maximum.reduceat(cm, rf)
-    c_sel = np.maximum.reduceat(np.where(sel, c, _NEG), rf)
-    cm_sel = np.maximum.reduceat(np.where(sel, cm, _NEG), rf)
-    any_sel = np.logical_or.reduceat(sel, rf)
-    sy = (ss_adj, *syncs[1:]) if syncs is not None else ([], [], [], [])
-    shifts, inits = _carry(
-        ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(), c_sel.tolist(),
-        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(), sy, t0)
-    ends = c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
-    return ends, shifts, ep[rf].tolist()
 
 
 def _syncs(p: _Prep, q: int, rows: np.ndarray, extra: np.ndarray | None = None
@@ -175,8 +142,8 @@ def replay_host(tl: Timeline, *, durations: np.ndarray | None = None,
             ss_adj = (ss - (a_ss - base_ss)).tolist()
             ret = se
         base_h = host - t0 + st.lat[rows] - a
-        ends, shifts, run_ep = _solve(rows, ep, key, p, st.g[rows], d[rows], base_h, sy,
-                                      ss_adj, t0)
+        ends, shifts, run_ep = solve_runs(rows, ep, key, p, st.g[rows], d[rows], base_h, sy,
+                                          t0, ss_adj)
         out[rows] = ends + t0
         n_ep = (ret.size + 1)
         sh = np.zeros(n_ep, _I64)

@@ -16,17 +16,13 @@ Modules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from traceparse.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from traceparse.kineto.reader import read, read_dir
 
 __all__ = ["read", "read_dir"]
 
-
-def __getattr__(name: str) -> Any:
-    """``read`` and ``read_dir`` on first use (importing a submodule stays cheap)."""
-    if name in __all__:
-        from traceparse.kineto import reader
-        return getattr(reader, name)
-    raise AttributeError(f"module 'traceparse.kineto' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "reader", __all__)

@@ -16,17 +16,13 @@ Modules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from traceparse.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from traceparse.ncu.reader import read
 
 __all__ = ["read"]
 
-
-def __getattr__(name: str) -> Any:
-    """``read`` on first use (importing a submodule stays cheap)."""
-    if name in __all__:
-        from traceparse.ncu import reader
-        return getattr(reader, name)
-    raise AttributeError(f"module 'traceparse.ncu' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "reader", __all__)

@@ -20,17 +20,13 @@ Modules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from traceparse.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from traceparse.nsys.reader import not_read_tables, read
 
 __all__ = ["not_read_tables", "read"]
 
-
-def __getattr__(name: str) -> Any:
-    """``read`` and ``not_read_tables`` on first use (importing a submodule stays cheap)."""
-    if name in __all__:
-        from traceparse.nsys import reader
-        return getattr(reader, name)
-    raise AttributeError(f"module 'traceparse.nsys' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "reader", __all__)

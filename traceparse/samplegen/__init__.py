@@ -12,17 +12,13 @@ Modules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from traceparse.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from traceparse.samplegen.scenarios import default_sample, scenario_timeline
 
 __all__ = ["default_sample", "scenario_timeline"]
 
-
-def __getattr__(name: str) -> Any:
-    """``scenario_timeline`` and ``default_sample`` on first use."""
-    if name in __all__:
-        from traceparse.samplegen import scenarios
-        return getattr(scenarios, name)
-    raise AttributeError(f"module 'traceparse.samplegen' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "scenarios", __all__)
