@@ -220,14 +220,20 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
         if j.height:
             j = (j.with_columns(pl.col("name").str.contains(r"\.py\(\d+\)").alias("_py"))
                  .sort("_gid", "_py", "_d").group_by("_gid", maintain_order=True).first())
-            gi = gi.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_dl")),
-                         on="_r", how="left")
+            gi = gi.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_dl"),
+                                  pl.col("thread_id").alias("_dt"),
+                                  pl.col("start_ns").alias("_ds"),
+                                  pl.col("end_ns").alias("_de")), on="_r", how="left")
             hit = pl.col("_dl").is_not_null() & cpu
+            # the gap is named by the data-loading range: its thread and times, not those
+            # of the candidate it replaces
             gaps = gi.with_columns(
                 pl.when(hit).then(pl.lit("input_pipeline")).otherwise(pl.col("cause"))
                 .alias("cause"),
-                pl.when(hit).then(pl.col("_dl")).otherwise(pl.col("cause_name"))
-                .alias("cause_name")).drop("_r", "_dl")
+                *(pl.when(hit).then(pl.col(new)).otherwise(pl.col(old)).alias(old)
+                  for new, old in (("_dl", "cause_name"), ("_dt", "cause_thread_id"),
+                                   ("_ds", "cause_start_ns"), ("_de", "cause_end_ns")))
+                ).drop("_r", "_dl", "_dt", "_ds", "_de")
     gaps = gaps.with_columns(
         pl.when(loading).then(pl.lit("input_pipeline")).when(prof).then(pl.lit("profiler"))
         .when(issuing).then(pl.lit("issuing")).otherwise(pl.col("cause")).alias("cause"))

@@ -22,7 +22,10 @@ grid has fewer blocks than the device's SM count:
   the kernel's work time that the idle SMs would have taken had the same work been spread
   over every SM. An upper bound: it assumes the work can be split that finely and that the
   kernel is limited by its SMs (a memory-bound kernel may already saturate DRAM with fewer);
-* ``share_pct``: the kernel's time as a share of the device window.
+* ``share_pct``: the kernel's time as a share of the device window;
+* ``min_blocks``, ``max_blocks``, ``configs``: the fewest and most blocks of the
+  under-filled launches and how many grid/block configurations they used (one kernel is
+  often launched with several: ``grid`` is only the one with the most time).
 
 The SM count is the device's (``devices.sm_count``); without it the GPU table
 (:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
@@ -47,7 +50,8 @@ _COLS = {"rank": pl.Int32, "device_id": pl.Int32, "name": pl.String, "launches":
          "time_ns": pl.Int64, "underfilled_launches": pl.Int64, "underfilled_ns": pl.Int64,
          "grid": pl.String, "block": pl.String, "blocks": pl.Int64,
          "threads_per_block": pl.Int64, "sm_count": pl.Int64, "sm_fill": pl.Float64,
-         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64}
+         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64,
+         "min_blocks": pl.Int64, "max_blocks": pl.Int64, "configs": pl.Int64}
 
 
 def _sm_counts(tl: Timeline) -> pl.DataFrame:
@@ -104,6 +108,10 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                 under.sum().alias("underfilled_launches"),
                 pl.col("dur_ns").filter(under).sum().alias("underfilled_ns"),
                 stake.filter(under).sum().round(0).cast(pl.Int64).alias("at_stake_ns"),
+                pl.col("_blocks").filter(under).min().alias("min_blocks"),
+                pl.col("_blocks").filter(under).max().alias("max_blocks"),
+                pl.concat_str("_grid", "_block", separator=" ").filter(under).n_unique()
+                .alias("configs"),
                 pl.col("sm_count").first()))
     top_cfg = (k.filter(under)
                .group_by("rank", "device_id", "_name", "_grid", "_block", "_blocks", "_threads")
@@ -121,5 +129,6 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                    pl.col("_block").alias("block"), pl.col("_blocks").alias("blocks"),
                    pl.col("_threads").alias("threads_per_block"), "sm_count",
                    (pl.col("_blocks") / pl.col("sm_count")).alias("sm_fill"),
-                   "at_stake_ns", "share_pct", "window_ns"))
+                   "at_stake_ns", "share_pct", "window_ns", "min_blocks", "max_blocks",
+                   "configs"))
     return out.cast(pl.Schema(_COLS)).sort(["at_stake_ns", "name"], descending=[True, False])

@@ -426,6 +426,17 @@ OCC_MIN_FRAC = 0.02
 IDLE_TIME_FIXES = ("cuda-graphs", "host-sync", "input-pipeline", "stream-wait")
 
 
+def _launch_config(r: dict[str, Any]) -> str:
+    """How an under-filled kernel was launched: its one grid and block, or (launched with
+    several) the range of blocks and the configuration with the most time."""
+    n = f"{r['underfilled_launches']:,} of {r['launches']:,} launches"
+    if r.get("configs", 1) <= 1:
+        return f"{n} with grid {r['grid']} ({r['blocks']:,} blocks) and block {r['block']}"
+    return (f"{n} with {r['min_blocks']:,} to {r['max_blocks']:,} blocks in "
+            f"{r['configs']} configurations (most time: grid {r['grid']}, "
+            f"{r['blocks']:,} blocks, block {r['block']})")
+
+
 def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
     occ = payload.get("evidence", {}).get("underfilled_launches") or []
     if not occ:
@@ -439,10 +450,9 @@ def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
     w = _by_rank(payload).get(rank, {}).get("window_ns") or kern[0]["window_ns"]
     if stake < OCC_MIN_FRAC * w:
         return []
-    ev = [f"{_short(r['name'])}: {r['underfilled_launches']:,} of {r['launches']:,} launches "
-          f"with grid {r['grid']} ({r['blocks']:,} blocks) and block {r['block']} on a GPU "
-          f"with {r['sm_count']} SMs: at most {100 * r['sm_fill']:.1f}% of the SMs busy; "
-          f"{_ms(r['time_ns'])} = {r['share_pct']:.1f}% of the window, "
+    ev = [f"{_short(r['name'])}: {_launch_config(r)} on a GPU with {r['sm_count']} SMs: "
+          f"at most {100 * r.get('max_blocks', r['blocks']) / r['sm_count']:.1f}% of the SMs "
+          f"busy; {_ms(r['time_ns'])} = {r['share_pct']:.1f}% of the window, "
           f"{_ms(r['at_stake_ns'])} at stake." for r in kern[:3]]
     return [_rec("occupancy", "Launches too small to fill the GPU: give them more blocks",
                  stake, w, ev,

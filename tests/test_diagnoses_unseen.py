@@ -471,3 +471,45 @@ def test_fix_evidence_names_keep_anonymous_namespace() -> None:
                                  "GammaBetaBackwardCUDAKernelTemplate<float, float, 32u>")
     assert _short("void k<(int)3>(int)") == "k<(int)3>"
     assert _short("ampere_sgemm_128x64_nn") == "ampere_sgemm_128x64_nn"
+
+
+def test_a_data_loading_gap_gives_the_times_of_the_range_it_names() -> None:
+    # Kernels [20,25) and [70,80) (calls [10,15), [60,65)); "forward" [0,100) holds
+    # "make_batch" [24,66), which holds "sleep" [26,58). The gap [25,70) is covered by sleep
+    # (innermost, 32 of 45 us); make_batch (41 us) is data loading: the gap is
+    # input_pipeline named make_batch, with make_batch's own thread and times [24,66), not
+    # sleep's [26,58) (the audit found input_starved-bottleneck naming make_batch with the
+    # times of `<built-in function sleep>`).
+    from test_fix_mechanisms import ACTS, CALLS
+    from test_fix_mechanisms import _tl as _ftl
+
+    tl = _ftl(ACTS, CALLS, [{"name": "forward", "start": 0, "end": 100},
+                            {"name": "make_batch", "start": 24, "end": 66},
+                            {"name": "sleep", "start": 26, "end": 58}])
+    g = idle_gaps(tl, min_ns=1 * US).row(0, named=True)
+    assert (g["cause"], g["cause_name"], g["cause_thread_id"], g["cause_start_ns"],
+            g["cause_end_ns"]) == ("input_pipeline", "make_batch", 1, 24 * US, 66 * US)
+
+
+def test_a_kernel_launched_with_several_grids_says_so() -> None:
+    # K1 launched three times on a 132-SM GPU with grids 4x4 (16 blocks), 4x12 (48) and
+    # 4x16 (64), block 384, 100 us each, plus a 10 us K2 with 264 blocks (the floor).
+    # Every K1 launch is under-filled; the evidence must not say all three used grid 4x16x1
+    # (decode_b1_graph said "720 launches with grid 4x16x1" where the file has 240 of each).
+    # At most 64/132 = 48.5% of the SMs busy; at stake 90 x (116 + 84 + 68) / 132 us.
+    from traceparse.analyses.occupancy import underfilled
+    from traceparse.reports.payload import build_payload
+
+    tl = _grid_tl([("K1", 100, 200, (4, 4, 1), (384, 1, 1)),
+                   ("K1", 200, 300, (4, 12, 1), (384, 1, 1)),
+                   ("K1", 300, 401, (4, 16, 1), (384, 1, 1)),
+                   ("K2", 401, 411, (264, 1, 1), (128, 1, 1))], 132)
+    r = underfilled(tl).row(0, named=True)
+    assert (r["min_blocks"], r["max_blocks"], r["configs"], r["grid"]) == (16, 64, 3, "4x16x1")
+    assert r["at_stake_ns"] == round(90 * US * 116 / 132 + 90 * US * 84 / 132
+                                     + 91 * US * 68 / 132)
+    occ = next(x for x in build_payload(tl)["recommendations"]["items"]
+               if x["id"] == "occupancy")
+    assert occ["evidence"][0].startswith(
+        "K1: 3 of 3 launches with 16 to 64 blocks in 3 configurations (most time: grid "
+        "4x16x1, 64 blocks, block 384x1x1) on a GPU with 132 SMs: at most 48.5% of the SMs")

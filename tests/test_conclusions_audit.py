@@ -1,0 +1,592 @@
+"""Audit (issue 25): on every shared trace, the tool's conclusions are supported by the
+trace's own events, read **independently** of traceparse (``sqlite3`` on the nsys export,
+``json`` on the Kineto file; never the tool's timeline or analyses).
+
+Conclusions audited, from the report payload (:func:`traceparse.reports.payload.build_payload`,
+the numbers ``summary`` and ``report`` print):
+
+* **the verdict**: its named part and share. A GPU-busy part (compute, communication, copies)
+  cannot exceed the union of the GPU activity of that kind over the window (each device's
+  first to last activity, summed); a GPU-idle part (launch, warm-up, host sync, idle, stream
+  wait) cannot exceed the window's time with no GPU activity; host sync also lies inside host
+  API calls of the device's processes.
+* **the largest gaps** (the payload's first :data:`TOP_GAPS`): no GPU activity of the device
+  runs inside the gap; the blamed call or range exists in the file (name, thread, times) and
+  covers the share the cause claims (half of the gap by the covering rule; the gap's start
+  for a sync the GPU drained at; a first call in the gap starts inside it; a sampled frame
+  its stated percentage); a ``stream_wait`` cause has a stream-wait call of the process
+  before the gap ends, and the held activity runs on the named stream no earlier than the
+  gap's end; an ``unknown`` cause has no host API call covering half of the gap.
+* **fix 1**: its saving is at most its rank's window and the time it removes (the GPU-idle
+  time for fixes built on idle time, the gap time of its class for ``stream-wait``, the
+  named kernels' time for ``occupancy``/``tensor-cores``, the copies' time for
+  ``overlap-copies``), and every kernel or call its evidence names exists in the file (an
+  under-filled kernel with the stated grid and block).
+
+The raw readers below are deliberately small and separate from traceparse's readers. The one
+lookup taken from the tool is which processes form a rank (a multi-process nsys export);
+every time, name and id comes from the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import TRACES, ids, shared_files
+
+NSYS = shared_files("nsys", "*.sqlite")
+TORCH = shared_files("torch", "*.json*")
+GPU = sorted((TRACES / "gpu").rglob("*.json.gz")) if (TRACES / "gpu").is_dir() else []
+ALL = NSYS + TORCH + GPU
+#: Gaps audited per trace (largest first, as the report lists them).
+TOP_GAPS = 5
+#: Tolerance on shares (percentage points) and times (the payload rounds percentages to
+#: 0.1; Kineto times pass through floats in the stdlib json module).
+PTS = 0.11
+TOL_NS = 2_000
+COVER = 0.5
+SENTINEL = 4294967295
+
+
+@dataclass
+class Raw:
+    """The events of one file: GPU activities, host calls and host ranges."""
+
+    #: (pid, device, stream, start, end, kind, name, blocks, grid, block) per GPU activity
+    gpu: list[tuple[int, int, int, int, int, str, str, int | None, str | None, str | None]] = \
+        field(default_factory=list)
+    #: (pid, tid, name, start, end) per host API call
+    calls: list[tuple[int, int, str, int, int]] = field(default_factory=list)
+    #: (pid, tid, name, start, end) per host range (NVTX, OS runtime, ops, annotations ...)
+    ranges: list[tuple[int, int, str, int, int]] = field(default_factory=list)
+    #: (pid, tid) pairs that have CPU samples
+    sampled: set[tuple[int, int]] = field(default_factory=set)
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+def _nsys(path: Path) -> Raw:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    cols = {t: {r[1] for r in con.execute(f'PRAGMA table_info("{t}")')} for t in tables}
+    strings = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables \
+        else {}
+    raw = Raw()
+    for t, kind in (("CUPTI_ACTIVITY_KIND_KERNEL", "kernel"),
+                    ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+                    ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
+        if t not in tables:
+            continue
+        if kind == "kernel":
+            nm = next(c for c in ("demangledName", "shortName", "mangledName") if c in cols[t])
+            q = (f"SELECT globalPid, deviceId, streamId, start, end, {nm}, gridX, gridY, gridZ, "
+                 f"blockX, blockY, blockZ FROM {t}")
+        else:
+            q = f"SELECT globalPid, deviceId, streamId, start, end FROM {t}"
+        for r in con.execute(q):
+            if r[3] is None or r[4] is None or r[4] < r[3]:
+                continue
+            name, blocks, grid, block = kind, None, None, None
+            if kind == "kernel":
+                name = strings.get(r[5], str(r[5])) if isinstance(r[5], int) else str(r[5])
+                blocks = r[6] * r[7] * r[8]
+                grid, block = f"{r[6]}x{r[7]}x{r[8]}", f"{r[9]}x{r[10]}x{r[11]}"
+            raw.gpu.append(((r[0] >> 24) & 0xFFFFFF, r[1], r[2], r[3], r[4], kind, name,
+                            blocks, grid, block))
+    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if t in tables:
+            for g, s, e, n in con.execute(f"SELECT globalTid, start, end, nameId FROM {t}"):
+                raw.calls.append(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF, strings.get(n, ""), s, e))
+    if "NVTX_EVENTS" in tables:
+        tid = "textId" if "textId" in cols["NVTX_EVENTS"] else "NULL"
+        for g, s, e, text, text_id in con.execute(
+                f"SELECT globalTid, start, end, text, {tid} FROM NVTX_EVENTS "
+                "WHERE end IS NOT NULL AND eventType IN (59, 60, 70, 71)"):
+            name = text if text is not None else strings.get(text_id, "")
+            raw.ranges.append(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF, name, s, e))
+    for t in ("OSRT_API", "PROFILER_OVERHEAD"):
+        if t in tables and {"globalTid", "nameId"} <= cols[t]:
+            for g, s, e, n in con.execute(f"SELECT globalTid, start, end, nameId FROM {t}"):
+                if e is not None:
+                    raw.ranges.append(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF, strings.get(n, ""),
+                                       s, e))
+    if "COMPOSITE_EVENTS" in tables:
+        for (g,) in con.execute("SELECT DISTINCT globalTid FROM COMPOSITE_EVENTS"):
+            raw.sampled.add(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF))
+    con.close()
+    return raw
+
+
+_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+             "gpu_memset": "memset", "memset": "memset"}
+_CALL_CATS = {"cuda_runtime", "runtime", "cuda_driver"}
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        m = re.search(r"\d+", str(v)) if v is not None else None
+        return int(m.group()) if m else None
+
+
+def _kineto(path: Path) -> Raw:
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    base = int(doc.get("baseTimeNanoseconds") or 0) if isinstance(doc, dict) else 0
+    raw = Raw()
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X" or e.get("ts") is None \
+                or e.get("dur") is None:
+            continue
+        cat = str(e.get("cat", "")).lower()
+        s = base + round(Decimal(e["ts"]) * 1000)
+        end = s + round(Decimal(e["dur"]) * 1000)
+        a = e.get("args") or {}
+        name = str(e.get("name", ""))
+        if cat in _GPU_CATS:
+            dev = _int(a.get("device"))
+            dev = _int(e.get("pid")) if dev is None else dev
+            stream = _int(a.get("stream"))
+            stream = _int(e.get("tid")) if stream is None else stream
+            grid, block, blocks = a.get("grid"), a.get("block"), None
+            if isinstance(grid, list):
+                blocks = int(np.prod(grid))
+                grid = "x".join(map(str, grid))
+            if isinstance(block, list):
+                block = "x".join(map(str, block))
+            raw.gpu.append((-1, dev or 0, stream or 0, s, end, _GPU_CATS[cat], name, blocks,
+                            grid, block))
+        elif cat in _CALL_CATS:
+            raw.calls.append((_int(e.get("pid")) or 0, _int(e.get("tid")) or 0, name, s, end))
+        elif cat != "gpu_user_annotation":
+            raw.ranges.append((_int(e.get("pid")) or 0, _int(e.get("tid")) or 0, name, s, end))
+    return raw
+
+
+def read_raw(path: Path) -> Raw:
+    return _nsys(path) if path.suffix == ".sqlite" else _kineto(path)
+
+
+# ------------------------------------------------------------------------ interval sums
+
+
+def _union(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def _length(iv: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in iv)
+
+
+def _clip(iv: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    return [(max(s, lo), min(e, hi)) for s, e in iv if e > lo and s < hi]
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    out, j = 0, 0
+    for s, e in a:
+        while j < len(b) and b[j][1] <= s:
+            j += 1
+        k = j
+        while k < len(b) and b[k][0] < e:
+            out += min(e, b[k][1]) - max(s, b[k][0])
+            k += 1
+    return out
+
+
+# -------------------------------------------------------------------------- the audit
+
+
+@dataclass
+class Device:
+    """One (rank, device) of the payload, with its raw activity."""
+
+    pids: set[int] | None  # None: every process (Kineto files: one process per file)
+    window: tuple[int, int]
+    busy: dict[str, list[tuple[int, int]]]  # kernel / copy / all -> union
+
+
+def _devices(raw: Raw, payload: dict[str, Any], rank_pids: dict[int, set[int]]
+             ) -> dict[tuple[int, int], Device]:
+    """Every (rank, device) the payload's attribution has, with its raw window and busy
+    unions (nsys: the rank's processes; Kineto: the file is one rank)."""
+    out = {}
+    for row in payload.get("attribution", {}).get("rows", []):
+        rank, dev = int(row["rank"]), int(row["device_id"])
+        pids = rank_pids.get(rank) if len(rank_pids) > 1 else None
+        acts = [g for g in raw.gpu if g[1] == dev and (pids is None or g[0] in pids)]
+        if not acts:
+            continue
+        win = (min(g[3] for g in acts), max(g[4] for g in acts))
+        busy = {"kernel": _union([(g[3], g[4]) for g in acts if g[5] == "kernel"]),
+                "copy": _union([(g[3], g[4]) for g in acts if g[5] != "kernel"]),
+                "all": _union([(g[3], g[4]) for g in acts])}
+        out[(rank, dev)] = Device(pids, win, busy)
+    return out
+
+
+_BUSY_LABELS = {"compute-bound": "kernel", "communication-bound": "kernel",
+                "memory-copy-bound": "copy"}
+_IDLE_LABELS = ("launch-bound", "warm-up-dominated", "host-sync-bound", "idle-bound",
+                "stream-wait-bound")
+
+
+def audit_verdict(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Device]
+                  ) -> list[str]:
+    line = payload.get("summary", {}).get("verdict") or ""
+    m = re.match(r"^([\w-]+): ([\d.]+)% of the window", line)
+    if not m or not devs:
+        return [] if not devs else [f"verdict not parsed: {line!r}"]
+    label, share = m.group(1), float(m.group(2))
+    window = sum(d.window[1] - d.window[0] for d in devs.values())
+    idle = window - sum(_length(d.busy["all"]) for d in devs.values())
+    out = []
+    # the payload's window is the file's: the same first-to-last activity span per device
+    got_w = int(payload["attribution"]["totals"]["window_ns"])
+    if abs(got_w - window) > TOL_NS * max(1, len(devs)):
+        out.append(f"window {got_w} ns but the file's activity spans {window} ns")
+    if label in _BUSY_LABELS:
+        have = 100.0 * sum(_length(d.busy[_BUSY_LABELS[label]]) for d in devs.values()) / window
+        if share > have + PTS:
+            out.append(f"verdict {label} {share}% but the file's {_BUSY_LABELS[label]} "
+                       f"activity covers {have:.2f}% of the window")
+    elif label in _IDLE_LABELS:
+        if share > 100.0 * idle / window + PTS:
+            out.append(f"verdict {label} {share}% but the GPU is idle for "
+                       f"{100.0 * idle / window:.2f}% of the window")
+        if label == "host-sync-bound":
+            inside = 0
+            for d in devs.values():
+                calls = _union([(c[3], c[4]) for c in raw.calls
+                                if d.pids is None or c[0] in d.pids])
+                free = _gaps_of(d)
+                inside += _intersect(free, _clip(calls, *d.window))
+            if share > 100.0 * inside / window + PTS:
+                out.append(f"verdict host-sync {share}% but host calls cover only "
+                           f"{100.0 * inside / window:.2f}% of the window while the GPU idles")
+    else:
+        out.append(f"unknown verdict label {label!r}")
+    return out
+
+
+def _gaps_of(d: Device) -> list[tuple[int, int]]:
+    """The device's idle stretches inside its window (the complement of its busy union)."""
+    free, t = [], d.window[0]
+    for s, e in d.busy["all"]:
+        if s > t:
+            free.append((t, s))
+        t = max(t, e)
+    return free
+
+
+def _base(name: str) -> str:
+    """A cause name as the file spells it: ``first op [shapes]`` -> ``op``; a sampled frame
+    without its share; a profiler range without ``(dynamo_timed)``-style suffixes kept."""
+    name = re.sub(r"^first ", "", name)
+    name = re.sub(r" \[\[.*$", "", name)
+    name = re.sub(r": [\d.]+ (ns|µs|ms|s), median .*$", "", name)
+    return re.sub(r" \(\d+% of the gap\)$", "", name)
+
+
+def _named(rows: list[tuple[int, int, str, int, int]], name: str, tid: int | None,
+           start: int | None, end: int | None, pids: set[int] | None
+           ) -> list[tuple[int, int, str, int, int]]:
+    base = _base(name)
+    hits = [r for r in rows if (r[2] == name or r[2] == base or r[2].startswith(base))
+            and (pids is None or r[0] in pids) and (tid is None or r[1] == tid)]
+    if start is not None and end is not None:
+        hits = [r for r in hits if abs(r[3] - start) <= TOL_NS and abs(r[4] - end) <= TOL_NS]
+    return hits
+
+
+def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Device]
+               ) -> list[str]:
+    out = []
+    host = raw.calls + raw.ranges
+    for g in payload.get("gaps", {}).get("table", {}).get("rows", [])[:TOP_GAPS]:
+        key = (int(g["rank"]), int(g["device_id"]))
+        d = devs.get(key)
+        gs, ge, cause = int(g["start_ns"]), int(g["end_ns"]), g["cause"]
+        tag = f"gap [{gs}, {ge}) {key} {cause} {g.get('cause_name')!r}"
+        if d is None:
+            out.append(f"{tag}: no such device in the file")
+            continue
+        ran = _intersect([(gs, ge)], d.busy["all"])
+        if ran > TOL_NS:
+            out.append(f"{tag}: the device ran activity for {ran} ns inside the gap")
+        length = ge - gs
+        name = g.get("cause_name")
+        if cause == "unknown":
+            cover = [c for c in raw.calls if (d.pids is None or c[0] in d.pids)
+                     and min(c[4], ge) - max(c[3], gs) >= COVER * length]
+            if cover:
+                out.append(f"{tag}: but {cover[0][2]} covers half of it")
+            continue
+        if cause == "stream_wait":
+            out += _audit_stream_wait(raw, g, d, tag)
+            continue
+        if name is None:
+            out.append(f"{tag}: no call or range named")
+            continue
+        if cause == "cpu_busy":
+            share = re.search(r"\((\d+)% of the gap\)$", name)
+            ok = (d.pids is None or any(p in d.pids for p, _ in raw.sampled)) and raw.sampled
+            if not ok or not share or int(share.group(1)) <= 0:
+                out.append(f"{tag}: no CPU samples of the thread in the file")
+            continue
+        hits = _named(host, name, g.get("cause_thread_id"), g.get("cause_start_ns"),
+                      g.get("cause_end_ns"), d.pids)
+        if not hits:
+            out.append(f"{tag}: the file has no call or range {name!r} on thread "
+                       f"{g.get('cause_thread_id')} at [{g.get('cause_start_ns')}, "
+                       f"{g.get('cause_end_ns')})")
+            continue
+        s, e = hits[0][3], hits[0][4]
+        cov = min(e, ge) - max(s, gs)
+        detail = g.get("cause_detail") or ""
+        if cov <= 0:
+            out.append(f"{tag}: the named call [{s}, {e}) does not overlap the gap")
+        elif detail.startswith("first CUDA call in the gap"):
+            if not gs - TOL_NS <= s < ge:
+                out.append(f"{tag}: the first call in the gap starts at {s}, outside it")
+        elif detail.startswith("the GPU drained while the host waited"):
+            if not s <= gs + TOL_NS:
+                out.append(f"{tag}: the sync starts at {s}, after the gap began")
+        elif cov < COVER * length - TOL_NS:
+            out.append(f"{tag}: the named call covers {cov} ns = {100 * cov / length:.1f}% "
+                       "of the gap, less than half")
+    return out
+
+
+def _is(act: tuple[Any, ...], held: str) -> bool:
+    """The GPU activity ``act`` is the one named ``held``: a kernel by (part of) its name,
+    a copy or memset by its kind (the tool names them ``[CUDA memcpy ...]``)."""
+    if held.startswith("[CUDA memcpy") or held.startswith("Memcpy"):
+        return bool(act[5] == "memcpy")
+    if held.startswith("[CUDA memset") or held.startswith("Memset"):
+        return bool(act[5] == "memset")
+    return held in act[6]
+
+
+_WAIT_RE = re.compile(r"^(cuda|cu|hip)StreamWaitEvent")
+
+
+def _audit_stream_wait(raw: Raw, g: dict[str, Any], d: Device, tag: str) -> list[str]:
+    name = g.get("cause_name") or ""
+    m = re.match(r"^(\S+) on stream (\d+): held (.+?) back", name)
+    if not m:
+        return [f"{tag}: stream-wait cause without wait call, stream and held activity"]
+    call, stream, held = m.group(1), int(m.group(2)), m.group(3)
+    gs, ge = int(g["start_ns"]), int(g["end_ns"])
+    out = []
+    waits = [c for c in raw.calls if c[2] == call and _WAIT_RE.match(c[2])
+             and (d.pids is None or c[0] in d.pids) and c[3] < ge]
+    if not waits:
+        out.append(f"{tag}: no {call} call before the gap ends")
+    acts = [a for a in raw.gpu if a[2] == stream and _is(a, held) and a[4] > gs
+            and (d.pids is None or a[0] in d.pids)]
+    if not acts:
+        out.append(f"{tag}: no activity {held!r} on stream {stream} after the gap began")
+    elif min(a[3] for a in acts) < ge - TOL_NS:
+        out.append(f"{tag}: {held!r} on stream {stream} started before the gap ended")
+    return out
+
+
+def _window(payload: dict[str, Any], rank: int) -> int:
+    return sum(int(r["window_ns"]) for r in payload["attribution"]["rows"]
+               if int(r["rank"]) == rank)
+
+
+_IDLE_FIXES = ("cuda-graphs", "host-sync", "input-pipeline", "stream-wait", "warm-up")
+
+
+def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Device]
+              ) -> list[str]:
+    items = payload.get("recommendations", {}).get("items", [])
+    if not items or not devs:
+        return []
+    fix = items[0]
+    out, fid, saving = [], fix["id"], int(fix["saving_ns"])
+    tag = f"fix 1 {fid} ({saving} ns)"
+    rank_of = {k[0] for k in devs}
+    w = int(fix["window_ns"])
+    if saving > w:
+        out.append(f"{tag}: saves more than its window {w} ns")
+    # the rank the fix is about: the one whose window the payload gives it
+    rank = next((r for r in sorted(rank_of) if _window(payload, r) == w), None)
+    mine = [d for k, d in devs.items() if rank is None or k[0] == rank]
+    idle = sum(d.window[1] - d.window[0] - _length(d.busy["all"]) for d in mine)
+    if fid in _IDLE_FIXES and fid != "warm-up" and saving > idle + TOL_NS:
+        out.append(f"{tag}: saves more than the GPU's idle time {idle} ns on its rank")
+    if fid == "stream-wait":
+        sw = sum(int(g["dur_ns"]) for g in payload["gaps"]["table"]["rows"]
+                 if g["cause"] == "stream_wait")
+        tot = sum(int(c["total_ns"]) for c in payload["gaps"].get("by_cause", [])
+                  if c["cause"] == "stream_wait")
+        if saving > max(sw, tot) + TOL_NS:
+            out.append(f"{tag}: saves more than its stream-wait gaps ({tot} ns)")
+    if fid == "overlap-copies":
+        copies = sum(_length(d.busy["copy"]) for d in mine)
+        if saving > copies + TOL_NS:
+            out.append(f"{tag}: saves more than the copies' time {copies} ns")
+    kernels = [g for g in raw.gpu if g[5] == "kernel"]
+    for ev in fix.get("evidence", []):
+        out += _audit_evidence(raw, kernels, fid, ev, saving, tag)
+    return out
+
+
+def _kernel_hits(kernels: list[Any], short: str) -> list[Any]:
+    stem = short.removesuffix("...")
+    return [k for k in kernels if stem in k[6].removeprefix("void ")]
+
+
+def _audit_evidence(raw: Raw, kernels: list[Any], fid: str, ev: str, saving: int, tag: str
+                    ) -> list[str]:
+    out = []
+    one = re.match(r"^(.+?): ([\d,]+) of ([\d,]+) launches with grid (\S+) \(([\d,]+) "
+                   r"blocks\) and block (\S+) on a GPU with (\d+) SMs", ev)
+    many = re.match(r"^(.+?): ([\d,]+) of ([\d,]+) launches with ([\d,]+) to ([\d,]+) blocks "
+                    r"in \d+ configurations \(most time: grid (\S+), [\d,]+ blocks, block "
+                    r"(\S+)\) on a GPU with (\d+) SMs", ev)
+    if fid == "occupancy" and (one or many):
+        m = one or many
+        assert m is not None
+        name, n = m.group(1), int(m.group(2).replace(",", ""))
+        sms = int(m.group(7) if one else m.group(8))
+        grid, block = (m.group(4), m.group(6)) if one else (m.group(6), m.group(7))
+        hits = [k for k in _kernel_hits(kernels, name) if k[7] is not None and k[7] < sms]
+        if one:
+            hits = [k for k in hits if k[8] == grid and k[9] == block]
+        if len(hits) < n:
+            out.append(f"{tag}: the file has {len(hits)} launches of {name!r} with fewer "
+                       f"blocks than {sms} SMs" + (f" and grid {grid}, block {block}" if one
+                                                   else "") + f"; the evidence says {n}")
+        if not any(k[8] == grid and k[9] == block for k in hits):
+            out.append(f"{tag}: no launch of {name!r} with grid {grid} and block {block}")
+        if many and hits and max(k[7] for k in hits) != int(m.group(5).replace(",", "")):
+            out.append(f"{tag}: the most blocks of {name!r} under {sms} SMs is "
+                       f"{max(k[7] for k in hits)}, not {m.group(5)}")
+        small = sum(k[4] - k[3] for k in kernels if k[7] is not None and k[7] < sms)
+        if saving > small + TOL_NS:
+            out.append(f"{tag}: saves more than the time of every launch with fewer blocks "
+                       f"than SMs ({small} ns)")
+    if fid == "fusion" and ev.startswith("Most frequent memory-bound kernels: "):
+        for part in ev.removeprefix("Most frequent memory-bound kernels: ").rstrip(".") \
+                .split("; "):
+            short = re.sub(r" x[\d,]+$", "", part)
+            if not _kernel_hits(kernels, short):
+                out.append(f"{tag}: evidence kernel {short!r} not in the file")
+    if fid == "tensor-cores":
+        short = ev.split(": ")[0]
+        if not _kernel_hits(kernels, short):
+            out.append(f"{tag}: evidence kernel {short!r} not in the file")
+    g = re.match(r"^Gap of .+? \((\w+)\): (.+?)(?: \(thread (\d+)\))?(?:;.*)?\.$", ev)
+    if g and g.group(1) != "cpu_busy":
+        name = g.group(2)
+        tid = int(g.group(3)) if g.group(3) else None
+        if g.group(1) == "stream_wait":
+            name = name.split(" on stream ")[0]
+        if not _named(raw.calls + raw.ranges, name, tid, None, None, None):
+            out.append(f"{tag}: evidence names {name!r} (thread {tid}), not in the file")
+    sw = re.match(r"^Gap of .+? on rank \d+: (\S+) on stream (\d+): held (.+?) back", ev)
+    if sw:
+        if not any(c[2] == sw.group(1) for c in raw.calls):
+            out.append(f"{tag}: evidence names {sw.group(1)!r}, not in the file")
+        if not any(a[2] == int(sw.group(2)) and _is(a, sw.group(3)) for a in raw.gpu):
+            out.append(f"{tag}: evidence holds {sw.group(3)!r} on stream {sw.group(2)}, "
+                       "not in the file")
+    return out
+
+
+@pytest.fixture(scope="module")
+def conclusions() -> Any:
+    """The payload of one file, built once per file (the report's own computation)."""
+    from traceparse.loader import load
+    from traceparse.reports.payload import build_payload
+
+    memo: dict[Path, tuple[dict[str, Any], dict[int, set[int]]]] = {}
+
+    def get(path: Path) -> tuple[dict[str, Any], dict[int, set[int]]]:
+        if path not in memo:
+            tl = load(path)
+            pids: dict[int, set[int]] = {}
+            for r, p in tl.gpu.select("rank", "process_id").unique().iter_rows():
+                if p is not None:
+                    pids.setdefault(int(r), set()).add(int(p))
+            memo[path] = (build_payload(tl), pids)
+        return memo[path]
+    return get
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", ALL, ids=ids(ALL))
+def test_conclusions_hold_on_the_files_own_events(path: Path, conclusions: Any) -> None:
+    payload, rank_pids = conclusions(path)
+    raw = read_raw(path)
+    devs = _devices(raw, payload, rank_pids)
+    problems = (audit_verdict(raw, payload, devs) + audit_gaps(raw, payload, devs)
+                + audit_fix(raw, payload, devs))
+    assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------- the audit itself fails on false claims
+
+
+def test_the_audit_catches_false_conclusions() -> None:
+    # one device: kernels [0,100) and [400,500); a cudaMemcpy [90,400) on thread 7
+    us = 1000
+    raw = Raw(gpu=[(1, 0, 7, 0, 100 * us, "kernel", "k", 1, "1x1x1", "32x1x1"),
+                   (1, 0, 7, 400 * us, 500 * us, "kernel", "k", 1, "1x1x1", "32x1x1")],
+              calls=[(1, 7, "cudaMemcpy", 90 * us, 400 * us)])
+    payload: dict[str, Any] = {
+        "attribution": {"rows": [{"rank": 0, "device_id": 0, "window_ns": 500 * us}],
+                        "totals": {"window_ns": 500 * us}},
+        "summary": {"verdict": "host-sync-bound: 60.0% of the window is the host blocked"},
+        "gaps": {"table": {"rows": [
+            {"rank": 0, "device_id": 0, "start_ns": 100 * us, "end_ns": 400 * us,
+             "dur_ns": 300 * us, "cause": "host_sync", "cause_name": "cudaMemcpy",
+             "cause_thread_id": 7, "cause_start_ns": 90 * us, "cause_end_ns": 400 * us}]},
+                 "by_cause": []},
+        "recommendations": {"items": [{"id": "host-sync", "saving_ns": 300 * us,
+                                       "window_ns": 500 * us,
+                                       "evidence": []}]}}
+    devs = _devices(raw, payload, {0: {1}})
+    # true: idle 300 of 500 = 60%, covered by the call; saving 300 <= idle 300
+    assert audit_verdict(raw, payload, devs) + audit_gaps(raw, payload, devs) \
+        + audit_fix(raw, payload, devs) == []
+    payload["summary"]["verdict"] = "host-sync-bound: 70.0% of the window is the host blocked"
+    assert "the GPU is idle for 60.00%" in audit_verdict(raw, payload, devs)[0]
+    payload["gaps"]["table"]["rows"][0]["cause_thread_id"] = 8  # the call is on thread 7
+    assert "no call or range 'cudaMemcpy' on thread 8" in audit_gaps(raw, payload, devs)[0]
+    payload["gaps"]["table"]["rows"][0].update(cause_thread_id=7, start_ns=50 * us)
+    assert "ran activity for 50000 ns inside the gap" in audit_gaps(raw, payload, devs)[0]
+    payload["recommendations"]["items"][0]["saving_ns"] = 310 * us
+    assert "more than the GPU's idle time 300000 ns" in audit_fix(raw, payload, devs)[0]
+    # a stream wait needs its wait call before the gap and the held work on its stream
+    payload["gaps"]["table"]["rows"][0].update(
+        start_ns=100 * us, cause="stream_wait",
+        cause_name="cudaStreamWaitEvent on stream 7: held k back; event x; producer y")
+    got = audit_gaps(raw, payload, devs)
+    assert got == [f"gap [{100 * us}, {400 * us}) (0, 0) stream_wait "
+                   f"{payload['gaps']['table']['rows'][0]['cause_name']!r}: no "
+                   "cudaStreamWaitEvent call before the gap ends"]
+    raw.calls.append((1, 7, "cudaStreamWaitEvent", 80 * us, 81 * us))
+    assert audit_gaps(raw, payload, devs) == []
