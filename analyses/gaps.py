@@ -338,10 +338,10 @@ def _stream_wait_rows(tl: Timeline, group: list[str]) -> pl.DataFrame:
     held = (pl.col("blocked_name").str.replace(r"^void ", "")
             .str.replace_all(r"\(anonymous namespace\)::", "")
             .str.replace(r"[<(].*$", "").str.slice(0, 60))
-    name = pl.format("{} on stream {}: held {} back; event {}; {}", pl.col("wait_name"),
+    name = pl.format("{} on stream {}: held {} back; event {}; {}; {}", pl.col("wait_name"),
                      pl.col("stream_id"), held,
                      pl.col("event").fill_null("record not in this trace"),
-                     pl.col("producer"))
+                     pl.col("producer"), pl.col("stream_source"))
     return sw.select(*group, name.alias("name"), "thread_id", "start_ns", "end_ns",
                      pl.lit("stream_wait").alias("_cause"))
 

@@ -54,12 +54,15 @@ WAIT_API_RE = r"^(cuda|cu|hip)StreamWaitEvent(_v\d+|_ptsz|_spt)*$"
 #: Host calls that record an event.
 RECORD_API_RE = r"^(cuda|cu|hip)EventRecord(WithFlags)?(_v\d+|_ptsz|_spt)*$"
 NO_PRODUCER = "producer not in this trace"
+#: Where the waiting stream came from (``stream_source``).
+EXACT = "stream and event from the CUPTI synchronization record"
+INFERRED = "stream inferred from the thread's next launch"
 
 _COLS = {"rank": pl.Int32, "device_id": pl.Int32, "stream_id": pl.Int64,
          "start_ns": pl.Int64, "end_ns": pl.Int64, "wait_name": pl.String,
          "wait_start_ns": pl.Int64, "wait_end_ns": pl.Int64, "thread_id": pl.Int64,
          "process_id": pl.Int64, "blocked_name": pl.String, "event": pl.String,
-         "producer": pl.String}
+         "producer": pl.String, "event_id": pl.Int64, "stream_source": pl.String}
 
 
 def _empty() -> pl.DataFrame:
@@ -78,7 +81,8 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     names = api["name"].cast(pl.String)
     waits = api.filter(names.str.contains(WAIT_API_RE)).select(
         "rank", "process_id", "thread_id", pl.col("name").cast(pl.String).alias("wait_name"),
-        pl.col("start_ns").alias("wait_start_ns"), pl.col("end_ns").alias("wait_end_ns"))
+        pl.col("start_ns").alias("wait_start_ns"), pl.col("end_ns").alias("wait_end_ns"),
+        pl.col("stream_id").alias("_w_stream"), pl.col("event_id").alias("_w_event"))
     if waits.height == 0:
         return _empty()
     acts = (links.launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
@@ -96,33 +100,38 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
                      "api_start_ns", "api_end_ns", "device_id", "stream_id", "start_ns",
                      "_prev_end", pl.col("name").cast(pl.String).alias("blocked_name"))
              .sort("api_start_ns"))
-    j = waits.sort("wait_end_ns").join_asof(
-        first, left_on="wait_end_ns", right_on="api_start_ns",
-        by=["rank", "process_id", "thread_id"], strategy="forward", check_sortedness=False)
+    exact = waits.filter(pl.col("_w_stream").is_not_null())
+    guess = waits.filter(pl.col("_w_stream").is_null())
+    parts = []
+    if guess.height:
+        # the waiting stream inferred: the first activity the thread launched next
+        parts.append(guess.sort("wait_end_ns").join_asof(
+            first, left_on="wait_end_ns", right_on="api_start_ns",
+            by=["rank", "process_id", "thread_id"], strategy="forward",
+            check_sortedness=False).with_columns(pl.lit(False).alias("_exact")))
+    if exact.height:
+        # the waiting stream from the synchronization record: the first activity launched
+        # to it (by any thread) after the wait returned
+        on_stream = (acts.sort("api_start_ns", "start_ns")
+                     .select("rank", "process_id", pl.col("stream_id").alias("_w_stream"),
+                             "api_start_ns", "api_end_ns", "device_id", "start_ns", "_prev_end",
+                             pl.col("name").cast(pl.String).alias("blocked_name")))
+        parts.append(exact.sort("wait_end_ns").join_asof(
+            on_stream, left_on="wait_end_ns", right_on="api_start_ns",
+            by=["rank", "process_id", "_w_stream"], strategy="forward",
+            check_sortedness=False).with_columns(pl.col("_w_stream").alias("stream_id"),
+                                                 pl.lit(True).alias("_exact")))
+    j = pl.concat(parts, how="diagonal_relaxed")
     j = j.filter(pl.col("start_ns").is_not_null()).with_columns(
         pl.max_horizontal("wait_end_ns", "api_end_ns", pl.col("_prev_end").fill_null(0))
         .alias("_from"))
-    # several waits before one launch (one per event): the last one names the interval
+    # several waits before one activity (one per event): the last one names the interval
     j = (j.filter(pl.col("start_ns") > pl.col("_from"))
-         .sort("wait_start_ns").unique(["rank", "process_id", "thread_id", "api_start_ns"],
+         .sort("wait_start_ns").unique(["rank", "device_id", "stream_id", "start_ns"],
                                        keep="last"))
     if j.height == 0:
         return _empty()
-    rec = api.filter(names.str.contains(RECORD_API_RE)).select(
-        "rank", "process_id", pl.col("thread_id").alias("_rec_tid"),
-        pl.col("name").cast(pl.String).alias("_rec_name"),
-        pl.col("start_ns").alias("_rec_ns")).sort("_rec_ns")
-    j = j.sort("wait_start_ns").join_asof(rec, left_on="wait_start_ns", right_on="_rec_ns",
-                                           by=["rank", "process_id"], strategy="backward",
-                                           check_sortedness=False)
-    launched = acts.select("rank", "process_id", pl.col("api_thread_id").alias("_rec_tid"),
-                           pl.col("api_start_ns").alias("_p_ns"),
-                           pl.col("name").cast(pl.String).alias("_p_name"),
-                           pl.col("stream_id").alias("_p_stream"),
-                           pl.col("end_ns").alias("_p_end")).sort("_p_ns")
-    j = j.sort("_rec_ns").join_asof(launched, left_on="_rec_ns", right_on="_p_ns",
-                                     by=["rank", "process_id", "_rec_tid"],
-                                     strategy="backward", check_sortedness=False)
+    j = _producers(api, names, acts, j)
     # a known producer that had finished cannot hold the stream: the hold ends when it
     # ends, and a hold that starts after it is not the wait's
     j = j.with_columns(pl.min_horizontal("start_ns", pl.col("_p_end").fill_null(
@@ -132,14 +141,73 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     producer = (pl.when(pl.col("_p_name").is_not_null())
                 .then(pl.format("{} (stream {})", pl.col("_p_name"), pl.col("_p_stream")))
                 .otherwise(pl.lit(NO_PRODUCER)))
+    rec = pl.format("{} at {} ns", pl.col("_rec_name"), pl.col("_rec_ns"))
+    event = (pl.when(pl.col("_w_event").is_null())
+             .then(pl.when(pl.col("_rec_name").is_not_null()).then(rec)
+                   .otherwise(pl.lit(None, pl.String)))
+             .when(pl.col("_rec_exact") & pl.col("_rec_name").is_not_null())
+             .then(pl.format("{} (recorded by {} at {} ns on stream {})", pl.col("_w_event"),
+                             pl.col("_rec_name"), pl.col("_rec_ns"), pl.col("_rec_stream")))
+             .when(pl.col("_rec_exact"))
+             .then(pl.format("{} (its record not in this trace)", pl.col("_w_event")))
+             .when(pl.col("_rec_name").is_not_null())
+             .then(pl.format("{} (the process's last record before the wait: {} at {} ns)",
+                             pl.col("_w_event"), pl.col("_rec_name"), pl.col("_rec_ns")))
+             .otherwise(pl.format("{} (record not in this trace)", pl.col("_w_event"))))
     return (j.select(
         pl.col("rank").cast(pl.Int32), pl.col("device_id").cast(pl.Int32),
         pl.col("stream_id").cast(pl.Int64), pl.col("_from").cast(pl.Int64).alias("start_ns"),
         pl.col("_to").cast(pl.Int64).alias("end_ns"), "wait_name", "wait_start_ns",
         "wait_end_ns", pl.col("thread_id").cast(pl.Int64), pl.col("process_id").cast(pl.Int64),
-        "blocked_name",
-        pl.when(pl.col("_rec_name").is_not_null())
-        .then(pl.format("{} at {} ns", pl.col("_rec_name"), pl.col("_rec_ns")))
-        .otherwise(pl.lit(None, pl.String)).alias("event"),
-        producer.alias("producer"))
+        "blocked_name", event.alias("event"), producer.alias("producer"),
+        pl.col("_w_event").cast(pl.Int64).alias("event_id"),
+        pl.when(pl.col("_exact")).then(pl.lit(EXACT)).otherwise(pl.lit(INFERRED))
+        .alias("stream_source"))
         .cast(pl.Schema(_COLS)).sort("start_ns"))
+
+
+def _producers(api: pl.DataFrame, names: pl.Series, acts: pl.DataFrame, j: pl.DataFrame
+               ) -> pl.DataFrame:
+    """The event's record call and producer of each wait in ``j`` (module docstring):
+    ``_rec_name, _rec_ns, _rec_stream, _rec_exact, _p_name, _p_stream, _p_end``."""
+    rec = api.filter(names.str.contains(RECORD_API_RE)).select(
+        "rank", "process_id", pl.col("thread_id").alias("_rec_tid"),
+        pl.col("name").cast(pl.String).alias("_rec_name"),
+        pl.col("start_ns").alias("_rec_ns"), pl.col("stream_id").alias("_rec_stream"),
+        pl.col("event_id").alias("_w_event")).sort("_rec_ns")
+    known = rec.filter(pl.col("_w_event").is_not_null())
+    # the records carry their event (CUDA-event records in the export): match by event id
+    by_id = pl.col("_w_event").is_not_null() & pl.lit(known.height > 0)
+    ex, rest = j.filter(by_id), j.filter(~by_id)
+    out = []
+    if ex.height:
+        ex = ex.sort("wait_start_ns").join_asof(
+            known, left_on="wait_start_ns", right_on="_rec_ns",
+            by=["rank", "process_id", "_w_event"], strategy="backward",
+            check_sortedness=False)
+        # the producer: the last activity launched to the recording stream before the record
+        on_stream = acts.select("rank", "process_id", pl.col("stream_id").alias("_rec_stream"),
+                                pl.col("api_start_ns").alias("_p_ns"),
+                                pl.col("name").cast(pl.String).alias("_p_name"),
+                                pl.col("stream_id").alias("_p_stream"),
+                                pl.col("end_ns").alias("_p_end")).sort("_p_ns")
+        out.append(ex.sort("_rec_ns").join_asof(
+            on_stream, left_on="_rec_ns", right_on="_p_ns",
+            by=["rank", "process_id", "_rec_stream"], strategy="backward",
+            check_sortedness=False).with_columns(pl.lit(True).alias("_rec_exact")))
+    if rest.height:
+        # no event ids on the records: the process's last record before the wait, and the
+        # last activity its thread launched before it
+        rest = rest.sort("wait_start_ns").join_asof(
+            rec.drop("_w_event"), left_on="wait_start_ns", right_on="_rec_ns",
+            by=["rank", "process_id"], strategy="backward", check_sortedness=False)
+        launched = acts.select("rank", "process_id", pl.col("api_thread_id").alias("_rec_tid"),
+                               pl.col("api_start_ns").alias("_p_ns"),
+                               pl.col("name").cast(pl.String).alias("_p_name"),
+                               pl.col("stream_id").alias("_p_stream"),
+                               pl.col("end_ns").alias("_p_end")).sort("_p_ns")
+        out.append(rest.sort("_rec_ns").join_asof(
+            launched, left_on="_rec_ns", right_on="_p_ns",
+            by=["rank", "process_id", "_rec_tid"], strategy="backward",
+            check_sortedness=False).with_columns(pl.lit(False).alias("_rec_exact")))
+    return pl.concat(out, how="diagonal_relaxed")

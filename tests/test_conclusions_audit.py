@@ -70,6 +70,9 @@ class Raw:
     ranges: list[tuple[int, int, str, int, int]] = field(default_factory=list)
     #: (pid, tid) pairs that have CPU samples
     sampled: set[tuple[int, int]] = field(default_factory=set)
+    #: (pid, stream, event, start, end) of nsys synchronization rows with both a stream and
+    #: an event (stream waits)
+    waits: list[tuple[int, int, int, int, int]] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- readers
@@ -120,6 +123,12 @@ def _nsys(path: Path) -> Raw:
                 if e is not None:
                     raw.ranges.append(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF, strings.get(n, ""),
                                        s, e))
+    sync = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    if sync in tables:
+        for g, st, ev, s, e in con.execute(
+                f"SELECT globalPid, streamId, eventId, start, end FROM {sync} "
+                f"WHERE streamId != {SENTINEL} AND eventId != {SENTINEL}"):
+            raw.waits.append(((g >> 24) & 0xFFFFFF, st, ev, s, e))
     if "COMPOSITE_EVENTS" in tables:
         for (g,) in con.execute("SELECT DISTINCT globalTid FROM COMPOSITE_EVENTS"):
             raw.sampled.add(((g >> 24) & 0xFFFFFF, g & 0xFFFFFF))
@@ -401,6 +410,15 @@ def _audit_stream_wait(raw: Raw, g: dict[str, Any], d: Device, tag: str) -> list
              and (d.pids is None or c[0] in d.pids) and c[3] < ge]
     if not waits:
         out.append(f"{tag}: no {call} call before the gap ends")
+    recs = [w for w in raw.waits if (d.pids is None or w[0] in d.pids)]
+    if recs:  # the file's synchronization records say which stream waited on which event
+        if "from the CUPTI synchronization record" not in name:
+            out.append(f"{tag}: the file records the waiting streams, the cause infers them")
+        ev = re.search(r"; event (\d+) \(", name)
+        if not any(w[1] == stream and w[3] < ge and (ev is None or w[2] == int(ev.group(1)))
+                   for w in recs):
+            out.append(f"{tag}: no synchronization record of a wait on stream {stream}"
+                       + (f" for event {ev.group(1)}" if ev else "") + " before the gap ends")
     acts = [a for a in raw.gpu if a[2] == stream and _is(a, held) and a[4] > gs
             and (d.pids is None or a[0] in d.pids)]
     if not acts:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 CAT = pl.Categorical()
 I32 = pl.Int32()
@@ -126,6 +126,11 @@ API = (
     _c("correlation_id", I64, "", "Id shared with the GPU activity the call launched."),
     _c("external_id", I64, "", "Kineto External id (links to the enclosing cpu_op)."),
     _c("return_value", I64, "", "Return code of the call when recorded."),
+    _c("stream_id", I64, "", "Stream the call acted on, where the source records it (nsys "
+       "CUPTI synchronization and CUDA-event records: the waiting stream of a "
+       "cudaStreamWaitEvent, the recording stream of a cudaEventRecord)."),
+    _c("event_id", I64, "", "CUDA event the call waited on or recorded, where the source "
+       "records it (same records)."),
 )
 
 RANGES = (
@@ -249,8 +254,9 @@ SOURCES = (
 
 INGEST = (
     RANK,
-    _c("table", CAT, "", "Timeline table the source rows feed (gpu, api, ranges, ...).",
-       required=True),
+    _c("table", CAT, "", "Timeline table the source rows feed (gpu, api, ranges, ...); "
+       "api_ids: rows that add no row but give api calls their stream and event ids "
+       "(nsys synchronization and CUDA-event records).", required=True),
     _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page.",
        required=True),
     _c("outcome", CAT, "", "parsed or skipped (rows of a source the readers map); lookup "

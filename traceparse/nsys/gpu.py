@@ -10,7 +10,7 @@ Source tables (each optional; lazy exports omit empty ones):
 * ``CUPTI_ACTIVITY_KIND_MEMSET`` -> kind ``memset``, ``name`` = ``[CUDA memset]``.
 * ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` rows are host-side blocking intervals (a CPU
   thread waiting in cudaStreamSynchronize & co), not GPU work: they are **not** put in
-  ``gpu``; they are counted in ``ingest`` as skipped with that reason.
+  ``gpu``; their stream and event ids go onto the API call (:mod:`traceparse.nsys.syncids`).
 
 Rows whose ``start`` or ``end`` is NULL, or whose ``end < start``, are skipped and counted.
 """
@@ -307,9 +307,6 @@ def read_gpu(db: NsysDB, strings: pl.DataFrame, rank: int
         frame, skipped = fn()
         parts.append(frame)
         acct.append((table, frame.height, skipped))
-    if db.has(SYNC):
-        n = db.count(SYNC)
-        acct.append((SYNC, 0, {"host-side synchronization wait, not GPU work": n}))
     if not parts:
         return schema.empty("gpu"), acct
     # one stable sort by start: ties keep table order (kernel, memcpy, memset), as merging

@@ -7,8 +7,10 @@ Use :func:`read`::
 
 Mapping (see FORMATS.md section A and :mod:`traceparse.nsys.gpu`):
 
-* ``gpu`` <- CUPTI KERNEL / MEMCPY / MEMSET tables (SYNCHRONIZATION rows are host waits and
-  are only counted in ``ingest``).
+* ``gpu`` <- CUPTI KERNEL / MEMCPY / MEMSET tables.
+* ``api.stream_id`` / ``api.event_id`` <- ``CUPTI_ACTIVITY_KIND_SYNCHRONIZATION`` and
+  ``CUPTI_ACTIVITY_KIND_CUDA_EVENT`` rows, joined to their call by correlation id
+  (:mod:`traceparse.nsys.syncids`).
 * ``api`` <- ``CUPTI_ACTIVITY_KIND_RUNTIME``: runtime **and** driver calls; ``eventClass``
   0 -> ``runtime``, 1 -> ``driver``, others -> ``other``. ``name`` keeps the ``_vNNNN`` suffix.
 * ``ranges`` <- ``NVTX_EVENTS``: push/pop (59), start/end (60), marks (34) and the NVTXT
@@ -67,6 +69,8 @@ from traceparse.nsys.memory import read_memory
 from traceparse.nsys.metrics import METRICS_TABLE, read_metrics
 from traceparse.nsys.procs import annotate_processes, recorded_ranks, split_ranks
 from traceparse.nsys.ranges import NVTX, read_ranges
+from traceparse.nsys.syncids import CUDA_EVENT, join_ids
+from traceparse.nsys.syncids import SYNC as SYNC_TABLE
 from traceparse.nsys.tables import unread_rows
 from traceparse.timeline import NOT_REQUESTED, Timeline, ingest_frame, ingest_rows
 
@@ -74,7 +78,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 _API_KIND = {0: "runtime", 1: "driver"}
 #: Timeline tables a caller of :func:`read` may leave out, and the source tables feeding them.
 OPTIONAL_TABLES: dict[str, tuple[str, ...]] = {
-    "api": (RUNTIME,),
+    "api": (RUNTIME, SYNC_TABLE, CUDA_EVENT),
     "ranges": (NVTX, OSRT, SAMPLES, OVERHEAD, GRAPH_EVENTS, NODE_EVENTS),
     "metrics": (METRICS_TABLE,),
     "memory": (MEMORY_TABLE,),
@@ -165,6 +169,9 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
         api, parsed, skipped = _api(db, strings, rank)
         if db.has(RUNTIME):
             rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
+        api, ids_acct = join_ids(db, api)  # stream/event ids of waits, syncs and records
+        for table, parsed, skipped in ids_acct:
+            rows += ingest_rows(rank, "api_ids", table, parsed, skipped)
 
     ranges = (_host_ranges(db, strings, rank, rows) if "ranges" not in skip
               else schema.empty("ranges"))

@@ -36,7 +36,6 @@ _NOT_READ: tuple[tuple[str, str], ...] = (
     ("DIAGNOSTIC_EVENT", "capture diagnostics (nsys warnings)"),
     ("CUDA_UM_", "unified-memory page faults: not modelled"),
     ("UNIFIED_MEMORY", "unified-memory migrations: not modelled"),
-    ("CUPTI_ACTIVITY_KIND_CUDA_EVENT", "cudaEventRecord activity: not modelled"),
     ("CUPTI_ACTIVITY_KIND_OPENACC", "OpenACC activity: not modelled"),
     ("CUPTI_ACTIVITY_KIND_OPENMP", "OpenMP activity: not modelled"),
     ("GENERIC_EVENT", "generic event payloads (the GPU metrics are read from GPU_METRICS)"),
