@@ -24,7 +24,13 @@ Rules, first match wins:
 
    :func:`by_launcher` (run by the Kineto reader) additionally makes communication a kernel
    launched by a communication op (``c10d::``, ``vllm::``/``sglang::`` all-reduce,
-   ``record_param_comms``), whatever its name. (NVTX domains are not read for this yet.)
+   ``record_param_comms``), whatever its name; :func:`by_nvtx` (run by the nsys reader) a
+   kernel whose launch call lies inside an NVTX range of the ``NCCL``/``RCCL`` domain (the
+   ranges NCCL itself emits around its API calls) or inside a range named as an NCCL/RCCL
+   API call (``ncclAllReduce``, ``ncclSend``, ...) or a communication op (:data:`COMM_OP_RE`:
+   ``nccl:all_reduce``, ``c10d::allreduce_``, ``record_param_comms`` as PyTorch's NVTX
+   emission names them). A user range that merely contains a collective word
+   (``allreduce_hook``) is not used: such ranges also wrap the compute around a collective.
 5. every other kernel -> **compute**.
 """
 
@@ -89,3 +95,65 @@ def by_launcher(gpu: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     return gpu.with_columns(pl.when(hit).then(pl.lit("communication"))
                             .otherwise(pl.col("category").cast(pl.String))
                             .cast(dtype).alias("category"))
+
+
+#: NVTX domains whose ranges are communication (NCCL/RCCL annotate their API calls).
+COMM_DOMAIN_RE = r"(?i)^(nccl|rccl)$"
+#: NVTX range names that are communication calls: NCCL/RCCL API calls and communication ops.
+COMM_RANGE_RE = r"^(nccl|rccl)[A-Z]\w*$|(?i:" + COMM_OP_RE.removeprefix("(?i)") + ")"
+_NVTX_KINDS = ("nvtx_push_pop", "nvtx_start_end")
+
+
+def by_nvtx(gpu: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
+    """``gpu`` with ``category`` set to ``communication`` for kernels whose launch call (same
+    process and correlation id) started inside a communication NVTX range
+    (:data:`COMM_DOMAIN_RE`, :data:`COMM_RANGE_RE`): on the calling thread for push/pop
+    ranges, anywhere in the process for start/end ranges. Unchanged without such ranges."""
+    if gpu.height == 0 or api.height == 0 or ranges.height == 0:
+        return gpu
+    kind = pl.col("kind").cast(pl.String)
+    comm = ranges.filter(
+        kind.is_in(_NVTX_KINDS) & pl.col("end_ns").is_not_null()
+        & (pl.col("domain").cast(pl.String).fill_null("").str.contains(COMM_DOMAIN_RE)
+           | pl.col("name").cast(pl.String).str.contains(COMM_RANGE_RE)))
+    if comm.height == 0:
+        return gpu
+    kernels = gpu.filter(kind == "kernel").select("process_id", "correlation_id").unique()
+    calls = (api.filter(pl.col("correlation_id").is_not_null())
+             .join(kernels, on=["process_id", "correlation_id"], how="semi")
+             .select("process_id", "thread_id", "correlation_id", "start_ns"))
+    inside: list[pl.DataFrame] = []
+    for rkind, key in (("nvtx_push_pop", ["process_id", "thread_id"]),
+                       ("nvtx_start_end", ["process_id"])):
+        iv = _disjoint(comm.filter(kind == rkind), key)
+        if iv.height == 0:
+            continue
+        hit = (calls.sort("start_ns")
+               .join_asof(iv, on="start_ns", by=key, strategy="backward",
+                          check_sortedness=False)
+               .filter(pl.col("_end").is_not_null() & (pl.col("start_ns") < pl.col("_end"))))
+        inside.append(hit.select("process_id", "correlation_id"))
+    if not inside:
+        return gpu
+    ids = pl.concat(inside).unique().with_columns(pl.lit(True).alias("_comm"))
+    dtype = gpu.schema["category"]
+    out = gpu.join(ids, on=["process_id", "correlation_id"], how="left", nulls_equal=False,
+                   maintain_order="left")
+    hit = (kind == "kernel") & pl.col("_comm").fill_null(False)
+    return out.with_columns(pl.when(hit).then(pl.lit("communication"))
+                            .otherwise(pl.col("category").cast(pl.String))
+                            .cast(dtype).alias("category")).drop("_comm")
+
+
+def _disjoint(rows: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """The union of the ``[start_ns, end_ns)`` intervals of ``rows`` per ``key``: ``key``,
+    ``start_ns``, ``_end`` (disjoint, sorted)."""
+    if rows.height == 0:
+        return pl.DataFrame(schema={**{k: pl.Int64 for k in key}, "start_ns": pl.Int64,
+                                    "_end": pl.Int64})
+    r = rows.select(*key, "start_ns", "end_ns").sort([*key, "start_ns"])
+    new = (pl.col("start_ns") > pl.col("end_ns").cum_max().shift(1).over(key)).fill_null(True)
+    return (r.with_columns(new.cum_sum().over(key).alias("_g"))
+            .group_by([*key, "_g"], maintain_order=True)
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max().alias("_end"))
+            .drop("_g").sort("start_ns"))

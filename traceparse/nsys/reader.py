@@ -44,6 +44,7 @@ from typing import Any
 import polars as pl
 
 from traceparse import schema
+from traceparse.categorize import by_nvtx
 from traceparse.errors import TraceError
 from traceparse.nsys.db import NsysDB, q
 from traceparse.nsys.gpu import drop_bad_times, id_names, read_gpu, sort_by_start
@@ -175,6 +176,8 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
 
     ranges = (_host_ranges(db, strings, rank, rows) if "ranges" not in skip
               else schema.empty("ranges"))
+    # kernels launched inside NCCL's own NVTX ranges are communication, whatever their name
+    gpu = by_nvtx(gpu, api, ranges)
 
     devices, dev_source, n_dev = _devices(db, gpu, rank)
     if dev_source:
