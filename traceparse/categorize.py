@@ -139,8 +139,8 @@ def by_nvtx(gpu: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame) -> pl.Da
     dtype = gpu.schema["category"]
     out = gpu.join(ids, on=["process_id", "correlation_id"], how="left", nulls_equal=False,
                    maintain_order="left")
-    hit = (kind == "kernel") & pl.col("_comm").fill_null(False)
-    return out.with_columns(pl.when(hit).then(pl.lit("communication"))
+    is_comm = (kind == "kernel") & pl.col("_comm").fill_null(False)
+    return out.with_columns(pl.when(is_comm).then(pl.lit("communication"))
                             .otherwise(pl.col("category").cast(pl.String))
                             .cast(dtype).alias("category")).drop("_comm")
 
