@@ -4,6 +4,12 @@ Several inputs given to one command are analysed as the ranks of one job. They a
 only when they agree:
 
 * **same GPU model**: every input that names its GPUs names the same set of models;
+* **same driver**: every input that names its GPU driver (nsys ``TARGET_INFO_SYSTEM_ENV``
+  ``CudaDriverVersion``/``NvDriverVersion``; Kineto ``cuda_driver_version`` /
+  ``hip_driver_version``) names the same one: the ranks of one job run one software stack.
+  Inputs that do not name it are not compared; an nsys export names the CUDA version and
+  the kernel-mode driver, a Kineto trace only the CUDA version, so between the two only the
+  CUDA version is compared;
 * **ranks not repeated**: no rank is claimed by two inputs from the trace itself
   (Kineto ``distributedInfo``, MPI rank thread names); ranks that are only the readers'
   default or file order are renumbered by :func:`traceparse.reports.payload.combine` and
@@ -58,6 +64,13 @@ def _window(tl: Timeline) -> tuple[int, int] | None:
     return None
 
 
+def _comparable(driver: str, other: str) -> str:
+    """What of ``driver`` can be compared with ``other``: the whole description when both
+    name the kernel-mode driver (two nsys exports), else the CUDA version alone
+    (``CUDA 12.8 (NVIDIA 570.86.15)`` against a Kineto trace's ``CUDA 12.8``)."""
+    return driver if " (" in driver and " (" in other else driver.split(" (")[0]
+
+
 def disagreement(paths: Sequence[str], tls: Sequence[Timeline]) -> str | None:
     """One line naming why ``tls`` (read from ``paths``) are not one job, or None."""
     names = [Path(p).name for p in paths]
@@ -71,6 +84,13 @@ def disagreement(paths: Sequence[str], tls: Sequence[Timeline]) -> str | None:
                         f"({', '.join(sorted(seen))} vs {', '.join(sorted(models))}); "
                         "give --as-one-job to analyse them together anyway")
             first.setdefault("gpu", (name, models))
+    drivers = [(name, d) for name, tl in zip(names, tls, strict=True)
+               if (d := tl.meta.get("driver_version"))]
+    for name, d in drivers[1:]:
+        other, seen = drivers[0]
+        if _comparable(seen, d) != _comparable(d, seen):
+            return (f"{other} and {name} are not one job: different drivers ({seen} vs "
+                    f"{d}); give --as-one-job to analyse them together anyway")
     owner: dict[int, str] = {}
     for name, tl in zip(names, tls, strict=True):
         for r in sorted(_claimed_ranks(tl)):

@@ -37,7 +37,8 @@ from traceparse.errors import TraceError
 from traceparse.kineto.io import decode as orjson_decode
 
 #: Top-level keys :func:`traceparse.kineto.reader.parse` reads from the header.
-HEADER_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
+HEADER_KEYS = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds",
+               "cuda_driver_version", "hip_driver_version")
 _NO_ARGS = msgspec.Raw()
 #: Events whose ``args`` :func:`decode_args` decodes per orjson call.
 ARGS_CHUNK = 4096
@@ -77,6 +78,8 @@ class _Doc(msgspec.Struct, gc=False):
     deviceProperties: Any = None
     distributedInfo: Any = None
     baseTimeNanoseconds: Any = None
+    cuda_driver_version: Any = None
+    hip_driver_version: Any = None
 
 
 _DOC = msgspec.json.Decoder(_Doc)

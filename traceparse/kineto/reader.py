@@ -297,7 +297,20 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         "base_time_ns": base or None, "time_unit_in_file": unit,
         "events": len(events), "correlation_link": stats,
     }
+    driver = _driver(raw_header)
+    if driver:
+        tl.meta["driver_version"] = driver
     return tl.validate()
+
+
+def _driver(header: dict[str, Any]) -> str | None:
+    """The GPU driver the trace names: ``cuda_driver_version`` 13000 -> ``CUDA 13.0``
+    (CUDA's encoding, 1000 x major + 10 x minor); ROCm's ``hip_driver_version`` as written."""
+    cuda = _int_or_none(header.get("cuda_driver_version"))
+    if cuda:
+        return f"CUDA {cuda // 1000}.{cuda % 1000 // 10}"
+    hip = _int_or_none(header.get("hip_driver_version"))
+    return f"HIP {hip}" if hip else None
 
 
 def _memory(events: list[Event], args: list[Any], ts_ns: pl.Series, base: int,

@@ -217,9 +217,34 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
         start = db.frame("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
         if start.height and start.item() is not None:  # the session clock's zero, in UTC
             tl.meta["session_start_utc_ns"] = int(start.item())
+    driver = _driver(db)
+    if driver:
+        tl.meta["driver_version"] = driver
     if skip:
         tl.meta["tables_not_read"] = sorted(skip)
     return tl.validate()
+
+
+def _driver(db: NsysDB) -> str | None:
+    """The GPU driver of the capture from ``TARGET_INFO_SYSTEM_ENV``: ``CudaDriverVersion``
+    (12080 -> ``CUDA 12.8``) and ``NvDriverVersion`` as written (``570.86.15``; older
+    exports write digits only: seven are decoded, ``5156501`` = 515.65.01, other lengths
+    are kept as written; ``0`` is absent), e.g. ``CUDA 12.8 (NVIDIA 570.86.15)``."""
+    env = "TARGET_INFO_SYSTEM_ENV"
+    if not db.has(env) or not {"name", "value"} <= set(db.columns(env)):
+        return None
+    vals = dict(db.frame(f"SELECT name, value FROM {env} WHERE name IN "
+                         "('CudaDriverVersion', 'NvDriverVersion')").iter_rows())
+    out = []
+    cuda = str(vals.get("CudaDriverVersion") or "")
+    if cuda.isdigit() and int(cuda):
+        out.append(f"CUDA {int(cuda) // 1000}.{int(cuda) % 1000 // 10}")
+    nv = str(vals.get("NvDriverVersion") or "")
+    if nv.isdigit() and len(nv) == 7:  # 5156501 -> 515.65.01
+        nv = f"{nv[:3]}.{nv[3:5]}.{nv[5:]}"
+    if nv.strip("0"):
+        out.append(f"(NVIDIA {nv})" if out else f"NVIDIA {nv}")
+    return " ".join(out) or None
 
 
 def _host_ranges(db: NsysDB, strings: pl.DataFrame, rank: int, rows: list[dict[str, Any]]
