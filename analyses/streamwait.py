@@ -9,26 +9,31 @@ waits behind it. That time is neither host synchronisation nor idle host: it is 
 
 :func:`stream_waits` finds, per wait call:
 
-* the **waiting stream**: the stream of the first GPU activity the same host thread launched
-  after the wait call returned (the API record of the wait carries no stream; a wait is issued
-  on the stream the thread launches to next, which is how frameworks use it:
-  ``wait_stream`` then launch);
+* the **waiting stream**: the wait call's own ``api.stream_id`` where the trace records it
+  (nsys CUPTI synchronization records, :mod:`traceparse.nsys.syncids`); the held activity is
+  then the first one launched to that stream (by any thread) after the wait returned.
+  Otherwise it is inferred: the stream of the first GPU activity the same host thread
+  launched after the wait call returned (a wait is issued on the stream the thread launches
+  to next, which is how frameworks use it: ``wait_stream`` then launch). ``stream_source``
+  says which (:data:`EXACT`, :data:`INFERRED`);
 * the **blocked interval** ``[max(wait end, launch call end, previous activity on the stream
   end), activity start)``: the activity had been issued, its stream had nothing of its own
   left to run, yet it did not start. Empty intervals (the event had already completed) are
   dropped;
-* the **event and its producer**: the last ``*EventRecord`` call of the same process before
-  the wait; the producer is the last activity that process's recording thread launched before
-  that record call. A known producer bounds the hold: the interval ends when the producer
-  ends, and there is none when the producer had ended before the hold began (the event was
-  complete: something else held the stream). Without a record call in the trace the producer is
-  ``"producer not in this trace"`` (the event was recorded outside the capture or by another
-  process). The event id is not in the host API record of either format, so it is named by
-  its record call.
+* the **event and its producer**: with event ids on the record calls (nsys CUDA-event
+  records), the last record of the waited event before the wait, and the producer is the
+  last activity launched to the recording stream before that record; otherwise the last
+  ``*EventRecord`` call of the same process before the wait, and the producer the last
+  activity that process's recording thread launched before it. A known producer bounds the
+  hold: the interval ends when the producer ends, and there is none when the producer had
+  ended before the hold began (the event was complete: something else held the stream).
+  Without a record call in the trace the producer is ``"producer not in this trace"`` (the
+  event was recorded outside the capture or by another process).
 
 Columns: ``rank, device_id, stream_id, start_ns, end_ns`` (the blocked interval),
 ``wait_name, wait_start_ns, wait_end_ns, thread_id, process_id, blocked_name``,
-``event`` (the record call and its time, or null) and ``producer``.
+``event`` (the event id and its record, or the record call and its time, or null),
+``producer``, ``event_id`` (null when not recorded) and ``stream_source``.
 
 Consumers: the attribution removes blocked time from host synchronisation (the host waited on
 the stream, the stream waited on the event: the wait is the cause, so the time is not
