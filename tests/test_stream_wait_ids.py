@@ -142,3 +142,63 @@ def test_shared_export_waits_are_joined_to_their_records() -> None:
     assert (row["stream_id"], row["event_id"]) == (7, 8)
     assert row["event"].startswith("8 (recorded by cudaEventRecord_v3020") \
         and row["event"].endswith("on stream 20)")
+
+
+def test_kineto_stream_wait_event_rows_give_the_ids(tmp_path: Path) -> None:
+    # Kineto: cudaEventRecord (corr 1) on thread 1; cudaStreamWaitEvent (corr 2) on thread 2
+    # whose cuda_sync "Stream Wait Event" row says stream 4 waits on event 5 recorded on
+    # stream 1 by corr 1; thread 2 then launches K2 on stream 3, thread 1 K3 on stream 4.
+    # The exact path holds K3 (stream 4) from its call's end (41) to its start (100), ended
+    # by the producer K0 (launched to stream 1 before the record, ends at 100).
+    import json
+
+    def x(cat: str, name: str, tid: int, ts: float, dur: float, **args: object) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts,
+                "dur": dur, "args": args}
+    ev = [x("cuda_runtime", "cudaLaunchKernel", 1, 0, 1, correlation=10),
+          x("kernel", "K0", 7, 10, 90, device=0, stream=1, correlation=10),
+          x("cuda_runtime", "cudaEventRecord", 1, 2, 1, correlation=1),
+          x("cuda_runtime", "cudaStreamWaitEvent", 2, 20, 1, correlation=2),
+          x("cuda_sync", "Stream Wait Event", 7, 20.5, 0.1, device=0, stream=4, correlation=2,
+            wait_on_stream=1, wait_on_cuda_event_id=5, wait_on_cuda_event_record_corr_id=1),
+          x("cuda_runtime", "cudaLaunchKernel", 2, 24, 1, correlation=11),
+          x("kernel", "K2", 7, 30, 10, device=0, stream=3, correlation=11),
+          x("cuda_runtime", "cudaLaunchKernel", 1, 40, 1, correlation=12),
+          x("kernel", "K3", 7, 100, 10, device=0, stream=4, correlation=12)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"schemaVersion": 1, "traceEvents": ev}))
+    from traceparse.kineto.reader import read as kread
+
+    tl = kread(p)
+    ids = tl.api.filter(pl.col("stream_id").is_not_null()).sort("start_ns")
+    assert ids.select(pl.col("name").cast(pl.String), "stream_id", "event_id").rows() == [
+        ("cudaEventRecord", 1, 5), ("cudaStreamWaitEvent", 4, 5)]
+    sw = stream_waits(tl)
+    assert sw.select(pl.col("end_ns") - pl.col("start_ns"), "blocked_name", "producer",
+                     "stream_source").rows() == [(59 * US, "K3", "K0 (stream 1)", EXACT)]
+
+
+ALEXNET = TRACES / "torch" / "hta__alexnet_benchmark_trace.json.gz"
+
+
+@pytest.mark.shared
+@pytest.mark.skipif(not ALEXNET.exists(), reason=f"{ALEXNET.name} not in the corpus")
+def test_kineto_shared_trace_waits_carry_their_ids() -> None:
+    # independent count with json: 20 "Stream Wait Event" rows, each with its wait call's
+    # correlation id, waiting stream and event
+    import gzip
+    import json
+
+    with gzip.open(ALEXNET, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    want = sorted((e["args"]["correlation"], e["args"]["stream"],
+                   e["args"]["wait_on_cuda_event_id"]) for e in ev
+                  if e.get("cat") == "cuda_sync" and e.get("name") == "Stream Wait Event")
+    assert len(want) == 20
+    from traceparse.kineto.reader import read as kread
+
+    w = kread(ALEXNET).api.filter(pl.col("name").cast(pl.String) == "cudaStreamWaitEvent")
+    # the waits with a record carry its ids; the other calls (no cuda_sync row) none
+    got = w.filter(pl.col("stream_id").is_not_null())
+    assert sorted(got.select("correlation_id", "stream_id", "event_id").rows()) == want
+    assert w.height > 20 and w["event_id"].null_count() == w.height - 20

@@ -152,6 +152,12 @@ def _dims(args: list[dict[str, Any]], key: str) -> tuple[pl.Series, ...]:
     )
 
 
+#: ``cuda_sync`` args of a stream wait -> private gpu columns (``traceparse.kineto.syncids``).
+WAIT_ARGS = {"wait_on_cuda_event_id": "_wait_event",
+             "wait_on_cuda_event_record_corr_id": "_wait_record_corr",
+             "wait_on_stream": "_wait_record_stream"}
+
+
 def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
@@ -171,6 +177,12 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     cols["context_id"] = _int(get("context"), "context_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
+    # a "Stream Wait Event" cuda_sync row names the event, its record call and the recording
+    # stream (read by traceparse.kineto.syncids, then dropped)
+    for key, col in WAIT_ARGS.items():
+        vals = get(key)
+        if any(v is not None for v in vals):
+            cols[col] = _int(vals, col)
     gx, gy, gz = _dims(args, "grid")
     bx, by, bz = _dims(args, "block")
     cols.update(grid_x=gx, grid_y=gy, grid_z=gz, block_x=bx, block_y=by, block_z=bz)

@@ -56,6 +56,7 @@ from traceparse.kineto.link import (
     link_stats,
     nesting_depth,
 )
+from traceparse.kineto.syncids import join_ids
 from traceparse.timeline import Timeline, concat, ingest_frame, ingest_rows
 
 _RANK_IN_NAME = re.compile(r"(?i)(?:rank|worker)[-_]?(\d+)")
@@ -261,6 +262,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     memory = _memory(mem_events, mem_args,
                      times.to_ns(times.concat(mem_ts), "ts", path, ns_units=ns), base, path)
 
+    gpu, api = join_ids(gpu, api)  # stream/event ids of stream waits and their records
     gpu = link_gpu(gpu, api)
     if comm_rows:
         rpc = _rpc_frame(comm_args)
