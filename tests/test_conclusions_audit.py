@@ -70,8 +70,8 @@ class Raw:
     ranges: list[tuple[int, int, str, int, int]] = field(default_factory=list)
     #: (pid, tid) pairs that have CPU samples
     sampled: set[tuple[int, int]] = field(default_factory=set)
-    #: (pid, stream, event, start, end) of nsys synchronization rows with both a stream and
-    #: an event (stream waits)
+    #: (pid, stream, event, start, end) of stream-wait records: nsys synchronization rows
+    #: with both a stream and an event; Kineto "Stream Wait Event" cuda_sync rows (pid -1)
     waits: list[tuple[int, int, int, int, int]] = field(default_factory=list)
 
 
@@ -177,6 +177,9 @@ def _kineto(path: Path) -> Raw:
                 block = "x".join(map(str, block))
             raw.gpu.append((-1, dev or 0, stream or 0, s, end, _GPU_CATS[cat], name, blocks,
                             grid, block))
+        elif cat == "cuda_sync" and a.get("wait_on_cuda_event_id") is not None:
+            raw.waits.append((-1, _int(a.get("stream")) or 0,
+                              _int(a.get("wait_on_cuda_event_id")) or 0, s, end))
         elif cat in _CALL_CATS:
             raw.calls.append((_int(e.get("pid")) or 0, _int(e.get("tid")) or 0, name, s, end))
         elif cat != "gpu_user_annotation":
