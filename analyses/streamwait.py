@@ -143,8 +143,12 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
         pl.col("start_ns"))).alias("_to")).filter(pl.col("_to") > pl.col("_from"))
     if j.height == 0:
         return _empty()
+    # the producer by its base name, as the gap cause names the held activity
+    base = (pl.col("_p_name").str.replace(r"^void ", "")
+            .str.replace_all(r"\(anonymous namespace\)::", "")
+            .str.replace(r"[<(].*$", "").str.slice(0, 60))
     producer = (pl.when(pl.col("_p_name").is_not_null())
-                .then(pl.format("{} (stream {})", pl.col("_p_name"), pl.col("_p_stream")))
+                .then(pl.format("{} (stream {})", base, pl.col("_p_stream")))
                 .otherwise(pl.lit(NO_PRODUCER)))
     rec = pl.format("{} at {} ns", pl.col("_rec_name"), pl.col("_rec_ns"))
     event = (pl.when(pl.col("_w_event").is_null())

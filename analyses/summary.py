@@ -286,15 +286,19 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
                                                  if k in sections}
     out = {name: _section(tl, name, fn, opts) for name, fn in wanted.items()}
     # the verdict's inputs: the sections computed above, else the same memoised sections
-    bd, top_gaps, strag = (out[name] if name in out else _section(tl, name, SECTIONS[name], opts)
-                           for name in ("breakdown", "top_gaps", "stragglers"))
+    bd, strag = (out[name] if name in out else _section(tl, name, SECTIONS[name], opts)
+                 for name in ("breakdown", "stragglers"))
     sync_calls = None
     if bd.height and int(bd["host_sync_ns"].sum()) > 0:
         from traceparse.analyses.gaps import host_sync_by_call
 
         sync_calls = cached(tl, "host_sync_by_call", tuple(schema.TABLES),
                             lambda: host_sync_by_call(tl))
-    line = verdict(bd, top_gaps, strag, sync_calls)
+    # the verdict names the cause of the idle time of every gap, not of the gaps a page
+    # happens to list (summary shows 10, the report 50: casio was idle-bound by the one and
+    # stream-wait-bound by the other)
+    every_gap = gaps if gaps is not None else idle_gaps(tl, min_ns=min_gap_ns)
+    line = verdict(bd, every_gap, strag, sync_calls)
     line += _step_clause(tl, bd, line)
     caveat = None
     if tl.metrics.height:

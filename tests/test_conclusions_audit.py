@@ -552,7 +552,12 @@ def conclusions() -> Any:
             for r, p in tl.gpu.select("rank", "process_id").unique().iter_rows():
                 if p is not None:
                     pids.setdefault(int(r), set()).add(int(p))
-            memo[path] = (build_payload(tl), pids)
+            payload = build_payload(tl)
+            # `traceparse summary` (10 gaps listed) and the report (50) state one verdict
+            from traceparse.analyses.summary import summarize
+
+            payload["_summary_cli_verdict"] = summarize(tl)["verdict"]
+            memo[path] = (payload, pids)
         return memo[path]
     return get
 
@@ -565,6 +570,9 @@ def test_conclusions_hold_on_the_files_own_events(path: Path, conclusions: Any) 
     devs = _devices(raw, payload, rank_pids)
     problems = (audit_verdict(raw, payload, devs) + audit_gaps(raw, payload, devs)
                 + audit_fix(raw, payload, devs))
+    cli = payload["_summary_cli_verdict"]
+    if cli != payload.get("summary", {}).get("verdict", cli):
+        problems.append(f"summary says {cli!r}, the report {payload['summary']['verdict']!r}")
     assert not problems, "\n".join(problems)
 
 
