@@ -389,7 +389,9 @@ def scenario_timeline(name: str) -> Timeline:
         api.append({"rank": 0, "kind": "driver" if c.is_driver else "runtime",
                     "name": c.api, "start_ns": c.start_ns, "end_ns": c.end_ns,
                     "dur_ns": c.end_ns - c.start_ns, "process_id": sc.pid, "thread_id": tid,
-                    "correlation_id": corr, "return_value": 0})
+                    "correlation_id": corr, "return_value": 0,
+                    # a sync's CUPTI record gives its call the stream it waited for
+                    "stream_id": c.sync_stream if c.sync is not None else None})
         base = {"rank": 0, "context_id": 1, "process_id": sc.pid, "correlation_id": corr}
         a = c.activity
         if a is None:
@@ -437,10 +439,9 @@ def scenario_timeline(name: str) -> Timeline:
         if n.get(kind):
             rows += ingest_rows(0, "gpu", f"CUPTI_ACTIVITY_KIND_{table}", n[kind])
     n_sync = sum(1 for c in sc.calls if c.sync is not None)
-    if n_sync:
-        rows += ingest_rows(0, "gpu", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", 0,
-                            {"host-side synchronization wait, not GPU work": n_sync})
     rows += ingest_rows(0, "api", "CUPTI_ACTIVITY_KIND_RUNTIME", len(api))
+    if n_sync:  # each synchronization record gives its call its ids
+        rows += ingest_rows(0, "api_ids", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", n_sync)
     if ranges:
         rows += ingest_rows(0, "ranges", "NVTX_EVENTS", len(ranges))
     rows += ingest_rows(0, "devices", "TARGET_INFO_GPU", 1)
