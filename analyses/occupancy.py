@@ -24,6 +24,20 @@ grid has fewer blocks than the device's SM count:
   kernel is limited by its SMs (a memory-bound kernel may already saturate DRAM with fewer);
 * ``share_pct``: the kernel's time as a share of the device window.
 
+**The parallelism the work offers.** A row-wise normalisation (layer/RMS/group norm,
+softmax) gives each row to one block: launched for fewer rows than SMs, no launch
+configuration can keep more SMs busy, and the time is the rows' latency, not idle SMs.
+Where the launching op's input shape is recorded (Kineto ``record_shapes``), such a kernel
+counts ``rows`` = the input's elements / its last dimension, and the fill it could reach is
+``min(rows, sm_count)`` blocks: ``at_stake_ns`` uses ``1 - blocks / min(rows, SMs)`` and a
+launch with ``blocks >= rows`` has nothing at stake (``rows`` column; null when unknown).
+Without the op's shape (nsys exports, CUDA-graph replays), a kernel named as one of those
+ops is taken to launch one block per row (how PyTorch's, Apex's and cuDNN's row-wise kernels
+launch), so its grid is its rows and nothing is at stake: what would fill the GPU is more
+rows (a larger batch), which the launch configuration cannot supply.
+Batch-1 decode: ``vectorized_layer_norm_kernel`` over ``[1, 1024]`` with grid 1x1x1 is one
+row on one block, not an under-filled launch.
+
 The SM count is the device's (``devices.sm_count``); without it the GPU table
 (:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
 is skipped (nothing is guessed). Launches without grid dimensions are skipped, and so are
@@ -35,6 +49,9 @@ shortest kernel took 2 µs: ``sm_fill`` 1/108, ``at_stake_ns`` = (25.8 s - 2 µs
 
 from __future__ import annotations
 
+import json
+import re
+
 import polars as pl
 
 from traceparse.timeline import Timeline
@@ -42,12 +59,48 @@ from traceparse.timeline import Timeline
 #: A kernel name is examined when its time is at least this share of its device's window.
 MIN_SHARE = 0.02
 WARP = 32
+#: Ops that give one row (the input's last dimension) to one block.
+ROW_OPS = re.compile(r"(?i)(layer_norm|rms_norm|group_norm|softmax)")
 
 _COLS = {"rank": pl.Int32, "device_id": pl.Int32, "name": pl.String, "launches": pl.Int64,
          "time_ns": pl.Int64, "underfilled_launches": pl.Int64, "underfilled_ns": pl.Int64,
          "grid": pl.String, "block": pl.String, "blocks": pl.Int64,
          "threads_per_block": pl.Int64, "sm_count": pl.Int64, "sm_fill": pl.Float64,
-         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64}
+         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64,
+         "rows": pl.Int64}
+
+
+def _rows(dims: str | None) -> int | None:
+    """Rows of a row-wise op's first input (elements / last dimension), from its recorded
+    ``input_dims`` JSON; None when unknown."""
+    try:
+        first = json.loads(dims or "null")[0]
+    except (ValueError, IndexError, TypeError):
+        return None
+    if not isinstance(first, list) or not first or not all(isinstance(x, int) for x in first):
+        return None
+    n = 1
+    for x in first[:-1]:
+        n *= x
+    return n if first[-1] > 0 else None
+
+
+def _row_counts(tl: Timeline, k: pl.DataFrame) -> pl.DataFrame:
+    """``_i, _rows`` for the kernels in ``k`` launched by a row-wise op with a shape."""
+    from traceparse.analyses.scale_work import kernel_ops
+
+    none = pl.DataFrame(schema={"_i": pl.UInt32, "_rows": pl.Int64})
+    if "input_dims" not in tl.ranges.columns or tl.ranges.filter(
+            pl.col("input_dims").is_not_null()).height == 0:
+        return none
+    ops = kernel_ops(tl).with_row_index("_i").select("_i", "op_name", "input_dims")
+    ops = ops.filter(pl.col("_i").is_in(k["_i"].implode())
+                     & pl.col("op_name").fill_null("").str.contains(ROW_OPS.pattern))
+    if ops.height == 0:
+        return none
+    rows = [_rows(d) for d in ops["input_dims"].to_list()]
+    return (ops.select("_i").with_columns(pl.Series("_rows", rows, pl.Int64))
+            .drop_nulls("_rows"))
 
 
 def _sm_counts(tl: Timeline) -> pl.DataFrame:
@@ -71,8 +124,8 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     (module docstring), by ``at_stake_ns`` descending."""
     # communication kernels use few blocks by design (one per channel): their speed is the
     # link's, not the SMs'
-    k = tl.gpu.filter((pl.col("kind").cast(pl.String) == "kernel")
-                      & (pl.col("category").cast(pl.String) == "compute"))
+    k = tl.gpu.with_row_index("_i").filter((pl.col("kind").cast(pl.String) == "kernel")
+                                           & (pl.col("category").cast(pl.String) == "compute"))
     sms = _sm_counts(tl)
     if k.height == 0 or sms.height == 0:
         return pl.DataFrame(schema=_COLS)
@@ -96,15 +149,26 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     # remove (a tiny kernel's time is latency, not work spread over too few SMs)
     k = k.with_columns(pl.col("dur_ns").filter(pl.col("dur_ns") > 0).min()
                        .over("rank", "device_id").fill_null(0).alias("_floor"))
-    under = pl.col("_blocks") < pl.col("sm_count")
+    # a row-wise op's blocks can fill at most min(rows, SMs): fewer rows than SMs is the
+    # work's parallelism, not the launch's
+    cand = k.filter(pl.col("_blocks") < pl.col("sm_count"))
+    # without the op's shape (nsys, graph replays), a norm kernel's grid is its rows: the
+    # one-block-per-row launch every framework's row-wise kernel uses
+    rows_of = (pl.when(pl.col("_rows").is_not_null()).then(pl.col("_rows"))
+               .when(pl.col("_name").str.contains(ROW_OPS.pattern)).then(pl.col("_blocks"))
+               .otherwise(pl.col("sm_count")))
+    k = k.join(_row_counts(tl, cand), on="_i", how="left").with_columns(
+        pl.min_horizontal(pl.col("sm_count"), rows_of).alias("_reach"))
+    under = pl.col("_blocks") < pl.col("_reach")
     stake = ((pl.col("dur_ns") - pl.col("_floor")).clip(lower_bound=0).cast(pl.Float64)
-             * (1.0 - pl.col("_blocks").cast(pl.Float64) / pl.col("sm_count")))
+             * (1.0 - pl.col("_blocks").cast(pl.Float64) / pl.col("_reach")))
     per = (k.group_by("rank", "device_id", "_name")
            .agg(pl.len().alias("launches"), pl.col("dur_ns").sum().alias("time_ns"),
                 under.sum().alias("underfilled_launches"),
                 pl.col("dur_ns").filter(under).sum().alias("underfilled_ns"),
                 stake.filter(under).sum().round(0).cast(pl.Int64).alias("at_stake_ns"),
-                pl.col("sm_count").first()))
+                pl.col("sm_count").first(), pl.col("_rows").filter(under).max()
+                .alias("rows")))
     top_cfg = (k.filter(under)
                .group_by("rank", "device_id", "_name", "_grid", "_block", "_blocks", "_threads")
                .agg(pl.col("dur_ns").sum().alias("_t"))
@@ -121,5 +185,5 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                    pl.col("_block").alias("block"), pl.col("_blocks").alias("blocks"),
                    pl.col("_threads").alias("threads_per_block"), "sm_count",
                    (pl.col("_blocks") / pl.col("sm_count")).alias("sm_fill"),
-                   "at_stake_ns", "share_pct", "window_ns"))
+                   "at_stake_ns", "share_pct", "window_ns", "rows"))
     return out.cast(pl.Schema(_COLS)).sort(["at_stake_ns", "name"], descending=[True, False])

@@ -131,6 +131,45 @@ def test_one_thread_launch_is_an_occupancy_fix() -> None:
     assert recs[0]["id"] == "occupancy"  # the biggest lever on this trace
 
 
+def _with_op(tl: Any, name: str, dims: str, start_us: int, end_us: int) -> Any:
+    """``tl`` with one ``cpu_op`` range on the launching thread (input shapes recorded)."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    ranges = pl.DataFrame([{"rank": 0, "kind": "cpu_op", "name": name, "start_ns": start_us * US,
+                            "end_ns": end_us * US, "dur_ns": (end_us - start_us) * US,
+                            "process_id": 1, "thread_id": 1, "input_dims": dims,
+                            "input_types": '["c10::BFloat16"]'}])
+    return Timeline(gpu=tl.gpu, api=tl.api, devices=tl.devices,
+                    ranges=schema.conform("ranges", ranges)).validate()
+
+
+def test_a_norm_over_fewer_rows_than_sms_is_not_an_occupancy_fix() -> None:
+    # batch-1 decode: layer norm over [1, 1024] launched 1x1x1 (one row, one block) for
+    # 1000 us on 108 SMs: the work has one row, so no launch configuration fills more SMs;
+    # nothing at stake. Without the op's shape the kernel's name says the same (one block
+    # per row). An unnamed kernel with the same grid keeps its 980.8 us.
+    from traceparse.analyses.occupancy import underfilled
+
+    kernels = [("vectorized_layer_norm_kernel", 100, 1100, (1, 1, 1), (128, 1, 1)),
+               ("K2", 1100, 1110, (216, 1, 1), (256, 1, 1))]
+    tl = _grid_tl(kernels, 108)
+    assert underfilled(tl).height == 0  # named: grid taken as its rows
+    tl = _grid_tl([("K1", *kernels[0][1:]), kernels[1]], 108)
+    assert underfilled(tl)["at_stake_ns"].to_list() == [round(990 * US * 107 / 108)]
+    # shape recorded: [1, 1024] is one row; [4, 1024] is 4 rows on 2 blocks: the launch
+    # reaches half of what the work allows: (1000 - 10) us x (1 - 2/4) = 495 us
+    one = _with_op(_grid_tl([("K1", *kernels[0][1:]), kernels[1]], 108),
+                   "aten::layer_norm", "[[1, 1024], [1024]]", 90, 99)
+    assert underfilled(one).height == 0
+    four = _with_op(_grid_tl([("K1", 100, 1100, (2, 1, 1), (128, 1, 1)), kernels[1]], 108),
+                    "aten::layer_norm", "[[4, 1024], [1024]]", 90, 99)
+    r = underfilled(four).row(0, named=True)
+    assert (r["rows"], r["blocks"], r["at_stake_ns"]) == (4, 2, 495 * US)
+
+
 def test_a_full_grid_is_not_an_occupancy_fix() -> None:
     from traceparse.analyses.occupancy import underfilled
 
