@@ -19,6 +19,7 @@ writes its own block (``predict_recheck`` markers).
 from __future__ import annotations
 
 import datetime
+import json
 import platform
 import re
 import statistics
@@ -33,6 +34,10 @@ from traceparse import __version__
 HOLDOUT = Path(__file__).resolve().parents[1] / "sample_traces" / "h100_captures" / "sweep"
 START, END = "<!-- predict_holdout:start -->", "<!-- predict_holdout:end -->"
 RECHECK = HOLDOUT.parents[1] / "h200_recheck" / "decode"
+BRACKETED = HOLDOUT.parents[1] / "h200_recheck" / "bracketed"
+#: a run's host "held still" when its unprofiled medians before and after the trace differ
+#: by at most this share of their common median
+STILL = 0.05
 
 
 def families() -> dict[str, list[str]]:
@@ -100,6 +105,50 @@ def recheck() -> str:
     return "\n".join(out) + "\n"
 
 
+def _drift(name: str) -> float:
+    t = json.loads((BRACKETED / f"{name}.truth.json").read_text())
+    return abs(t["before_ms_median"] - t["after_ms_median"]) / t["step_ms_median"]
+
+
+def bracketed() -> str:
+    """Every ordered pair of one model in ``h200_recheck/bracketed``, each trace timed right
+    before and after it was profiled; errors split by whether both hosts held still."""
+    shared = ps.SWEEP
+    ps.SWEEP = BRACKETED
+    fam: dict[str, list[str]] = {}
+    for p in sorted(BRACKETED.glob("*.truth.json")):
+        n = p.name.removesuffix(".truth.json")
+        fam.setdefault(n.rsplit("_b", 1)[0] if n.startswith("train") else "decode", []).append(n)
+    out = ["### Bracketed: each trace timed right before and right after it was profiled "
+           "(`sample_traces/h200_recheck/bracketed`)\n",
+           f"Host held still: unprofiled medians before and after the trace within "
+           f"{STILL:.0%} of each other.\n",
+           "| traced + calibrated (drift) | predicted (drift) | F | predicted | truth | error |",
+           "|---|---|---:|---:|---:|---:|"]
+    errs: dict[tuple[str, bool], list[float]] = {}
+    for names in fam.values():
+        names.sort(key=lambda n: int(re.search(r"_b(\d+)", n).group(1)))  # type: ignore[union-attr]
+        cfgs = {n: ps.Config(n) for n in names}
+        for a, b in product(names, names):
+            tgt_ns, tgt_batch = ps.truth(b)
+            f = tgt_batch / cfgs[a].batch
+            p = cfgs[a].predict(f)["predicted_step_ns"]
+            still = max(_drift(a), _drift(b)) <= STILL
+            errs.setdefault(("self" if a == b else "unseen", still), []).append(
+                (p - tgt_ns) * 100 / tgt_ns)
+            out.append(f"| {a} ({_drift(a):.0%}) | {b} ({_drift(b):.0%}) | {f:g} | "
+                       f"{p / 1e6:.2f} ms | {tgt_ns / 1e6:.2f} ms | {ps.pct(p, tgt_ns)} |")
+    ps.SWEEP = shared
+    out.append("")
+    for (kind, still), v in sorted(errs.items()):
+        goal = 10 if kind == "self" else 15
+        out.append(f"* {kind}, {'both hosts still' if still else 'a host drifted'}: "
+                   f"{sum(abs(x) <= goal for x in v)}/{len(v)} within {goal} %, median "
+                   f"|error| {statistics.median(abs(x) for x in v):.1f} %, worst "
+                   f"{max(v, key=abs):+.1f} %")
+    return "\n".join(out) + "\n"
+
+
 def _write(text: str, start: str, end: str) -> None:
     old = ps.RESULTS.read_text()
     block = f"{start}\n{text}{end}"
@@ -110,7 +159,7 @@ def _write(text: str, start: str, end: str) -> None:
 
 def main() -> None:
     if "--recheck" in sys.argv:
-        text = recheck()
+        text = recheck() + "\n" + bracketed()
         print(text)
         if "--no-write" not in sys.argv:
             _write(text, "<!-- predict_recheck:start -->", "<!-- predict_recheck:end -->")
