@@ -38,6 +38,16 @@ rows (a larger batch), which the launch configuration cannot supply.
 Batch-1 decode: ``vectorized_layer_norm_kernel`` over ``[1, 1024]`` with grid 1x1x1 is one
 row on one block, not an under-filled launch.
 
+**Library GEMMs are left out.** cuBLAS/cuBLASLt/hipBLASLt/CUTLASS pick a GEMM's kernel and
+grid from the problem's shape; with too little work (a batch-1 GEMV) fewer blocks than SMs is
+their choice, and the measured alternatives were slower. On an H200
+(``sample_traces/h200_recheck/gemv``, ``sample_traces/capture/gemv_fill.py``), ``x[1, K] @
+W[K, N]`` in bf16: cuBLAS's ``nvjet`` kernels with 16-64 blocks took 3.4-3.9 µs for 2-8 MB
+of weights; the same products through cuBLAS's ``[N, K]`` kernel with 128 blocks took 7.2
+µs (1024x1024), and a Triton GEMV with 96-512 blocks 4.5-13.7 µs. What fills the GPU there
+is more rows (batching requests), as for the norms below; the decode traces' 64-block GEMVs
+were the largest "at stake" items (1.68 ms on ``sweep/decode_b1_graph``) before this rule.
+
 The SM count is the device's (``devices.sm_count``); without it the GPU table
 (:mod:`traceparse.roofline.gpus`) is asked by the device's name; without either the device
 is skipped (nothing is guessed). Launches without grid dimensions are skipped, and so are
@@ -54,6 +64,7 @@ import re
 
 import polars as pl
 
+from traceparse.analyses.kclass import class_expr
 from traceparse.timeline import Timeline
 
 #: A kernel name is examined when its time is at least this share of its device's window.
@@ -124,8 +135,12 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     (module docstring), by ``at_stake_ns`` descending."""
     # communication kernels use few blocks by design (one per channel): their speed is the
     # link's, not the SMs'
-    k = tl.gpu.with_row_index("_i").filter((pl.col("kind").cast(pl.String) == "kernel")
-                                           & (pl.col("category").cast(pl.String) == "compute"))
+    # GEMMs keep the grid their library's heuristics chose for the shape (see the module
+    # docstring: more blocks measured slower)
+    k = (tl.gpu.with_row_index("_i")
+         .filter((pl.col("kind").cast(pl.String) == "kernel")
+                 & (pl.col("category").cast(pl.String) == "compute"))
+         .with_columns(class_expr()).filter(pl.col("kclass") != "gemm").drop("kclass"))
     sms = _sm_counts(tl)
     if k.height == 0 or sms.height == 0:
         return pl.DataFrame(schema=_COLS)
