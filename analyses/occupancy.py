@@ -22,6 +22,9 @@ grid has fewer blocks than the device's SM count:
   the kernel's work time that the idle SMs would have taken had the same work been spread
   over every SM. An upper bound: it assumes the work can be split that finely and that the
   kernel is limited by its SMs (a memory-bound kernel may already saturate DRAM with fewer);
+* launches shorter than twice that floor are latency, not work, and are not under-filled
+  (a CUDA-graph replay of 1,024-element kernels otherwise summed its launches' jitter
+  above the shortest one into a "fix");
 * ``share_pct``: the kernel's time as a share of the device window.
 
 **The parallelism the work offers.** A row-wise normalisation (layer/RMS/group norm,
@@ -174,7 +177,9 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                .otherwise(pl.col("sm_count")))
     k = k.join(_row_counts(tl, cand), on="_i", how="left").with_columns(
         pl.min_horizontal(pl.col("sm_count"), rows_of).alias("_reach"))
-    under = pl.col("_blocks") < pl.col("_reach")
+    # a launch shorter than twice the floor is mostly the launch's fixed cost (latency):
+    # its work, the only part more SMs could share, is smaller than that cost
+    under = (pl.col("_blocks") < pl.col("_reach")) & (pl.col("dur_ns") >= 2 * pl.col("_floor"))
     stake = ((pl.col("dur_ns") - pl.col("_floor")).clip(lower_bound=0).cast(pl.Float64)
              * (1.0 - pl.col("_blocks").cast(pl.Float64) / pl.col("_reach")))
     per = (k.group_by("rank", "device_id", "_name")

@@ -170,6 +170,21 @@ def test_a_norm_over_fewer_rows_than_sms_is_not_an_occupancy_fix() -> None:
     assert (r["rows"], r["blocks"], r["at_stake_ns"]) == (4, 2, 495 * US)
 
 
+def test_launches_at_latency_scale_are_not_an_occupancy_fix() -> None:
+    # 1-block kernels of 10 and 19 us beside a 10 us full-grid one: the floor (shortest
+    # kernel) is 10 us; 19 < 2 x 10 is latency, not work more SMs could share. A 20 us one
+    # is work: (20 - 10) us x 107/108 at stake.
+    from traceparse.analyses.occupancy import underfilled
+
+    base = [("K2", 1000, 1010, (216, 1, 1), (256, 1, 1))]
+    lat = _grid_tl([("K1", 100, 110, (1, 1, 1), (128, 1, 1)),
+                    ("K1", 200, 219, (1, 1, 1), (128, 1, 1)), *base], 108)
+    assert underfilled(lat, min_share=0.0).height == 0
+    work = _grid_tl([("K1", 100, 120, (1, 1, 1), (128, 1, 1)), *base], 108)
+    assert underfilled(work, min_share=0.0)["at_stake_ns"].to_list() == [
+        round(10 * US * 107 / 108)]
+
+
 def test_a_full_grid_is_not_an_occupancy_fix() -> None:
     from traceparse.analyses.occupancy import underfilled
 
