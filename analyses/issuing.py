@@ -111,7 +111,7 @@ def _non_issuing(tl: Timeline) -> pl.DataFrame:
 
 
 def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame,
-                      not_issuing: pl.DataFrame) -> pl.DataFrame:
+                      not_issuing: pl.DataFrame, bounds: pl.Series) -> pl.DataFrame:
     """The issuing stretches (module docstring) per group: group columns, ``thread_id``,
     ``start_ns``, ``end_ns`` (merged per group and thread; non-issuing ranges removed).
 
@@ -123,6 +123,9 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
             ``tl.api``); :func:`traceparse.analyses.attribution.issuing_intervals` builds it.
         not_issuing: :func:`non_issuing` copied to the groups (group columns,
             ``thread_id``, ``start_ns``, ``end_ns``).
+        bounds: the rows of ``tl.api`` that end a stretch: the calls of GPU activities and
+            the blocking calls (another call, e.g. ``cudaStreamIsCapturing`` or
+            ``cudaEventRecord`` inside an op, is part of the issuing between them).
     """
     from traceparse.analyses import intervals
 
@@ -133,7 +136,7 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     ranges = host_ranges(tl)
     if ranges.height == 0 or tl.api.height == 0 or launched.height == 0:
         return empty
-    calls = _calls(tl)
+    calls = _calls(tl).filter(pl.col("_row").is_in(bounds.implode()))
     # the previous call on the same thread (calls are sorted by thread, then start)
     same = pl.all_horizontal(*(pl.col(c) == pl.col(c).shift(1) for c in _THREAD))
     calls = calls.with_columns(
@@ -141,32 +144,69 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
         pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
     j = launched.join(calls.select(*_THREAD, "_row", "_pstart", "_pend",
                                    pl.col("end_ns").alias("_cend")), on="_row", how="inner")
-    j = j.filter(pl.col("_pend").is_not_null())
     if j.height == 0:
         return empty
-    # is there a range of the thread containing both calls? (max end among the ranges
-    # that start at or before the previous call's start)
-    ok = np.zeros(j.height, bool)
-    for key in j.select(_THREAD).unique().iter_rows(named=True):
-        jm = j.select(pl.all_horizontal(*(pl.col(k) == v for k, v in key.items()))
-                      ).to_series().to_numpy()
-        rm = ranges.filter(*(pl.col(k) == v for k, v in key.items())).sort("start_ns")
-        if rm.height == 0:
-            continue
-        rs = rm["start_ns"].to_numpy()
-        reach = np.maximum.accumulate(rm["end_ns"].to_numpy())
-        idx = np.flatnonzero(jm)
-        k = np.searchsorted(rs, j["_pstart"].to_numpy()[idx], side="right") - 1
-        ok[idx] = (k >= 0) & (reach[np.maximum(k, 0)] >= j["_cend"].to_numpy()[idx])
-    iv = (j.filter(pl.Series(ok))
-          .select(*group, "thread_id", pl.col("_pend").alias("start_ns"),
-                  pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
-          .filter(pl.col("end_ns") > pl.col("start_ns")))
+    # the time each stretch lies inside a range of the thread that contains the previous
+    # call (its op still returning) or the launch (the op producing the next kernel)
+    cover = _producing_cover(ranges, j)
+    iv = j.with_columns(cover).select(*group, "thread_id", *_STRETCH_PIECES)
+    iv = pl.concat([iv.select(*group, "thread_id", pl.col(s).alias("start_ns"),
+                              pl.col(e).alias("end_ns")) for s, e in _PIECES]
+                   ).filter(pl.col("end_ns") > pl.col("start_ns"))
     if iv.height == 0:
         return empty
     ni = not_issuing.select(*group, "thread_id", "start_ns", "end_ns")
     iv = intervals.subtract(iv, ni.cast(iv.schema), by=[*group, "thread_id"])
     return iv.cast(schema)  # type: ignore[arg-type]
+
+
+#: The two pieces of a stretch (:func:`_producing_cover`): after the previous call, inside a
+#: range containing it; before the launch, inside a range containing the launch.
+_PIECES = (("_ps", "_pe"), ("_is", "_ie"))
+_STRETCH_PIECES = ("_ps", "_pe", "_is", "_ie")
+
+
+def _producing_cover(ranges: pl.DataFrame, j: pl.DataFrame) -> list[pl.Series]:
+    """For each stretch of ``j`` (thread columns, ``_pstart``/``_pend`` of the previous
+    call, null for a thread's first call; ``api_start_ns``/``_cend`` of the launch call;
+    ``start_ns`` of the activity), the issuing time (the rule of the module docstring) as
+    two pieces: ``[_ps, _pe)``, from the previous call's end to the latest end of a range
+    of the thread containing that call, and ``[_is, _ie)``, from the earliest start of a
+    range containing the launch call to the stretch's end (the launch, or the activity's
+    start if earlier). Empty pieces have ``end <= start``.
+
+    The ranges of one thread, sorted by start with ``reach`` the running maximum of their
+    ends: a range containing the previous call exists when ``reach`` at the last range
+    starting before it passes the call's end, and reaches that far; the ranges containing
+    the launch start at the first range whose ``reach`` passes the launch's end (no
+    nesting assumed)."""
+    n = j.height
+    stop = j.select(pl.min_horizontal("api_start_ns", "start_ns")).to_series().to_numpy()
+    pend = j["_pend"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    pstart = j["_pstart"].fill_null(0).to_numpy()
+    has_p = j["_pend"].is_not_null().to_numpy()
+    cstart, cend = j["api_start_ns"].to_numpy(), j["_cend"].to_numpy()
+    pe = np.full(n, np.iinfo(np.int64).min, np.int64)
+    is_ = np.full(n, np.iinfo(np.int64).max, np.int64)
+    for key in j.select(_THREAD).unique().iter_rows(named=True):
+        idx = np.flatnonzero(j.select(pl.all_horizontal(
+            *(pl.col(k) == v for k, v in key.items()))).to_series().to_numpy())
+        rm = ranges.filter(*(pl.col(k) == v for k, v in key.items())).sort("start_ns")
+        if rm.height == 0:
+            continue
+        rs = rm["start_ns"].to_numpy()
+        reach = np.maximum.accumulate(rm["end_ns"].to_numpy())
+        pi = idx[has_p[idx]]
+        k = np.searchsorted(rs, pstart[pi], side="right") - 1
+        pe[pi] = np.where(k >= 0, reach[np.maximum(k, 0)], pe[pi])
+        k = np.searchsorted(reach, cend[idx], side="left")
+        first = rs[np.minimum(k, rs.size - 1)]
+        is_[idx] = np.where((k < rs.size) & (first <= cstart[idx]), first, is_[idx])
+    lo = np.where(has_p, pend, 0)
+    return [pl.Series("_ps", lo, pl.Int64),
+            pl.Series("_pe", np.minimum(pe, stop), pl.Int64),
+            pl.Series("_is", np.where(has_p, np.maximum(is_, pend), is_), pl.Int64),
+            pl.Series("_ie", stop, pl.Int64)]
 
 
 def subtract_host_parts(iv: pl.DataFrame, others: Sequence[pl.DataFrame],
