@@ -23,7 +23,8 @@ window **to the nanosecond**:
     launch that loads a module is warm-up (below). Plus the host's **issuing stretches**
     (:func:`issuing_intervals`; the one rule, :mod:`traceparse.analyses.issuing`, which the
     gap causes read through this part): the launching thread inside a host range that
-    contains its previous or its next CUDA call (the ops producing the work).
+    contains its next launch (the ops producing the work). Neither while a stream held
+    issued work back behind an event wait (as for host sync below).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
     :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
@@ -334,9 +335,10 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
 
 
 def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Host-sync intervals without the time a stream of the group sat blocked behind an
-    event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the host waited on
-    the stream, the stream on the event, so the wait is the cause, not the host."""
+    """Host intervals (host sync, issuing) without the time a stream of the group sat
+    blocked behind an event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the
+    work was issued and the stream waited on the event, so the wait is the cause, not the
+    host (idle, gap cause ``stream_wait``)."""
     from traceparse.analyses.streamwait import stream_waits
 
     sw = stream_waits(tl)
@@ -355,7 +357,8 @@ def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, 
 def _as_sets(tl: Timeline, calls: dict[str, pl.DataFrame], group: list[str]
              ) -> dict[str, pl.DataFrame]:
     cols = [*group, "start_ns", "end_ns"]
-    return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
+    return {"launch": _minus_stream_waits(tl, calls["launch"], group),
+            "warmup": calls["warmup"].select(cols),
             "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
 
 

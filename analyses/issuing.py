@@ -3,21 +3,31 @@
 The attribution's ``launch_overhead_ns`` is the GPU idle while the host was **issuing** the
 next work. A launch call alone is the smallest part of that on a modern GPU: the host
 thread also spends time in the framework ops that produce the next kernel (PyTorch
-dispatch, Python between ops, the caching allocator). :func:`issuing_intervals` finds that
-time from the trace's own host ranges:
+dispatch, the caching allocator, Python inside a traced function).
+:func:`issuing_stretches` finds that time from the trace's own host ranges:
 
 * For every GPU activity launched by a non-blocking call ``c`` (a ``launch`` call of
-  :func:`traceparse.analyses.attribution.classify_calls`), the host stretch from the end of
-  the previous CUDA/HIP call on the same thread to ``c`` (clipped to the activity's start)
-  is **issuing** when some host range of that thread (an op, a Python function, a user or
-  NVTX range; never a ``ProfilerStep``) contains both calls: the thread went from one call
-  to the next inside one unit of work that produces GPU work. Without such a range the
-  stretch is not explained (the gap analysis calls it ``unknown``).
+  :func:`traceparse.analyses.attribution.classify_calls`), the *stretch* runs from the end
+  of the thread's previous call ``p`` that launched GPU work or waited (other CUDA calls on
+  the way, e.g. ``cudaStreamIsCapturing`` or ``cudaEventRecord`` inside an op, are part of
+  the issuing) to ``c`` (clipped to the activity's start). Its **issuing** time is where
+  the thread is inside a host range (an op, a Python function, a user or NVTX range; never
+  a ``ProfilerStep``) that contains ``c``: the ops producing the next kernel (dispatch, the
+  allocator, the launch's own checks). Time inside no such range (Python between two
+  top-level ops, the tail of the op that issued the previous kernel, the autograd engine
+  handing over to its thread) is not explained: it stays idle (the gap analysis calls it
+  ``unknown`` unless something else covers it). A range containing both ``p`` and ``c``
+  makes the whole stretch issuing.
 * Removed from it: **non-issuing** ranges of the thread, i.e. host ranges that are not
   framework ops (``cpu_op``: dispatch and allocation are part of issuing) and that contain
   no CUDA/HIP call, plus every range named as data loading (:data:`DATA_LOADING_RE`) or as
   the profiler's own code (:data:`PROFILER_RANGE_RE`), whatever it contains. These are
   "other CPU work", the input pipeline and profiler overhead, not issuing.
+
+This is the one definition of issuing: the attribution's ``launch_overhead_ns`` is the GPU
+idle while it holds, the gap causes call a gap ``issuing`` when at least half of it is that
+part (:func:`traceparse.analyses.gaps.is_issuing`), the verdict, the steps table and the
+CUDA-graph and fusion fixes read the same intervals (docs/analyses.md, "Issuing time").
 
 The launch windows themselves stay in the launch set; blocking calls and warm-up keep their
 own parts (they are subtracted where they overlap an issuing stretch).
@@ -139,20 +149,15 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     calls = _calls(tl).filter(pl.col("_row").is_in(bounds.implode()))
     # the previous call on the same thread (calls are sorted by thread, then start)
     same = pl.all_horizontal(*(pl.col(c) == pl.col(c).shift(1) for c in _THREAD))
-    calls = calls.with_columns(
-        pl.when(same).then(pl.col("start_ns").shift(1)).alias("_pstart"),
-        pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
-    j = launched.join(calls.select(*_THREAD, "_row", "_pstart", "_pend",
+    calls = calls.with_columns(pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
+    j = launched.join(calls.select(*_THREAD, "_row", "_pend",
                                    pl.col("end_ns").alias("_cend")), on="_row", how="inner")
     if j.height == 0:
         return empty
-    # the time each stretch lies inside a range of the thread that contains the previous
-    # call (its op still returning) or the launch (the op producing the next kernel)
-    cover = _producing_cover(ranges, j)
-    iv = j.with_columns(cover).select(*group, "thread_id", *_STRETCH_PIECES)
-    iv = pl.concat([iv.select(*group, "thread_id", pl.col(s).alias("start_ns"),
-                              pl.col(e).alias("end_ns")) for s, e in _PIECES]
-                   ).filter(pl.col("end_ns") > pl.col("start_ns"))
+    # the time each stretch lies inside a range of the thread that contains the launch
+    iv = (j.select(*group, "thread_id", _producing_start(ranges, j).alias("start_ns"),
+                   pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
+          .filter(pl.col("end_ns") > pl.col("start_ns")))
     if iv.height == 0:
         return empty
     ni = not_issuing.select(*group, "thread_id", "start_ns", "end_ns")
@@ -160,34 +165,18 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     return iv.cast(schema)  # type: ignore[arg-type]
 
 
-#: The two pieces of a stretch (:func:`_producing_cover`): after the previous call, inside a
-#: range containing it; before the launch, inside a range containing the launch.
-_PIECES = (("_ps", "_pe"), ("_is", "_ie"))
-_STRETCH_PIECES = ("_ps", "_pe", "_is", "_ie")
+def _producing_start(ranges: pl.DataFrame, j: pl.DataFrame) -> pl.Series:
+    """For each stretch of ``j`` (thread columns, ``_pend``: the previous bounding call's
+    end, null for a thread's first; ``api_start_ns``/``_cend``: the launch call), where its
+    issuing begins: the earliest start of a range of the thread containing the launch call,
+    or the previous call's end if later (the maximum int64 when no range contains it).
 
-
-def _producing_cover(ranges: pl.DataFrame, j: pl.DataFrame) -> list[pl.Series]:
-    """For each stretch of ``j`` (thread columns, ``_pstart``/``_pend`` of the previous
-    call, null for a thread's first call; ``api_start_ns``/``_cend`` of the launch call;
-    ``start_ns`` of the activity), the issuing time (the rule of the module docstring) as
-    two pieces: ``[_ps, _pe)``, from the previous call's end to the latest end of a range
-    of the thread containing that call, and ``[_is, _ie)``, from the earliest start of a
-    range containing the launch call to the stretch's end (the launch, or the activity's
-    start if earlier). Empty pieces have ``end <= start``.
-
-    The ranges of one thread, sorted by start with ``reach`` the running maximum of their
-    ends: a range containing the previous call exists when ``reach`` at the last range
-    starting before it passes the call's end, and reaches that far; the ranges containing
-    the launch start at the first range whose ``reach`` passes the launch's end (no
-    nesting assumed)."""
-    n = j.height
-    stop = j.select(pl.min_horizontal("api_start_ns", "start_ns")).to_series().to_numpy()
-    pend = j["_pend"].fill_null(np.iinfo(np.int64).min).to_numpy()
-    pstart = j["_pstart"].fill_null(0).to_numpy()
-    has_p = j["_pend"].is_not_null().to_numpy()
+    With the thread's ranges sorted by start and ``reach`` the running maximum of their
+    ends, the ranges containing the call start at the first range whose ``reach`` passes
+    the call's end, if that range starts before the call (no nesting assumed)."""
+    big = np.iinfo(np.int64).max
+    out = np.full(j.height, big, np.int64)
     cstart, cend = j["api_start_ns"].to_numpy(), j["_cend"].to_numpy()
-    pe = np.full(n, np.iinfo(np.int64).min, np.int64)
-    is_ = np.full(n, np.iinfo(np.int64).max, np.int64)
     for key in j.select(_THREAD).unique().iter_rows(named=True):
         idx = np.flatnonzero(j.select(pl.all_horizontal(
             *(pl.col(k) == v for k, v in key.items()))).to_series().to_numpy())
@@ -196,17 +185,11 @@ def _producing_cover(ranges: pl.DataFrame, j: pl.DataFrame) -> list[pl.Series]:
             continue
         rs = rm["start_ns"].to_numpy()
         reach = np.maximum.accumulate(rm["end_ns"].to_numpy())
-        pi = idx[has_p[idx]]
-        k = np.searchsorted(rs, pstart[pi], side="right") - 1
-        pe[pi] = np.where(k >= 0, reach[np.maximum(k, 0)], pe[pi])
         k = np.searchsorted(reach, cend[idx], side="left")
         first = rs[np.minimum(k, rs.size - 1)]
-        is_[idx] = np.where((k < rs.size) & (first <= cstart[idx]), first, is_[idx])
-    lo = np.where(has_p, pend, 0)
-    return [pl.Series("_ps", lo, pl.Int64),
-            pl.Series("_pe", np.minimum(pe, stop), pl.Int64),
-            pl.Series("_is", np.where(has_p, np.maximum(is_, pend), is_), pl.Int64),
-            pl.Series("_ie", stop, pl.Int64)]
+        out[idx] = np.where((k < rs.size) & (first <= cstart[idx]), first, big)
+    pend = j["_pend"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    return pl.Series("start_ns", np.maximum(out, pend), pl.Int64)
 
 
 def subtract_host_parts(iv: pl.DataFrame, others: Sequence[pl.DataFrame],
