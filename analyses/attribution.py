@@ -19,11 +19,12 @@ window **to the nanosecond**:
     window* is ``[api.start_ns, min(api.end_ns, activity.start_ns))``, the API call found by
     joining ``gpu`` to ``api`` on ``(rank, process_id, correlation_id)``; activities without
     a matching call have no launch window. Queueing latency after the call returned, with no
-    other launch in flight, is idle, not launch overhead. Bounded by the launch calls' own
-    duration: a call that *waits* is host synchronisation, a first launch that loads a
-    module is warm-up (below). Plus the host's **issuing stretches**
-    (:func:`issuing_intervals`, :mod:`traceparse.analyses.issuing`): the launching thread
-    between two CUDA calls inside a range that produces work (dispatch, Python, allocator).
+    other launch in flight, is idle. A call that *waits* is host synchronisation, a first
+    launch that loads a module is warm-up (below). Plus the host's **issuing stretches**
+    (:func:`issuing_intervals`; the one rule, :mod:`traceparse.analyses.issuing`, which the
+    gap causes read through this part): the launching thread inside a host range that
+    contains its next launch (the ops producing the work). Neither while a stream held
+    issued work back behind an event wait (as for host sync below).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
     :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
@@ -233,24 +234,35 @@ def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
 
 
 def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
-    """The busy activities' host calls per group, once per timeline and group: ``launch``
-    (group columns and window), ``host_sync`` (:func:`blocking_intervals`) and ``warmup``
-    (:func:`warmup_intervals`). The call windows they come from are not kept."""
-    def compute() -> dict[str, pl.DataFrame]:
-        windows = call_windows(tl, columns=group)
-        acts = busy_activities(tl)
-        sync = _host_calls(tl, acts, group, windows, "host_sync")
-        warm = _host_calls(tl, acts, group, windows, "warmup")
-        return {"launch": _launch_set(tl, group, windows, sync, warm), "host_sync": sync,
-                "warmup": warm}
-    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
+    """:func:`_compose_host_calls` of the busy activities, once per timeline and group."""
+    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"),
+                       lambda: _compose_host_calls(tl, busy_activities(tl), group)))
+
+
+def _compose_host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str]
+                        ) -> dict[str, pl.DataFrame]:
+    """The host calls of ``acts`` per group, from one :func:`call_windows` (not kept):
+    ``host_sync`` (:func:`blocking_intervals`), ``warmup`` (:func:`warmup_intervals`), both
+    with ``name`` and ``thread_id``, and ``launch`` (group columns and window): the launch
+    windows and the issuing stretches (:func:`issuing_intervals`) less the blocking calls
+    and warm-up they overlap, i.e. the host issuing the next work."""
+    from traceparse.analyses.issuing import subtract_host_parts
+
+    windows = call_windows(tl, acts, columns=group)
+    sync = _host_calls(tl, acts, group, windows, "host_sync")
+    warm = _host_calls(tl, acts, group, windows, "warmup")
+    launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
+                                                                      "end_ns")
+    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
+    if issuing.height:
+        launch = pl.concat([launch, issuing.cast(launch.schema)])
+    return {"launch": launch, "host_sync": sync, "warmup": warm}
 
 
 def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
-    """The host's issuing stretches per group (:mod:`traceparse.analyses.issuing`): the
-    thread between two CUDA calls inside one range producing work, less the ranges that
-    issue nothing. Columns: group, ``thread_id``, ``start_ns``, ``end_ns``. Computed once
-    per timeline and group."""
+    """The host's issuing stretches per group (:func:`~traceparse.analyses.issuing.
+    issuing_stretches`): group, ``thread_id``, ``start_ns``, ``end_ns``; once per timeline
+    and group."""
     from traceparse.analyses.issuing import issuing_stretches, non_issuing
 
     group = list(group)
@@ -259,11 +271,12 @@ def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
         busy = busy_activities(tl)
         g = tl.gpu.select(pl.col("category").cast(pl.String) != "sync").to_series().arg_true()
         rows = links.launch_links(tl)["api_row_file"].gather(g)
-        launched = (classify_calls(tl, columns=[*group, "start_ns"])
-                    .with_columns(rows.filter(rows.is_not_null()).alias("_row"))
-                    .filter(pl.col("call_part") == "launch"))
-        return issuing_stretches(tl, group, launched,
-                                 per_group(non_issuing(tl), busy, group))
+        classified = (classify_calls(tl, columns=[*group, "start_ns"])
+                      .with_columns(rows.filter(rows.is_not_null()).alias("_row")))
+        blocking = tl.api.select(_name_matches(tl.api, BLOCKING_API_RE)).to_series().arg_true()
+        bounds = pl.concat([classified["_row"].cast(pl.UInt32), blocking.cast(pl.UInt32)])
+        return issuing_stretches(tl, group, classified.filter(pl.col("call_part") == "launch"),
+                                 per_group(non_issuing(tl), busy, group), bounds)
     return cached(tl, "issuing:" + ",".join(group), ("gpu", "api", "ranges"), compute)
 
 
@@ -311,22 +324,21 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
 def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
               ) -> dict[str, pl.DataFrame]:
     """The host-side interval sets of the attribution, each with the group columns:
-    ``launch`` (:func:`launch_windows`), ``warmup`` (:func:`warmup_intervals`) and
-    ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
-    the default activities (:func:`busy_activities`)."""
+    ``launch`` (launch windows and issuing stretches), ``warmup`` (:func:`warmup_intervals`)
+    and ``host_sync`` (:func:`blocking_intervals`, less the time a stream-wait rule gives to
+    the wait: idle, cause ``stream_wait``). Computed once per timeline and group for the
+    default activities (:func:`busy_activities`)."""
     group = list(group)
-    cols = [*group, "start_ns", "end_ns"]
     if acts is busy_activities(tl):
-        calls = _busy_host_calls(tl, group)
-        return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
-                "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
+        return _as_sets(tl, _busy_host_calls(tl, group), group)
     return _host_sets(tl, acts, group)
 
 
 def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Host-sync intervals without the time a stream of the group sat blocked behind an
-    event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the host waited on
-    the stream, the stream on the event, so the wait is the cause, not the host."""
+    """Host intervals (host sync, issuing) without the time a stream of the group sat
+    blocked behind an event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the
+    work was issued and the stream waited on the event, so the wait is the cause, not the
+    host (idle, gap cause ``stream_wait``)."""
     from traceparse.analyses.streamwait import stream_waits
 
     sw = stream_waits(tl)
@@ -339,26 +351,15 @@ def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> p
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
     """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
+    return _as_sets(tl, _compose_host_calls(tl, acts, group), group)
+
+
+def _as_sets(tl: Timeline, calls: dict[str, pl.DataFrame], group: list[str]
+             ) -> dict[str, pl.DataFrame]:
     cols = [*group, "start_ns", "end_ns"]
-    windows = call_windows(tl, acts, columns=group)
-    warm = warmup_intervals(tl, acts, group, windows=windows).select(cols)
-    blocking = blocking_intervals(tl, acts, group, windows=windows).select(cols)
-    # issuing stretches exclude every blocking call; a call's time the stream-wait rule
-    # gives to the wait is idle (cause stream_wait), not host sync
-    return {"launch": _launch_set(tl, group, windows, blocking, warm), "warmup": warm,
-            "host_sync": _minus_stream_waits(tl, blocking, group)}
-
-
-def _launch_set(tl: Timeline, group: list[str], windows: pl.DataFrame, sync: pl.DataFrame,
-                warm: pl.DataFrame) -> pl.DataFrame:
-    """The launch windows and the issuing stretches (:func:`issuing_intervals`) less the
-    blocking calls and warm-up they overlap: the host issuing the next work."""
-    from traceparse.analyses.issuing import subtract_host_parts
-
-    launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
-                                                                      "end_ns")
-    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
-    return pl.concat([launch, issuing.cast(launch.schema)]) if issuing.height else launch
+    return {"launch": _minus_stream_waits(tl, calls["launch"], group),
+            "warmup": calls["warmup"].select(cols),
+            "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
 
 
 def part_expr() -> pl.Expr:
@@ -507,10 +508,6 @@ def _default_windows(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
                  pl.col("end_ns").max().alias("window_end_ns")))
 
 
-def _group_keys(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    return acts.select(group).unique(maintain_order=True)
-
-
 def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
                       group: Sequence[str] = DEFAULT_GROUP, _shared: bool = False
                       ) -> pl.DataFrame:
@@ -532,7 +529,7 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
     acts = busy_activities(tl)
     named = "window_name" in windows.columns
     keys = [c for c in group if c in windows.columns]
-    groups = _group_keys(acts, group)
+    groups = acts.select(group).unique(maintain_order=True)
     w = windows.select(*keys, *(["window_name"] if named else []),
                        pl.col("window_start_ns").cast(pl.Int64),
                        pl.col("window_end_ns").cast(pl.Int64))
