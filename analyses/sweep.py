@@ -201,7 +201,7 @@ def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl
     out_free = pl.concat([keys[fg], pl.DataFrame(
         [pl.Series("start_ns", np.concatenate([f[1] for f in free])),
          pl.Series("end_ns", np.concatenate([f[2] for f in free])),
-         *(pl.Series(label, np.concatenate([f[3][i] for f in free])).cast(pl.Int64)
+         *(pl.Series(label, np.concatenate([f[3][i] for f in free]), pl.Int32)
            for i, label in enumerate(host_labels))])], how="horizontal")
     del free, fg
     return {"sums": out_sums, "parts": _part_runs(keys, _join_runs(runs), parts),
@@ -326,7 +326,8 @@ def _part_runs(keys: pl.DataFrame,
     """The merged intervals of every part from the runs of consecutive segments of one
     group and part (:func:`_runs`; segments tile each group's window in group then time
     order, so a part's intervals are its runs: two runs of one part never touch, another
-    part's segment lies between). Sorted by group, part name, start."""
+    part's segment lies between). Sorted by group, part name, start. ``_part`` is an Enum of
+    ``parts``: one byte a row (as a String column it was 16 bytes a row, 0.4 GB at 27M runs)."""
     rg, rp, rs, re_ = runs
     # part names in string order, as sorting by the _part column does
     rank = np.argsort(np.argsort(np.array(parts)))
@@ -335,7 +336,7 @@ def _part_runs(keys: pl.DataFrame,
     order = np.argsort(key.astype(np.int16) if key.size and key.max() < 2**15 else key,
                        kind="stable")
     return pl.concat([keys[rg[order]], pl.DataFrame(
-        [pl.Series("_part", list(parts), dtype=pl.String).gather(rp[order]),
+        [pl.Series("_part", list(parts), dtype=pl.Enum(list(parts))).gather(rp[order]),
          _take("start_ns", rs, order), _take("end_ns", re_, order)])], how="horizontal")
 
 
