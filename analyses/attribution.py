@@ -303,7 +303,9 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
                 windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
     """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
     (``warmup``)."""
-    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    # the columns per_group reads, before the filter copies them
+    api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
+                        "end_ns").filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
         out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)

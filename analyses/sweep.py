@@ -185,8 +185,12 @@ def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl
         cols.append(np.add.reduceat(np.where(ov, length, 0), first) if first.size else first)
         gsum.append(np.stack(cols).astype(np.int64))
         rows = np.flatnonzero(part >= first_host)
-        free.append((gid[rows], start[rows], end[rows], count[first_host:, rows]))
-        runs.append(_runs(gid, start, end, part))
+        # kept until the end: group codes as int32 (there are a few groups, not 2**31)
+        free.append((gid[rows].astype(np.int32), start[rows], end[rows],
+                     count[first_host:, rows]))
+        rg, rp, rs, re_ = _runs(gid, start, end, part)
+        runs.append((rg.astype(np.int32), rp, rs, re_))
+        del rg, rp, rs, re_
         del count, part, rows, length, ov
     allsum = np.concatenate(gsum, axis=1) if gsum else np.zeros((npart + 2, 0), np.int64)
     del gsum
@@ -231,9 +235,15 @@ def chunk_segments(sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]], chun
     if n <= chunk or span * ngroups >= 2**62:
         yield priority_segments(sets)
         return
-    # per label: sorted start keys and sorted end keys
-    ks = [np.sort(g * span + (s - lo)) for g, s, _ in cleaned]
-    ke = [np.sort(g * span + (e - lo)) for g, _, e in cleaned]
+    # per label: sorted start keys and sorted end keys; each label's cleaned arrays are
+    # released once its keys are made (at 10M kernels each label's are ~0.25 GB)
+    ks: list[np.ndarray] = []
+    ke: list[np.ndarray] = []
+    for i, (g, s, e) in enumerate(cleaned):
+        cleaned[i] = (g[:0], s[:0], e[:0])
+        ks.append(np.sort(g * span + (s - lo)))
+        ke.append(np.sort(g * span + (e - lo)))
+        del g, s, e
     del cleaned
     cuts = _cut_keys([*ks, *ke], n, chunk)
     nl = len(ks)
