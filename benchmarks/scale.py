@@ -24,7 +24,9 @@ command once, the order rotating by one per round, so load from other users fall
 rows alike; the table gives medians and every run. Peak RSS is ``Maximum resident set
 size`` of ``/usr/bin/time -v`` (the largest single process of the tree: the command and
 the helpers it waited for) and the summed RSS of the whole process tree sampled every
-20 ms (parallel rank parsing runs several processes at once). Load averages before and
+20 ms (parallel rank parsing runs several processes at once); the CPU seconds (user +
+system, from the same ``time -v``) are the figure that compares on a shared machine, where
+wall time follows the other users' load. Load averages before and
 after are written with the table, which goes into benchmarks/RESULTS.md between this
 harness's own markers (``--results``).
 
