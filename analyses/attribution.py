@@ -113,6 +113,10 @@ def busy_activities(tl: Timeline) -> pl.DataFrame:
         .with_columns(pl.col("category").cast(pl.String))))
 
 
+#: The values of ``call_part`` (:func:`classify_calls`), one byte a row.
+CALL_PART = pl.Enum(["host_sync", "warmup", "launch"])
+
+
 def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
                    columns: Sequence[str] | None = None) -> pl.DataFrame:
     """Each GPU activity of ``acts`` (default :func:`busy_activities`) joined to its call in
@@ -123,7 +127,9 @@ def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
     from pageable memory), ``warmup`` (the first launch of the activity's name on its
     process lasted at least :data:`LAZY_LOAD_MIN_NS` and ten times the process's median
     non-blocking call: lazy module loading) or ``launch`` (issuing work). Activities
-    without a call are left out; the rows keep ``acts``' order.
+    without a call are left out; the rows keep ``acts``' order. ``call_name`` has the
+    dtype of ``tl.api``'s ``name`` (Categorical: codes, not strings) and ``call_part`` is
+    the Enum :data:`CALL_PART`.
 
     For the default activities the classification is computed once per timeline and
     shared by every analysis of the command (breakdown, gaps, savings, replay).
@@ -163,9 +169,10 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
         j = (acts.with_row_index("_b").filter(pl.col("correlation_id").is_not_null())
              .join(api, on=key, how="inner", maintain_order="left"))
     # the rules run on the distinct names and kinds (analyses/callparts.py)
-    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS)
-    return j.select("_b", pl.col("call_name").cast(pl.String), "api_start_ns", "api_end_ns",
-                    part)
+    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS).cast(CALL_PART)
+    # the call name stays the API table's dictionary code (a String copy per launched
+    # activity was ~40 bytes a row, kept for the whole command); decoded where printed
+    return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part)
 
 
 def call_windows(tl: Timeline, acts: pl.DataFrame | None = None, *,
@@ -309,7 +316,9 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
                 windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
     """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
     (``warmup``)."""
-    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    # the columns per_group reads, before the filter copies them
+    api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
+                        "end_ns").filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
         out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
@@ -396,9 +405,11 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
     * ``sums``: per group, the segment lengths summed per part (:data:`PARTS`) and
       ``overlapped_comm_ns``;
-    * ``parts``: the merged intervals of every part, the part in ``_part``;
+    * ``parts``: the merged intervals of every part, the part in ``_part`` (an Enum of
+      :data:`PARTS`);
     * ``free``: the segments no GPU activity covers (group columns, ``start_ns``,
-      ``end_ns``, ``launch``, ``warmup``, ``host_sync`` counts), in group then time order.
+      ``end_ns``, ``launch``, ``warmup``, ``host_sync`` counts, Int32), in group then
+      time order.
 
     The GPU categories other than ``sync`` are exactly compute, communication and memory
     (:data:`traceparse.schema.CATEGORIES`), so "no busy activity" is those three at 0.

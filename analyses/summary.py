@@ -58,7 +58,7 @@ VERDICTS = {
 def window_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """One row: the trace's time span and how many devices, kernels, copies and calls."""
     span = tl.span_ns() or (0, 0)
-    kinds = tl.gpu["kind"].cast(pl.String)
+    kinds = tl.gpu["kind"]  # compared as codes: no string per activity
     return pl.DataFrame({
         "start_ns": [span[0]], "end_ns": [span[1]], "dur_ns": [span[1] - span[0]],
         "devices": [tl.gpu.select("rank", "device_id").unique().height],
