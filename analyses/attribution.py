@@ -19,11 +19,12 @@ window **to the nanosecond**:
     window* is ``[api.start_ns, min(api.end_ns, activity.start_ns))``, the API call found by
     joining ``gpu`` to ``api`` on ``(rank, process_id, correlation_id)``; activities without
     a matching call have no launch window. Queueing latency after the call returned, with no
-    other launch in flight, is idle, not launch overhead. Bounded by the launch calls' own
-    duration: a call that *waits* is host synchronisation, a first launch that loads a
-    module is warm-up (below). Plus the host's **issuing stretches**
-    (:func:`issuing_intervals`, :mod:`traceparse.analyses.issuing`): the launching thread
-    between two CUDA calls inside a range that produces work (dispatch, Python, allocator).
+    other launch in flight, is idle. A call that *waits* is host synchronisation, a first
+    launch that loads a module is warm-up (below). Plus the host's **issuing stretches**
+    (:func:`issuing_intervals`; the one rule, :mod:`traceparse.analyses.issuing`, which the
+    gap causes read through this part): the launching thread inside a host range that
+    contains its next launch (the ops producing the work). Neither while a stream held
+    issued work back behind an event wait (as for host sync below).
 ``warmup_ns``
     Nothing ran and no launch was in flight while the host was warming up (see
     :func:`warmup_intervals` and :mod:`traceparse.analyses.warmup`): in a module-load / link /
@@ -112,6 +113,10 @@ def busy_activities(tl: Timeline) -> pl.DataFrame:
         .with_columns(pl.col("category").cast(pl.String))))
 
 
+#: The values of ``call_part`` (:func:`classify_calls`), one byte a row.
+CALL_PART = pl.Enum(["host_sync", "warmup", "launch"])
+
+
 def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
                    columns: Sequence[str] | None = None) -> pl.DataFrame:
     """Each GPU activity of ``acts`` (default :func:`busy_activities`) joined to its call in
@@ -122,7 +127,9 @@ def classify_calls(tl: Timeline, acts: pl.DataFrame | None = None, *,
     from pageable memory), ``warmup`` (the first launch of the activity's name on its
     process lasted at least :data:`LAZY_LOAD_MIN_NS` and ten times the process's median
     non-blocking call: lazy module loading) or ``launch`` (issuing work). Activities
-    without a call are left out; the rows keep ``acts``' order.
+    without a call are left out; the rows keep ``acts``' order. ``call_name`` has the
+    dtype of ``tl.api``'s ``name`` (Categorical: codes, not strings) and ``call_part`` is
+    the Enum :data:`CALL_PART`.
 
     For the default activities the classification is computed once per timeline and
     shared by every analysis of the command (breakdown, gaps, savings, replay).
@@ -162,9 +169,10 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
         j = (acts.with_row_index("_b").filter(pl.col("correlation_id").is_not_null())
              .join(api, on=key, how="inner", maintain_order="left"))
     # the rules run on the distinct names and kinds (analyses/callparts.py)
-    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS)
-    return j.select("_b", pl.col("call_name").cast(pl.String), "api_start_ns", "api_end_ns",
-                    part)
+    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS).cast(CALL_PART)
+    # the call name stays the API table's dictionary code (a String copy per launched
+    # activity was ~40 bytes a row, kept for the whole command); decoded where printed
+    return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part)
 
 
 def call_windows(tl: Timeline, acts: pl.DataFrame | None = None, *,
@@ -233,24 +241,35 @@ def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
 
 
 def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
-    """The busy activities' host calls per group, once per timeline and group: ``launch``
-    (group columns and window), ``host_sync`` (:func:`blocking_intervals`) and ``warmup``
-    (:func:`warmup_intervals`). The call windows they come from are not kept."""
-    def compute() -> dict[str, pl.DataFrame]:
-        windows = call_windows(tl, columns=group)
-        acts = busy_activities(tl)
-        sync = _host_calls(tl, acts, group, windows, "host_sync")
-        warm = _host_calls(tl, acts, group, windows, "warmup")
-        return {"launch": _launch_set(tl, group, windows, sync, warm), "host_sync": sync,
-                "warmup": warm}
-    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"), compute))
+    """:func:`_compose_host_calls` of the busy activities, once per timeline and group."""
+    return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"),
+                       lambda: _compose_host_calls(tl, busy_activities(tl), group)))
+
+
+def _compose_host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str]
+                        ) -> dict[str, pl.DataFrame]:
+    """The host calls of ``acts`` per group, from one :func:`call_windows` (not kept):
+    ``host_sync`` (:func:`blocking_intervals`), ``warmup`` (:func:`warmup_intervals`), both
+    with ``name`` and ``thread_id``, and ``launch`` (group columns and window): the launch
+    windows and the issuing stretches (:func:`issuing_intervals`) less the blocking calls
+    and warm-up they overlap, i.e. the host issuing the next work."""
+    from traceparse.analyses.issuing import subtract_host_parts
+
+    windows = call_windows(tl, acts, columns=group)
+    sync = _host_calls(tl, acts, group, windows, "host_sync")
+    warm = _host_calls(tl, acts, group, windows, "warmup")
+    launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
+                                                                      "end_ns")
+    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
+    if issuing.height:
+        launch = pl.concat([launch, issuing.cast(launch.schema)])
+    return {"launch": launch, "host_sync": sync, "warmup": warm}
 
 
 def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
-    """The host's issuing stretches per group (:mod:`traceparse.analyses.issuing`): the
-    thread between two CUDA calls inside one range producing work, less the ranges that
-    issue nothing. Columns: group, ``thread_id``, ``start_ns``, ``end_ns``. Computed once
-    per timeline and group."""
+    """The host's issuing stretches per group (:func:`~traceparse.analyses.issuing.
+    issuing_stretches`): group, ``thread_id``, ``start_ns``, ``end_ns``; once per timeline
+    and group."""
     from traceparse.analyses.issuing import issuing_stretches, non_issuing
 
     group = list(group)
@@ -259,11 +278,12 @@ def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
         busy = busy_activities(tl)
         g = tl.gpu.select(pl.col("category").cast(pl.String) != "sync").to_series().arg_true()
         rows = links.launch_links(tl)["api_row_file"].gather(g)
-        launched = (classify_calls(tl, columns=[*group, "start_ns"])
-                    .with_columns(rows.filter(rows.is_not_null()).alias("_row"))
-                    .filter(pl.col("call_part") == "launch"))
-        return issuing_stretches(tl, group, launched,
-                                 per_group(non_issuing(tl), busy, group))
+        classified = (classify_calls(tl, columns=[*group, "start_ns"])
+                      .with_columns(rows.filter(rows.is_not_null()).alias("_row")))
+        blocking = tl.api.select(_name_matches(tl.api, BLOCKING_API_RE)).to_series().arg_true()
+        bounds = pl.concat([classified["_row"].cast(pl.UInt32), blocking.cast(pl.UInt32)])
+        return issuing_stretches(tl, group, classified.filter(pl.col("call_part") == "launch"),
+                                 per_group(non_issuing(tl), busy, group), bounds)
     return cached(tl, "issuing:" + ",".join(group), ("gpu", "api", "ranges"), compute)
 
 
@@ -296,7 +316,9 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
                 windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
     """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
     (``warmup``)."""
-    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    # the columns per_group reads, before the filter copies them
+    api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
+                        "end_ns").filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
         out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
@@ -311,22 +333,21 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
 def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
               ) -> dict[str, pl.DataFrame]:
     """The host-side interval sets of the attribution, each with the group columns:
-    ``launch`` (:func:`launch_windows`), ``warmup`` (:func:`warmup_intervals`) and
-    ``host_sync`` (:func:`blocking_intervals`). Computed once per timeline and group for
-    the default activities (:func:`busy_activities`)."""
+    ``launch`` (launch windows and issuing stretches), ``warmup`` (:func:`warmup_intervals`)
+    and ``host_sync`` (:func:`blocking_intervals`, less the time a stream-wait rule gives to
+    the wait: idle, cause ``stream_wait``). Computed once per timeline and group for the
+    default activities (:func:`busy_activities`)."""
     group = list(group)
-    cols = [*group, "start_ns", "end_ns"]
     if acts is busy_activities(tl):
-        calls = _busy_host_calls(tl, group)
-        return {"launch": calls["launch"], "warmup": calls["warmup"].select(cols),
-                "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
+        return _as_sets(tl, _busy_host_calls(tl, group), group)
     return _host_sets(tl, acts, group)
 
 
 def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    """Host-sync intervals without the time a stream of the group sat blocked behind an
-    event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the host waited on
-    the stream, the stream on the event, so the wait is the cause, not the host."""
+    """Host intervals (host sync, issuing) without the time a stream of the group sat
+    blocked behind an event wait (:func:`traceparse.analyses.streamwait.stream_waits`): the
+    work was issued and the stream waited on the event, so the wait is the cause, not the
+    host (idle, gap cause ``stream_wait``)."""
     from traceparse.analyses.streamwait import stream_waits
 
     sw = stream_waits(tl)
@@ -339,26 +360,15 @@ def _minus_stream_waits(tl: Timeline, sync: pl.DataFrame, group: list[str]) -> p
 
 def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, pl.DataFrame]:
     """:func:`host_sets` computed afresh (nothing read from or stored in the cache)."""
+    return _as_sets(tl, _compose_host_calls(tl, acts, group), group)
+
+
+def _as_sets(tl: Timeline, calls: dict[str, pl.DataFrame], group: list[str]
+             ) -> dict[str, pl.DataFrame]:
     cols = [*group, "start_ns", "end_ns"]
-    windows = call_windows(tl, acts, columns=group)
-    warm = warmup_intervals(tl, acts, group, windows=windows).select(cols)
-    blocking = blocking_intervals(tl, acts, group, windows=windows).select(cols)
-    # issuing stretches exclude every blocking call; a call's time the stream-wait rule
-    # gives to the wait is idle (cause stream_wait), not host sync
-    return {"launch": _launch_set(tl, group, windows, blocking, warm), "warmup": warm,
-            "host_sync": _minus_stream_waits(tl, blocking, group)}
-
-
-def _launch_set(tl: Timeline, group: list[str], windows: pl.DataFrame, sync: pl.DataFrame,
-                warm: pl.DataFrame) -> pl.DataFrame:
-    """The launch windows and the issuing stretches (:func:`issuing_intervals`) less the
-    blocking calls and warm-up they overlap: the host issuing the next work."""
-    from traceparse.analyses.issuing import subtract_host_parts
-
-    launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
-                                                                      "end_ns")
-    issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
-    return pl.concat([launch, issuing.cast(launch.schema)]) if issuing.height else launch
+    return {"launch": _minus_stream_waits(tl, calls["launch"], group),
+            "warmup": calls["warmup"].select(cols),
+            "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
 
 
 def part_expr() -> pl.Expr:
@@ -395,9 +405,11 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 
     * ``sums``: per group, the segment lengths summed per part (:data:`PARTS`) and
       ``overlapped_comm_ns``;
-    * ``parts``: the merged intervals of every part, the part in ``_part``;
+    * ``parts``: the merged intervals of every part, the part in ``_part`` (an Enum of
+      :data:`PARTS`);
     * ``free``: the segments no GPU activity covers (group columns, ``start_ns``,
-      ``end_ns``, ``launch``, ``warmup``, ``host_sync`` counts), in group then time order.
+      ``end_ns``, ``launch``, ``warmup``, ``host_sync`` counts, Int32), in group then
+      time order.
 
     The GPU categories other than ``sync`` are exactly compute, communication and memory
     (:data:`traceparse.schema.CATEGORIES`), so "no busy activity" is those three at 0.
@@ -507,10 +519,6 @@ def _default_windows(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
                  pl.col("end_ns").max().alias("window_end_ns")))
 
 
-def _group_keys(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
-    return acts.select(group).unique(maintain_order=True)
-
-
 def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
                       group: Sequence[str] = DEFAULT_GROUP, _shared: bool = False
                       ) -> pl.DataFrame:
@@ -532,7 +540,7 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
     acts = busy_activities(tl)
     named = "window_name" in windows.columns
     keys = [c for c in group if c in windows.columns]
-    groups = _group_keys(acts, group)
+    groups = acts.select(group).unique(maintain_order=True)
     w = windows.select(*keys, *(["window_name"] if named else []),
                        pl.col("window_start_ns").cast(pl.Int64),
                        pl.col("window_end_ns").cast(pl.Int64))

@@ -84,8 +84,12 @@ from traceparse.analyses.attribution import (
     per_group,
     warmup_intervals,
 )
+from traceparse.analyses.gapjoin import COVER_FRACTION
+from traceparse.analyses.gapjoin import join_gaps as _join_gaps
+from traceparse.analyses.gapjoin import near_gaps as _near_gaps
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
+from traceparse.kernelname import short_kernel_name
 from traceparse.timeline import Timeline
 
 #: Kept for callers: host API calls that block the calling thread until the GPU catches up.
@@ -96,8 +100,6 @@ NON_HOST_RANGE_KINDS = ("gpu_user_annotation", "profiler_step", "nvtx_mark")
 OSRT_KIND = "osrt"
 SAMPLE_KIND = "cpu_sample"
 PROFILER_KIND = "profiler_overhead"
-#: A candidate covers a gap when it overlaps at least this fraction of it.
-COVER_FRACTION = 0.5
 DEFAULT_MIN_NS = 10_000
 _GAP_PARTS = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
 _CPU_CAUSES = ("cpu_busy", "cpu_work", "os_wait")
@@ -202,9 +204,7 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
                 & name.str.contains(DATA_LOADING_RE))
                | ((pl.col("cause") == "os_wait") & name.str.contains(IO_READ_RE)))
     prof = (pl.col("cause") == "cpu_work") & name.str.contains(PROFILER_RANGE_RE)
-    # nothing covering the gap stays unknown (no host explanation to name)
-    issuing = (cpu & (pl.col("cause") != "unknown")
-               & (2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns")))
+    issuing = cpu & is_issuing()
     from traceparse.analyses.issuing import host_ranges
 
     dl = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
@@ -234,9 +234,10 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
                   for new, old in (("_dl", "cause_name"), ("_dt", "cause_thread_id"),
                                    ("_ds", "cause_start_ns"), ("_de", "cause_end_ns")))
                 ).drop("_r", "_dl", "_dt", "_ds", "_de")
-    gaps = gaps.with_columns(
+    gaps = _name_issuing(tl, acts, gaps.with_columns(
         pl.when(loading).then(pl.lit("input_pipeline")).when(prof).then(pl.lit("profiler"))
-        .when(issuing).then(pl.lit("issuing")).otherwise(pl.col("cause")).alias("cause"))
+        .when(issuing).then(pl.lit("issuing")).otherwise(pl.col("cause")).alias("cause")),
+        group)
     # the GPU ran out of work while the host waited in a blocking call: the sync, not the
     # host work after it, kept the GPU from being fed
     blk = blocking_intervals(tl, acts, group)
@@ -270,6 +271,49 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
         .alias("cause_end_ns")).drop("_r", "_sn", "_st", "_ss", "_se")
 
 
+def is_issuing() -> pl.Expr:
+    """A gap is ``issuing`` when at least half of it is issuing time: the attribution's
+    ``launch_overhead_ns`` of the gap (launch windows and the issuing stretches of
+    :mod:`traceparse.analyses.issuing`, one set for both). Such a gap's ``kind`` is
+    ``launch_overhead``; a gap of ``kind`` ``idle`` is never issuing."""
+    return 2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns")
+
+
+def _name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """An ``issuing`` gap that no single candidate covered (the host issued it in several
+    ops or calls) is named by the host range or CUDA call overlapping it the most (ties:
+    the shorter, then the earlier); ``cause_detail`` says that it covers less than half."""
+    todo = gaps.with_row_index("_r").filter((pl.col("cause") == "issuing")
+                                            & pl.col("cause_name").is_null())
+    if todo.height == 0:
+        return gaps
+    from traceparse.analyses.issuing import host_ranges
+
+    rows = pl.concat([host_ranges(tl).drop("kind"), tl.api.filter(
+        pl.col("end_ns").is_not_null()).select(host_ranges(tl).drop("kind").columns)],
+        how="vertical_relaxed")
+    j = _join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                   per_group(_near_gaps(rows, todo), acts, group), group)
+    if j.height == 0:
+        return gaps
+    best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
+            .group_by("_gid", maintain_order=True).first()
+            .select(pl.col("_gid").alias("_r"), pl.col("name").alias("_in"),
+                    pl.col("thread_id").alias("_it"), pl.col("start_ns").alias("_is"),
+                    pl.col("end_ns").alias("_ie"),
+                    pl.format("issued in several ops or calls; this one overlaps {}% of the "
+                              "gap", (pl.col("_ov") * 100 / (pl.col("_ge") - pl.col("_gs")))
+                              .round(0).cast(pl.Int64)).alias("_id")))
+    hit = pl.col("_in").is_not_null()
+    return (gaps.with_row_index("_r").join(best, on="_r", how="left")
+            .with_columns(*(pl.when(hit).then(pl.col(n)).otherwise(pl.col(c)).alias(c)
+                            for n, c in (("_in", "cause_name"), ("_it", "cause_thread_id"),
+                                         ("_is", "cause_start_ns"), ("_ie", "cause_end_ns"),
+                                         ("_id", "cause_detail"))))
+            .drop("_r", "_in", "_it", "_is", "_ie", "_id"))
+
+
 #: At most about this many host rows are copied to groups at once: with many groups
 #: (836 streams) the causes are found for a batch of groups at a time (each gap's cause
 #: reads only rows of its own group, so the batches are independent).
@@ -285,7 +329,10 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
     Only host rows that overlap some gap (:func:`_near_gaps`) are copied to their groups
     (:func:`per_group`), and only to the groups of one batch (:data:`CHUNK_ROWS`): every
     use joins them with the gaps of their own group, so the pairs are the same."""
-    api = _near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gaps)
+    # only the columns per_group copies (a filter of every api column was ~0.9 GB at 13M
+    # calls)
+    api = _near_gaps(tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
+                                   "end_ns").filter(pl.col("end_ns").is_not_null()), gaps)
     keys = gaps.select(group).unique().sort(group)
     # the host calls already per group (cached with the attribution), cut once by batch
     fixed = pl.concat([_label(_near_gaps(blocking_intervals(tl, acts, group), gaps),
@@ -334,10 +381,9 @@ def _stream_wait_rows(tl: Timeline, group: list[str]) -> pl.DataFrame:
     sw = stream_waits(tl)
     if not set(group) <= set(sw.columns):
         return pl.DataFrame()
-    # the held activity by its base name (no return type, namespace noise or arguments)
-    held = (pl.col("blocked_name").str.replace(r"^void ", "")
-            .str.replace_all(r"\(anonymous namespace\)::", "")
-            .str.replace(r"[<(].*$", "").str.slice(0, 60))
+    # the held activity by its bare name (traceparse.kernelname)
+    held = pl.col("blocked_name").map_elements(lambda n: short_kernel_name(n, 60, bare=True),
+                                               return_dtype=pl.String)
     name = pl.format("{} on stream {}: held {} back; event {}; {}; {}", pl.col("wait_name"),
                      pl.col("stream_id"), held,
                      pl.col("event").fill_null("record not in this trace"),
@@ -367,19 +413,6 @@ def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
             .with_columns(free["end_ns"].gather(last).alias("end_ns"),
                           *(pl.Series(n, v, pl.Int64) for n, v in sums.items()))
             .with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns")))
-
-
-def _near_gaps(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """The rows of ``rows`` that overlap some gap of any group (a superset of those that
-    overlap a gap of their own group; the filter reads only the row's own bounds, so it
-    commutes with :func:`per_group`)."""
-    u = intervals.union(gaps.select("start_ns", "end_ns"))
-    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
-    s = rows["start_ns"].fill_null(0).to_numpy()
-    e = rows["end_ns"].fill_null(0).to_numpy()
-    lo = np.searchsorted(u["end_ns"].to_numpy(), s, side="right")
-    hi = np.searchsorted(u["start_ns"].to_numpy(), e, side="left")
-    return rows.filter(pl.Series(ok & (hi > lo)))
 
 
 def _launching_threads(tl: Timeline) -> pl.DataFrame:
@@ -435,34 +468,6 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
                  pl.String).str.contains(LAZY_MARKER_RE)), acts, group), "profiler")]
     return (pl.concat(parts, how="vertical_relaxed")
             .rename({"name": "_name", "thread_id": "_tid"}))
-
-
-def _join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
-               cover: bool = False, inside: bool = False) -> pl.DataFrame:
-    """Rows overlapping a gap of their own group (``start_ns < gap end`` and ``end_ns >
-    gap start``), with ``_gid``, ``_gs``, ``_ge``, ``_ov`` (overlap) and ``_d`` (row
-    duration). ``cover``: only pairs whose overlap is at least :data:`COVER_FRACTION` of
-    the gap; ``inside``: only rows that start inside the gap. The gaps of a group are
-    disjoint, so the pairs come from binary searches (:func:`sweep.overlap_pairs`)."""
-    keys = gaps.select(group).unique()
-    gs, ge = gaps["start_ns"].to_numpy(), gaps["end_ns"].to_numpy()
-    code = sweep.group_codes(keys, rows, group)
-    ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
-    s = rows["start_ns"].fill_null(0).cast(pl.Int64).to_numpy()
-    e = rows["end_ns"].fill_null(0).cast(pl.Int64).to_numpy()
-    ri, gi = sweep.overlap_pairs(sweep.group_codes(keys, gaps, group), gs, ge,
-                                 np.where(ok, code, -1), s, e)
-    ov = np.minimum(e[ri], ge[gi]) - np.maximum(s[ri], gs[gi])
-    keep = np.ones(ri.size, dtype=bool)
-    if cover:
-        keep &= ov >= COVER_FRACTION * (ge[gi] - gs[gi])
-    if inside:
-        keep &= s[ri] >= gs[gi]
-    ri, gi, ov = ri[keep], gi[keep], ov[keep]
-    return rows[ri].with_columns(
-        gaps["_gid"].gather(gi).alias("_gid"), pl.Series("_gs", gs[gi], pl.Int64),
-        pl.Series("_ge", ge[gi], pl.Int64), pl.Series("_ov", ov, pl.Int64),
-        pl.Series("_d", e[ri] - s[ri], pl.Int64))
 
 
 def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse import units
+from traceparse.analyses.codes import matches
 from traceparse.timeline import Timeline
 
 _LAUNCH = r"(?i)graphlaunch"
@@ -46,7 +47,7 @@ def graph_launches(tl: Timeline) -> pl.DataFrame:
     graph_records, activities, kernel_ns, graph_ns, gpu_start_ns, gpu_end_ns, graph_ids``
     (zeros / nulls where the trace holds no GPU work for the launch).
     """
-    a = tl.api.filter(pl.col("name").cast(pl.String).str.contains(_LAUNCH))
+    a = tl.api.filter(matches(tl.api["name"], _LAUNCH))  # the regex on distinct names
     if a.height == 0:
         return pl.DataFrame()
     a = a.select("rank", "process_id", "thread_id", pl.col("name").cast(pl.String),

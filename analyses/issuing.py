@@ -3,21 +3,31 @@
 The attribution's ``launch_overhead_ns`` is the GPU idle while the host was **issuing** the
 next work. A launch call alone is the smallest part of that on a modern GPU: the host
 thread also spends time in the framework ops that produce the next kernel (PyTorch
-dispatch, Python between ops, the caching allocator). :func:`issuing_intervals` finds that
-time from the trace's own host ranges:
+dispatch, the caching allocator, Python inside a traced function).
+:func:`issuing_stretches` finds that time from the trace's own host ranges:
 
 * For every GPU activity launched by a non-blocking call ``c`` (a ``launch`` call of
-  :func:`traceparse.analyses.attribution.classify_calls`), the host stretch from the end of
-  the previous CUDA/HIP call on the same thread to ``c`` (clipped to the activity's start)
-  is **issuing** when some host range of that thread (an op, a Python function, a user or
-  NVTX range; never a ``ProfilerStep``) contains both calls: the thread went from one call
-  to the next inside one unit of work that produces GPU work. Without such a range the
-  stretch is not explained (the gap analysis calls it ``unknown``).
+  :func:`traceparse.analyses.attribution.classify_calls`), the *stretch* runs from the end
+  of the thread's previous call ``p`` that launched GPU work or waited (other CUDA calls on
+  the way, e.g. ``cudaStreamIsCapturing`` or ``cudaEventRecord`` inside an op, are part of
+  the issuing) to ``c`` (clipped to the activity's start). Its **issuing** time is where
+  the thread is inside a host range (an op, a Python function, a user or NVTX range; never
+  a ``ProfilerStep``) that contains ``c``: the ops producing the next kernel (dispatch, the
+  allocator, the launch's own checks). Time inside no such range (Python between two
+  top-level ops, the tail of the op that issued the previous kernel, the autograd engine
+  handing over to its thread) is not explained: it stays idle (the gap analysis calls it
+  ``unknown`` unless something else covers it). A range containing both ``p`` and ``c``
+  makes the whole stretch issuing.
 * Removed from it: **non-issuing** ranges of the thread, i.e. host ranges that are not
   framework ops (``cpu_op``: dispatch and allocation are part of issuing) and that contain
   no CUDA/HIP call, plus every range named as data loading (:data:`DATA_LOADING_RE`) or as
   the profiler's own code (:data:`PROFILER_RANGE_RE`), whatever it contains. These are
   "other CPU work", the input pipeline and profiler overhead, not issuing.
+
+This is the one definition of issuing: the attribution's ``launch_overhead_ns`` is the GPU
+idle while it holds, the gap causes call a gap ``issuing`` when at least half of it is that
+part (:func:`traceparse.analyses.gaps.is_issuing`), the verdict, the steps table and the
+CUDA-graph and fusion fixes read the same intervals (docs/analyses.md, "Issuing time").
 
 The launch windows themselves stay in the launch set; blocking calls and warm-up keep their
 own parts (they are subtracted where they overlap an issuing stretch).
@@ -111,7 +121,7 @@ def _non_issuing(tl: Timeline) -> pl.DataFrame:
 
 
 def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame,
-                      not_issuing: pl.DataFrame) -> pl.DataFrame:
+                      not_issuing: pl.DataFrame, bounds: pl.Series) -> pl.DataFrame:
     """The issuing stretches (module docstring) per group: group columns, ``thread_id``,
     ``start_ns``, ``end_ns`` (merged per group and thread; non-issuing ranges removed).
 
@@ -123,6 +133,9 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
             ``tl.api``); :func:`traceparse.analyses.attribution.issuing_intervals` builds it.
         not_issuing: :func:`non_issuing` copied to the groups (group columns,
             ``thread_id``, ``start_ns``, ``end_ns``).
+        bounds: the rows of ``tl.api`` that end a stretch: the calls of GPU activities and
+            the blocking calls (another call, e.g. ``cudaStreamIsCapturing`` or
+            ``cudaEventRecord`` inside an op, is part of the issuing between them).
     """
     from traceparse.analyses import intervals
 
@@ -133,40 +146,50 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     ranges = host_ranges(tl)
     if ranges.height == 0 or tl.api.height == 0 or launched.height == 0:
         return empty
-    calls = _calls(tl)
+    calls = _calls(tl).filter(pl.col("_row").is_in(bounds.implode()))
     # the previous call on the same thread (calls are sorted by thread, then start)
     same = pl.all_horizontal(*(pl.col(c) == pl.col(c).shift(1) for c in _THREAD))
-    calls = calls.with_columns(
-        pl.when(same).then(pl.col("start_ns").shift(1)).alias("_pstart"),
-        pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
-    j = launched.join(calls.select(*_THREAD, "_row", "_pstart", "_pend",
+    calls = calls.with_columns(pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
+    j = launched.join(calls.select(*_THREAD, "_row", "_pend",
                                    pl.col("end_ns").alias("_cend")), on="_row", how="inner")
-    j = j.filter(pl.col("_pend").is_not_null())
     if j.height == 0:
         return empty
-    # is there a range of the thread containing both calls? (max end among the ranges
-    # that start at or before the previous call's start)
-    ok = np.zeros(j.height, bool)
-    for key in j.select(_THREAD).unique().iter_rows(named=True):
-        jm = j.select(pl.all_horizontal(*(pl.col(k) == v for k, v in key.items()))
-                      ).to_series().to_numpy()
-        rm = ranges.filter(*(pl.col(k) == v for k, v in key.items())).sort("start_ns")
-        if rm.height == 0:
-            continue
-        rs = rm["start_ns"].to_numpy()
-        reach = np.maximum.accumulate(rm["end_ns"].to_numpy())
-        idx = np.flatnonzero(jm)
-        k = np.searchsorted(rs, j["_pstart"].to_numpy()[idx], side="right") - 1
-        ok[idx] = (k >= 0) & (reach[np.maximum(k, 0)] >= j["_cend"].to_numpy()[idx])
-    iv = (j.filter(pl.Series(ok))
-          .select(*group, "thread_id", pl.col("_pend").alias("start_ns"),
-                  pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
+    # the time each stretch lies inside a range of the thread that contains the launch
+    iv = (j.select(*group, "thread_id", _producing_start(ranges, j).alias("start_ns"),
+                   pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
           .filter(pl.col("end_ns") > pl.col("start_ns")))
     if iv.height == 0:
         return empty
     ni = not_issuing.select(*group, "thread_id", "start_ns", "end_ns")
     iv = intervals.subtract(iv, ni.cast(iv.schema), by=[*group, "thread_id"])
     return iv.cast(schema)  # type: ignore[arg-type]
+
+
+def _producing_start(ranges: pl.DataFrame, j: pl.DataFrame) -> pl.Series:
+    """For each stretch of ``j`` (thread columns, ``_pend``: the previous bounding call's
+    end, null for a thread's first; ``api_start_ns``/``_cend``: the launch call), where its
+    issuing begins: the earliest start of a range of the thread containing the launch call,
+    or the previous call's end if later (the maximum int64 when no range contains it).
+
+    With the thread's ranges sorted by start and ``reach`` the running maximum of their
+    ends, the ranges containing the call start at the first range whose ``reach`` passes
+    the call's end, if that range starts before the call (no nesting assumed)."""
+    big = np.iinfo(np.int64).max
+    out = np.full(j.height, big, np.int64)
+    cstart, cend = j["api_start_ns"].to_numpy(), j["_cend"].to_numpy()
+    for key in j.select(_THREAD).unique().iter_rows(named=True):
+        idx = np.flatnonzero(j.select(pl.all_horizontal(
+            *(pl.col(k) == v for k, v in key.items()))).to_series().to_numpy())
+        rm = ranges.filter(*(pl.col(k) == v for k, v in key.items())).sort("start_ns")
+        if rm.height == 0:
+            continue
+        rs = rm["start_ns"].to_numpy()
+        reach = np.maximum.accumulate(rm["end_ns"].to_numpy())
+        k = np.searchsorted(reach, cend[idx], side="left")
+        first = rs[np.minimum(k, rs.size - 1)]
+        out[idx] = np.where((k < rs.size) & (first <= cstart[idx]), first, big)
+    pend = j["_pend"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    return pl.Series("start_ns", np.maximum(out, pend), pl.Int64)
 
 
 def subtract_host_parts(iv: pl.DataFrame, others: Sequence[pl.DataFrame],

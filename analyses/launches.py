@@ -25,6 +25,7 @@ import polars as pl
 
 from traceparse.analyses._arrays import lex_codes, seg_cummax
 from traceparse.analyses._dist import nsys_stats, percentiles, round_half_up
+from traceparse.analyses.codes import matches
 from traceparse.derived import cached
 from traceparse.links import launch_join
 from traceparse.timeline import Timeline
@@ -59,6 +60,14 @@ def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         API 100..110, kernel 105..150 -> launch 10, queue -5, kernel 45, total 50.
         API 100..110, kernel 104..108 -> launch 10, queue -2, kernel 4, total 10.
     """
+    return _launch_rows(tl, unique_calls=unique_calls).with_columns(
+        pl.col("api_name").cast(pl.String))
+
+
+def _launch_rows(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
+    """:func:`launch_table` with ``api_name`` still the api table's dictionary codes (the
+    analyses that only test it read no per-row string; 10M launches as strings are
+    ~0.4 GB)."""
     if unique_calls:
         # the linked rows of every gpu row cost nothing (the links are computed once); the
         # filter then copies only the columns kept, not every gpu column
@@ -69,7 +78,7 @@ def launch_table(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
                  & pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
-        pl.col("api_name").cast(pl.String), "api_start_ns", "api_end_ns", "start_ns", "end_ns",
+        "api_name", "api_start_ns", "api_end_ns", "start_ns", "end_ns",
         (pl.col("api_end_ns") - pl.col("api_start_ns")).alias("launch_ns"),
         (pl.col("start_ns") - pl.col("api_end_ns")).alias("queue_ns"),
         pl.col("dur_ns").alias("kernel_ns"),
@@ -160,7 +169,7 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
     kernel-to-launch join is the expensive part: ~1 s per 1M kernels).
     """
     grp = ["rank", "device_id", "stream_id"]
-    t = launch_table(tl) if table is None else table
+    t = _launch_rows(tl) if table is None else table
     keys = t.select(grp)
     # stream order: by (rank, device, stream) with nulls first, then start (ties in table
     # order), one stable sort of the start and one of the stream codes (numpy)
@@ -180,7 +189,7 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
     gap = np.clip(st - prev, 0, None)
     bound = ~first & (api >= prev)
     in_graph = (t["graph_id"].is_not_null()
-                | t["api_name"].str.contains("GraphLaunch").fill_null(False)).to_numpy()[o]
+                | t.select(matches(t["api_name"], "GraphLaunch")).to_series()).to_numpy()[o]
     latency = np.minimum(gap, np.clip(st - api, 0, None))
     rec = np.where(bound & ~in_graph, np.clip(latency - graph_gap_ns, 0, None), 0)
     rf = np.flatnonzero(first)
@@ -230,7 +239,7 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
                     savings: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses import savings as savings_mod
 
-    t = launch_table(tl) if table is None else table
+    t = _launch_rows(tl) if table is None else table
     cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
     rows = []
     for c in cols:

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceparse.analyses.codes import matches
 from traceparse.timeline import Timeline
 
 #: Memory-bound kernels a compiler fuses (elementwise, normalisation, softmax, casts).
@@ -219,10 +220,10 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     shapes, at least as long as its own launch call."""
     k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
-                 "dur_ns", pl.col("name").cast(pl.String))
+                 "dur_ns", "name")
          .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
-    fus = ((pl.col("kind").cast(pl.String) == "kernel")
-           & pl.col("name").str.contains(FUSIBLE_RE).fill_null(False))
+    # the name stays a dictionary code: the regex runs on the distinct names
+    fus = ((pl.col("kind").cast(pl.String) == "kernel") & matches(tl.gpu["name"], FUSIBLE_RE))
     same = pl.all_horizontal(*(pl.col(c).eq_missing(pl.col(c).shift(1))
                                for c in ("rank", "process_id", "device_id", "stream_id")))
     # a fused kernel cannot span two steps (the host runs the loop and the profiler's
@@ -251,7 +252,7 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))
     n = k.group_by("chain").len()
     return k.join(n.filter(pl.col("len") >= 2), on="chain", how="semi").select(
-        "_i", "chain", "name", "start_ns", "dur_ns")
+        "_i", "chain", pl.col("name").cast(pl.String), "start_ns", "dur_ns")
 
 
 _DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2,

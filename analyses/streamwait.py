@@ -51,6 +51,7 @@ from __future__ import annotations
 import polars as pl
 
 from traceparse import links
+from traceparse.analyses.codes import matches
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -79,19 +80,33 @@ def stream_waits(tl: Timeline) -> pl.DataFrame:
     return cached(tl, "stream_waits", ("gpu", "api"), lambda: _stream_waits(tl))
 
 
+def _launched(tl: Timeline) -> pl.DataFrame:
+    """The non-sync GPU activities with a launching call: only the columns the rules read
+    (the activity's name and kind stay dictionary codes), their call's start, end and
+    thread gathered through :func:`traceparse.links.launch_links` (``api_row``, as
+    :func:`traceparse.links.launch_join` does)."""
+    idx = links.launch_links(tl)["api_row"]
+    calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
+                          pl.col("end_ns").gather(idx).alias("api_end_ns"),
+                          pl.col("thread_id").gather(idx).alias("api_thread_id"))
+    acts = pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id",
+                                    "start_ns", "end_ns", "name", "kind"), calls],
+                     how="horizontal")
+    return acts.filter((pl.col("kind").cast(pl.String) != "sync")
+                       & pl.col("api_start_ns").is_not_null()).drop("kind")
+
+
 def _stream_waits(tl: Timeline) -> pl.DataFrame:
     api = tl.api
     if api.height == 0 or tl.gpu.height == 0:
         return _empty()
-    names = api["name"].cast(pl.String)
-    waits = api.filter(names.str.contains(WAIT_API_RE)).select(
+    waits = api.filter(matches(api["name"], WAIT_API_RE)).select(
         "rank", "process_id", "thread_id", pl.col("name").cast(pl.String).alias("wait_name"),
         pl.col("start_ns").alias("wait_start_ns"), pl.col("end_ns").alias("wait_end_ns"),
         pl.col("stream_id").alias("_w_stream"), pl.col("event_id").alias("_w_event"))
     if waits.height == 0:
         return _empty()
-    acts = (links.launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
-            .filter(pl.col("api_start_ns").is_not_null()))
+    acts = _launched(tl)
     if acts.height == 0:
         return _empty()
     # the previous activity's end on the same stream: the stream's own backlog
@@ -103,7 +118,7 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
                        maintain_order=True).first()
              .select("rank", "process_id", pl.col("api_thread_id").alias("thread_id"),
                      "api_start_ns", "api_end_ns", "device_id", "stream_id", "start_ns",
-                     "_prev_end", pl.col("name").cast(pl.String).alias("blocked_name"))
+                     "_prev_end", pl.col("name").alias("blocked_name"))
              .sort("api_start_ns"))
     exact = waits.filter(pl.col("_w_stream").is_not_null())
     guess = waits.filter(pl.col("_w_stream").is_null())
@@ -129,14 +144,14 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     j = pl.concat(parts, how="diagonal_relaxed")
     j = j.filter(pl.col("start_ns").is_not_null()).with_columns(
         pl.max_horizontal("wait_end_ns", "api_end_ns", pl.col("_prev_end").fill_null(0))
-        .alias("_from"))
+        .alias("_from"), pl.col("blocked_name").cast(pl.String))
     # several waits before one activity (one per event): the last one names the interval
     j = (j.filter(pl.col("start_ns") > pl.col("_from"))
          .sort("wait_start_ns").unique(["rank", "device_id", "stream_id", "start_ns"],
                                        keep="last"))
     if j.height == 0:
         return _empty()
-    j = _producers(api, names, acts, j)
+    j = _producers(api, acts, j)
     # a known producer that had finished cannot hold the stream: the hold ends when it
     # ends, and a hold that starts after it is not the wait's
     j = j.with_columns(pl.min_horizontal("start_ns", pl.col("_p_end").fill_null(
@@ -175,11 +190,10 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
         .cast(pl.Schema(_COLS)).sort("start_ns"))
 
 
-def _producers(api: pl.DataFrame, names: pl.Series, acts: pl.DataFrame, j: pl.DataFrame
-               ) -> pl.DataFrame:
+def _producers(api: pl.DataFrame, acts: pl.DataFrame, j: pl.DataFrame) -> pl.DataFrame:
     """The event's record call and producer of each wait in ``j`` (module docstring):
     ``_rec_name, _rec_ns, _rec_stream, _rec_exact, _p_name, _p_stream, _p_end``."""
-    rec = api.filter(names.str.contains(RECORD_API_RE)).select(
+    rec = api.filter(matches(api["name"], RECORD_API_RE)).select(
         "rank", "process_id", pl.col("thread_id").alias("_rec_tid"),
         pl.col("name").cast(pl.String).alias("_rec_name"),
         pl.col("start_ns").alias("_rec_ns"), pl.col("stream_id").alias("_rec_stream"),

@@ -58,7 +58,7 @@ VERDICTS = {
 def window_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     """One row: the trace's time span and how many devices, kernels, copies and calls."""
     span = tl.span_ns() or (0, 0)
-    kinds = tl.gpu["kind"].cast(pl.String)
+    kinds = tl.gpu["kind"]  # compared as codes: no string per activity
     return pl.DataFrame({
         "start_ns": [span[0]], "end_ns": [span[1]], "dur_ns": [span[1] - span[0]],
         "devices": [tl.gpu.select("rank", "device_id").unique().height],
@@ -243,10 +243,14 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
 
 
 def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:
-    """The value of ``col`` with the most *idle* gap time (a gap's ``idle_ns``: the verdict
-    names the cause of the idle part, not of gap time the attribution already gave to launch
-    overhead, warm-up or host sync); ties by name; None without any idle gap time."""
+    """The value of ``col`` with the most *idle* gap time, over the gaps whose largest part
+    is idle (``kind`` ``idle``): the verdict names the cause of idle time, not of gap time
+    the attribution gave to launch overhead, warm-up or host sync, so an ``issuing`` gap
+    (mostly launch overhead, :func:`traceparse.analyses.gaps.is_issuing`) never names it;
+    ties by name; None without any idle gap."""
     weight = "idle_ns" if "idle_ns" in gaps.columns else "dur_ns"
+    if "kind" in gaps.columns:
+        gaps = gaps.filter(pl.col("kind") == "idle")
     g = gaps.filter(pl.col(col).is_not_null() & (pl.col(weight) > 0))
     if g.height == 0:
         return None

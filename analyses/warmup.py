@@ -57,6 +57,7 @@ import numpy as np
 import polars as pl
 
 from traceparse import units
+from traceparse.analyses.codes import matches
 from traceparse.timeline import Timeline
 
 #: Module load, link and runtime compilation calls.
@@ -97,12 +98,14 @@ def _frame(rows: pl.DataFrame, reason: str, evidence: pl.Expr) -> pl.DataFrame:
 def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
     """Every warm-up interval of ``tl`` with its reason (module docstring). ``blocking_re``:
     the host calls that wait for the GPU (excluded from a first call's own time)."""
-    api = tl.api.filter(pl.col("end_ns").is_not_null())
+    # the api columns the rules read, before the filter copies them
+    api = tl.api.select("rank", "process_id", "thread_id", "name", "start_ns",
+                        "end_ns").filter(pl.col("end_ns").is_not_null())
     host = tl.ranges.filter(pl.col("end_ns").is_not_null() & pl.col("device_id").is_null())
     names = host["name"].cast(pl.String)
     kinds = host["kind"].cast(pl.String)
     parts = [
-        _frame(api.filter(pl.col("name").cast(pl.String).str.contains(WARMUP_API_RE)), "api",
+        _frame(api.filter(matches(api["name"], WARMUP_API_RE)), "api",
                pl.lit("module load / link / runtime compile call")),
         # a Python function range is judged by its function, not its file's path
         # (``torch/_compile.py(41): inner`` wraps any call), and a wrapper is not the
@@ -173,7 +176,7 @@ def _first_calls(tl: Timeline, api: pl.DataFrame, host: pl.DataFrame, blocking_r
     cand = first.filter(long | pl.lit(lazy.height > 0))
     if cand.height == 0:
         return pl.DataFrame(schema=_COLS)
-    own = _own_time(cand, api.filter(pl.col("name").cast(pl.String).str.contains(blocking_re)))
+    own = _own_time(cand, api.filter(matches(api["name"], blocking_re)))
     marked = _overlaps(cand, lazy)
     cand = cand.with_columns(pl.Series("_own", own, pl.Int64), pl.Series("_lazy", marked))
     ok = cand.filter((pl.col("_own") >= pl.max_horizontal(FIRST_CALL_RATIO * pl.col("_med"),

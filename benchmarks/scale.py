@@ -24,7 +24,9 @@ command once, the order rotating by one per round, so load from other users fall
 rows alike; the table gives medians and every run. Peak RSS is ``Maximum resident set
 size`` of ``/usr/bin/time -v`` (the largest single process of the tree: the command and
 the helpers it waited for) and the summed RSS of the whole process tree sampled every
-20 ms (parallel rank parsing runs several processes at once). Load averages before and
+20 ms (parallel rank parsing runs several processes at once); the CPU seconds (user +
+system, from the same ``time -v``) are the figure that compares on a shared machine, where
+wall time follows the other users' load. Load averages before and
 after are written with the table, which goes into benchmarks/RESULTS.md between this
 harness's own markers (``--results``).
 
@@ -65,8 +67,11 @@ ORJSON = ("import sys, pathlib, orjson\n"
 
 
 def run_once(cmd: list[str], env: dict[str, str],
-             cwd: Path = REPO) -> tuple[float, float, float]:
-    """(wall s, max RSS MiB of one process per time -v, peak summed tree RSS MiB)."""
+             cwd: Path = REPO) -> tuple[float, float, float, float]:
+    """(wall s, max RSS MiB of one process per time -v, peak summed tree RSS MiB, CPU s:
+    user + system of the command and the children it waited for). CPU time is the figure
+    that compares across runs on a shared machine: wall time follows the other users'
+    load."""
     with tempfile.NamedTemporaryFile("w+", suffix=".time") as tf:
         full = ["/usr/bin/time", "-v", "-o", tf.name, *cmd]
         peak = [0]
@@ -91,7 +96,8 @@ def run_once(cmd: list[str], env: dict[str, str],
         text = Path(tf.name).read_text()
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
     maxrss = int(m[1]) / 1024 if m else float("nan")
-    return wall, maxrss, peak[0] / 2**20
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)", text))
+    return wall, maxrss, peak[0] / 2**20, cpu
 
 
 def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str], object]]:
@@ -249,7 +255,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "traceparse", "info", str(args.nsys_file)],
                            cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL)
         load0 = os.getloadavg()
-        runs: dict[int, list[tuple[float, float, float]]] = {i: [] for i in range(len(table))}
+        runs: dict[int, list[tuple[float, float, float, float]]] = {
+            i: [] for i in range(len(table))}
         for r in range(max(args.repeat, args.repeat170 if args.nsys170_file else 0)):
             order = list(range(len(table)))
             order = order[r % len(order):] + order[:r % len(order)]
@@ -269,7 +276,7 @@ def main() -> None:
 
 
 def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], object, Path]],
-           runs: dict[int, list[tuple[float, float, float]]],
+           runs: dict[int, list[tuple[float, float, float, float]]],
            load0: tuple[float, float, float], load1: tuple[float, float, float]) -> str:
     sizes = {"kineto": sum(p.stat().st_size for p in args.kineto.glob("*.json")),
              "nsys": args.nsys_file.stat().st_size}
@@ -297,9 +304,9 @@ def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], obje
         "= the larger of the two RSS figures / input bytes; time ratio = this row's median / "
         "the reference row's median in the same run.",
         "",
-        "| workload | command | median s | runs s | max RSS 1 process MiB | peak tree RSS MiB "
-        "| RSS / input | time / reference | goal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | command | median s | runs s | median CPU s | max RSS 1 process MiB "
+        "| peak tree RSS MiB | RSS / input | time / reference | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     medians = {(w, label): statistics.median(r[0] for r in runs[i])
                for i, (w, label, *_) in enumerate(table)}
@@ -308,12 +315,15 @@ def render(args: argparse.Namespace, table: list[tuple[str, str, list[str], obje
         wall = statistics.median(r[0] for r in rs)
         one = statistics.median(r[1] for r in rs)
         tree = statistics.median(r[2] for r in rs)
+        cpu = statistics.median(r[3] for r in rs)
         ratio = max(one, tree) * 2**20 / sizes[work]
-        ref, goal = GOALS.get((work, label), ("", ""))
+        # a "(before)" row has its command's reference and goal
+        ref, goal = GOALS.get((work, label.removesuffix(" (before)")), ("", ""))
         vs = (f"{wall / medians[work, ref]:.2f}x {ref.split(' (')[0]}"
               if (work, ref) in medians else "")
         lines.append(f"| {work} | {label} | {wall:.2f} | "
-                     f"{', '.join(f'{r[0]:.2f}' for r in rs)} | {one:.0f} | {tree:.0f} | "
+                     f"{', '.join(f'{r[0]:.2f}' for r in rs)} | {cpu:.1f} | {one:.0f} | "
+                     f"{tree:.0f} | "
                      f"{ratio:.1f}x | {vs} | {goal} |")
     return "\n".join(lines) + "\n"
 

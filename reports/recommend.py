@@ -71,6 +71,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceparse import units
+from traceparse.kernelname import short_kernel_name
 from traceparse.vendor import amd_vendors
 
 #: Thresholds (fractions of the summed window) at which each rule fires.
@@ -96,26 +97,6 @@ _BOUND = {
 def _ms(ns: float) -> str:
     """A duration in human units (ns, µs, ms, s), as the CLI prints it."""
     return units.duration(round(ns))
-
-
-def _short(name: str, n: int = 70) -> str:
-    """A kernel name cut to its base (no parameter list) and at most ``n`` characters.
-
-    The parameter list is the first ``(`` outside template brackets that does not open
-    ``(anonymous namespace)``: ``void at::native::(anonymous namespace)::k<float>(long)``
-    -> ``at::native::(anonymous namespace)::k<float>``.
-    """
-    depth, cut = 0, len(name)
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif ch == "(" and depth == 0 and not name.startswith("(anonymous namespace)", i):
-            cut = i
-            break
-    base = name[:cut].removeprefix("void ").strip() or name
-    return base if len(base) <= n else base[: n - 3] + "..."
 
 
 def _pct(part: float, whole: float) -> float:
@@ -268,7 +249,7 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     ev = [_replayed(top, "fusion")]
     if tiny.get("top"):
         ev.append("Most frequent memory-bound kernels: " + "; ".join(
-            f"{_short(r['name'])} x{r['count']:,}" for r in tiny["top"]) + ".")
+            f"{short_kernel_name(r['name'])} x{r['count']:,}" for r in tiny["top"]) + ".")
     return [_rec("fusion", "Chains of memory-bound kernels: fuse them", top["saving_ns"],
                  top["measured_ns"], ev,
                  "Fuse chains of elementwise/normalisation kernels (torch.compile, a fused "
@@ -370,7 +351,7 @@ def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)
     if not slow or saving < FUSION_MIN_FRAC * base:
         return []
-    ev = [f"{_short(p['kernel_name'])}: {p['pct_of_roof']:.1f}% of its roof "
+    ev = [f"{short_kernel_name(p['kernel_name'])}: {p['pct_of_roof']:.1f}% of its roof "
           f"({p.get('precision') or '?'}), {_ms(p['time_ns'])}"
           for p in sorted(slow, key=lambda p: -p["time_ns"])[:3]]
     return [_rec("tensor-cores", "GEMMs far under their roof: use tensor cores / lower "
@@ -450,7 +431,7 @@ def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
     w = _by_rank(payload).get(rank, {}).get("window_ns") or kern[0]["window_ns"]
     if stake < OCC_MIN_FRAC * w:
         return []
-    ev = [f"{_short(r['name'])}: {_launch_config(r)} on a GPU with {r['sm_count']} SMs: "
+    ev = [f"{short_kernel_name(r['name'])}: {_launch_config(r)} on a GPU with {r['sm_count']} SMs: "
           f"at most {100 * r.get('max_blocks', r['blocks']) / r['sm_count']:.1f}% of the SMs "
           f"busy; {_ms(r['time_ns'])} = {r['share_pct']:.1f}% of the window, "
           f"{_ms(r['at_stake_ns'])} at stake." for r in kern[:3]]

@@ -18,13 +18,14 @@ Same input -> same bytes (fixed SVG hash salt, no dates).
 from __future__ import annotations
 
 import io
-import re
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import polars as pl
+
+from traceparse.kernelname import short_kernel_name
 
 MARKERS = {"measured (ncu)": "o", "estimated (shapes)": "s"}
 PREC_COLOURS = {"fp64": "#8c564b", "fp32": "#1f77b4", "fp16": "#17becf", "bf16_tensor": "#d62728",
@@ -34,43 +35,15 @@ STYLES = ["-", "--", "-.", ":"]
 LEVEL_COL = {"dram": "dram_bytes_per_s", "l2": "l2_bytes_per_s", "l1": "l1_bytes_per_s"}
 
 
-def _short(name: str, n: int = 36) -> str:
-    """Kernel label: template arguments and parameters dropped, last scope component kept.
+def _short(name: str) -> str:
+    """A chart label: the bare kernel name (:func:`traceparse.kernelname.short_kernel_name`).
 
     Example:
-        >>> _short("void at::native::<unnamed>::distribution_kernel<float, 4>(int, T1)")
-        'distribution_kernel'
-        >>> _short("void cutlass::Kernel<cutlass::gemm::kernel::B2bGemm<int, 3>>(Params)")
-        'Kernel<B2bGemm>'
         >>> _short("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<"
         ...        "at::native::(anonymous namespace)::TensorListMetadata<4>>(T1, T2)")
         'multi_tensor_apply_kernel'
     """
-    full = ANON.sub("", name.replace("void ", "", 1).strip())
-    base = _strip_templates(full).split("(")[0].strip()
-    parts = [p for p in base.split("::") if p]
-    base = parts[-1] if parts else full
-    if base in GENERIC_KERNEL_NAMES and "<" in full:  # cutlass::Kernel<...B2bGemm<...>>
-        inner = re.split(r"[,>]", _strip_templates(full[full.index("<") + 1:]))[0]
-        parts = [p.strip() for p in inner.split("::") if p.strip()]
-        base = f"{base}<{parts[-1]}>" if parts else base
-    return base if len(base) <= n else base[: n - 1] + "…"
-
-
-#: Anonymous-namespace scopes (GCC ``(anonymous namespace)::``, ``{anonymous}::``, MSVC-style
-#: ``` `anonymous namespace'::```): their parenthesis would be taken for the parameter list.
-ANON = re.compile(r"(?:\(anonymous namespace\)|\{anonymous\}|`anonymous namespace')::")
-
-#: Wrapper kernel names that say nothing alone; their first template argument is shown too.
-GENERIC_KERNEL_NAMES = {"Kernel", "Kernel2", "kernel", "device_kernel", "DeviceKernel"}
-
-
-def _strip_templates(s: str) -> str:
-    prev = None
-    while prev != s:  # drop innermost <...> groups until none is left
-        prev = s
-        s = re.sub(r"<[^<>]*>", "", s)
-    return s
+    return short_kernel_name(name, 36, bare=True)
 
 
 def _rate(v: float, unit: str) -> str:

@@ -475,7 +475,7 @@ def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Dev
 
 
 def _kernel_hits(kernels: list[Any], short: str) -> list[Any]:
-    stem = short.removesuffix("...")
+    stem = short.removesuffix("...").removesuffix("…")  # the tool cuts long names
     return [k for k in kernels if stem in k[6].removeprefix("void ")]
 
 

@@ -66,9 +66,13 @@ def _check(tl: Timeline) -> None:
                .select(*group, "start_ns", "end_ns", attribution.part_expr().alias("_part")))
         ref_parts = intervals.union(seg, by=[*group, "_part"]).select(
             *group, "_part", "start_ns", "end_ns")
-        assert_frame_equal(attribution.default_segments(_fresh(tl), group)["parts"], ref_parts)
+        parts = attribution.default_segments(_fresh(tl), group)["parts"]
+        assert parts.schema["_part"] == pl.Enum(attribution.PARTS)
+        assert_frame_equal(parts.with_columns(pl.col("_part").cast(pl.String)), ref_parts)
         free = attribution.default_segments(_fresh(tl), group)["free"]
-        assert_frame_equal(free, _ref_free(_fresh(tl), group))
+        assert all(free.schema[c] == pl.Int32 for c in ("launch", "warmup", "host_sync"))
+        assert_frame_equal(free, _ref_free(_fresh(tl), group).cast(
+            {c: pl.Int32 for c in ("launch", "warmup", "host_sync")}))
 
 
 @pytest.mark.parametrize("name", sorted(samplegen.SCENARIOS))

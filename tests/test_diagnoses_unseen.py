@@ -43,19 +43,21 @@ def _wait_trace(*, wait: bool, record: bool) -> Any:
 def test_stream_wait_blocks_the_gap_not_the_host() -> None:
     # holds: s2 [max(6, 8), 990) = [8,990) (producer not in the trace); s3 [max(30, 45),
     # min(1000, K1's end 1000)) = [45,1000) (producer K1).
-    # Window [10,1020) = 1010: compute 5 + 10 + 10 = 25, memory 10, launch [40,45) 5; the
-    # cudaMemcpy [50,990) lies inside the holds, so host sync 0; idle [15,990) - 5 = 970.
+    # Window [10,1020) = 1010: compute 5 + 10 + 10 = 25, memory 10; K2's launch [40,45)
+    # and the cudaMemcpy [50,990) lie inside the holds (issued work was held back: the
+    # wait, not the host, kept the GPU idle), so launch 0 and host sync 0; idle [15,990)
+    # = 975.
     tl = _wait_trace(wait=True, record=True)
     sw = stream_waits(tl).sort("stream_id")
     assert sw.select("stream_id", "start_ns", "end_ns", "producer").rows() == [
         (2, 8 * US, 990 * US, NO_PRODUCER), (3, 45 * US, 1000 * US, "K1 (stream 2)")]
     assert sw["event"][1].startswith("cudaEventRecord")
-    assert _parts(tl) == (1010, 25, 10, 5, 0, 0, 970)
+    assert _parts(tl) == (1010, 25, 10, 0, 0, 0, 975)
     g = idle_gaps(tl).row(0, named=True)  # [15,990): both holds cover it, the inner wins
     assert (g["start_ns"], g["end_ns"], g["cause"]) == (15 * US, 990 * US, "stream_wait")
     assert "stream 3" in g["cause_name"] and "K1 (stream 2)" in g["cause_name"]
-    # 970 / 1010 = 96.0%
-    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 96.0% of the window")
+    # 975 / 1010 = 96.5%
+    assert summarize(tl)["verdict"].startswith("stream-wait-bound: 96.5% of the window")
 
 
 def test_a_finished_producer_holds_nothing() -> None:
@@ -129,6 +131,60 @@ def test_one_thread_launch_is_an_occupancy_fix() -> None:
     assert occ["saving_ns"] == round(990 * US * 107 / 108)
     assert "grid 1x1x1" in occ["evidence"][0] and "108 SMs" in occ["evidence"][0]
     assert recs[0]["id"] == "occupancy"  # the biggest lever on this trace
+
+
+def _with_op(tl: Any, name: str, dims: str, start_us: int, end_us: int) -> Any:
+    """``tl`` with one ``cpu_op`` range on the launching thread (input shapes recorded)."""
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.timeline import Timeline
+
+    ranges = pl.DataFrame([{"rank": 0, "kind": "cpu_op", "name": name, "start_ns": start_us * US,
+                            "end_ns": end_us * US, "dur_ns": (end_us - start_us) * US,
+                            "process_id": 1, "thread_id": 1, "input_dims": dims,
+                            "input_types": '["c10::BFloat16"]'}])
+    return Timeline(gpu=tl.gpu, api=tl.api, devices=tl.devices,
+                    ranges=schema.conform("ranges", ranges)).validate()
+
+
+def test_a_norm_over_fewer_rows_than_sms_is_not_an_occupancy_fix() -> None:
+    # batch-1 decode: layer norm over [1, 1024] launched 1x1x1 (one row, one block) for
+    # 1000 us on 108 SMs: the work has one row, so no launch configuration fills more SMs;
+    # nothing at stake. Without the op's shape the kernel's name says the same (one block
+    # per row). An unnamed kernel with the same grid keeps its 980.8 us.
+    from traceparse.analyses.occupancy import underfilled
+
+    kernels = [("vectorized_layer_norm_kernel", 100, 1100, (1, 1, 1), (128, 1, 1)),
+               ("K2", 1100, 1110, (216, 1, 1), (256, 1, 1))]
+    tl = _grid_tl(kernels, 108)
+    assert underfilled(tl).height == 0  # named: grid taken as its rows
+    tl = _grid_tl([("K1", *kernels[0][1:]), kernels[1]], 108)
+    assert underfilled(tl)["at_stake_ns"].to_list() == [round(990 * US * 107 / 108)]
+    # shape recorded: [1, 1024] is one row; [4, 1024] is 4 rows on 2 blocks: the launch
+    # reaches half of what the work allows: (1000 - 10) us x (1 - 2/4) = 495 us
+    one = _with_op(_grid_tl([("K1", *kernels[0][1:]), kernels[1]], 108),
+                   "aten::layer_norm", "[[1, 1024], [1024]]", 90, 99)
+    assert underfilled(one).height == 0
+    four = _with_op(_grid_tl([("K1", 100, 1100, (2, 1, 1), (128, 1, 1)), kernels[1]], 108),
+                    "aten::layer_norm", "[[4, 1024], [1024]]", 90, 99)
+    r = underfilled(four).row(0, named=True)
+    assert (r["rows"], r["blocks"], r["at_stake_ns"]) == (4, 2, 495 * US)
+
+
+def test_launches_at_latency_scale_are_not_an_occupancy_fix() -> None:
+    # 1-block kernels of 10 and 19 us beside a 10 us full-grid one: the floor (shortest
+    # kernel) is 10 us; 19 < 2 x 10 is latency, not work more SMs could share. A 20 us one
+    # is work: (20 - 10) us x 107/108 at stake.
+    from traceparse.analyses.occupancy import underfilled
+
+    base = [("K2", 1000, 1010, (216, 1, 1), (256, 1, 1))]
+    lat = _grid_tl([("K1", 100, 110, (1, 1, 1), (128, 1, 1)),
+                    ("K1", 200, 219, (1, 1, 1), (128, 1, 1)), *base], 108)
+    assert underfilled(lat, min_share=0.0).height == 0
+    work = _grid_tl([("K1", 100, 120, (1, 1, 1), (128, 1, 1)), *base], 108)
+    assert underfilled(work, min_share=0.0)["at_stake_ns"].to_list() == [
+        round(10 * US * 107 / 108)]
 
 
 def test_a_full_grid_is_not_an_occupancy_fix() -> None:
@@ -295,11 +351,12 @@ def _first_mm_tl(sync: bool, recur: bool = False) -> Any:
 
 def test_first_call_of_an_op_shape_is_warmup() -> None:
     # median of the four aten::mm calls (2500, 58, 58, 58) = 58 us; the first call is 43x it.
-    # window [10,2900) = 2890: compute 10 + 60 + 3 x 40 = 190; launch 4 x 5 = 20; warm-up
-    # [20,2500) + [2505,2510) = 2485; idle [2570,2650) + [2655,2660) + 2 x ([x,x+50) +
-    # [x+55,x+60)) = 85 + 110 = 195.
+    # window [10,2900) = 2890: compute 10 + 60 + 3 x 40 = 190; warm-up [20,2500) +
+    # [2505,2510) = 2485; launch: the 4 calls x 5 = 20, plus the issuing inside each later
+    # aten::mm before its launch, [x,x+50) = 3 x 50: 170; idle [2570,2600) + 3 x
+    # [x+55,x+60) = 45.
     tl = _first_mm_tl(sync=False)
-    assert _parts(tl) == (2890, 190, 0, 20, 2485, 0, 195)
+    assert _parts(tl) == (2890, 190, 0, 170, 2485, 0, 45)
     g = idle_gaps(tl).row(0, named=True)
     assert g["cause"] == "warmup"
     assert g["cause_name"] == "first aten::mm [[64, 4096], [4096, 4096]]: 2.50 ms, median 58.0 µs"
@@ -416,9 +473,13 @@ def test_a_slow_call_that_recurs_is_not_warmup() -> None:
     from traceparse.analyses.attribution import BLOCKING_API_RE
     from traceparse.analyses.warmup import warmup_signals
 
+    # the gap [20,2510) is then the host inside the aten::mm that launches K1 (issuing, the
+    # one rule of analyses/issuing.py): [20,2500) + the launch [2500,2505) = 2485
     tl = _first_mm_tl(sync=False, recur=True)
     assert warmup_signals(tl, BLOCKING_API_RE).height == 0
-    assert idle_gaps(tl).row(0, named=True)["cause"] == "cpu_work"
+    g = idle_gaps(tl).row(0, named=True)
+    assert (g["cause"], g["cause_name"], g["launch_overhead_ns"]) == ("issuing", "aten::mm",
+                                                                       2485 * 1000)
 
 
 def test_communication_by_kernel_family_and_by_launching_op(tmp_path: Any) -> None:
@@ -463,7 +524,7 @@ def test_fix_evidence_names_keep_anonymous_namespace() -> None:
     """The evidence's kernel base name is cut at the parameter list, not at the
     ``(anonymous namespace)`` of PyTorch's kernels (train_gpt2s_b32's under-filled
     launches were all shown as ``at::native::``)."""
-    from traceparse.reports.recommend import _short
+    from traceparse.kernelname import short_kernel_name as _short
 
     name = ("void at::native::(anonymous namespace)::GammaBetaBackwardCUDAKernelTemplate"
             "<float, float, 32u>(long, long, float const*)")

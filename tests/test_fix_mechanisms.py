@@ -114,6 +114,75 @@ def test_data_loading_gap_is_input_pipeline_and_its_fix_hides_it() -> None:
     assert idle_gaps(tl2, min_ns=1 * US)["cause"].to_list() == ["cpu_work"]
 
 
+def _sibling_ops_tl() -> Timeline:
+    """One profiler step [0,250) of five framework ops, each launching one kernel, with no
+    range but the step around them (the train_gpt2s_b2 pattern: the thread goes from one
+    top-level aten op to the next, with Python between them):
+
+    aten::add [5,30) launches A (call [10,15), kernel [20,30)); Python [30,40);
+    aten::addmm [40,120) (aten::empty [45,50) inside) launches B ([100,105), [110,130));
+    aten::sum [140,175) launches D ([150,155), [158,170)); Python [175,176);
+    aten::div [176,186) launches E1 ([181,184), [197,200));
+    aten::neg [186,196) launches E2 ([190,194), [200,207)).
+    """
+    acts = [{"start": s, "end": e, "corr": i} for i, (s, e) in enumerate(
+        ((20, 30), (110, 130), (158, 170), (197, 200), (200, 207)), start=1)]
+    calls = [{"name": LAUNCH, "start": s, "end": e, "corr": i} for i, (s, e) in enumerate(
+        ((10, 15), (100, 105), (150, 155), (181, 184), (190, 194)), start=1)]
+    ranges = [{"name": "ProfilerStep#1", "start": 0, "end": 250, "kind": "profiler_step"},
+              *({"name": n, "start": s, "end": e, "kind": "cpu_op"} for n, s, e in (
+                  ("aten::add", 5, 30), ("aten::addmm", 40, 120), ("aten::empty", 45, 50),
+                  ("aten::sum", 140, 175), ("aten::div", 176, 186),
+                  ("aten::neg", 186, 196)))]
+    return _tl(acts, calls, ranges)
+
+
+def test_one_issuing_rule_for_attribution_gaps_and_verdict() -> None:
+    """Where the two old definitions disagreed: the attribution counted only the stretch
+    between two calls inside one range holding both (here none but the step, which never
+    counts), so the window was launch 17 (the four launch calls inside it), idle 118,
+    "idle-bound: 63.1% ...; largest gaps mostly cpu_work", while the gaps were covered by
+    the aten op launching the next kernel. The one rule (analyses/issuing.py): the host is
+    issuing while inside a range that contains its next launch.
+
+    Issuing before each launch: aten::add [5,10), aten::addmm [40,100), aten::sum
+    [140,150), aten::div [176,181), aten::neg [186,190). Window [20,207) = 187: compute
+    10 + 20 + 12 + 3 + 7 = 52. Gaps: [30,110) = 80: launch [40,105) 65, idle [30,40) +
+    [105,110) 15; [130,158) = 28: launch [140,155) 15, idle [130,140) + [155,158) 13;
+    [170,197) = 27: launch [176,184) + [186,194) 16, idle [170,176) + [184,186) +
+    [194,197) 11. Launch 96, idle 39.
+    """
+    from traceparse.analyses.attribution import breakdown_windows, issuing_intervals
+    from traceparse.analyses.steps import step_windows
+    from traceparse.analyses.summary import summarize
+
+    tl = _sibling_ops_tl()
+    assert _parts(tl) == {"window_ns": 187, "compute_ns": 52, "launch_overhead_ns": 96,
+                          "host_sync_ns": 0, "idle_ns": 39}
+    iv = issuing_intervals(tl, ["rank", "device_id"]).sort("start_ns")
+    assert [(s // US, e // US) for s, e in iv.select("start_ns", "end_ns").rows()] == [
+        (5, 10), (40, 100), (140, 150), (176, 181), (186, 190)]
+    g = idle_gaps(tl, min_ns=1 * US).sort("start_ns")
+    assert [(r["start_ns"] // US, r["dur_ns"] // US, r["launch_overhead_ns"] // US,
+             r["idle_ns"] // US, r["kind"], r["cause"], r["cause_name"])
+            for r in g.iter_rows(named=True)] == [
+        (30, 80, 65, 15, "launch_overhead", "issuing", "aten::addmm"),
+        (130, 28, 15, 13, "launch_overhead", "issuing", "aten::sum"),
+        # two ops issue it, neither covers half (10 of 27 us each): named by the range
+        # overlapping it most (a tie: the earlier)
+        (170, 27, 16, 11, "launch_overhead", "issuing", "aten::div")]
+    # the gaps' launch overhead is the attribution's, every nanosecond of it
+    assert int(g["launch_overhead_ns"].sum()) == 96 * US
+    assert summarize(tl)["verdict"].startswith(
+        "launch-bound: 51.3% of the window is launch overhead (the host issuing work)")
+    # the steps table reads the same sets: step [0,250) adds [5,15) of issuing before A
+    # ran (launch 106) and [0,5) + [15,20) + [207,250) of idle (92)
+    st = breakdown_windows(tl, step_windows(tl).select(
+        "rank", pl.col("start_ns").alias("window_start_ns"),
+        pl.col("end_ns").alias("window_end_ns"))).row(0, named=True)
+    assert (st["launch_overhead_ns"], st["idle_ns"]) == (106 * US, 92 * US)
+
+
 def test_cuda_graphs_remove_issuing_time() -> None:
     # Launch overhead [25,65) = 40 ended before call B (60)? [25,60) = 35 has (the
     # interval ends at B's call start 60... [60,65) is B's own launch window, ending after

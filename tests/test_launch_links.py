@@ -96,7 +96,8 @@ def _outputs(tl: Timeline) -> dict[str, Any]:
     out["launches"] = launches.launch_table(tl)
     out["launches_all_calls"] = launches.launch_table(tl, unique_calls=False)
     out["gaps"] = gaps.idle_gaps(tl, min_ns=0)
-    out["classify"] = attribution.classify_calls(tl)
+    out["classify"] = attribution.classify_calls(tl).with_columns(
+        pl.col("call_name", "call_part").cast(pl.String))  # codes / Enum, values compared
     out["replay"] = replay.replay(tl, no_launch_overhead=True)
     out["kernel_ranges"] = links.kernel_ranges(tl)
     out["launched_activities"] = optree.launched_activities(tl, ("kernel", "memcpy", "memset"))
