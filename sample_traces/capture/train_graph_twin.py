@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A measured twin for the CUDA-graph fix on small-batch training: the sweep's GPT-2 training
+step eager and captured whole in one CUDA graph, each profiled and timed without the profiler.
+
+usage: train_graph_twin.py OUTDIR [--batch B ...]
+
+The step is the sweep's (``traces/gpu/sweep/capture_sweep.py``: gpt2s, seq 512, bf16
+autocast, AdamW), with what whole-step capture needs and nothing else: AdamW with
+``capturable=True`` in both variants (so the eager run is the same optimizer), autocast
+without its weight cache, gradients zeroed with ``set_to_none=False``. For each batch:
+``train_gpt2s_b<B>_eager`` and ``..._graph`` (Kineto traces, 3 steps after 1 profiler warm-up
+step, ``record_shapes`` as in the sweep) and ``*.truth.json`` (unprofiled step times, median
+of 10 after 3 warm-up steps, device drained after each). A capture that fails is recorded in
+``graph_twin.json`` with its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, schedule
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpt_profile import write_trace  # scrubs machine identity, gzips
+
+DEV = torch.device("cuda")
+ACTS = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+
+
+def timed(fn: Callable[[], None], n: int = 10, warm: int = 3) -> list[float]:
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return ts
+
+
+def build(batch: int) -> tuple[Callable[[], None], Callable[[], Callable[[], None]]]:
+    """(eager step, a function that captures the step and returns its replay)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=32000, n_positions=512, bos_token_id=0, eos_token_id=0,
+                     n_layer=12, n_embd=768, n_head=12)
+    m = GPT2LMHeadModel(cfg).to(DEV)
+    opt = torch.optim.AdamW(m.parameters(), 1e-4, capturable=True)
+    ids = torch.randint(0, 32000, (batch, 512), device=DEV)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        with torch.autocast("cuda", torch.bfloat16, cache_enabled=False):
+            loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+
+    def capture() -> Callable[[], None]:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        return g.replay
+    return step, capture
+
+
+def profiled(fn: Callable[[], None], trace: Path) -> None:
+    with profile(activities=ACTS, record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda pr: write_trace(pr, trace, add_flops=False)) as prof:
+        for _ in range(4):
+            fn()
+            prof.step()
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("out")
+    p.add_argument("--batch", type=int, action="append")
+    a = p.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    runs: list[dict[str, Any]] = []
+    for b in a.batch or [2, 8]:
+        step, capture = build(b)
+        for variant in ("eager", "graph"):
+            name = f"train_gpt2s_b{b}_{variant}"
+            try:
+                fn = step if variant == "eager" else capture()
+                ts = timed(fn)
+                profiled(fn, out / f"{name}.json.gz")
+                truth = {"case": "train", "model": "gpt2s", "batch": b, "seq": 512,
+                         "variant": variant, "step_ms_median": statistics.median(ts),
+                         "step_ms_all": [round(x, 4) for x in ts],
+                         "note": "unprofiled step times (AdamW capturable=True both ways)",
+                         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+                         "trace": f"{name}.json.gz"}
+                (out / f"{name}.truth.json").write_text(json.dumps(truth, indent=1))
+                runs.append({"name": name, "step_ms_median": truth["step_ms_median"]})
+            except Exception as e:
+                traceback.print_exc()
+                runs.append({"name": name, "error": f"{type(e).__name__}: {e}"[:500]})
+            print(json.dumps(runs[-1]), flush=True)
+        torch.cuda.empty_cache()
+    (out / "graph_twin.json").write_text(json.dumps(
+        {"tool": "sample_traces/capture/train_graph_twin.py",
+         "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "runs": runs},
+        indent=1))
+
+
+if __name__ == "__main__":
+    main()
