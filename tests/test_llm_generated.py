@@ -47,17 +47,19 @@ def test_sglang_phases_by_hand(sglang: Timeline) -> None:
     assert st["flops"].to_list() == [2 * 2 * 64 * 64 * 256, 2 * 2 * 4 * 64 * 256,
                                      2 * 2 * 4 * 64 * 256]
     assert st["flops_source"].to_list() == ["shapes"] * 3
-    # prefill: compute = 50 + 60 + 4. Launch overhead (issue 24: the host between two
-    # calls inside the step's annotation is issuing the next kernel): call 1 [30,35) and
-    # the issuing stretch from it [35,130) up to kernel 1 at 40 -> [30,40) 10; after
-    # kernel 1 (ends 90) the stretch [35,130), call 2 [130,135) and the sampler's stretch
-    # from 135 -> [90,140) 50; after kernel 2 (200) the stretch [135,250) and the sampler's
-    # call [250,255) -> 55: 115; idle 300 - 114 - 115 = 71. Decode 1 (kernels 10, 10, 4 at
-    # +40, +140, +260): 10 + 90 + 105 = 205, idle 300 - 24 - 205 = 71. Decode 2: compute
-    # 10 + 200 (the sampler runs under the long GEMM), launch 10 + 90 = 100, idle 30.
+    # prefill: compute = 50 + 60 + 4. Launch overhead (issue 24's one issuing rule: the
+    # launching thread, since its previous launch, inside a host range that contains the
+    # next launch): from the step's start the thread is inside the step annotation, the
+    # model runner, DecoderLayer_0 and aten::linear, all holding call 1 at 30 -> [0,40) 40
+    # up to kernel 1; after kernel 1 (ends 90) the stretch to call 2 and the sampler's
+    # stretch from 135 -> [90,140) 50; after kernel 2 (200) the sampler's stretch and call
+    # [200,255) -> 55: 145; idle 300 - 114 - 145 = 41 (after the sampler). Decode 1
+    # (kernels 10, 10, 4 at +40, +140, +260): 40 + 90 + 105 = 235, idle 300 - 24 - 235 =
+    # 41. Decode 2: compute 10 + 200 (the sampler runs under the long GEMM), launch
+    # 40 + 90 = 130, idle 0.
     assert st["compute_ns"].to_list() == [114 * US, 24 * US, 210 * US]
-    assert st["launch_overhead_ns"].to_list() == [115 * US, 205 * US, 100 * US]
-    assert st["idle_ns"].to_list() == [71 * US, 71 * US, 30 * US]
+    assert st["launch_overhead_ns"].to_list() == [145 * US, 235 * US, 130 * US]
+    assert st["idle_ns"].to_list() == [41 * US, 41 * US, 0]
     check_attribution(st.with_columns(
         pl.col("start_ns").alias("window_start_ns"),
         (pl.col("start_ns") + pl.col("wall_ns")).alias("window_end_ns"),
