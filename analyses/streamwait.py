@@ -190,6 +190,22 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
         .cast(pl.Schema(_COLS)).sort("start_ns"))
 
 
+def _last_launch(frame: pl.DataFrame, acts: pl.DataFrame, key: str, source: str, *,
+                 exact: bool) -> pl.DataFrame:
+    """``frame`` (records at ``_rec_ns``) with the last activity launched before each record
+    whose ``source`` column (stream or launching thread) equals the record's ``key``:
+    ``_p_ns, _p_name, _p_stream, _p_end``, and ``_rec_exact``."""
+    right = acts.select("rank", "process_id", pl.col(source).alias(key),
+                        pl.col("api_start_ns").alias("_p_ns"),
+                        pl.col("name").cast(pl.String).alias("_p_name"),
+                        pl.col("stream_id").alias("_p_stream"),
+                        pl.col("end_ns").alias("_p_end")).sort("_p_ns")
+    return frame.sort("_rec_ns").join_asof(
+        right, left_on="_rec_ns", right_on="_p_ns", by=["rank", "process_id", key],
+        strategy="backward", check_sortedness=False).with_columns(
+        pl.lit(exact).alias("_rec_exact"))
+
+
 def _producers(api: pl.DataFrame, acts: pl.DataFrame, j: pl.DataFrame) -> pl.DataFrame:
     """The event's record call and producer of each wait in ``j`` (module docstring):
     ``_rec_name, _rec_ns, _rec_stream, _rec_exact, _p_name, _p_stream, _p_end``."""
@@ -209,28 +225,12 @@ def _producers(api: pl.DataFrame, acts: pl.DataFrame, j: pl.DataFrame) -> pl.Dat
             by=["rank", "process_id", "_w_event"], strategy="backward",
             check_sortedness=False)
         # the producer: the last activity launched to the recording stream before the record
-        on_stream = acts.select("rank", "process_id", pl.col("stream_id").alias("_rec_stream"),
-                                pl.col("api_start_ns").alias("_p_ns"),
-                                pl.col("name").cast(pl.String).alias("_p_name"),
-                                pl.col("stream_id").alias("_p_stream"),
-                                pl.col("end_ns").alias("_p_end")).sort("_p_ns")
-        out.append(ex.sort("_rec_ns").join_asof(
-            on_stream, left_on="_rec_ns", right_on="_p_ns",
-            by=["rank", "process_id", "_rec_stream"], strategy="backward",
-            check_sortedness=False).with_columns(pl.lit(True).alias("_rec_exact")))
+        out.append(_last_launch(ex, acts, "_rec_stream", "stream_id", exact=True))
     if rest.height:
         # no event ids on the records: the process's last record before the wait, and the
         # last activity its thread launched before it
         rest = rest.sort("wait_start_ns").join_asof(
             rec.drop("_w_event"), left_on="wait_start_ns", right_on="_rec_ns",
             by=["rank", "process_id"], strategy="backward", check_sortedness=False)
-        launched = acts.select("rank", "process_id", pl.col("api_thread_id").alias("_rec_tid"),
-                               pl.col("api_start_ns").alias("_p_ns"),
-                               pl.col("name").cast(pl.String).alias("_p_name"),
-                               pl.col("stream_id").alias("_p_stream"),
-                               pl.col("end_ns").alias("_p_end")).sort("_p_ns")
-        out.append(rest.sort("_rec_ns").join_asof(
-            launched, left_on="_rec_ns", right_on="_p_ns",
-            by=["rank", "process_id", "_rec_tid"], strategy="backward",
-            check_sortedness=False).with_columns(pl.lit(False).alias("_rec_exact")))
+        out.append(_last_launch(rest, acts, "_rec_tid", "api_thread_id", exact=False))
     return pl.concat(out, how="diagonal_relaxed")

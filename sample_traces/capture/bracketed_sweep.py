@@ -24,89 +24,29 @@ import argparse
 import json
 import statistics
 import sys
-import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpt_profile import write_trace  # scrubs machine identity, gzips
+from sweep_models import MODELS, decoder, gpt2_train_step, timed
 
-DEV = torch.device("cuda")
-BF = torch.bfloat16
 ACTS = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-MODELS = {"gpt2s": {"n_layer": 12, "n_embd": 768, "n_head": 12},
-          "gpt2m": {"n_layer": 24, "n_embd": 1024, "n_head": 16}}
-
-
-def timed(fn: Callable[[], None], n: int, warm: int = 3) -> list[float]:
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return ts
-
-
-def train_step(model: str, batch: int) -> Callable[[], None]:
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=32000, n_positions=512, bos_token_id=0, eos_token_id=0,
-                     **MODELS[model])
-    m = GPT2LMHeadModel(cfg).to(DEV)
-    opt = torch.optim.AdamW(m.parameters(), 1e-4)
-    ids = torch.randint(0, 32000, (batch, 512), device=DEV)
-
-    def step() -> None:
-        with torch.autocast("cuda", BF):
-            loss = m(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    return step
-
-
-def decode_step(b: int) -> Callable[[], None]:
-    n_layer, d, h, t, v = 12, 1024, 16, 1024, 32000
-    g = torch.Generator(device=DEV).manual_seed(0)
-    w = [[torch.randn(x, y, device=DEV, dtype=BF, generator=g) * 0.02 for x, y in
-          ((d, 3 * d), (d, d), (d, 4 * d), (4 * d, d))] for _ in range(n_layer)]
-    k = [torch.randn(b, h, t, d // h, device=DEV, dtype=BF) for _ in range(n_layer)]
-    vc = [torch.randn(b, h, t, d // h, device=DEV, dtype=BF) for _ in range(n_layer)]
-    emb = torch.randn(v, d, device=DEV, dtype=BF) * 0.02
-    tok = torch.zeros(b, dtype=torch.long, device=DEV)
-
-    def step() -> None:
-        x = emb[tok]
-        for layer in range(n_layer):
-            qkv, o, up, down = w[layer]
-            q = (F.layer_norm(x, (d,)) @ qkv)[:, :d].reshape(b, h, 1, d // h)
-            x = x + F.scaled_dot_product_attention(q, k[layer], vc[layer]).reshape(b, d) @ o
-            x = x + F.gelu(F.layer_norm(x, (d,)) @ up) @ down
-        tok.copy_((F.layer_norm(x, (d,)) @ emb.t()).argmax(-1))
-        tok[0].item()
-    return step
 
 
 def run(name: str, out: Path) -> dict[str, Any]:
     if name.startswith("train"):
         _, model, b = name.split("_")
-        batch, step, n = int(b[1:]), train_step(model, int(b[1:])), 10
+        batch, step, n = int(b[1:]), gpt2_train_step(model, int(b[1:])), 10
         info: dict[str, Any] = {"case": "train", "model": model, "config": MODELS[model],
                                 "seq": 512}
     else:
         batch = int(name.split("_")[1][1:])
-        step, n = decode_step(batch), 30
+        step, n = decoder(batch)[0], 30
         info = {"case": "decode", "layers": 12, "d_model": 1024, "kv_len": 1024,
                 "variant": "eager"}
     before = timed(step, n)

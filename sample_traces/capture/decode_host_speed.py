@@ -28,66 +28,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt_profile import write_trace
-
-DEV = torch.device("cuda")
-BF = torch.bfloat16
-L, D, H, T, V = 12, 1024, 16, 1024, 32000
+from gpt_profile import write_trace  # scrubs machine identity, gzips
+from sweep_models import D, L, T, decoder, timed
 
 
-def build(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    """The sweep's decoder at batch ``b``: (eager step, CUDA-graph step)."""
-    g = torch.Generator(device=DEV).manual_seed(0)
-    w = [[torch.randn(a, c, device=DEV, dtype=BF, generator=g) * 0.02 for a, c in
-          ((D, 3 * D), (D, D), (D, 4 * D), (4 * D, D))] for _ in range(L)]
-    k = [torch.randn(b, H, T, D // H, device=DEV, dtype=BF) for _ in range(L)]
-    v = [torch.randn(b, H, T, D // H, device=DEV, dtype=BF) for _ in range(L)]
-    emb = torch.randn(V, D, device=DEV, dtype=BF) * 0.02
-    tok = torch.zeros(b, dtype=torch.long, device=DEV)
-
-    def fwd() -> torch.Tensor:
-        x = emb[tok]
-        for layer in range(L):
-            qkv, o, up, down = w[layer]
-            q = (F.layer_norm(x, (D,)) @ qkv)[:, :D].reshape(b, H, 1, D // H)
-            x = x + F.scaled_dot_product_attention(q, k[layer], v[layer]).reshape(b, D) @ o
-            x = x + F.gelu(F.layer_norm(x, (D,)) @ up) @ down
-        return (F.layer_norm(x, (D,)) @ emb.t()).argmax(-1)
-
-    def eager() -> None:
-        tok.copy_(fwd())
-        tok[0].item()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fwd()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        nxt = fwd()
-
-    def replay() -> None:
-        graph.replay()
-        tok.copy_(nxt)
-        tok[0].item()
-    return eager, replay
-
-
-def median_ms(fn: Callable[[], None], n: int = 30, warm: int = 3) -> tuple[float, list[float]]:
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
+def median_ms(fn: Callable[[], None], n: int = 30) -> tuple[float, list[float]]:
+    ts = timed(fn, n)
     return statistics.median(ts), ts
 
 
@@ -109,7 +58,7 @@ def main() -> None:
     a = p.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    steps = {b: build(b) for b in (1, 64)}
+    steps = {b: decoder(b) for b in (1, 64)}
     rounds: list[dict[str, Any]] = []
     for r in range(a.rounds):
         for b, (eager, replay) in steps.items():

@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -31,41 +30,14 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpt_profile import write_trace  # scrubs machine identity, gzips
+from sweep_models import gpt2_train_step, timed
 
-DEV = torch.device("cuda")
 ACTS = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
-
-
-def timed(fn: Callable[[], None], n: int = 10, warm: int = 3) -> list[float]:
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t) * 1e3)
-    return ts
 
 
 def build(batch: int) -> tuple[Callable[[], None], Callable[[], Callable[[], None]]]:
     """(eager step, a function that captures the step and returns its replay)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=32000, n_positions=512, bos_token_id=0, eos_token_id=0,
-                     n_layer=12, n_embd=768, n_head=12)
-    m = GPT2LMHeadModel(cfg).to(DEV)
-    opt = torch.optim.AdamW(m.parameters(), 1e-4, capturable=True)
-    ids = torch.randint(0, 32000, (batch, 512), device=DEV)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=False)
-        with torch.autocast("cuda", torch.bfloat16, cache_enabled=False):
-            loss = m(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
+    step = gpt2_train_step("gpt2s", batch, capturable=True)
 
     def capture() -> Callable[[], None]:
         s = torch.cuda.Stream()
@@ -105,7 +77,7 @@ def main() -> None:
             name = f"train_gpt2s_b{b}_{variant}"
             try:
                 fn = step if variant == "eager" else capture()
-                ts = timed(fn)
+                ts = timed(fn, 10)
                 profiled(fn, out / f"{name}.json.gz")
                 truth = {"case": "train", "model": "gpt2s", "batch": b, "seq": 512,
                          "variant": variant, "step_ms_median": statistics.median(ts),
