@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpt_profile import write_trace  # scrubs machine identity, gzips
-from sweep_models import MODELS, decoder, gpt2_train_step, timed
+from sweep_models import MODELS, decoder, gpt2_train_step, profile_training, timed
 
 ACTS = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
 
@@ -52,14 +52,7 @@ def run(name: str, out: Path) -> dict[str, Any]:
     before = timed(step, n)
     trace = out / f"{name}.json.gz"
     if info["case"] == "train":
-        # a scheduled profiler hands its events over in on_trace_ready (cleared after)
-        with profile(activities=ACTS, record_shapes=True,
-                     schedule=schedule(wait=0, warmup=1, active=3),
-                     on_trace_ready=lambda pr: write_trace(pr, trace, add_flops=False)) as prof:
-            for _ in range(4):
-                step()
-                prof.step()
-            torch.cuda.synchronize()
+        profile_training(step, trace)
     else:
         with profile(activities=ACTS, record_shapes=True) as prof:
             for i in range(20):

@@ -3,6 +3,10 @@
 ``traces/gpu/sweep/capture_sweep.py`` so their traces compare with the shared sweep.
 
 * :func:`timed`: unprofiled step times (ms), device drained after each step.
+* :func:`capture_graph`: a function captured in one CUDA graph after warm-up on a side
+  stream (the recipe torch documents for whole-network capture).
+* :func:`profile_training`: the sweep's profiled training run (3 steps after 1 profiler
+  warm-up step, ``record_shapes``), written with :func:`gpt_profile.write_trace`.
 * :func:`decoder`: the 12-layer d1024 bf16 decoder (static KV cache 1024, one token per step
   ending in ``.item()``) at a batch: its eager step and its CUDA-graph replay.
 * :func:`gpt2_train_step`: the GPT-2-style training step (transformers, random init, seq
@@ -14,9 +18,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
+from gpt_profile import write_trace  # this directory: scripts put it on sys.path first
+from torch.profiler import ProfilerActivity, profile, schedule
+
+R = TypeVar("R")
 
 DEV = torch.device("cuda")
 BF = torch.bfloat16
@@ -36,6 +46,33 @@ def timed(fn: Callable[[], None], n: int, warm: int = 3) -> list[float]:
         torch.cuda.synchronize()
         ts.append((time.perf_counter() - t) * 1e3)
     return ts
+
+
+def capture_graph(fn: Callable[[], R]) -> tuple[torch.cuda.CUDAGraph, R]:
+    """``fn`` run 3 times on a side stream, then captured in a CUDA graph: the graph and
+    what ``fn`` returned while captured (its static output)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def profile_training(fn: Callable[[], None], trace: Path) -> None:
+    """Profile 3 steps of ``fn`` after 1 profiler warm-up step into ``trace`` (a scheduled
+    profiler hands its events over in ``on_trace_ready``; they are cleared after)."""
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3),
+                 on_trace_ready=lambda pr: write_trace(pr, trace, add_flops=False)) as prof:
+        for _ in range(4):
+            fn()
+            prof.step()
+        torch.cuda.synchronize()
 
 
 def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -60,15 +97,7 @@ def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
     def eager() -> None:
         tok.copy_(fwd())
         tok[0].item()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fwd()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        nxt = fwd()
+    graph, nxt = capture_graph(fwd)
 
     def replay() -> None:
         graph.replay()

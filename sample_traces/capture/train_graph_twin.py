@@ -26,13 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpt_profile import write_trace  # scrubs machine identity, gzips
-from sweep_models import gpt2_train_step, timed
-
-ACTS = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+from sweep_models import capture_graph, gpt2_train_step, profile_training, timed
 
 
 def build(batch: int) -> tuple[Callable[[], None], Callable[[], Callable[[], None]]]:
@@ -40,27 +36,8 @@ def build(batch: int) -> tuple[Callable[[], None], Callable[[], Callable[[], Non
     step = gpt2_train_step("gpt2s", batch, capturable=True)
 
     def capture() -> Callable[[], None]:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        return g.replay
+        return capture_graph(step)[0].replay
     return step, capture
-
-
-def profiled(fn: Callable[[], None], trace: Path) -> None:
-    with profile(activities=ACTS, record_shapes=True,
-                 schedule=schedule(wait=0, warmup=1, active=3),
-                 on_trace_ready=lambda pr: write_trace(pr, trace, add_flops=False)) as prof:
-        for _ in range(4):
-            fn()
-            prof.step()
-        torch.cuda.synchronize()
 
 
 def main() -> None:
@@ -78,7 +55,7 @@ def main() -> None:
             try:
                 fn = step if variant == "eager" else capture()
                 ts = timed(fn, 10)
-                profiled(fn, out / f"{name}.json.gz")
+                profile_training(fn, out / f"{name}.json.gz")
                 truth = {"case": "train", "model": "gpt2s", "batch": b, "seq": 512,
                          "variant": variant, "step_ms_median": statistics.median(ts),
                          "step_ms_all": [round(x, 4) for x in ts],
