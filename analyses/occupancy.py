@@ -108,7 +108,8 @@ def _row_counts(tl: Timeline, k: pl.DataFrame) -> pl.DataFrame:
     from traceparse.analyses.scale_work import kernel_ops
 
     none = pl.DataFrame(schema={"_i": pl.UInt32, "_rows": pl.Int64})
-    if "input_dims" not in tl.ranges.columns or tl.ranges.filter(
+    # the launching ops are joined only when some candidate needs its rows
+    if k.height == 0 or "input_dims" not in tl.ranges.columns or tl.ranges.filter(
             pl.col("input_dims").is_not_null()).height == 0:
         return none
     ops = kernel_ops(tl).with_row_index("_i").select("_i", "op_name", "input_dims")
