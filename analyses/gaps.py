@@ -224,7 +224,9 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
                                   pl.col("thread_id").alias("_dt"),
                                   pl.col("start_ns").alias("_ds"),
                                   pl.col("end_ns").alias("_de")), on="_r", how="left")
-            hit = pl.col("_dl").is_not_null() & cpu
+            # a gap mostly spent issuing the next work is issuing, even inside a
+            # data-loading range (the issuing rule already gives nested ops their time)
+            hit = pl.col("_dl").is_not_null() & cpu & ~is_issuing()
             # the gap is named by the data-loading range: its thread and times, not those
             # of the candidate it replaces
             gaps = gi.with_columns(

@@ -20,9 +20,11 @@ dispatch, the caching allocator, Python inside a traced function).
   makes the whole stretch issuing.
 * Removed from it: **non-issuing** ranges of the thread, i.e. host ranges that are not
   framework ops (``cpu_op``: dispatch and allocation are part of issuing) and that contain
-  no CUDA/HIP call, plus every range named as data loading (:data:`DATA_LOADING_RE`) or as
-  the profiler's own code (:data:`PROFILER_RANGE_RE`), whatever it contains. These are
-  "other CPU work", the input pipeline and profiler overhead, not issuing.
+  no CUDA/HIP call, every range named as the profiler's own code
+  (:data:`PROFILER_RANGE_RE`), whatever it contains, and every range named as data loading
+  (:data:`DATA_LOADING_RE`) less the issuing-capable ranges nested in it (innermost wins:
+  :func:`_innermost_wins`). These are "other CPU work", the input pipeline and profiler
+  overhead, not issuing.
 
 This is the one definition of issuing: the attribution's ``launch_overhead_ns`` is the GPU
 idle while it holds, the gap causes call a gap ``issuing`` when at least half of it is that
@@ -51,7 +53,8 @@ from traceparse.timeline import Timeline
 
 #: Host ranges that load or prepare input data (names, case-insensitive).
 DATA_LOADING_RE = (r"(?i)data.?loader|_next_data|__next__|collate|prefetch|dataset|"
-                   r"sampler|worker_loop|pin_memory_loop|data.?load|input.?pipeline|"
+                   r"utils/data/|(batch|random|sequential|distributed|weighted_?random|subset_?random)_?sampler|"
+                   r"worker_loop|pin_memory_loop|data.?load|input.?pipeline|"
                    r"(^|[^a-z])(make|get|load|next|read|fetch|prepare)_?(batch|data|input|"
                    r"sample)(es|s)?([^a-z]|$)")
 #: OS-runtime calls that read a file or a socket (nsys ``osrt`` ranges).
@@ -115,9 +118,44 @@ def _non_issuing(tl: Timeline) -> pl.DataFrame:
             lo = np.searchsorted(cs, r["start_ns"].to_numpy()[idx], side="left")
             hi = np.searchsorted(cs, r["end_ns"].to_numpy()[idx], side="left")
             n_inside[idx] = hi - lo
-    named = (pl.col("name").str.contains(DATA_LOADING_RE)
-             | pl.col("name").str.contains(PROFILER_RANGE_RE)).fill_null(False)
-    return r.filter(((pl.Series(n_inside) == 0) & (pl.col("kind") != "cpu_op")) | named)
+    loading = pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False)
+    prof = pl.col("name").str.contains(PROFILER_RANGE_RE).fill_null(False)
+    idle_kind = (pl.Series(n_inside) == 0) & (pl.col("kind") != "cpu_op")
+    r = r.with_columns(idle_kind.alias("_idle"), loading.alias("_dl"), prof.alias("_pr"))
+    out = r.filter(pl.col("_idle") | pl.col("_pr") | pl.col("_dl"))
+    return _innermost_wins(r, out).drop("_idle", "_dl", "_pr")
+
+
+def _innermost_wins(r: pl.DataFrame, out: pl.DataFrame) -> pl.DataFrame:
+    """A data-loading range explains its thread's time only where no range nested inside it
+    does: an op or a function that issues CUDA work inside it (a ``.to(device)``, or the
+    training step run from a generator's frame, which torch.profiler's Python tracer keeps
+    open across ``yield``) classifies its own time. The data-loading ranges of ``out`` are
+    replaced by their union per thread less the issuing-capable ranges (those not in
+    ``out``) nested in it; the pieces keep the name of the first data-loading range."""
+    from traceparse.analyses import intervals
+
+    is_dl = pl.col("_dl") & ~pl.col("_pr") & ~pl.col("_idle")
+    dl = out.filter(is_dl)
+    inner = r.filter(~pl.col("_idle") & ~pl.col("_dl") & ~pl.col("_pr"))
+    if dl.height == 0 or inner.height == 0:
+        return out
+    u = intervals.union(dl.select(*_THREAD, "start_ns", "end_ns"), by=_THREAD)
+    cand = (inner.select(*_THREAD, "start_ns", "end_ns")
+            .join(dl.select(*_THREAD, "start_ns", "end_ns"), on=[*_THREAD, "start_ns", "end_ns"],
+                  how="anti").sort("start_ns"))
+    hit = (cand.join_asof(u.select(*_THREAD, pl.col("start_ns").alias("_us"),
+                                   pl.col("end_ns").alias("_ue")).sort("_us"),
+                          left_on="start_ns", right_on="_us", by=_THREAD, strategy="backward",
+                          check_sortedness=False)
+           .filter(pl.col("_ue").is_not_null() & (pl.col("end_ns") <= pl.col("_ue"))))
+    if hit.height == 0:
+        return out
+    pieces = intervals.subtract(u, hit.select(*_THREAD, "start_ns", "end_ns"), by=_THREAD)
+    first = dl.sort("start_ns").group_by(_THREAD).agg(pl.col("kind", "name").first())
+    cut = pieces.join(first, on=_THREAD).with_columns(
+        pl.lit(True).alias("_dl"), pl.lit(False).alias("_pr"), pl.lit(False).alias("_idle"))
+    return pl.concat([out.filter(~is_dl), cut.select(out.columns).cast(out.schema)])  # type: ignore[arg-type]
 
 
 def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame,
