@@ -1,8 +1,10 @@
 """The batch-scaling prediction on the held-out H100 sweep (``sample_traces/h100_captures``).
 
-The model (``analyses/scale.py``) and the profiler's per-op cost
-(``analyses/profiler_cost.PER_EVENT_NS``) were developed on the H200 sweep in
-``../shared/traces/gpu/sweep`` (``benchmarks/predict_sweep.py``). This script applies them
+The model (``analyses/scale.py``) was developed on the H200 sweep in
+``../shared/traces/gpu/sweep`` (``benchmarks/predict_sweep.py``); the profiler's per-event
+cost is each trace's own estimate (``analyses/profiler_cost.estimate``, whose one ratio
+``benchmarks/profiler_ratio.py`` derives over every run with a truth, these included: its
+leave-one-out is the held-out figure for that ratio). This script applies them
 unchanged to captures from another GPU, including batch sizes the H200 sweep lacks
 (gpt2s b16, gpt2m b2/b8/b32, decode b8): every ordered pair of eager configurations of one
 model, and each onto itself. It writes its table into benchmarks/RESULTS.md between the
@@ -171,8 +173,8 @@ def main() -> None:
            "benchmarks/predict_holdout.py`, issue 27)\n",
            f"{now}; traceparse {__version__}; Python {platform.python_version()}; traces "
            "`sample_traces/h100_captures/sweep` (NVIDIA H100 80GB HBM3, torch 2.11, "
-           "record_shapes on); nothing refitted: the shipped per-op profiler cost "
-           f"({ps.profiler_cost.PER_EVENT_NS:,.0f} ns, solved on the H200 sweep) and the "
+           "record_shapes on); nothing refitted: the profiler cost estimated from each "
+           f"trace (visible bookkeeping per step x {ps.profiler_cost.VISIBLE_RATIO}) and the "
            "curves calibrated from each source trace.\n",
            "| traced + calibrated | predicted | F | predicted | truth | error |",
            "|---|---|---:|---:|---:|---:|"]
