@@ -21,7 +21,8 @@ enter bookkeeping, the gap from its last child's end to the parent's end that ch
 bookkeeping (:func:`bookkeeping`). Their medians summed over the composite ops of a window
 (a step) are the **visible** bookkeeping of one event there. The whole per-event cost is
 larger than what the gaps show (the CUPTI callbacks of the op's CUDA runtime calls run
-inside the op, and the profiler's record buffers slow the thread's own work), and it moves
+inside the op; other effects, such as the record buffers slowing the thread's own work,
+were not separated), and it moves
 with the same thing the visible part moves with: how fast this host ran the profiler in
 this run. The estimate is therefore ``visible x VISIBLE_RATIO``, per step, so a step of the
 trace in which the profiler ran slower is charged more (bracketed gpt2m b4: steps of

@@ -64,8 +64,8 @@ def _predict(cfg: ps.Config, ratio: float) -> dict[str, Any]:
 
 def solve_ratio(cfg: ps.Config) -> float | None:
     """Ratio that makes the self-prediction with the per-step trace estimate equal the
-    truth (None when no ratio in [0, 6] reaches it)."""
-    lo, hi = 0.0, 6.0
+    truth (None when no ratio in [0.01, 6] reaches it)."""
+    lo, hi = 0.01, 6.0
     if not (_predict(cfg, hi)["predicted_step_ns"] <= cfg.truth_ns
             <= _predict(cfg, lo)["predicted_step_ns"]):
         return None
