@@ -1,31 +1,46 @@
 """How much host time torch.profiler itself added to a Kineto trace (docs/calibration.md).
 
-Mechanism: every op the profiler records on the host costs the recording thread a fixed
-time, ``per_event_ns``, spent in the profiler's own callbacks (taking timestamps, copying
-the op's name, its input shapes and concrete inputs when ``record_shapes`` is on) and not in
-the program. The recorded ops are the host ranges ``cpu_op`` (aten ops, autograd nodes),
-``user_annotation`` / ``profiler_step`` (``record_function``) and ``python_function``
-(``with_stack`` / ``with_modules`` frames). The CUPTI callback of each CUDA runtime call is
-folded into the per-op cost: runtime calls come at a near-fixed 0.2-0.5 per op in the
-traces the constant was measured on, and their own cost could not be separated.
+Mechanism: every op the profiler records on the host costs the recording thread time spent
+in the profiler's own callbacks, not in the program. The recorded ops are the host ranges
+``cpu_op`` (aten ops, autograd nodes), ``user_annotation`` / ``profiler_step``
+(``record_function``) and ``python_function`` (``with_stack`` / ``with_modules`` frames).
+The profiler's host cost up to an instant is the summed per-event cost of the recorded ops
+that began before it on the process. GPU kernels are not slowed (CUPTI timestamps them on
+the device); the cost reaches the step time only where the host is the bottleneck, which
+is what the replay (:mod:`traceparse.analyses.replay_host`) decides.
 
-So the profiler's host cost up to an instant is ``per_event_ns`` times the number of
-recorded ops that began before it on the process, and the whole trace's cost is
-``per_event_ns * events``. GPU kernels are not slowed (CUPTI timestamps them on the
-device); the cost reaches the step time only where the host is the bottleneck, which is
-what the replay (:mod:`traceparse.analyses.replay_host`) decides.
+**The per-event cost is read off the trace itself** (:func:`estimate`). torch.profiler's
+enter callback records the op (name, input shapes and concrete inputs with
+``record_shapes``, correlation id) and takes the op's start timestamp as its *last* step;
+the exit callback takes the end timestamp as its *first* step and then does its own
+bookkeeping. So each op's callbacks lie in the gaps just before its start and just after
+its end. Where a composite op (``aten::linear``, ``aten::t``, an autograd node) calls
+another recorded op from C++, no Python runs between them and unprofiled the call takes
+tens of ns: the gap from the parent's start to its first child's start is that child's
+enter bookkeeping, the gap from its last child's end to the parent's end that child's exit
+bookkeeping (:func:`bookkeeping`). Their medians summed over the composite ops of a window
+(a step) are the **visible** bookkeeping of one event there. The whole per-event cost is
+larger than what the gaps show (the CUPTI callbacks of the op's CUDA runtime calls run
+inside the op; other effects, such as the record buffers slowing the thread's own work,
+were not separated), and it moves
+with the same thing the visible part moves with: how fast this host ran the profiler in
+this run. The estimate is therefore ``visible x VISIBLE_RATIO``, per step, so a step of the
+trace in which the profiler ran slower is charged more (bracketed gpt2m b4: steps of
+141/139/104 ms with 2.2/2.2/1.3 us enter gaps).
 
-The constant is **one physical number**, not a per-file factor: :data:`PER_EVENT_NS` was
-measured on the sweep in ``traces/gpu/sweep`` (an H200 host, torch 2.11, record_shapes on,
-no stack): for each eager configuration whose host is the bottleneck the per-event cost
-that makes the replayed, profiler-free step equal the step measured without the profiler
-was solved for (``benchmarks/predict_sweep.py`` prints them: 2,893-4,154 ns over six
-host-bound runs), and :data:`PER_EVENT_NS` is their median; :data:`PER_EVENT_SPREAD_NS` is
-half their range (the uncertainty reported).
-Leave-one-out (the constant re-derived without each file, then used to predict that file)
-is in benchmarks/RESULTS.md. Other hosts, torch versions and recording options (with_stack
-records many more, but cheaper, events) may cost differently: the figure is an estimate,
-reported with its uncertainty, never a measured saving.
+:data:`VISIBLE_RATIO` is **one physical number**: the whole per-event cost per unit of its
+visible part. ``benchmarks/profiler_ratio.py`` solved it for every host-bound run with an
+unprofiled truth (the shared H200 sweep, the H200 re-checks, the H100 sweep: 24 runs): the
+ratio that makes the replayed profiler-free step equal the measured one. The constant is
+their median; :data:`VISIBLE_RATIO_RANGE` their lowest and highest (the overhead's
+reported low..high). Its leave-one-out (each run predicted with the median of the others' ratios)
+is in benchmarks/RESULTS.md beside the previous model's (one constant in ns).
+A window with fewer than :data:`MIN_SAMPLES` composite ops takes the estimate pooled over
+all windows; a trace with none (nothing nested) falls back to :data:`PER_EVENT_NS`, the
+previous shipped constant (median of the per-file solutions on the shared sweep).
+Other recording options (``with_stack`` records many more Python events, whose callbacks
+are not measured by C++ gaps) are untested: the figure is an estimate, reported with its
+uncertainty, never a measured saving.
 
 Non-Kineto traces (nsys) are not torch.profiler traces: their overhead is reported as 0
 with ``applies = False``.
@@ -40,10 +55,19 @@ import polars as pl
 
 from traceparse.timeline import Timeline
 
-#: Host cost of one recorded event (ns), see the module docstring.
+#: Host cost of one recorded event (ns) where the trace shows no bookkeeping: the median of
+#: the per-file solutions on the shared sweep (the previous model, module docstring).
 PER_EVENT_NS = 3380.0
-#: Half the range of the per-file solutions the constant was taken from (ns).
+#: Half the range of the per-file solutions that constant was taken from (ns).
 PER_EVENT_SPREAD_NS = 630.0
+
+#: Ratio of the whole per-event cost to its part the trace shows (see the module docstring).
+VISIBLE_RATIO = 1.14
+#: Lowest and highest per-run ratio it was taken from: the range the overhead is reported in.
+VISIBLE_RATIO_RANGE = (0.83, 1.92)
+#: Fewest bookkeeping samples (composite ops with a recorded child) a window needs for its
+#: own estimate; with fewer it takes the estimate pooled over all windows.
+MIN_SAMPLES = 20
 
 #: Host range kinds torch.profiler records (one callback pair each).
 RECORDED_RANGE_KINDS = ("cpu_op", "user_annotation", "profiler_step", "python_function")
@@ -82,6 +106,78 @@ def options(tl: Timeline) -> dict[str, bool]:
             "with_modules": bool(mods.any()) if py.height else False}
 
 
+def bookkeeping(tl: Timeline) -> pl.DataFrame:
+    """The profiler's bookkeeping the trace shows: for every recorded ``cpu_op`` with at least
+    one recorded ``cpu_op`` inside it on its thread (a composite op, an autograd node), the
+    time from its start to its first child's start (``enter_ns``) and from its last child's
+    end to its own end (``exit_ns``): ``rank, process_id, start_ns, enter_ns, exit_ns``
+    sorted by process and start. Between them runs only the parent's C++ (no Python), so
+    the two gaps are one child's enter and exit callbacks plus the call itself."""
+    cols = ["rank", "process_id", "thread_id", "depth", "start_ns", "end_ns"]
+    out_schema = {"rank": pl.Int64, "process_id": pl.Int64, "start_ns": pl.Int64,
+                  "enter_ns": pl.Int64, "exit_ns": pl.Int64}
+    if not is_kineto(tl):
+        return pl.DataFrame(schema=out_schema)
+    r = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                          & pl.col("end_ns").is_not_null() & pl.col("depth").is_not_null())
+         .select(cols).cast({"rank": pl.Int64, "process_id": pl.Int64, "thread_id": pl.Int64,
+                             "depth": pl.Int64})
+         .with_columns(pl.col("process_id").fill_null(0), pl.col("thread_id").fill_null(0))
+         .with_row_index("_row"))
+    par = r.select("rank", "process_id", "thread_id", (pl.col("depth") + 1).alias("depth"),
+                   pl.col("start_ns").alias("_ps"), pl.col("end_ns").alias("_pe"),
+                   pl.col("_row").alias("_prow")).sort("_ps")
+    by = ["rank", "process_id", "thread_id", "depth"]
+    j = (r.filter(pl.col("depth") > 0).sort("start_ns")
+         .join_asof(par, left_on="start_ns", right_on="_ps", by=by, strategy="backward",
+                    check_sortedness=False)
+         .filter(pl.col("_prow").is_not_null() & (pl.col("_pe") >= pl.col("end_ns"))))
+    g = j.group_by("rank", "process_id", "_prow").agg(
+        pl.col("_ps").first().alias("start_ns"),
+        (pl.col("start_ns").min() - pl.col("_ps").first()).alias("enter_ns"),
+        (pl.col("_pe").first() - pl.col("end_ns").max()).alias("exit_ns"))
+    return g.select(list(out_schema)).cast(out_schema).sort(*_KEY, "start_ns")  # type: ignore[arg-type]
+
+
+def _visible(b: pl.DataFrame) -> float | None:
+    """Visible bookkeeping of one event in ``b``'s rows: median enter + median exit (ns)."""
+    if b.height < MIN_SAMPLES:
+        return None
+    return float(b["enter_ns"].median()) + float(b["exit_ns"].median())  # type: ignore[arg-type]
+
+
+def _in_windows(ev: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """``ev`` rows that start inside a window, with the window's index ``_w``."""
+    w = (windows.with_row_index("_w")
+         .select("_w", pl.col("rank").cast(pl.Int64), pl.col("start_ns").alias("_ws"),
+                 pl.col("end_ns").alias("_we")).sort("_ws"))
+    j = ev.sort("start_ns").join_asof(w, left_on="start_ns", right_on="_ws", by="rank",
+                                      strategy="backward", check_sortedness=False)
+    return j.filter(pl.col("_we").is_not_null() & (pl.col("start_ns") < pl.col("_we")))
+
+
+def estimate(tl: Timeline, windows: pl.DataFrame | None = None) -> dict[str, Any]:
+    """The per-event cost this trace shows (module docstring): ``{"per_event_ns",
+    "visible_ns", "samples", "source", "by_window"}``. ``source`` is ``"trace"`` (visible
+    bookkeeping x :data:`VISIBLE_RATIO`) or ``"default"`` (:data:`PER_EVENT_NS`: fewer than
+    :data:`MIN_SAMPLES` composite ops, or not a Kineto trace). With ``windows``, only
+    composite ops starting inside them count, and ``by_window`` holds each window's own
+    estimate (None where it has too few samples; those take the pooled one)."""
+    b = bookkeeping(tl)
+    by_window: list[float | None] = []
+    if windows is not None and windows.height:
+        b = _in_windows(b, windows)
+        for i in range(windows.height):
+            v = _visible(b.filter(pl.col("_w") == i))
+            by_window.append(None if v is None else v * VISIBLE_RATIO)
+    v = _visible(b)
+    if v is None:
+        return {"per_event_ns": PER_EVENT_NS, "visible_ns": None, "samples": b.height,
+                "source": "default", "by_window": [None] * len(by_window)}
+    return {"per_event_ns": v * VISIBLE_RATIO, "visible_ns": v, "samples": b.height,
+            "source": "trace", "by_window": by_window}
+
+
 def _host_ns(tl: Timeline, windows: pl.DataFrame | None) -> int:
     """Host time the estimate is relative to: the summed step windows, else the span of
     the recorded host ranges per process (first start to last end)."""
@@ -102,59 +198,121 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
     Args:
         tl: the timeline.
         windows: optional ``rank, start_ns, end_ns`` windows (e.g. the steps): only events
-            inside them count and ``host_ns`` is their summed length.
-        per_event_ns: the per-event cost; default :data:`PER_EVENT_NS`.
+            inside them count, ``host_ns`` is their summed length, and each window's events
+            cost that window's own estimate (:func:`estimate`).
+        per_event_ns: an explicit per-event cost for every event (overrides the estimate
+            from the trace).
 
     Returns:
         ``{"applies", "host_ns", "events", "events_per_ms", "per_event_ns",
-        "per_event_spread_ns", "overhead_ns", "overhead_low_ns", "overhead_high_ns",
-        "overhead_frac", "options", "by_source"}``; ``overhead_frac`` = overhead / host time
+        "per_event_spread_ns", "per_event_source", "visible_ns", "overhead_ns",
+        "overhead_low_ns", "overhead_high_ns", "overhead_frac", "options", "by_source"}``;
+        ``per_event_ns`` is the mean cost of the counted events (overhead / events),
+        ``per_event_source`` ``"trace"``, ``"default"`` (:data:`PER_EVENT_NS`) or
+        ``"explicit"``; ``visible_ns`` the visible bookkeeping per event the estimate was
+        scaled from (None unless ``"trace"``); ``overhead_low_ns`` / ``overhead_high_ns``
+        the overhead at the lowest / highest ratio measured (:data:`VISIBLE_RATIO_RANGE`;
+        for the constant, +/- :data:`PER_EVENT_SPREAD_NS`); ``per_event_spread_ns`` half
+        that range per event; ``overhead_frac`` = overhead / host time
         (None without host time).
 
     Example:
         1000 recorded events in a 10 ms step at 2.9 us each: overhead 2.9 ms, 29 %.
     """
-    c = PER_EVENT_NS if per_event_ns is None else float(per_event_ns)
     applies = is_kineto(tl)
     ev = host_events(tl)
     if windows is not None and windows.height:
-        w = windows.select(pl.col("rank").cast(pl.Int64), pl.col("start_ns").alias("_ws"),
-                           pl.col("end_ns").alias("_we")).sort("_ws")
-        j = ev.sort("start_ns").join_asof(w, left_on="start_ns", right_on="_ws", by="rank",
-                                          strategy="backward", check_sortedness=False)
-        ev = j.filter(pl.col("_we").is_not_null() & (pl.col("start_ns") < pl.col("_we")))
+        ev = _in_windows(ev, windows)
     n = ev.height if applies else 0
     host = _host_ns(tl, windows)
-    spread = PER_EVENT_SPREAD_NS * (c / PER_EVENT_NS)
-    over = n * c
+    if per_event_ns is not None:
+        c, source, visible = float(per_event_ns), "explicit", None
+        over = n * c
+    else:
+        est = estimate(tl, windows) if applies else {"per_event_ns": PER_EVENT_NS,
+                                                     "source": "default", "visible_ns": None,
+                                                     "by_window": []}
+        source, visible = est["source"], est["visible_ns"]
+        over = float(_costs_of(ev, est).sum()) if n else 0.0
+        c = over / n if n else float(est["per_event_ns"])
+    lo, hi = _relative_range(source)
+    spread = c * (hi - lo) / 2
     by_source = (ev.group_by("source").len().sort("source").rows() if applies else [])
     return {"applies": applies, "host_ns": host, "events": n,
             "events_per_ms": n / (host / 1e6) if host else None,
             "per_event_ns": c, "per_event_spread_ns": spread,
+            "per_event_source": source, "visible_ns": visible,
             "overhead_ns": round(over),
-            "overhead_low_ns": round(n * max(c - spread, 0.0)),
-            "overhead_high_ns": round(n * (c + spread)),
+            "overhead_low_ns": round(over * max(lo, 0.0)),
+            "overhead_high_ns": round(over * hi),
             "overhead_frac": over / host if host else None,
             "options": options(tl), "by_source": {k: int(v) for k, v in by_source}}
 
 
-def advance_fn(tl: Timeline) -> dict[tuple[int, int], np.ndarray]:
-    """Sorted recorded-op start times per ``(rank, process_id)``: the profiler's host cost
-    before an instant ``t`` on a process is ``per_event_ns * searchsorted(times, t)``
-    (:func:`advance`). Empty for non-Kineto traces (no profiler cost)."""
+def _relative_range(source: str) -> tuple[float, float]:
+    """Low and high ends of the overhead relative to the estimate: the measured ratio range
+    for a trace estimate, +/- the constant's spread otherwise."""
+    if source == "trace":
+        return VISIBLE_RATIO_RANGE[0] / VISIBLE_RATIO, VISIBLE_RATIO_RANGE[1] / VISIBLE_RATIO
+    return 1 - PER_EVENT_SPREAD_NS / PER_EVENT_NS, 1 + PER_EVENT_SPREAD_NS / PER_EVENT_NS
+
+
+def _costs_of(ev: pl.DataFrame, est: dict[str, Any]) -> np.ndarray:
+    """Per-event cost of ``ev``'s rows: their window's estimate where ``ev`` carries a
+    window index ``_w`` and that window has its own, else the pooled one."""
+    pooled = float(est["per_event_ns"])
+    if "_w" not in ev.columns or not est["by_window"]:
+        return np.full(ev.height, pooled)
+    per_w = np.array([pooled if v is None else v for v in est["by_window"]], float)
+    return per_w[ev["_w"].to_numpy().astype(np.int64)]
+
+
+def event_costs(tl: Timeline, windows: pl.DataFrame | None = None
+                ) -> dict[tuple[int, int], np.ndarray]:
+    """Per-event cost (ns) of each recorded op, aligned with :func:`advance_fn`'s times: the
+    estimate of the window the op starts in, else the pooled estimate (:func:`estimate`).
+    Empty for non-Kineto traces."""
     if not is_kineto(tl):
         return {}
-    ev = host_events(tl)
+    est = estimate(tl, windows)
+    ev = host_events(tl).with_row_index("_i")
+    if windows is not None and windows.height and est["by_window"]:
+        inw = _in_windows(ev, windows).select("_i", "_w")
+        ev = ev.join(inw, on="_i", how="left").sort("_i")
+        per_w = np.array([est["per_event_ns"] if v is None else v for v in est["by_window"]]
+                         + [est["per_event_ns"]], float)
+        w = ev["_w"].fill_null(len(per_w) - 1).to_numpy().astype(np.int64)
+        ev = ev.with_columns(pl.Series("_c", per_w[w]))
+    else:
+        ev = ev.with_columns(pl.lit(float(est["per_event_ns"])).alias("_c"))
     out: dict[tuple[int, int], np.ndarray] = {}
-    for (r, p), s in ev.group_by(_KEY):
-        out[(int(r), int(p))] = np.sort(s["start_ns"].to_numpy().astype(np.int64))  # type: ignore[arg-type]
+    for (r, p), s in ev.sort(*_KEY, "start_ns", "_i").group_by(_KEY, maintain_order=True):
+        out[(int(r), int(p))] = s["_c"].to_numpy().astype(float)  # type: ignore[arg-type]
     return out
 
 
-def advance(times: np.ndarray | None, t: np.ndarray, per_event_ns: float) -> np.ndarray:
+def advance_fn(tl: Timeline) -> dict[tuple[int, int], np.ndarray]:
+    """Sorted recorded-op start times per ``(rank, process_id)``: the profiler's host cost
+    before an instant ``t`` on a process is the summed cost of the events before it
+    (:func:`advance`). Empty for non-Kineto traces (no profiler cost)."""
+    if not is_kineto(tl):
+        return {}
+    ev = host_events(tl).with_row_index("_i")
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for (r, p), s in ev.sort(*_KEY, "start_ns", "_i").group_by(_KEY, maintain_order=True):
+        out[(int(r), int(p))] = s["start_ns"].to_numpy().astype(np.int64)  # type: ignore[arg-type]
+    return out
+
+
+def advance(times: np.ndarray | None, t: np.ndarray,
+            per_event_ns: float | np.ndarray) -> np.ndarray:
     """Profiler host cost (ns, int64) spent before each instant of ``t`` on a process whose
-    recorded event starts are ``times`` (sorted): events that began strictly before it."""
-    if times is None or times.size == 0 or per_event_ns == 0:
+    recorded event starts are ``times`` (sorted): the events that began strictly before it,
+    each at ``per_event_ns`` (one cost, or one per event aligned with ``times``)."""
+    if times is None or times.size == 0:
         return np.zeros(np.asarray(t).shape, np.int64)
     k = np.searchsorted(times, np.asarray(t, np.int64), side="left")
-    return np.rint(k * per_event_ns).astype(np.int64)
+    if np.ndim(per_event_ns) == 0:
+        return np.rint(k * float(per_event_ns)).astype(np.int64)  # type: ignore[arg-type]
+    cum = np.concatenate([[0.0], np.cumsum(np.asarray(per_event_ns, float))])
+    return np.rint(cum[k]).astype(np.int64)

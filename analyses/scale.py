@@ -238,13 +238,14 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
                                "--steps REGEX naming a host range per step)")
     dev = _pick_device(tl, cal, allow_other_gpu)
     dur, info = scaled_durations(tl, dev, factor, batch_size)
-    c = profiler_cost.PER_EVENT_NS if per_event_ns is None else float(per_event_ns)
     ev = profiler_cost.advance_fn(tl)
+    costs = (profiler_cost.event_costs(tl, steps) if per_event_ns is None
+             else dict.fromkeys(ev, float(per_event_ns)))
 
     waits = replay_host.queue_waits(tl)
 
     def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-        return profiler_cost.advance(ev.get(key), t, c) + replay_host.waited(
+        return profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0)) + replay_host.waited(
             waits.get(key), t)
 
     rep = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
@@ -275,7 +276,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "extrapolated_ns": int(keep.filter(pl.col("extrapolated"))["pred_dur_ns"].sum()),
         "curves_used": info["curves_used"],
         "profiled_step_ns": int(np.median(wall)),
-        "profiler": profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=c),
+        "profiler": profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=per_event_ns),
         "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
         "steps": st.to_dicts(),
     }

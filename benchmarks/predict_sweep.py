@@ -6,9 +6,10 @@ Usage: PYTHONPATH=. python3 benchmarks/predict_sweep.py [--no-write]
 
 1. The profiler's per-event host cost: for every eager configuration, the cost that makes
    the replayed profiler-free step equal the truth (bisection), kept where the host is the
-   bottleneck (the step moves by at least half the per-step event count per ns of cost);
-   the shipped constant (``analyses/profiler_cost.PER_EVENT_NS``) beside their median,
-   and leave-one-out: each file predicted with the median of the others' solutions.
+   bottleneck (the step moves by at least half the per-step event count per ns of cost),
+   beside the trace's own estimate (``analyses/profiler_cost.estimate``: visible
+   bookkeeping per step x ``VISIBLE_RATIO``, which ``benchmarks/profiler_ratio.py``
+   derives over every run with a truth, this sweep included).
 2. Pairs: calibrate and trace at one configuration, predict another of the same model
    (``predict_scaled`` with F = batch ratio), and each configuration onto itself.
 3. CUDA-graph decode runs, predicted the same way (their kernels have no launching op).
@@ -130,8 +131,8 @@ def main() -> None:
     # 1. profiler cost
     out.append("### Profiler cost per recorded op (analyses/profiler_cost.py)\n")
     out.append("| configuration | profiled step | truth | ops / step | solved cost | "
-               "host-bound share of slope | used |")
-    out.append("|---|---:|---:|---:|---:|---:|---|")
+               "trace estimate (per-step mean) | host-bound share of slope | used |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---|")
     solved: dict[str, float] = {}
     for n, cfg in cfgs.items():
         c, share = solve_cost(cfg)
@@ -142,28 +143,20 @@ def main() -> None:
         out.append(f"| {n} | {r['profiled_step_ns'] / 1e6:.2f} ms | "
                    f"{cfg.truth_ns / 1e6:.2f} ms | {ev:,.0f} | "
                    + (f"{c:,.0f} ns" if c is not None else "-")
-                   + f" | {share:.2f} | {'yes' if c is not None else 'no (GPU-bound)'} |")
+                   + f" | {r['profiler']['per_event_ns']:,.0f} ns "
+                   f"({r['profiler']['per_event_source']}) | {share:.2f} | "
+                   f"{'yes' if c is not None else 'no (GPU-bound)'} |")
         print(n, c, share, flush=True)
     vals = sorted(solved.values())
-    med = statistics.median(vals) if vals else float("nan")
     out.append("")
-    out.append(f"Median of the solutions: **{med:,.0f} ns** per recorded op (range "
-               f"{vals[0]:,.0f} to {vals[-1]:,.0f} ns, half-range "
-               f"{(vals[-1] - vals[0]) / 2:,.0f} ns); shipped constant "
-               f"`PER_EVENT_NS = {profiler_cost.PER_EVENT_NS:,.0f}` "
-               f"(± {profiler_cost.PER_EVENT_SPREAD_NS:,.0f}).\n")
-    out.append("Leave-one-out (each host-bound file predicted onto itself with the median "
-               "of the other files' solutions):\n")
-    out.append("| configuration | cost used (others' median) | predicted | truth | error |")
-    out.append("|---|---:|---:|---:|---:|")
-    for n in solved:
-        others = [v for k, v in solved.items() if k != n]
-        c = statistics.median(others)
-        p = cfgs[n].predict(1.0, c)["predicted_step_ns"]
-        out.append(f"| {n} | {c:,.0f} ns | {p / 1e6:.2f} ms | {cfgs[n].truth_ns / 1e6:.2f} ms"
-                   f" | {pct(p, cfgs[n].truth_ns)} |")
+    out.append(f"Solved costs {vals[0]:,.0f} to {vals[-1]:,.0f} ns over the host-bound runs; "
+               f"the prediction uses the trace's estimate (`VISIBLE_RATIO = "
+               f"{profiler_cost.VISIBLE_RATIO}` x the visible bookkeeping of each step; "
+               "derivation and leave-one-out over all runs with a truth: "
+               "`benchmarks/profiler_ratio.py`, section \"Profiler cost per event from the "
+               "trace\").\n")
     # 2. pairs
-    out.append("\n### Pairs (shipped constant)\n")
+    out.append("\n### Pairs (per-step trace estimate of the profiler cost)\n")
     out.append("| traced + calibrated | predicted | F | profiled step | predicted | truth | "
                "error | GPU busy | host-bound | from shapes / curve / measured / no shapes | "
                "extrapolated | host op time, target / source run |")
