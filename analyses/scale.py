@@ -224,7 +224,10 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         ``host_bound_ns`` = the step's time with the GPU idle, ``exposed_comm_ns``; of the
         median step), ``sources`` (predicted GPU time per source and its share),
         ``extrapolated_ns`` (GPU time priced beyond the fitted range),
-        ``profiled_step_ns`` (measured step windows, median), ``profiler`` (the
+        ``predicted_step_range_ns`` (``[low, high]``: the median step with the profiler's
+        per-event cost at the high and low ends of its measured range; None where no
+        profiler cost is removed), ``profiled_step_ns`` (measured step windows, median),
+        ``profiler`` (the
         :func:`traceparse.analyses.profiler_cost.profiler_cost` estimate used), ``steps``
         (per-step rows), ``batch``, ``factor``.
 
@@ -244,13 +247,26 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
 
     waits = replay_host.queue_waits(tl)
 
-    def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-        return profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0)) + replay_host.waited(
-            waits.get(key), t)
+    def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
+        """The replay with the profiler's cost per event times ``scale``: rows, steps."""
+        def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
+            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0) * scale)
+                    + replay_host.waited(waits.get(key), t))
 
-    rep = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
-                                  all_syncs=True, step_syncs=_step_ends(tl, steps))
-    st = replay_host.step_times(tl, rep, steps)
+        r = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
+                                    all_syncs=True, step_syncs=_step_ends(tl, steps))
+        return r, replay_host.step_times(tl, r, steps)
+
+    rep, st = replay(1.0)
+    prof = profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=per_event_ns)
+    # the step at the ends of the per-event cost's measured range (a larger cost removes
+    # more host time: the low step); none when nothing is removed
+    lo_hi = None
+    if prof["applies"] and prof["overhead_ns"] and prof["overhead_low_ns"] is not None:
+        k_lo = prof["overhead_low_ns"] / prof["overhead_ns"]
+        k_hi = prof["overhead_high_ns"] / prof["overhead_ns"]
+        lo_hi = [int(np.median(replay(k_hi)[1]["predicted_ns"].to_numpy())),
+                 int(np.median(replay(k_lo)[1]["predicted_ns"].to_numpy()))]
     bounds = st.select("rank", pl.col("pred_start_ns").alias("start"),
                        pl.col("pred_end_ns").alias("end"))
     parts = _step_parts(tl, rep, steps, bounds)
@@ -267,6 +283,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "factor": factor, "batch": info["batch"], "tokens": info["tokens"],
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
         "predicted_step_ns": med,
+        "predicted_step_range_ns": lo_hi,
         "parts": {"gpu_busy_ns": int(mid["gpu_busy_ns"][0]),
                   "host_bound_ns": int(mid["host_bound_ns"][0]),
                   "exposed_comm_ns": int(mid["exposed_comm_ns"][0])},
@@ -276,7 +293,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "extrapolated_ns": int(keep.filter(pl.col("extrapolated"))["pred_dur_ns"].sum()),
         "curves_used": info["curves_used"],
         "profiled_step_ns": int(np.median(wall)),
-        "profiler": profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=per_event_ns),
+        "profiler": prof,
         "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
         "steps": st.to_dicts(),
     }
@@ -291,6 +308,10 @@ def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
         ("batch (traced)", result["batch"], f"tokens per sample {result['tokens']}"),
         ("batch factor", result["factor"], "predicted batch = traced x factor"),
         ("predicted_step_ns", result["predicted_step_ns"], "median step, without the profiler"),
+        *((("predicted_step_low_ns", rng[0], "with the profiler's per-event cost at the high "
+            "end of its measured range"),
+           ("predicted_step_high_ns", rng[1], "... at the low end"))
+          if (rng := result.get("predicted_step_range_ns")) else ()),
         ("profiled_step_ns", result["profiled_step_ns"], "median step window in the trace"),
         ("gpu_busy_ns", p["gpu_busy_ns"], "median step: GPU running"),
         ("host_bound_ns", p["host_bound_ns"], "median step: GPU idle, waiting for the host"),
