@@ -20,6 +20,7 @@ The result is the same frame, value for value, on every executor (tests/test_chu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,8 +34,10 @@ from traceparse.nsys import chunks
 EXECUTORS = ("memory", "chunks", "dask")
 #: Activities per piece (rows of a rowid block; rows a time window holds).
 CHUNK_ROWS = chunks.BLOCK_ROWS
-#: Partials folded at once by the ``chunks`` executor.
+#: Partials folded at once by the ``chunks`` executor ...
 _FOLD = 8
+#: ... which reads this many pieces at a time (threads).
+_THREADS = 2
 
 
 def kernel_task(plan: chunks.Plan, block: chunks.Block, name: NameChoice, by: ByChoice
@@ -59,6 +62,8 @@ def kern_sum(path: str, *, name: NameChoice = "demangled", by: ByChoice = None,
         return None
     hist = _reduce(executor, plan, kernel_task, list(plan.blocks), (name, by),
                    chunked.merge_histograms, workers, scheduler)
+    if hist.height == 0:
+        return None
     return chunked.kern_sum_from_histogram(hist, name=name, by=by)
 
 
@@ -81,10 +86,19 @@ def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
             scheduler: str | None) -> pl.DataFrame:
     if executor == "chunks":
         acc: list[pl.DataFrame] = []
-        for item in items:
-            acc.append(task(plan, item, *extra))
-            if len(acc) >= _FOLD:
-                acc = [merge(acc)]
+        # SQLite and polars release the GIL: two pieces in flight keep two cores busy
+        with ThreadPoolExecutor(_THREADS) as pool:
+            pending: list[Future[pl.DataFrame] | None] = [
+                pool.submit(task, plan, item, *extra) for item in items[:_THREADS]]
+            for i in range(len(items)):
+                done = pending[i]
+                assert done is not None
+                acc.append(done.result())
+                pending[i] = None  # its partial is folded: let it go
+                if i + _THREADS < len(items):
+                    pending.append(pool.submit(task, plan, items[i + _THREADS], *extra))
+                if len(acc) >= _FOLD:
+                    acc = [merge(acc)]
         return merge(acc)
     if executor != "dask":
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")

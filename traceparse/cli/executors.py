@@ -25,7 +25,7 @@ def executor_options(func: F) -> F:
         "--workers", "workers", type=click.IntRange(min=1), default=4, show_default=True,
         help="--executor dask: worker processes of the local cluster (one thread each).")(func)
     func = click.option(
-        "--chunk-rows", "chunk_rows", type=click.IntRange(min=1), default=1 << 20,
+        "--chunk-rows", "chunk_rows", type=click.IntRange(min=1), default=1 << 18,
         show_default=True, help="--executor chunks/dask: GPU activities per piece.")(func)
     func = click.option(
         "--executor", "executor", type=click.Choice(EXECUTORS), default="memory",
