@@ -3,7 +3,8 @@
 Starts ``LocalCluster(n_workers=W, threads_per_worker=1)`` (the scheduler runs in this, the
 client's, process, as under ``traceparse ... --executor dask``), runs ``kernels`` or
 ``breakdown --gpu-only`` of one nsys export on it (:mod:`traceparse.executor`) and prints
-one JSON line: wall and CPU seconds of the client, the client's peak RSS and each
+one JSON line: wall and CPU seconds of the client, the workers' CPU seconds (summed,
+including their start), the client's peak RSS and each
 worker's peak RSS (``getrusage`` in each worker after the run), and the md5 of the CSV of
 the result (to compare with the other executors' output).
 
@@ -23,6 +24,11 @@ import time
 
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -46,6 +52,7 @@ def main() -> None:
                    scheduler=cluster.scheduler_address)
         t2 = time.perf_counter()
         workers = client.run(_peak_mib)
+        worker_cpu = client.run(_cpu_s)
     assert frame is not None
     print(json.dumps({
         "export": args.export, "what": args.what, "workers": args.workers,
@@ -53,6 +60,7 @@ def main() -> None:
         "cluster_start_s": round(t1 - t0, 2), "client_cpu_s": round(time.process_time() - c0, 2),
         "client_peak_mib": round(_peak_mib()), "worker_peak_mib": sorted(
             round(v) for v in workers.values()),
+        "workers_cpu_s": round(sum(worker_cpu.values()), 1),
         "csv_md5": hashlib.md5(frame.write_csv().encode()).hexdigest()}))
 
 

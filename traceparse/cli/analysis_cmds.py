@@ -32,7 +32,7 @@ from traceparse.cli.common import (
     trace_start,
     traces_argument,
 )
-from traceparse.cli.executors import chunked_input, executor_options
+from traceparse.cli.executors import chunked_input, executor_options, split_executor
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -69,7 +69,7 @@ def _window(text: str | None) -> tuple[int, int] | None:
 @executor_options
 def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
               by_stream: bool, gpu_only: bool, fmt: str, output: str | None, force: bool,
-              executor: str, chunk_rows: int, workers: int, scheduler: str | None) -> None:
+              executor: str, chunk_rows: int, workers: int) -> None:
     """Where each device's time went: compute, exposed communication, memory copies,
     launch overhead and idle (parts sum to the window; priority in that order). With
     --steps, one row per step range."""
@@ -77,7 +77,7 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
 
     if gpu_only or executor != "memory":
         _gpu_breakdown(traces, window, steps, by_stream, gpu_only, fmt, output, executor,
-                       chunk_rows, workers, scheduler)
+                       chunk_rows, workers)
         return
     tl = load_traces(traces)
     if (why := no_events(tl, traces)) is not None:
@@ -97,14 +97,14 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
 
 def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
                    by_stream: bool, gpu_only: bool, fmt: str, output: str | None,
-                   executor: str, chunk_rows: int, workers: int, scheduler: str | None
-                   ) -> None:
+                   executor: str, chunk_rows: int, workers: int) -> None:
     """``breakdown --gpu-only`` on any executor (table times count from the first GPU
     activity: the one start every executor knows without the host tables)."""
     from traceparse.analyses import chunked
 
+    kind, address = split_executor(executor)
     if not gpu_only:
-        raise UsageError(None, f"--executor {executor} needs --gpu-only: launch overhead, "
+        raise UsageError(None, f"--executor {kind} needs --gpu-only: launch overhead, "
                                "warm-up and host sync need the host calls, which are not "
                                "read in pieces yet")
     if window is not None or steps is not None or by_stream:
@@ -112,11 +112,11 @@ def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | Non
                                "--window, --steps or --by-stream")
     empty = "no GPU activity (kernel, memory copy or set) in the trace"
     frame = None
-    if executor != "memory":
+    if kind != "memory":
         from traceparse import executor as ex
 
-        frame = ex.gpu_breakdown(chunked_input(resolve(traces), executor), executor=executor,
-                                 chunk_rows=chunk_rows, workers=workers, scheduler=scheduler)
+        frame = ex.gpu_breakdown(chunked_input(resolve(traces), kind), executor=kind,
+                                 chunk_rows=chunk_rows, workers=workers, scheduler=address)
     if frame is None:  # the memory executor, or no GPU row: the whole timeline words it
         from traceparse.analyses import attribution as at
 

@@ -15,24 +15,37 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXECUTORS = ("memory", "chunks", "dask")
 
 
+def _check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    kind, _, address = value.partition("=")
+    if kind not in EXECUTORS or (address and kind != "dask") or value.endswith("="):
+        raise click.BadParameter(f"must be memory, chunks, dask or dask=ADDRESS, got {value!r}")
+    return value
+
+
+def split_executor(value: str) -> tuple[str, str | None]:
+    """``"dask=tcp://h:8786"`` -> ``("dask", "tcp://h:8786")``; ``"chunks"`` -> (chunks,
+    None)."""
+    kind, _, address = value.partition("=")
+    return kind, address or None
+
+
 def executor_options(func: F) -> F:
-    """Add ``--executor``, ``--chunk-rows``, ``--workers`` and ``--scheduler``."""
+    """Add ``--executor`` (spelled as ``batch``'s: ``dask=ADDRESS`` names a running
+    scheduler), ``--chunk-rows`` and ``-j/--workers``."""
     func = click.option(
-        "--scheduler", "scheduler", default=None, metavar="ADDRESS",
-        help="--executor dask: a running Dask scheduler (its workers must be able to read "
-             "TRACE at the same path) instead of a local cluster.")(func)
-    func = click.option(
-        "--workers", "workers", type=click.IntRange(min=1), default=4, show_default=True,
+        "-j", "--workers", "workers", type=click.IntRange(1, 4096), default=4,
+        show_default=True,
         help="--executor dask: worker processes of the local cluster (one thread each).")(func)
     func = click.option(
         "--chunk-rows", "chunk_rows", type=click.IntRange(min=1), default=1 << 18,
         show_default=True, help="--executor chunks/dask: GPU activities per piece.")(func)
     func = click.option(
-        "--executor", "executor", type=click.Choice(EXECUTORS), default="memory",
-        show_default=True,
+        "--executor", "executor", default="memory", show_default=True, callback=_check,
         help="memory: build the whole timeline; chunks: read one nsys SQLite export a "
              "piece at a time (memory follows the piece, not the trace); dask: the pieces "
-             "on Dask workers (needs the 'distributed' package). Same output on each.")(func)
+             "on a local Dask cluster, dask=ADDRESS on a running one (its workers must "
+             "read TRACE at the same path; needs traceparse[dask]). Same output on "
+             "each.")(func)
     return func
 
 

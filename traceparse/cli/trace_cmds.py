@@ -31,7 +31,7 @@ from traceparse.cli.common import (
     traces_argument,
     wrote,
 )
-from traceparse.cli.executors import chunked_input, executor_options
+from traceparse.cli.executors import chunked_input, executor_options, split_executor
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.timeline import Timeline
@@ -168,15 +168,16 @@ def _nothing(tl: Timeline, traces: tuple[str, ...], what: str) -> str:
 @output_options
 @executor_options
 def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
-            output: str | None, force: bool, executor: str, chunk_rows: int, workers: int,
-            scheduler: str | None) -> None:
+            output: str | None, force: bool, executor: str, chunk_rows: int,
+            workers: int) -> None:
     """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
-    if executor != "memory":
+    kind, address = split_executor(executor)
+    if kind != "memory":
         from traceparse import executor as ex
 
-        path = chunked_input(resolve(traces), executor)
-        chunked = ex.kern_sum(path, name=name, by=by, executor=executor,  # type: ignore[arg-type]
-                              chunk_rows=chunk_rows, workers=workers, scheduler=scheduler)
+        path = chunked_input(resolve(traces), kind)
+        chunked = ex.kern_sum(path, name=name, by=by, executor=kind,  # type: ignore[arg-type]
+                              chunk_rows=chunk_rows, workers=workers, scheduler=address)
         if chunked is not None:  # else no kernel: the in-memory path words it
             emit_frame(chunked, fmt, output, empty="", decimals=nsys_stats.DECIMALS_NS,
                        nsys_csv=True)
