@@ -213,3 +213,22 @@ def test_dask_executor_equals_memory(tmp_path: Path) -> None:
     bad.write_bytes(Path(path).read_bytes()[:3000])
     rc, out = _cli("kernels", str(bad), "--executor", "dask", "--workers", "1")
     assert rc == 2 and len(out.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not HAVE_DASK, reason="distributed is not installed (the optional "
+                    "extra traceparse[dask]); the dask executor is not tested")
+def test_dask_running_scheduler(tmp_path: Path) -> None:
+    import logging
+
+    from distributed import LocalCluster
+
+    path = str(write_sqlite("mini_train", tmp_path / "mini.sqlite"))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster:
+        for cmd in (["kernels"], ["breakdown", "--gpu-only"]):
+            rc, mem = _cli(*cmd, path, "--format", "csv")
+            rc2, got = _cli(*cmd, path, "--format", "csv", "--chunk-rows", "4",
+                            "--executor", f"dask={cluster.scheduler_address}")
+            assert rc == rc2 == 0 and got == mem, cmd
+    rc, out = _cli("kernels", path, "--executor", "chunks=tcp://x:1")
+    assert rc == 2 and "dask=ADDRESS" in out
