@@ -46,6 +46,10 @@ def _ratio_half_up(num: pl.Expr, den: pl.Expr, scale: int) -> pl.Expr:
     return ((n // (den.cast(pl.Int128) * 2)).cast(pl.Float64) / scale).round(digits)
 
 
+#: Public name of the exact half-up ratio (the chunked kernel summary rounds with it too).
+ratio_half_up = _ratio_half_up
+
+
 def _float_half_up(x: pl.Expr, scale: int) -> pl.Expr:
     return ((x * scale + 0.5).floor() / scale).round(len(str(scale)) - 1)
 
@@ -93,13 +97,22 @@ def _group_keys(name_col: str, by: ByChoice) -> tuple[list[str], list[pl.Expr]]:
 
 def _summary(frame: pl.DataFrame, value: str, name_col: str, label: str, count_label: str,
              by: ByChoice) -> pl.DataFrame:
-    keys, extra = _group_keys(name_col, by)
+    keys, _ = _group_keys(name_col, by)
     if frame.height == 0:
         stats = pl.DataFrame(schema={k: frame.schema[k] for k in keys} | {
             "total": pl.Int64, "count": pl.UInt32, "avg": pl.Float64, "med": pl.Float64,
             "vmin": pl.Int64, "vmax": pl.Int64, "std": pl.Float64})
     else:
         stats = _stats(frame, value, keys, scale=10)
+    return finish_summary(stats, name_col, label, count_label, by)
+
+
+def finish_summary(stats: pl.DataFrame, name_col: str, label: str, count_label: str,
+                   by: ByChoice) -> pl.DataFrame:
+    """The printed frame of per-group ``total, count, avg, med, vmin, vmax, std`` (as
+    :func:`_stats` makes them, or :mod:`traceparse.analyses.chunked` from merged chunks):
+    Time (%), the nsys column names, sorted by Total descending."""
+    _, extra = _group_keys(name_col, by)
     stats = stats.with_columns(pct=_pct(stats) if stats.height else pl.lit(0.0))
     stats = stats.sort(["total", "count", name_col], descending=[True, True, False])
     return stats.select(

@@ -11,6 +11,8 @@ Rows (each a separate process, run under ``/usr/bin/time -v``):
   read and ``nsys stats`` (when given), ``--repeat170`` runs each (default 1). Every row
   prints its time ratio to the reference row of its workload (HTA, the bare read) and its
   goal.
+* both nsys exports: ``kernels`` and ``breakdown --gpu-only`` on the ``memory``, ``chunks``
+  and ``dask`` executors (issue 28; :func:`executor_rows`).
 * nsys, 1.03M-kernel export: ``traceparse --no-cache kernels``; ``nsys stats -r
   cuda_gpu_kern_sum`` on a fresh copy (nsys alters its input; the copy is made before the
   timer starts; ``--nsys`` or ``$NSYS``); the bare Arrow read (``bare_nsys_read.py``);
@@ -149,8 +151,31 @@ def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str],
                 warm(summary)))
     out.append(("nsys", "traceparse report (cached timeline and analysis set)", report,
                 warm(report)))
+    out += executor_rows("nsys", n, tp)
     if args.nsys170_file:
         out += rows170(args, tmp, tp)
+        out += executor_rows("nsys170", str(args.nsys170_file), tp)
+    return out
+
+
+#: Rows of the chunked executors (issue 28): the same output as the memory executor.
+EXECUTOR_ROWS = (
+    ("kernels", "--executor chunks"), ("kernels", "--executor dask --workers 4"),
+    ("breakdown --gpu-only", ""), ("breakdown --gpu-only", "--executor chunks"),
+    ("breakdown --gpu-only", "--executor dask --workers 4"))
+
+
+def executor_rows(workload: str, n: str, tp: list[str]
+                  ) -> list[tuple[str, str, list[str], object]]:
+    """``kernels`` and ``breakdown --gpu-only`` on the ``memory`` (default), ``chunks`` and
+    ``dask`` executors (the dask rows start a local cluster of 4 worker processes, one
+    thread each, on whatever cores the machine has; the tree RSS column sums client and
+    workers, ``benchmarks/dask_peaks.py`` gives each process's peak)."""
+    out: list[tuple[str, str, list[str], object]] = []
+    for cmd, opts in EXECUTOR_ROWS:
+        label = " ".join(f"traceparse --no-cache {cmd} {opts}".split())
+        out.append((workload, label, [*tp, "--no-cache", *cmd.split(), n, *opts.split()],
+                    None))
     return out
 
 
@@ -171,6 +196,9 @@ GOALS = {
                                                 "<= 30 s, peak <= 2x file"),
     ("nsys170", "traceparse --no-cache fixes"): ("bare Arrow read (bare_nsys_read.py)",
                                                  "<= 30 s, peak <= 2x file"),
+    **{(w, f"traceparse --no-cache {c} {o}".strip()): (
+        "bare Arrow read (bare_nsys_read.py)", "peak <= 2x file, output = memory executor's")
+       for w in ("nsys", "nsys170") for c, o in EXECUTOR_ROWS if o},
 }
 
 
@@ -247,7 +275,8 @@ def main() -> None:
         if args.before:
             table += [(w, f"{label} (before)", cmd, setup, args.before)
                       for w, label, cmd, setup in rows(args, tmp)
-                      if label.startswith("traceparse")]
+                      if label.startswith("traceparse") and "--gpu-only" not in label
+                      and "--executor" not in label]
             table.sort(key=lambda row: row[0] != "kineto")
         if args.only:
             table = [row for row in table if any(o in f"{row[0]} {row[1]}" for o in args.only)]

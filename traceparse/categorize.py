@@ -111,35 +111,66 @@ def by_nvtx(gpu: pl.DataFrame, api: pl.DataFrame, ranges: pl.DataFrame) -> pl.Da
     ranges, anywhere in the process for start/end ranges. Unchanged without such ranges."""
     if gpu.height == 0 or api.height == 0 or ranges.height == 0:
         return gpu
+    spans = nvtx_comm_spans(ranges)
+    if not spans:
+        return gpu
+    kernels = (gpu.filter(pl.col("kind").cast(pl.String) == "kernel")
+               .select("process_id", "correlation_id").unique())
+    ids = nvtx_comm_launches(api.join(kernels, on=["process_id", "correlation_id"],
+                                      how="semi"), spans)
+    return relabel_comm(gpu, ids)
+
+
+def nvtx_comm_spans(ranges: pl.DataFrame) -> list[tuple[list[str], pl.DataFrame]]:
+    """The communication NVTX ranges of ``ranges`` as disjoint intervals per key (``key``,
+    ``start_ns``, ``_end``): the calling thread's for push/pop ranges, the process's for
+    start/end ranges; [] when there are none (then no kernel is relabelled)."""
+    if ranges.height == 0:
+        return []
     kind = pl.col("kind").cast(pl.String)
     comm = ranges.filter(
         kind.is_in(_NVTX_KINDS) & pl.col("end_ns").is_not_null()
         & (pl.col("domain").cast(pl.String).fill_null("").str.contains(COMM_DOMAIN_RE)
            | pl.col("name").cast(pl.String).str.contains(COMM_RANGE_RE)))
-    if comm.height == 0:
-        return gpu
-    kernels = gpu.filter(kind == "kernel").select("process_id", "correlation_id").unique()
-    calls = (api.filter(pl.col("correlation_id").is_not_null())
-             .join(kernels, on=["process_id", "correlation_id"], how="semi")
-             .select("process_id", "thread_id", "correlation_id", "start_ns"))
-    inside: list[pl.DataFrame] = []
+    out: list[tuple[list[str], pl.DataFrame]] = []
     for rkind, key in (("nvtx_push_pop", ["process_id", "thread_id"]),
                        ("nvtx_start_end", ["process_id"])):
         iv = _disjoint(comm.filter(kind == rkind), key)
-        if iv.height == 0:
-            continue
+        if iv.height:
+            out.append((key, iv))
+    return out
+
+
+def nvtx_comm_launches(api: pl.DataFrame, spans: list[tuple[list[str], pl.DataFrame]]
+                       ) -> pl.DataFrame:
+    """``process_id, correlation_id`` (unique) of the calls of ``api`` that started inside
+    one of ``spans`` (:func:`nvtx_comm_spans`). Row by row: the calls of an export can be
+    given in any number of pieces and the pieces' results concatenated."""
+    calls = (api.filter(pl.col("correlation_id").is_not_null())
+             .select("process_id", "thread_id", "correlation_id", "start_ns"))
+    inside = [pl.DataFrame(schema={"process_id": pl.Int64, "correlation_id": pl.Int64})]
+    for key, iv in spans:
         hit = (calls.sort("start_ns")
                .join_asof(iv, on="start_ns", by=key, strategy="backward",
                           check_sortedness=False)
                .filter(pl.col("_end").is_not_null() & (pl.col("start_ns") < pl.col("_end"))))
-        inside.append(hit.select("process_id", "correlation_id"))
-    if not inside:
+        inside.append(hit.select(pl.col("process_id").cast(pl.Int64),
+                                 pl.col("correlation_id").cast(pl.Int64)))
+    return pl.concat(inside).unique()
+
+
+def relabel_comm(gpu: pl.DataFrame, ids: pl.DataFrame) -> pl.DataFrame:
+    """``gpu`` with the kernels whose ``(process_id, correlation_id)`` is in ``ids``
+    (:func:`nvtx_comm_launches`) in category ``communication``."""
+    if ids.height == 0 or gpu.height == 0:
         return gpu
-    ids = pl.concat(inside).unique().with_columns(pl.lit(True).alias("_comm"))
+    ids = ids.with_columns(pl.col("process_id").cast(gpu.schema["process_id"]),
+                           pl.col("correlation_id").cast(gpu.schema["correlation_id"]),
+                           pl.lit(True).alias("_comm"))
     dtype = gpu.schema["category"]
     out = gpu.join(ids, on=["process_id", "correlation_id"], how="left", nulls_equal=False,
                    maintain_order="left")
-    is_comm = (kind == "kernel") & pl.col("_comm").fill_null(False)
+    is_comm = (pl.col("kind").cast(pl.String) == "kernel") & pl.col("_comm").fill_null(False)
     return out.with_columns(pl.when(is_comm).then(pl.lit("communication"))
                             .otherwise(pl.col("category").cast(pl.String))
                             .cast(dtype).alias("category")).drop("_comm")

@@ -18,6 +18,10 @@ class TraceError(Exception):
         self.problem = " ".join(str(problem).split())  # always one line
         super().__init__(f"{self.path}: {self.problem}" if self.path else self.problem)
 
+    def __reduce__(self) -> tuple[type, tuple[str | None, str]]:
+        # rebuilt from (path, problem) when it crosses processes (a Dask worker's error)
+        return type(self), (self.path, self.problem)
+
 
 class UsageError(TraceError):
     """Bad command-line usage that is about input or output paths (exit code 2)."""

@@ -32,6 +32,7 @@ from traceparse.cli.common import (
     trace_start,
     traces_argument,
 )
+from traceparse.cli.executors import chunked_input, executor_options, split_executor
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -60,14 +61,24 @@ def _window(text: str | None) -> tuple[int, int] | None:
               "activity).")
 @steps_option
 @click.option("--by-stream", "by_stream", is_flag=True, help="One row per stream.")
+@click.option("--gpu-only", "gpu_only", is_flag=True,
+              help="Only what the GPU activities decide: compute, exposed communication, "
+              "memory and the time without GPU activity (launch overhead, warm-up, host "
+              "sync and idle together); runs on --executor chunks/dask.")
 @output_options
+@executor_options
 def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
-              by_stream: bool, fmt: str, output: str | None, force: bool) -> None:
+              by_stream: bool, gpu_only: bool, fmt: str, output: str | None, force: bool,
+              executor: str, chunk_rows: int, workers: int) -> None:
     """Where each device's time went: compute, exposed communication, memory copies,
     launch overhead and idle (parts sum to the window; priority in that order). With
     --steps, one row per step range."""
     from traceparse.analyses import attribution as at
 
+    if gpu_only or executor != "memory":
+        _gpu_breakdown(traces, window, steps, by_stream, gpu_only, fmt, output, executor,
+                       chunk_rows, workers)
+        return
     tl = load_traces(traces)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
@@ -82,6 +93,41 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
                  "no GPU activity (kernel, memory copy or set) in the trace")
     emit_frame(at.check_attribution(frame), fmt, output, empty=empty, decimals=_PCT,
                start_ns=trace_start(tl))
+
+
+def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
+                   by_stream: bool, gpu_only: bool, fmt: str, output: str | None,
+                   executor: str, chunk_rows: int, workers: int) -> None:
+    """``breakdown --gpu-only`` on any executor (table times count from the first GPU
+    activity: the one start every executor knows without the host tables)."""
+    from traceparse.analyses import chunked
+
+    kind, address = split_executor(executor)
+    if not gpu_only:
+        raise UsageError(None, f"--executor {kind} needs --gpu-only: launch overhead, "
+                               "warm-up and host sync need the host calls, which are not "
+                               "read in pieces yet")
+    if window is not None or steps is not None or by_stream:
+        raise UsageError(None, "--gpu-only gives each device's own window: it takes no "
+                               "--window, --steps or --by-stream")
+    empty = "no GPU activity (kernel, memory copy or set) in the trace"
+    frame = None
+    if kind != "memory":
+        from traceparse import executor as ex
+
+        frame = ex.gpu_breakdown(chunked_input(resolve(traces), kind), executor=kind,
+                                 chunk_rows=chunk_rows, workers=workers, scheduler=address)
+    if frame is None:  # the memory executor, or no GPU row: the whole timeline words it
+        from traceparse.analyses import attribution as at
+
+        tl = load_traces(traces)
+        if (why := no_events(tl, traces)) is not None:
+            emit(why + "\n", output)
+            return
+        frame = chunked.gpu_breakdown(at.busy_activities(tl))
+    first = frame["window_start_ns"].min() if frame.height else None
+    emit_frame(frame, fmt, output, empty=empty, decimals=_PCT,
+               start_ns=None if first is None else int(first))  # type: ignore[arg-type]
 
 
 @main.command()

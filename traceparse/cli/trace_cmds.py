@@ -31,6 +31,7 @@ from traceparse.cli.common import (
     traces_argument,
     wrote,
 )
+from traceparse.cli.executors import chunked_input, executor_options, split_executor
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.timeline import Timeline
@@ -165,9 +166,22 @@ def _nothing(tl: Timeline, traces: tuple[str, ...], what: str) -> str:
 @click.option("--by", "by", type=click.Choice(["device", "stream"]), default=None,
               help="Also group by device or stream.")
 @output_options
+@executor_options
 def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
-            output: str | None, force: bool) -> None:
+            output: str | None, force: bool, executor: str, chunk_rows: int,
+            workers: int) -> None:
     """Kernel time per kernel name (nsys stats cuda_gpu_kern_sum)."""
+    kind, address = split_executor(executor)
+    if kind != "memory":
+        from traceparse import executor as ex
+
+        path = chunked_input(resolve(traces), kind)
+        chunked = ex.kern_sum(path, name=name, by=by, executor=kind,  # type: ignore[arg-type]
+                              chunk_rows=chunk_rows, workers=workers, scheduler=address)
+        if chunked is not None:  # else no kernel: the in-memory path words it
+            emit_frame(chunked, fmt, output, empty="", decimals=nsys_stats.DECIMALS_NS,
+                       nsys_csv=True)
+            return
     tl = load_traces(traces, tables=GPU_ONLY)
     frame = nsys_stats.kern_sum(tl, name=name, by=by)  # type: ignore[arg-type]
     emit_frame(frame, fmt, output, empty=_nothing(tl, traces, "kernels"),

@@ -1,0 +1,67 @@
+"""``--executor`` and its options, for the commands that can run on pieces of a trace
+(:mod:`traceparse.executor`): ``kernels`` and ``breakdown --gpu-only``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from traceparse.errors import UsageError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXECUTORS = ("memory", "chunks", "dask")
+
+
+def _check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    kind, _, address = value.partition("=")
+    if kind not in EXECUTORS or (address and kind != "dask") or value.endswith("="):
+        raise click.BadParameter(f"must be memory, chunks, dask or dask=ADDRESS, got {value!r}")
+    return value
+
+
+def split_executor(value: str) -> tuple[str, str | None]:
+    """``"dask=tcp://h:8786"`` -> ``("dask", "tcp://h:8786")``; ``"chunks"`` -> (chunks,
+    None)."""
+    kind, _, address = value.partition("=")
+    return kind, address or None
+
+
+def executor_options(func: F) -> F:
+    """Add ``--executor`` (spelled as ``batch``'s: ``dask=ADDRESS`` names a running
+    scheduler), ``--chunk-rows`` and ``-j/--workers``."""
+    func = click.option(
+        "-j", "--workers", "workers", type=click.IntRange(1, 4096), default=4,
+        show_default=True,
+        help="--executor dask: worker processes of the local cluster (one thread each).")(func)
+    func = click.option(
+        "--chunk-rows", "chunk_rows", type=click.IntRange(min=1), default=1 << 18,
+        show_default=True, help="--executor chunks/dask: GPU activities per piece.")(func)
+    func = click.option(
+        "--executor", "executor", default="memory", show_default=True, callback=_check,
+        help="memory: build the whole timeline; chunks: read one nsys SQLite export a "
+             "piece at a time (memory follows the piece, not the trace); dask: the pieces "
+             "on a local Dask cluster, dask=ADDRESS on a running one (its workers must "
+             "read TRACE at the same path; needs traceparse[dask]). Same output on "
+             "each.")(func)
+    return func
+
+
+def chunked_input(paths: Sequence[str], executor: str) -> str:
+    """The one nsys SQLite export a chunked executor reads.
+
+    Raises:
+        UsageError: several inputs, or one that is not an nsys SQLite export.
+    """
+    from traceparse.loader import detect
+
+    if len(paths) != 1:
+        raise UsageError(None, f"--executor {executor} reads one nsys SQLite export "
+                               f"(got {len(paths)} inputs)")
+    kind = detect(paths[0])
+    if kind != "nsys-sqlite":
+        raise UsageError(paths[0], f"--executor {executor} reads nsys SQLite exports only "
+                                   f"(this is {kind}); use --executor memory")
+    return paths[0]

@@ -1,0 +1,145 @@
+"""Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
+
+Executors (``--executor`` of ``kernels`` and ``breakdown --gpu-only``):
+
+* ``memory`` (default): the whole timeline is built and analysed (every command's path);
+* ``chunks``: an nsys SQLite export is read one piece at a time in this process
+  (:mod:`traceparse.nsys.chunks`), each piece reduced to its partial
+  (:mod:`traceparse.analyses.chunked`) and folded into the running result before the next
+  is read: memory follows the piece, not the trace;
+* ``dask``: the same pieces as tasks on a Dask cluster (``distributed``; the optional
+  extra ``traceparse[dask]``): each worker opens the export read-only by its path, reads
+  its piece and computes its partial; partials are merged pairwise **on the workers** and
+  the client receives the finished frame. A local cluster of ``workers`` processes (one
+  thread each) is started unless ``scheduler`` names a running one (whose workers must be
+  able to read the path).
+
+The result is the same frame, value for value, on every executor (tests/test_chunked.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+
+from traceparse.analyses import chunked
+from traceparse.analyses.nsys_stats import ByChoice, NameChoice
+from traceparse.errors import UsageError
+from traceparse.nsys import chunks
+
+EXECUTORS = ("memory", "chunks", "dask")
+#: Activities per piece (rows of a rowid block; rows a time window holds).
+CHUNK_ROWS = chunks.BLOCK_ROWS
+#: Partials folded at once by the ``chunks`` executor ...
+_FOLD = 8
+#: ... which reads this many pieces at a time (threads).
+_THREADS = 2
+
+
+def kernel_task(plan: chunks.Plan, block: chunks.Block, name: NameChoice, by: ByChoice
+                ) -> pl.DataFrame:
+    """The kernel histogram of one rowid block (runs on a worker)."""
+    return chunked.kernel_histogram(chunks.read_rows(plan, [block]), name=name, by=by)
+
+
+def window_task(plan: chunks.Plan, window: tuple[int, int]) -> pl.DataFrame:
+    """The GPU-only breakdown partial of one time window (runs on a worker)."""
+    return chunked.window_parts(chunks.read_rows(plan, plan.blocks_for(*window), window),
+                                *window)
+
+
+def kern_sum(path: str, *, name: NameChoice = "demangled", by: ByChoice = None,
+             executor: str = "chunks", chunk_rows: int = CHUNK_ROWS, workers: int = 4,
+             scheduler: str | None = None) -> pl.DataFrame | None:
+    """``kernels`` of one nsys export on a chunked executor; None when it has no kernel."""
+    plan = chunks.plan(path, block_rows=chunk_rows, tables=(chunks.KERNEL,),
+                       categories=False)
+    if not plan.blocks:
+        return None
+    hist = _reduce(executor, plan, kernel_task, list(plan.blocks), (name, by),
+                   chunked.merge_histograms, workers, scheduler)
+    if hist.height == 0:
+        return None
+    return chunked.kern_sum_from_histogram(hist, name=name, by=by)
+
+
+def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
+                  workers: int = 4, scheduler: str | None = None) -> pl.DataFrame | None:
+    """``breakdown --gpu-only`` of one nsys export on a chunked executor; None when it has
+    no GPU activity."""
+    plan = chunks.plan(path, block_rows=chunk_rows)
+    wins = plan.windows(chunk_rows)
+    if not wins:
+        return None
+    part = _reduce(executor, plan, window_task, wins, (), chunked.merge_parts, workers,
+                   scheduler)
+    return chunked.gpu_breakdown_from_parts(part)
+
+
+def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
+            items: Sequence[Any], extra: tuple[Any, ...],
+            merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame], workers: int,
+            scheduler: str | None) -> pl.DataFrame:
+    if executor == "chunks":
+        acc: list[pl.DataFrame] = []
+        # SQLite and polars release the GIL: two pieces in flight keep two cores busy
+        with ThreadPoolExecutor(_THREADS) as pool:
+            pending: list[Future[pl.DataFrame] | None] = [
+                pool.submit(task, plan, item, *extra) for item in items[:_THREADS]]
+            for i in range(len(items)):
+                done = pending[i]
+                assert done is not None
+                acc.append(done.result())
+                pending[i] = None  # its partial is folded: let it go
+                if i + _THREADS < len(items):
+                    pending.append(pool.submit(task, plan, items[i + _THREADS], *extra))
+                if len(acc) >= _FOLD:
+                    acc = [merge(acc)]
+        return merge(acc)
+    if executor != "dask":
+        raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
+    with dask_client(workers, scheduler) as client:
+        shared = client.scatter(plan, broadcast=True)
+        futs = client.map(task, [shared] * len(items), items, *([e] * len(items)
+                                                                  for e in extra),
+                          pure=False)
+        while len(futs) > 1:  # pairwise merges on the workers
+            futs = [client.submit(_merge_two, merge, *futs[i:i + 2], pure=False)
+                    if i + 1 < len(futs) else futs[i] for i in range(0, len(futs), 2)]
+        out: pl.DataFrame = futs[0].result()
+        return out
+
+
+def _merge_two(merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame],
+               a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+    return merge([a, b])
+
+
+@contextmanager
+def dask_client(workers: int, scheduler: str | None) -> Iterator[Any]:
+    """A ``distributed.Client``: on ``scheduler`` when given, else on a local cluster of
+    ``workers`` processes with one thread each (closed on exit).
+
+    Raises:
+        UsageError: ``distributed`` is not installed.
+    """
+    try:
+        import logging
+
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise UsageError(None, "--executor dask needs the 'distributed' package "
+                               "(pip install 'traceparse[dask]')") from None
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    if scheduler:
+        with Client(scheduler) as client:
+            yield client
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            Client(cluster) as client:
+        yield client
