@@ -90,11 +90,17 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
 
     schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
-              "within_bound": pl.Boolean, "note": pl.String}
+              "within_bound": pl.Boolean, "note": pl.String,
+              "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64}
     if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
     parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
+    prof = profiler(tl)
+    # the trace itself replayed without the profiler's cost: the window a user running
+    # without the profiler would see (null for traces not recorded by torch.profiler)
+    base = (windows(predicted(tl, profiler=prof)).select(
+        "rank", pl.col("predicted_ns").alias("window_unprofiled_ns")) if prof else None)
     out = []
     for change, bound in CHANGES.items():
         if change == "warm_up":
@@ -108,6 +114,14 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
             # the replay's predictions alone (windows read no other column); every change
             # shares the replay's preparation
             w = windows(predicted(tl, **args))
+            w = w.join(windows(predicted(tl, **args, profiler=prof)).select(
+                "rank", pl.col("predicted_ns").alias("_pu")), on="rank", how="left") \
+                if prof else w.with_columns(pl.lit(None, pl.Int64).alias("_pu"))
+        w = (w.join(base, on="rank", how="left") if base is not None
+             else w.with_columns(pl.lit(None, pl.Int64).alias("window_unprofiled_ns")))
+        if change == "warm_up":  # a one-off cost: the same excess off the unprofiled window
+            w = w.with_columns((pl.col("window_unprofiled_ns") - pl.col("measured_ns")
+                                + pl.col("predicted_ns")).alias("_pu"))
         out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns")),
                           on="rank", how="left")
                    .with_columns(pl.lit(change).alias("change"),
@@ -116,19 +130,35 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
                                  pl.lit("; ".join(notes) or None, pl.String).alias("note")))
     if not out:
         return pl.DataFrame(schema=schema)
-    res = pl.concat(out, how="vertical_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
+    res = pl.concat(out, how="diagonal_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
     # a change to the host gives back at most the time the GPU was not busy: where the
     # replay reads a cross-stream wait as host latency it would claim more, so it is capped
     host = pl.col("change").is_in(list(HOST_CHANGES))
+    # (the GPU's busy time, measured - bound, is the same with or without the profiler)
+    floor = pl.col("measured_ns") - pl.col("bound_ns")
     res = res.with_columns(
-        pl.when(host).then(pl.max_horizontal("predicted_ns",
-                                             pl.col("measured_ns") - pl.col("bound_ns")))
-        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+        pl.when(host).then(pl.max_horizontal("predicted_ns", floor))
+        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
+        pl.when(host).then(pl.max_horizontal("_pu", floor)).otherwise(pl.col("_pu"))
+        .alias("_pu"))
     res = res.with_columns(
         (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
+        (pl.col("window_unprofiled_ns") - pl.col("_pu")).alias("saving_unprofiled_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
+
+
+def profiler(tl: Timeline) -> tuple[dict[tuple[int, int], np.ndarray], float] | None:
+    """The profiler's recording cost as the replay removes it (recorded-op starts per
+    process and the per-op cost, :mod:`traceparse.analyses.profiler_cost`); None for a
+    trace not recorded by torch.profiler."""
+    from traceparse.analyses import profiler_cost
+
+    ev = profiler_cost.advance_fn(tl)
+    if not ev:
+        return None
+    return ev, float(profiler_cost.profiler_cost(tl)["per_event_ns"])
 
 
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:

@@ -231,7 +231,9 @@ def test_fixes_cli_json_and_empty(tmp_path: Path) -> None:
     items = json.loads(r.stdout)
     assert items and items[0]["rank"] == 1 and items[0]["id"] == "cuda-graphs"
     assert set(items[0]) == {"rank", "id", "title", "saving_ns", "window_ns", "evidence",
-                             "how"}
+                             "how", "saving_unprofiled_ns", "window_unprofiled_ns"}
+    # an nsys trace has no torch.profiler cost to take away
+    assert items[0]["saving_unprofiled_ns"] is None
     assert all(isinstance(e, str) for e in items[0]["evidence"])
     # the saving is the engine's, the figure summary prints
     sv = savings(__import__("traceparse").load(root / "launch_bound.sqlite"))
