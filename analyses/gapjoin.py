@@ -1,6 +1,7 @@
 """Pairs of idle gaps and host rows (calls, ranges) that overlap them, found by binary
 searches over each group's disjoint gaps (:func:`traceparse.analyses.sweep.overlap_pairs`);
-the joins of :mod:`traceparse.analyses.gaps`."""
+the joins of :mod:`traceparse.analyses.gaps`, and the naming of an issuing gap no single
+range covers (:func:`name_issuing`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses import intervals, sweep
+from traceparse.timeline import Timeline
 
 #: A host row covers a gap when it overlaps at least this fraction of it.
 COVER_FRACTION = 0.5
@@ -52,3 +54,50 @@ def join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
         gaps["_gid"].gather(gi).alias("_gid"), pl.Series("_gs", gs[gi], pl.Int64),
         pl.Series("_ge", ge[gi], pl.Int64), pl.Series("_ov", ov, pl.Int64),
         pl.Series("_d", e[ri] - s[ri], pl.Int64))
+
+
+def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """An ``issuing`` gap that no single candidate covered (the host issued it in several
+    ops or calls) is named by the host range or CUDA call overlapping it the most (ties:
+    the shorter, then the earlier); ``cause_detail`` says that it covers less than half."""
+    todo = gaps.with_row_index("_r").filter((pl.col("cause") == "issuing")
+                                            & pl.col("cause_name").is_null())
+    if todo.height == 0:
+        return gaps
+    from traceparse.analyses.attribution import per_group
+    from traceparse.analyses.issuing import host_ranges
+
+    rows = pl.concat([host_ranges(tl).drop("kind"), tl.api.filter(
+        pl.col("end_ns").is_not_null()).select(host_ranges(tl).drop("kind").columns)],
+        how="vertical_relaxed")
+    j = join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                   per_group(near_gaps(rows, todo), acts, group), group)
+    if j.height == 0:
+        return gaps
+    best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
+            .group_by("_gid", maintain_order=True).first())
+    from traceparse.analyses.issuing import unrecorded_ns
+
+    # unrecorded dispatch (analyses/issuing.py): the gap mostly lies in no recorded range
+    un = unrecorded_ns(tl, best.select("rank", "thread_id", pl.col("_gs").alias("start_ns"),
+                                       pl.col("_ge").alias("end_ns")))
+    pct = (pl.col("_ov") * 100 / (pl.col("_ge") - pl.col("_gs"))).round(0).cast(pl.Int64)
+    best = best.with_columns(un).select(
+        pl.col("_gid").alias("_r"), pl.col("name").alias("_in"),
+        pl.col("thread_id").alias("_it"), pl.col("start_ns").alias("_is"),
+        pl.col("end_ns").alias("_ie"),
+        pl.when(2 * (pl.col("_ov") + pl.col("unrecorded_ns")) >= pl.col("_ge") - pl.col("_gs"))
+        .then(pl.format("unrecorded dispatch: {}% of the gap lies in no recorded range of "
+                        "the thread (Python between two launches of one step); this one "
+                        "overlaps {}%", (pl.col("unrecorded_ns") * 100 / (pl.col("_ge")
+                        - pl.col("_gs"))).round(0).cast(pl.Int64), pct))
+        .otherwise(pl.format("issued in several ops or calls; this one overlaps {}% of "
+                             "the gap", pct)).alias("_id"))
+    hit = pl.col("_in").is_not_null()
+    return (gaps.with_row_index("_r").join(best, on="_r", how="left")
+            .with_columns(*(pl.when(hit).then(pl.col(n)).otherwise(pl.col(c)).alias(c)
+                            for n, c in (("_in", "cause_name"), ("_it", "cause_thread_id"),
+                                         ("_is", "cause_start_ns"), ("_ie", "cause_end_ns"),
+                                         ("_id", "cause_detail"))))
+            .drop("_r", "_in", "_it", "_is", "_ie", "_id"))

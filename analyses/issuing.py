@@ -279,3 +279,21 @@ def subtract_host_parts(iv: pl.DataFrame, others: Sequence[pl.DataFrame],
         return iv.select(cols)
     b = pl.concat([r.cast(iv.select(cols).schema) for r in rest])  # type: ignore[arg-type]
     return intervals.subtract(iv.select(cols), b, by=group)
+
+
+def unrecorded_ns(tl: Timeline, frame: pl.DataFrame) -> pl.Series:
+    """Per row of ``frame`` (``rank``, ``thread_id``, ``start_ns``, ``end_ns``): the time of
+    ``[start_ns, end_ns)`` that lies in no recorded host range of that thread (the
+    unrecorded part of a gap, :func:`_unrecorded`)."""
+    from traceparse.analyses import intervals
+
+    keys = ["rank", "thread_id"]
+    f = frame.select(*keys, "start_ns", "end_ns").with_row_index("_k")
+    r = host_ranges(tl).join(f.select(*keys).unique(), on=keys, how="semi")
+    cov = intervals.intersect(f.select("_k", "start_ns", "end_ns"),
+                              f.select("_k", *keys).join(r.select(*keys, "start_ns", "end_ns"),
+                                                         on=keys).drop(keys), by=["_k"])
+    got = cov.group_by("_k").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_c"))
+    out = f.join(got, on="_k", how="left").sort("_k")
+    return (out["end_ns"] - out["start_ns"] - out["_c"].fill_null(0)).alias("unrecorded_ns")
+

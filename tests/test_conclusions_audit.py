@@ -382,9 +382,41 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
         elif detail.startswith("the GPU drained while the host waited"):
             if not s <= gs + TOL_NS:
                 out.append(f"{tag}: the sync starts at {s}, after the gap began")
+        elif detail.startswith("unrecorded dispatch"):
+            out += _audit_unrecorded(raw, g, gs, ge, cov, tag)
         elif cov < COVER * length - TOL_NS:
             out.append(f"{tag}: the named call covers {cov} ns = {100 * cov / length:.1f}% "
                        "of the gap, less than half")
+    return out
+
+
+def _audit_unrecorded(raw: Raw, g: dict[str, Any], gs: int, ge: int, cov: int, tag: str
+                      ) -> list[str]:
+    """An issuing gap named as unrecorded dispatch: the named op plus the time on its thread
+    in no recorded range (ProfilerStep aside) cover at least half the gap, inside one
+    ProfilerStep, with CUDA calls of that thread before and after it in that step."""
+    tid = g.get("cause_thread_id")
+    mine = [r for r in raw.ranges if r[1] == tid and not r[2].startswith("ProfilerStep#")]
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((r[3], r[4]) for r in mine):  # nested ops: their union
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    covered = _intersect([(gs, ge)], merged)
+    unrec = (ge - gs) - covered
+    out = []
+    if cov + unrec < COVER * (ge - gs) - TOL_NS:
+        out.append(f"{tag}: the named op ({cov} ns) and the unrecorded time ({unrec} ns) "
+                   "cover less than half the gap")
+    steps = [r for r in raw.ranges if r[2].startswith("ProfilerStep#")
+             and 2 * (min(r[4], ge) - max(r[3], gs)) >= ge - gs]
+    if not steps:
+        return [*out, f"{tag}: no ProfilerStep holds the gap"]
+    s0, s1 = steps[0][3], steps[0][4]
+    calls = [c for c in raw.calls if c[1] == tid and s0 <= c[3] < s1]
+    if not any(c[4] <= ge for c in calls) or not any(c[3] >= gs for c in calls):
+        out.append(f"{tag}: thread {tid} has no CUDA call before and after it in its step")
     return out
 
 
