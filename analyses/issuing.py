@@ -18,6 +18,12 @@ dispatch, the caching allocator, Python inside a traced function).
   handing over to its thread) is not explained: it stays idle (the gap analysis calls it
   ``unknown`` unless something else covers it). A range containing both ``p`` and ``c``
   makes the whole stretch issuing.
+* **Unrecorded dispatch** (:func:`_unrecorded`): the part of a stretch outside every
+  recorded host range of the thread is issuing too when the thread records its framework
+  ops (``cpu_op``), the previous bounding call was a launch (not a wait), both calls lie
+  in one ``ProfilerStep``, no other thread of the process made a bounding call during it
+  and no non-issuing range overlaps it: the Python between two ops of a step, in a trace
+  recorded without ``with_stack`` (docs/analyses.md says why and its limits).
 * Removed from it: **non-issuing** ranges of the thread, i.e. host ranges that are not
   framework ops (``cpu_op``: dispatch and allocation are part of issuing) and that contain
   no CUDA/HIP call, plus every range named as data loading (:data:`DATA_LOADING_RE`) or as
