@@ -651,3 +651,37 @@ def test_the_audit_catches_false_conclusions() -> None:
                    "cudaStreamWaitEvent call before the gap ends"]
     raw.calls.append((1, 7, "cudaStreamWaitEvent", 80 * us, 81 * us))
     assert audit_gaps(raw, payload, devs) == []
+
+
+def test_the_audit_checks_unrecorded_dispatch() -> None:
+    # kernels [0,100) and [400,500); thread 7 launches at [80,90) and [380,390) inside
+    # ProfilerStep#1 [0,600), with aten::cat [330,390) its only op in the gap [100,400):
+    # 60 us named + 240 us in no range ([100,330) and [390,400)) >= half of 300
+    us = 1000
+    raw = Raw(gpu=[(1, 0, 7, 0, 100 * us, "kernel", "k", 1, "1x1x1", "32x1x1"),
+                   (1, 0, 7, 400 * us, 500 * us, "kernel", "k", 1, "1x1x1", "32x1x1")],
+              calls=[(1, 7, "cudaLaunchKernel", 80 * us, 90 * us),
+                     (1, 7, "cudaLaunchKernel", 380 * us, 390 * us)],
+              ranges=[(1, 7, "ProfilerStep#1", 0, 600 * us),
+                      (1, 7, "aten::cat", 330 * us, 390 * us)])
+    row = {"rank": 0, "device_id": 0, "start_ns": 100 * us, "end_ns": 400 * us,
+           "dur_ns": 300 * us, "cause": "issuing", "cause_name": "aten::cat",
+           "cause_thread_id": 7, "cause_start_ns": 330 * us, "cause_end_ns": 390 * us,
+           "cause_detail": "unrecorded dispatch: 77% of the gap lies in no recorded range"}
+    payload: dict[str, Any] = {
+        "attribution": {"rows": [{"rank": 0, "device_id": 0, "window_ns": 500 * us}],
+                        "totals": {"window_ns": 500 * us}},
+        "gaps": {"table": {"rows": [row]}, "by_cause": []}}
+    devs = _devices(raw, payload, {0: {1}})
+    assert audit_gaps(raw, payload, devs) == []
+    # recorded ops cover the rest of the gap ([100,300) nested: 200 us once): the claim is
+    # false, 60 + 40 < 150
+    raw.ranges += [(1, 7, "aten::view", 100 * us, 300 * us),
+                   (1, 7, "aten::as_strided", 150 * us, 200 * us)]
+    assert "cover less than half the gap" in audit_gaps(raw, payload, devs)[0]
+    raw.ranges = raw.ranges[:2]
+    # the gap in no step
+    raw.ranges[0] = (1, 7, "ProfilerStep#1", 450 * us, 600 * us)
+    assert audit_gaps(raw, payload, devs) == [
+        f"gap [{100 * us}, {400 * us}) (0, 0) issuing 'aten::cat': no ProfilerStep holds "
+        "the gap"]
