@@ -74,7 +74,7 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
     j = join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
                    per_group(near_gaps(rows, todo), acts, group), group)
     if j.height == 0:
-        return gaps
+        return _unrecorded_names(tl, gaps, todo, None, group)
     best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
             .group_by("_gid", maintain_order=True).first())
     from traceparse.analyses.issuing import unrecorded_ns
@@ -94,6 +94,36 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
                         - pl.col("_gs"))).round(0).cast(pl.Int64), pct))
         .otherwise(pl.format("issued in several ops or calls; this one overlaps {}% of "
                              "the gap", pct)).alias("_id"))
+    return _unrecorded_names(tl, gaps, todo, best, group)
+
+
+def _unrecorded_names(tl: Timeline, gaps: pl.DataFrame, todo: pl.DataFrame,
+                      best: pl.DataFrame | None, group: list[str]) -> pl.DataFrame:
+    """Write the names of ``best`` into ``gaps``; an issuing gap no host row overlaps at
+    all is issuing only through unrecorded dispatch: named ``unrecorded dispatch`` with
+    the thread and the part of the issuing stretch that overlaps it most."""
+    from traceparse.analyses.attribution import issuing_intervals
+    from traceparse.analyses.issuing import UNRECORDED_NAME
+
+    cols = {"_r": pl.UInt32, "_in": pl.String, "_it": pl.Int64, "_is": pl.Int64,
+            "_ie": pl.Int64, "_id": pl.String}
+    best = pl.DataFrame(schema=cols) if best is None else best.cast(cols)  # type: ignore[arg-type]
+    left = todo.filter(~pl.col("_r").is_in(best["_r"].implode()))
+    if left.height:
+        j = join_gaps(left.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                      issuing_intervals(tl, group), group)
+        more = (j.sort(["_gid", "_ov", "start_ns"], descending=[False, True, False])
+                .group_by("_gid", maintain_order=True).first()
+                .select(pl.col("_gid").alias("_r"), pl.lit(UNRECORDED_NAME).alias("_in"),
+                        pl.col("thread_id").alias("_it"),
+                        pl.max_horizontal("start_ns", "_gs").alias("_is"),
+                        pl.min_horizontal("end_ns", "_ge").alias("_ie"),
+                        pl.format("unrecorded dispatch: {}% of the gap lies in no recorded "
+                                  "range of the thread (Python between two launches of one "
+                                  "step)", (pl.col("_ov") * 100 / (pl.col("_ge")
+                                                                  - pl.col("_gs")))
+                                  .round(0).cast(pl.Int64)).alias("_id")))
+        best = pl.concat([best, more.cast(cols)])  # type: ignore[arg-type]
     hit = pl.col("_in").is_not_null()
     return (gaps.with_row_index("_r").join(best, on="_r", how="left")
             .with_columns(*(pl.when(hit).then(pl.col(n)).otherwise(pl.col(c)).alias(c)

@@ -65,6 +65,9 @@ IO_READ_RE = r"^(read|pread64|pread|readv|preadv|fread|recv|recvfrom|recvmsg|ope
              r"openat|openat64|fopen|fopen64|mmap|mmap64|stat|fstat|lstat)$"
 #: Host ranges of the profiler's own code (torch.profiler's step(), its record ranges).
 PROFILER_RANGE_RE = r"(?i)torch/(autograd/)?profiler|^\[?profiler\w*\]?$|cupti"
+#: The cause name of an issuing gap no recorded range or call overlaps (unrecorded
+#: dispatch only, :func:`_unrecorded`).
+UNRECORDED_NAME = "unrecorded dispatch"
 #: Range kinds that are not host work of a thread (or are handled elsewhere).
 _NOT_HOST = ("gpu_user_annotation", "profiler_step", "nvtx_mark", "osrt", "cpu_sample",
              "profiler_overhead")

@@ -364,6 +364,9 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
             if not ok or not share or int(share.group(1)) <= 0:
                 out.append(f"{tag}: no CPU samples of the thread in the file")
             continue
+        if name == "unrecorded dispatch":  # no call or range to name: check the claim
+            out += _audit_unrecorded(raw, g, gs, ge, 0, tag)
+            continue
         hits = _named(host, name, g.get("cause_thread_id"), g.get("cause_start_ns"),
                       g.get("cause_end_ns"), d.pids)
         if not hits:
@@ -680,8 +683,16 @@ def test_the_audit_checks_unrecorded_dispatch() -> None:
                    (1, 7, "aten::as_strided", 150 * us, 200 * us)]
     assert "cover less than half the gap" in audit_gaps(raw, payload, devs)[0]
     raw.ranges = raw.ranges[:2]
+    # no op overlaps the gap at all: named "unrecorded dispatch" (thread 7's time in no
+    # range, [100,330) + [390,400) = 240 of 300 us); a false one if ops covered it
+    row.update(cause_name="unrecorded dispatch", cause_start_ns=100 * us,
+               cause_end_ns=330 * us)
+    assert audit_gaps(raw, payload, devs) == []
+    raw.ranges.append((1, 7, "aten::view", 100 * us, 300 * us))
+    assert "cover less than half the gap" in audit_gaps(raw, payload, devs)[0]
+    raw.ranges = raw.ranges[:2]
     # the gap in no step
     raw.ranges[0] = (1, 7, "ProfilerStep#1", 450 * us, 600 * us)
     assert audit_gaps(raw, payload, devs) == [
-        f"gap [{100 * us}, {400 * us}) (0, 0) issuing 'aten::cat': no ProfilerStep holds "
-        "the gap"]
+        f"gap [{100 * us}, {400 * us}) (0, 0) issuing 'unrecorded dispatch': no "
+        "ProfilerStep holds the gap"]
