@@ -28,7 +28,8 @@ thread :func:`traceparse.analyses.profiler_cost.profiler_cost`'s ``per_event_ns`
 too (ops inside host time the change already removes are not counted twice): one engine,
 two replays per change. The host-change cap is the same (the GPU's busy time does not
 depend on the profiler). ``warm_up``: the leading steps' excess over the steady median
-with each step less the cost of the ops recorded in it, at most the profiled excess. It
+with each step less the cost of the ops recorded in it, at most the profiled excess, and
+never below the steady steps' GPU busy time. It
 states what the fix would save in a run without the profiler; removing the profiler is
 never a fix.
 
@@ -136,8 +137,8 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
             # (the same one-off work, less the recording)
             ex_u = pl.min_horizontal("_exu", pl.col("measured_ns") - pl.col("predicted_ns"))
             w = w.with_columns(pl.max_horizontal(pl.col("window_unprofiled_ns") - ex_u,
-                                                 pl.lit(0)).alias("_pu"))
-            w = w.drop("_exu")
+                                                 "_busy").alias("_pu"))
+            w = w.drop("_exu", "_busy")
         out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns")),
                           on="rank", how="left")
                    .with_columns(pl.lit(change).alias("change"),
@@ -180,6 +181,7 @@ def profiler(tl: Timeline) -> tuple[dict[tuple[int, int], np.ndarray], float] | 
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
     step (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
+    from traceparse.analyses import intervals
     from traceparse.analyses.steps import step_table
 
     st = step_table(tl, attribution=False)
@@ -220,13 +222,19 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
             su = float(np.median(g["wall_ns"].to_numpy()[lead:] - cost[1][lead:]))
             ex_u = int(sum(max(0.0, w - c - su) for w, c in zip(walls, cost[0][:lead],
                                                                     strict=False)))
-            rows.append((int(rank), lead, excess, ex_u))
+            # the steady steps' GPU work still runs: the window never falls below it
+            first = int(g["start_ns"][lead])
+            busy = intervals.total(intervals.union(tl.gpu.filter(
+                (pl.col("rank") == rank) & (pl.col("kind").cast(pl.String) != "sync")
+                & (pl.col("start_ns") >= first))))
+            rows.append((int(rank), lead, excess, ex_u, busy))
     if not rows:
         return None, []
     w = windows_of(tl)
     ex = pl.DataFrame({"rank": [r[0] for r in rows], "_ex": [r[2] for r in rows],
-                       "_exu": [r[3] for r in rows]},
-                      schema={"rank": w.schema["rank"], "_ex": pl.Int64, "_exu": pl.Int64})
+                       "_exu": [r[3] for r in rows], "_busy": [r[4] for r in rows]},
+                      schema={"rank": w.schema["rank"], "_ex": pl.Int64, "_exu": pl.Int64,
+                              "_busy": pl.Int64})
     w = w.join(ex, on="rank", how="inner").with_columns(
         (pl.col("measured_ns") - pl.col("_ex")).alias("predicted_ns")).drop("_ex")
     lead = max(r[1] for r in rows)
