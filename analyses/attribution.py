@@ -283,7 +283,7 @@ def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
         blocking = tl.api.select(_name_matches(tl.api, BLOCKING_API_RE)).to_series().arg_true()
         bounds = pl.concat([classified["_row"].cast(pl.UInt32), blocking.cast(pl.UInt32)])
         return issuing_stretches(tl, group, classified.filter(pl.col("call_part") == "launch"),
-                                 per_group(non_issuing(tl), busy, group), bounds)
+                                 per_group(non_issuing(tl), busy, group), bounds, blocking)
     return cached(tl, "issuing:" + ",".join(group), ("gpu", "api", "ranges"), compute)
 
 

@@ -1,6 +1,7 @@
 """Pairs of idle gaps and host rows (calls, ranges) that overlap them, found by binary
 searches over each group's disjoint gaps (:func:`traceparse.analyses.sweep.overlap_pairs`);
-the joins of :mod:`traceparse.analyses.gaps`."""
+the joins of :mod:`traceparse.analyses.gaps`, and the naming of an issuing gap no single
+range covers (:func:`name_issuing`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses import intervals, sweep
+from traceparse.timeline import Timeline
 
 #: A host row covers a gap when it overlaps at least this fraction of it.
 COVER_FRACTION = 0.5
@@ -52,3 +54,80 @@ def join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
         gaps["_gid"].gather(gi).alias("_gid"), pl.Series("_gs", gs[gi], pl.Int64),
         pl.Series("_ge", ge[gi], pl.Int64), pl.Series("_ov", ov, pl.Int64),
         pl.Series("_d", e[ri] - s[ri], pl.Int64))
+
+
+def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """An ``issuing`` gap that no single candidate covered (the host issued it in several
+    ops or calls) is named by the host range or CUDA call overlapping it the most (ties:
+    the shorter, then the earlier); ``cause_detail`` says that it covers less than half."""
+    todo = gaps.with_row_index("_r").filter((pl.col("cause") == "issuing")
+                                            & pl.col("cause_name").is_null())
+    if todo.height == 0:
+        return gaps
+    from traceparse.analyses.attribution import per_group
+    from traceparse.analyses.issuing import host_ranges
+
+    rows = pl.concat([host_ranges(tl).drop("kind"), tl.api.filter(
+        pl.col("end_ns").is_not_null()).select(host_ranges(tl).drop("kind").columns)],
+        how="vertical_relaxed")
+    j = join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                   per_group(near_gaps(rows, todo), acts, group), group)
+    if j.height == 0:
+        return _unrecorded_names(tl, gaps, todo, None, group)
+    best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
+            .group_by("_gid", maintain_order=True).first())
+    from traceparse.analyses.issuing import unrecorded_ns
+
+    # unrecorded dispatch (analyses/issuing.py): the gap mostly lies in no recorded range
+    un = unrecorded_ns(tl, best.select("rank", "thread_id", pl.col("_gs").alias("start_ns"),
+                                       pl.col("_ge").alias("end_ns")))
+    pct = (pl.col("_ov") * 100 / (pl.col("_ge") - pl.col("_gs"))).round(0).cast(pl.Int64)
+    best = best.with_columns(un).select(
+        pl.col("_gid").alias("_r"), pl.col("name").alias("_in"),
+        pl.col("thread_id").alias("_it"), pl.col("start_ns").alias("_is"),
+        pl.col("end_ns").alias("_ie"),
+        pl.when(2 * (pl.col("_ov") + pl.col("unrecorded_ns")) >= pl.col("_ge") - pl.col("_gs"))
+        .then(pl.format("unrecorded dispatch: {}% of the gap lies in no recorded range of "
+                        "the thread (Python between two launches of one step); this one "
+                        "overlaps {}%", (pl.col("unrecorded_ns") * 100 / (pl.col("_ge")
+                        - pl.col("_gs"))).round(0).cast(pl.Int64), pct))
+        .otherwise(pl.format("issued in several ops or calls; this one overlaps {}% of "
+                             "the gap", pct)).alias("_id"))
+    return _unrecorded_names(tl, gaps, todo, best, group)
+
+
+def _unrecorded_names(tl: Timeline, gaps: pl.DataFrame, todo: pl.DataFrame,
+                      best: pl.DataFrame | None, group: list[str]) -> pl.DataFrame:
+    """Write the names of ``best`` into ``gaps``; an issuing gap no host row overlaps at
+    all is issuing only through unrecorded dispatch: named ``unrecorded dispatch`` with
+    the thread and the part of the issuing stretch that overlaps it most."""
+    from traceparse.analyses.attribution import issuing_intervals
+    from traceparse.analyses.issuing import UNRECORDED_NAME
+
+    cols = {"_r": pl.UInt32, "_in": pl.String, "_it": pl.Int64, "_is": pl.Int64,
+            "_ie": pl.Int64, "_id": pl.String}
+    best = pl.DataFrame(schema=cols) if best is None else best.cast(cols)  # type: ignore[arg-type]
+    left = todo.filter(~pl.col("_r").is_in(best["_r"].implode()))
+    if left.height:
+        j = join_gaps(left.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
+                      issuing_intervals(tl, group), group)
+        more = (j.sort(["_gid", "_ov", "start_ns"], descending=[False, True, False])
+                .group_by("_gid", maintain_order=True).first()
+                .select(pl.col("_gid").alias("_r"), pl.lit(UNRECORDED_NAME).alias("_in"),
+                        pl.col("thread_id").alias("_it"),
+                        pl.max_horizontal("start_ns", "_gs").alias("_is"),
+                        pl.min_horizontal("end_ns", "_ge").alias("_ie"),
+                        pl.format("unrecorded dispatch: {}% of the gap lies in no recorded "
+                                  "range of the thread (Python between two launches of one "
+                                  "step)", (pl.col("_ov") * 100 / (pl.col("_ge")
+                                                                  - pl.col("_gs")))
+                                  .round(0).cast(pl.Int64)).alias("_id")))
+        best = pl.concat([best, more.cast(cols)])  # type: ignore[arg-type]
+    hit = pl.col("_in").is_not_null()
+    return (gaps.with_row_index("_r").join(best, on="_r", how="left")
+            .with_columns(*(pl.when(hit).then(pl.col(n)).otherwise(pl.col(c)).alias(c)
+                            for n, c in (("_in", "cause_name"), ("_it", "cause_thread_id"),
+                                         ("_is", "cause_start_ns"), ("_ie", "cause_end_ns"),
+                                         ("_id", "cause_detail"))))
+            .drop("_r", "_in", "_it", "_is", "_ie", "_id"))

@@ -86,6 +86,7 @@ from traceparse.analyses.attribution import (
 )
 from traceparse.analyses.gapjoin import COVER_FRACTION
 from traceparse.analyses.gapjoin import join_gaps as _join_gaps
+from traceparse.analyses.gapjoin import name_issuing as _name_issuing
 from traceparse.analyses.gapjoin import near_gaps as _near_gaps
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
@@ -279,41 +280,6 @@ def is_issuing() -> pl.Expr:
     :mod:`traceparse.analyses.issuing`, one set for both). Such a gap's ``kind`` is
     ``launch_overhead``; a gap of ``kind`` ``idle`` is never issuing."""
     return 2 * pl.col("launch_overhead_ns") >= pl.col("dur_ns")
-
-
-def _name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
-                  ) -> pl.DataFrame:
-    """An ``issuing`` gap that no single candidate covered (the host issued it in several
-    ops or calls) is named by the host range or CUDA call overlapping it the most (ties:
-    the shorter, then the earlier); ``cause_detail`` says that it covers less than half."""
-    todo = gaps.with_row_index("_r").filter((pl.col("cause") == "issuing")
-                                            & pl.col("cause_name").is_null())
-    if todo.height == 0:
-        return gaps
-    from traceparse.analyses.issuing import host_ranges
-
-    rows = pl.concat([host_ranges(tl).drop("kind"), tl.api.filter(
-        pl.col("end_ns").is_not_null()).select(host_ranges(tl).drop("kind").columns)],
-        how="vertical_relaxed")
-    j = _join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
-                   per_group(_near_gaps(rows, todo), acts, group), group)
-    if j.height == 0:
-        return gaps
-    best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
-            .group_by("_gid", maintain_order=True).first()
-            .select(pl.col("_gid").alias("_r"), pl.col("name").alias("_in"),
-                    pl.col("thread_id").alias("_it"), pl.col("start_ns").alias("_is"),
-                    pl.col("end_ns").alias("_ie"),
-                    pl.format("issued in several ops or calls; this one overlaps {}% of the "
-                              "gap", (pl.col("_ov") * 100 / (pl.col("_ge") - pl.col("_gs")))
-                              .round(0).cast(pl.Int64)).alias("_id")))
-    hit = pl.col("_in").is_not_null()
-    return (gaps.with_row_index("_r").join(best, on="_r", how="left")
-            .with_columns(*(pl.when(hit).then(pl.col(n)).otherwise(pl.col(c)).alias(c)
-                            for n, c in (("_in", "cause_name"), ("_it", "cause_thread_id"),
-                                         ("_is", "cause_start_ns"), ("_ie", "cause_end_ns"),
-                                         ("_id", "cause_detail"))))
-            .drop("_r", "_in", "_it", "_is", "_ie", "_id"))
 
 
 #: At most about this many host rows are copied to groups at once: with many groups

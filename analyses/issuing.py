@@ -18,6 +18,12 @@ dispatch, the caching allocator, Python inside a traced function).
   handing over to its thread) is not explained: it stays idle (the gap analysis calls it
   ``unknown`` unless something else covers it). A range containing both ``p`` and ``c``
   makes the whole stretch issuing.
+* **Unrecorded dispatch** (:func:`_unrecorded`): the part of a stretch outside every
+  recorded host range of the thread is issuing too when the thread records its framework
+  ops (``cpu_op``), the previous bounding call was a launch (not a wait), both calls lie
+  in one ``ProfilerStep``, no other thread of the process made a bounding call during it
+  and no non-issuing range overlaps it: the Python between two ops of a step, in a trace
+  recorded without ``with_stack`` (docs/analyses.md says why and its limits).
 * Removed from it: **non-issuing** ranges of the thread, i.e. host ranges that are not
   framework ops (``cpu_op``: dispatch and allocation are part of issuing) and that contain
   no CUDA/HIP call, every range named as the profiler's own code
@@ -62,6 +68,9 @@ IO_READ_RE = r"^(read|pread64|pread|readv|preadv|fread|recv|recvfrom|recvmsg|ope
              r"openat|openat64|fopen|fopen64|mmap|mmap64|stat|fstat|lstat)$"
 #: Host ranges of the profiler's own code (torch.profiler's step(), its record ranges).
 PROFILER_RANGE_RE = r"(?i)torch/(autograd/)?profiler|^\[?profiler\w*\]?$|cupti"
+#: The cause name of an issuing gap no recorded range or call overlaps (unrecorded
+#: dispatch only, :func:`_unrecorded`).
+UNRECORDED_NAME = "unrecorded dispatch"
 #: Range kinds that are not host work of a thread (or are handled elsewhere).
 _NOT_HOST = ("gpu_user_annotation", "profiler_step", "nvtx_mark", "osrt", "cpu_sample",
              "profiler_overhead")
@@ -159,7 +168,8 @@ def _innermost_wins(r: pl.DataFrame, out: pl.DataFrame) -> pl.DataFrame:
 
 
 def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame,
-                      not_issuing: pl.DataFrame, bounds: pl.Series) -> pl.DataFrame:
+                      not_issuing: pl.DataFrame, bounds: pl.Series,
+                      blocking: pl.Series | None = None) -> pl.DataFrame:
     """The issuing stretches (module docstring) per group: group columns, ``thread_id``,
     ``start_ns``, ``end_ns`` (merged per group and thread; non-issuing ranges removed).
 
@@ -174,6 +184,8 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
         bounds: the rows of ``tl.api`` that end a stretch: the calls of GPU activities and
             the blocking calls (another call, e.g. ``cudaStreamIsCapturing`` or
             ``cudaEventRecord`` inside an op, is part of the issuing between them).
+        blocking: the rows of ``bounds`` that wait (blocking calls): a stretch after one
+            has no unrecorded dispatch (:func:`_unrecorded`).
     """
     from traceparse.analyses import intervals
 
@@ -187,8 +199,10 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     calls = _calls(tl).filter(pl.col("_row").is_in(bounds.implode()))
     # the previous call on the same thread (calls are sorted by thread, then start)
     same = pl.all_horizontal(*(pl.col(c) == pl.col(c).shift(1) for c in _THREAD))
-    calls = calls.with_columns(pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"))
-    j = launched.join(calls.select(*_THREAD, "_row", "_pend",
+    blk = pl.col("_row").is_in(blocking.implode()) if blocking is not None else pl.lit(False)
+    calls = calls.with_columns(pl.when(same).then(pl.col("end_ns").shift(1)).alias("_pend"),
+                               pl.when(same).then(blk.shift(1)).alias("_pblk"))
+    j = launched.join(calls.select(*_THREAD, "_row", "_pend", "_pblk",
                                    pl.col("end_ns").alias("_cend")), on="_row", how="inner")
     if j.height == 0:
         return empty
@@ -196,11 +210,81 @@ def issuing_stretches(tl: Timeline, group: Sequence[str], launched: pl.DataFrame
     iv = (j.select(*group, "thread_id", _producing_start(ranges, j).alias("start_ns"),
                    pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
           .filter(pl.col("end_ns") > pl.col("start_ns")))
+    un = _unrecorded(tl, ranges, calls, j, group)
+    if un.height:
+        iv = intervals.union(pl.concat([iv, un.cast(iv.schema)]),  # type: ignore[arg-type]
+                             by=[*group, "thread_id"])
     if iv.height == 0:
         return empty
     ni = not_issuing.select(*group, "thread_id", "start_ns", "end_ns")
     iv = intervals.subtract(iv, ni.cast(iv.schema), by=[*group, "thread_id"])
     return iv.cast(schema)  # type: ignore[arg-type]
+
+
+def _unrecorded(tl: Timeline, ranges: pl.DataFrame, calls: pl.DataFrame, j: pl.DataFrame,
+                group: Sequence[str]) -> pl.DataFrame:
+    """Unrecorded dispatch (module docstring): for each stretch of ``j`` (launches with the
+    previous bounding call ``_pend``/``_pblk`` of their thread) the part outside every
+    recorded host range of the thread, when the stretch is one of a step's dispatch loop:
+    its thread records framework ops (``cpu_op``), the previous bounding call was a launch
+    (not a wait), both lie in one ``ProfilerStep``, no other thread of the process made a
+    bounding call in it and no non-issuing range of the thread overlaps it. Group columns,
+    ``thread_id``, ``start_ns``, ``end_ns``."""
+    from traceparse.analyses import intervals
+
+    group = list(group)
+    steps = tl.ranges.filter((pl.col("kind").cast(pl.String) == "profiler_step")
+                             & pl.col("end_ns").is_not_null())
+    ops = ranges.filter(pl.col("kind") == "cpu_op").select(_THREAD).unique()
+    cand = (j.with_row_index("_id").join(ops, on=_THREAD, how="semi")
+            .filter(pl.col("_pend").is_not_null() & ~pl.col("_pblk").fill_null(True))
+            .select("_id", *group, *(c for c in _THREAD if c not in group),
+                    pl.col("_pend").alias("start_ns"),
+                    pl.min_horizontal("api_start_ns", "start_ns").alias("end_ns"))
+            .filter(pl.col("end_ns") > pl.col("start_ns")))
+    if cand.height == 0 or steps.height == 0:
+        return pl.DataFrame(schema={**{c: j.schema[c] for c in group},
+                                    "thread_id": pl.Int64, "start_ns": pl.Int64,
+                                    "end_ns": pl.Int64})
+    a, b = cand["start_ns"].to_numpy(), cand["end_ns"].to_numpy()
+    ok = np.zeros(cand.height, bool)
+    for (rank,), st in steps.group_by(["rank"]):
+        st = st.sort("start_ns")
+        ss, se = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+        i = np.flatnonzero(cand["rank"].to_numpy() == rank)
+        k = np.searchsorted(ss, a[i], side="right") - 1
+        kk = np.maximum(k, 0)
+        ok[i] = (k >= 0) & (b[i] <= se[kk]) & (a[i] >= ss[kk])
+    # no other thread of the process made a bounding call during the stretch (it was
+    # waiting on, or handing over to, that thread: not this thread's dispatch)
+    proc = ["rank", "process_id"]
+    for key, cm in calls.group_by(proc):
+        i = np.flatnonzero(cand.select(pl.all_horizontal(
+            *(pl.col(c) == v for c, v in zip(proc, key, strict=True)))).to_series().to_numpy())
+        cs = np.sort(cm["start_ns"].to_numpy())
+        ok[i] &= np.searchsorted(cs, b[i], side="left") == np.searchsorted(cs, a[i],
+                                                                           side="left")
+    # no non-issuing range (data loading, the profiler's code, user ranges that issue
+    # nothing) overlaps it
+    ni = non_issuing(tl)
+    for key, nm in ni.group_by(_THREAD):
+        i = np.flatnonzero(cand.select(pl.all_horizontal(
+            *(pl.col(c) == v for c, v in zip(_THREAD, key, strict=True)))).to_series().to_numpy())
+        if i.size == 0:
+            continue
+        nm = nm.sort("start_ns")
+        reach = np.maximum.accumulate(nm["end_ns"].to_numpy())
+        k = np.searchsorted(nm["start_ns"].to_numpy(), b[i], side="left") - 1
+        ok[i] &= ~((k >= 0) & (reach[np.maximum(k, 0)] > a[i]))
+    cand = cand.filter(pl.Series(ok))
+    if cand.height == 0:
+        return cand.select(*group, "thread_id", "start_ns", "end_ns")
+    # the part of it outside every recorded range of the thread
+    rec = ranges.join(cand.select(*group, *(c for c in _THREAD if c not in group)).unique(),
+                      on=_THREAD, how="inner")
+    return intervals.subtract(cand.select(*group, "thread_id", "start_ns", "end_ns"),
+                              rec.select(*group, "thread_id", "start_ns", "end_ns"),
+                              by=[*group, "thread_id"])
 
 
 def _producing_start(ranges: pl.DataFrame, j: pl.DataFrame) -> pl.Series:
@@ -242,3 +326,21 @@ def subtract_host_parts(iv: pl.DataFrame, others: Sequence[pl.DataFrame],
         return iv.select(cols)
     b = pl.concat([r.cast(iv.select(cols).schema) for r in rest])  # type: ignore[arg-type]
     return intervals.subtract(iv.select(cols), b, by=group)
+
+
+def unrecorded_ns(tl: Timeline, frame: pl.DataFrame) -> pl.Series:
+    """Per row of ``frame`` (``rank``, ``thread_id``, ``start_ns``, ``end_ns``): the time of
+    ``[start_ns, end_ns)`` that lies in no recorded host range of that thread (the
+    unrecorded part of a gap, :func:`_unrecorded`)."""
+    from traceparse.analyses import intervals
+
+    keys = ["rank", "thread_id"]
+    f = frame.select(*keys, "start_ns", "end_ns").with_row_index("_k")
+    r = host_ranges(tl).join(f.select(*keys).unique(), on=keys, how="semi")
+    cov = intervals.intersect(f.select("_k", "start_ns", "end_ns"),
+                              f.select("_k", *keys).join(r.select(*keys, "start_ns", "end_ns"),
+                                                         on=keys).drop(keys), by=["_k"])
+    got = cov.group_by("_k").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("_c"))
+    out = f.join(got, on="_k", how="left").sort("_k")
+    return (out["end_ns"] - out["start_ns"] - out["_c"].fill_null(0)).alias("unrecorded_ns")
+

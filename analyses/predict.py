@@ -313,14 +313,24 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         from traceparse.analyses.savings import savings
 
         sv = savings(tl).filter(pl.col("change") == FIXES[fix]).select(
-            "rank", pl.col("predicted_ns").alias("_p"))
+            "rank", pl.col("predicted_ns").alias("_p"), *_UNPROF)
+        win = pl.col("scope") == "window"
         out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
                        maintain_order="left").with_columns(
-            pl.when((pl.col("scope") == "window") & pl.col("_p").is_not_null())
-            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+            pl.when(win & pl.col("_p").is_not_null())
+            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
+            *(pl.when(win).then(pl.col(c)).alias(c) for c in _UNPROF_COLS))
         out = out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
             (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
     return out
+
+
+#: ``whatif --fix``'s window rows also give the savings engine's profiler-free replay
+#: (torch.profiler traces; null otherwise): the window before and after the fix.
+_UNPROF_COLS = ("unprofiled_before_ns", "unprofiled_after_ns")
+_UNPROF = (pl.col("window_unprofiled_ns").alias("unprofiled_before_ns"),
+           (pl.col("window_unprofiled_ns") - pl.col("saving_unprofiled_ns"))
+           .alias("unprofiled_after_ns"))
 
 
 #: ``whatif --fix`` names -> savings-engine changes (:mod:`traceparse.analyses.savings`).
@@ -335,13 +345,17 @@ def _warm_window(tl: Timeline, sv: pl.DataFrame) -> pl.DataFrame:
     change (measured vs measured minus the first steps' excess)."""
     from traceparse.analyses.savings import windows_of
 
-    w = sv.filter(pl.col("change") == "warm_up").select("rank", "measured_ns", "predicted_ns")
+    w = sv.filter(pl.col("change") == "warm_up").select("rank", "measured_ns", "predicted_ns",
+                                                         *_UNPROF)
     if w.height == 0:  # nothing to warm up: predicted = measured
-        w = windows_of(tl).with_columns(pl.col("measured_ns").alias("predicted_ns"))
+        w = windows_of(tl).with_columns(pl.col("measured_ns").alias("predicted_ns"),
+                                        *(pl.lit(None, pl.Int64).alias(c)
+                                          for c in _UNPROF_COLS))
     n = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").len()
     return (w.join(n, on="rank", how="left")
             .select(pl.lit("window").alias("scope"), "rank", pl.lit("all").alias("name"),
                     pl.col("len").cast(pl.Int64).alias("activities"),
-                    pl.col("measured_ns").cast(pl.Int64), pl.col("predicted_ns").cast(pl.Int64))
+                    pl.col("measured_ns").cast(pl.Int64), pl.col("predicted_ns").cast(pl.Int64),
+                    *(pl.col(c).cast(pl.Int64) for c in _UNPROF_COLS))
             .with_columns(error_pct=(pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0
                           / pl.col("measured_ns")))

@@ -59,6 +59,14 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses._arrays import lex_codes, seg_cummax
+from traceparse.analyses.replay_removed import (
+    Profiler,
+    _cum_at,
+    _launch_cum,
+    _rank_union,
+    outside_removed,
+    profiler_parts,
+)
 from traceparse.derived import cached
 from traceparse.links import launch_join, launch_links
 from traceparse.timeline import Timeline
@@ -164,90 +172,6 @@ def _sync_candidates(tl: Timeline, procs: pl.DataFrame) -> pl.DataFrame:
     return (s.join(procs.cast({"rank": s.schema["rank"], "process_id": s.schema["process_id"]}),
                    on=_PROC, how="inner")
             .select("_p", "sync_start", "sync_end").sort("_p", "sync_end", "sync_start"))
-
-
-def _rank_union(parts: pl.DataFrame) -> pl.DataFrame:
-    """The union of ``parts``' intervals per rank (as :func:`traceparse.analyses.intervals.
-    union` merges them: overlapping or touching intervals join) as ``rank, end_ns, _cum``
-    (the merged length up to each end), sorted by rank and end."""
-    f = parts.select(pl.col("rank").cast(pl.Int64), pl.col("start_ns").cast(pl.Int64),
-                     pl.col("end_ns").cast(pl.Int64)).drop_nulls().filter(
-        pl.col("end_ns") > pl.col("start_ns"))
-    r, s, e = (f[c].to_numpy() for c in ("rank", "start_ns", "end_ns"))
-    o = np.argsort(s, kind="stable")
-    o = o[np.argsort(r[o], kind="stable")]
-    r, s, e = r[o], s[o], e[o]
-    first = np.ones(r.size, bool)
-    first[1:] = r[1:] != r[:-1]
-    reach = np.zeros(r.size, _I64)  # latest end before each interval of its rank
-    reach[1:] = seg_cummax(e, first)[:-1]
-    new = np.flatnonzero(first | (s > reach))
-    ce = np.maximum.reduceat(e, new) if new.size else e[:0]
-    cr, cl = r[new], ce - s[new]
-    cum = np.cumsum(cl)
-    rf = np.flatnonzero(np.append(True, cr[1:] != cr[:-1])) if cr.size else new[:0]
-    cum = cum - np.repeat((cum - cl)[rf], np.diff(np.append(rf, cr.size)))
-    return pl.DataFrame({"rank": cr, "end_ns": ce, "_cum": cum}).cast(
-        {"rank": parts.schema["rank"]})
-
-
-def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Per (rank, time): the removal set's length (``_rank_union`` frame ``lo``) before
-    ``t`` (an interval still open at ``t`` counts up to ``t``)."""
-    out = np.zeros(t.size, _I64)
-    if lo.height == 0 or t.size == 0:
-        return out
-    lr = lo["rank"].to_numpy().astype(_I64)
-    ends = lo["end_ns"].to_numpy().astype(_I64)
-    cums = lo["_cum"].to_numpy().astype(_I64)
-    for r in np.unique(lr).tolist():
-        a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
-        e, c = ends[a:b], cums[a:b]
-        before = np.append(0, c[:-1])  # merged length before each interval of the rank
-        starts = e - (c - before)
-        sel = np.flatnonzero(rank == r)
-        k = np.searchsorted(starts, t[sel], side="right") - 1  # last interval started
-        kk = np.maximum(k, 0)
-        out[sel] = np.where(k >= 0, before[kk] + np.minimum(e[kk], t[sel]) - starts[kk], 0)
-    return out
-
-
-def _launch_cum(tl: Timeline, p: _Prep, lo: pl.DataFrame | None = None) -> np.ndarray:
-    """Per activity: the rank's **launch overhead** (GPU idle while the host was issuing
-    work, :func:`traceparse.analyses.attribution.part_intervals`) that had ended before
-    its launch call began (cumulative; the call is the first in file order with the
-    activity's key). Removing launch cost moves later host work earlier by at most the
-    time the GPU actually waited for launches, so the saving never exceeds the rank's
-    launch overhead; a blocking or warm-up call is not launch overhead."""
-    from traceparse.analyses.attribution import part_intervals
-
-    if lo is None:
-        lo = _rank_union(part_intervals(tl, "launch_overhead_ns"))
-    out = np.zeros(p.gi.size, _I64)
-    if lo.height == 0 or p.gi.size == 0:
-        return out
-    if tl.gpu["process_id"].null_count() or tl.api["process_id"].null_count():
-        return _launch_cum_join(tl, p, lo)
-    row = launch_links(tl)["api_row_file"].gather(p.gi)
-    call_start = tl.api["start_ns"].gather(row)
-    has = call_start.is_not_null().to_numpy()
-    t = call_start.fill_null(0).to_numpy().astype(_I64)
-    return np.where(has, _cum_at(lo, p.rank, t), 0)
-
-
-def _launch_cum_join(tl: Timeline, p: _Prep, lo: pl.DataFrame) -> np.ndarray:
-    """:func:`_launch_cum` where process ids can be null (null ids are read as 0 on both
-    sides, so the call is found by a join on the filled key)."""
-    key = [*_PROC, "correlation_id"]
-    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
-             .select(*key, pl.col("start_ns").alias("_t"))
-             .with_columns(pl.col("process_id").fill_null(0))
-             .unique(subset=key, keep="first"))
-    rows = (tl.gpu.select(*key).with_columns(pl.col("process_id").fill_null(0))[p.gi]
-            .join(calls, on=key, how="left", maintain_order="left"))
-    has = rows["_t"].is_not_null().to_numpy()
-    t = rows["_t"].fill_null(0).to_numpy().astype(_I64)
-    return np.where(has, _cum_at(lo, p.rank, t), 0)
 
 
 def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
@@ -433,14 +357,17 @@ def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
 def predicted(tl: Timeline, *, durations: pl.Series | None = None,
               no_launch_overhead: bool = False, overlap_comm: bool = False,
               remove: pl.DataFrame | None = None,
-              drop_syncs: pl.DataFrame | bool = False) -> pl.DataFrame:
+              drop_syncs: pl.DataFrame | bool = False,
+              profiler: Profiler | None = None) -> pl.DataFrame:
     """The replay's predictions alone: ``rank, start_ns, end_ns, pred_start_ns,
     pred_end_ns`` per non-sync GPU row (``tl.gpu`` order), what :func:`replay` returns
-    without its descriptive columns (the savings engine needs only these)."""
+    without its descriptive columns (the savings engine needs only these). ``profiler``:
+    also remove the profiler's own host cost (:mod:`traceparse.analyses.replay_removed`)."""
     p = _prepare(tl)
     dur = p.dur if durations is None else (
         durations.cast(pl.Int64).to_numpy()[p.gi].astype(_I64))
-    pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm, remove, drop_syncs)
+    pred_end = _pred_end(tl, p, dur, no_launch_overhead, overlap_comm, remove, drop_syncs,
+                         profiler)
     pd = pl.Series("pred_dur_ns", dur) if durations is None else (
         durations.cast(pl.Int64).gather(p.gi))
     return pl.DataFrame({"rank": pl.Series(p.rank).cast(tl.gpu.schema["rank"]),
@@ -500,14 +427,17 @@ def _build_stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
 
 def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
               overlap_comm: bool, remove: pl.DataFrame | None = None,
-              drop_syncs: pl.DataFrame | bool = False) -> np.ndarray:
+              drop_syncs: pl.DataFrame | bool = False,
+              profiler: Profiler | None = None) -> np.ndarray:
     """Predicted end of every activity (``tl.gpu`` order of the non-sync rows).
 
     ``remove``: host time taken away (``rank, start_ns, end_ns``; with
     ``no_launch_overhead`` the launch-overhead part is added to it): every call and sync
     entry moves earlier by the removed time that had ended before it since the epoch
     began. ``drop_syncs``: blocking syncs that no longer wait (True: all; a frame: those
-    whose ``rank, process_id, start_ns`` it lists): the host goes on at the call's entry."""
+    whose ``rank, process_id, start_ns`` it lists): the host goes on at the call's entry.
+    ``profiler``: the profiler's recording cost is removed too (ops inside ``remove`` not
+    counted twice)."""
     from traceparse.analyses.attribution import part_intervals
 
     out = np.zeros(p.gi.size, _I64)
@@ -522,10 +452,16 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
     lo = _rank_union(pl.concat([x.cast(sets[0].schema) for x in sets])) if sets else None
     cum = _launch_cum(tl, p, lo) if lo is not None else None
     dropped = _dropped(p, drop_syncs)
+    keys = {int(q): (int(r), int(pid)) for r, pid, q in p.procs.iter_rows()}
     for q, rows, ep, key, t0 in st.procs:
         base_h = p.host[rows] - t0 + st.lat[rows]
         sy = st.syncs.get(q)
-        if sy is not None and (cum is not None or dropped is not None):
+        pa, pa_ss = None, None
+        if profiler is not None:
+            pk = keys[int(q)]
+            ev = outside_removed(profiler[0].get(pk, np.zeros(0, _I64)), lo, pk[0])
+            pa, pa_ss = profiler_parts(ev, profiler[1], p.host[rows], ep, sy)
+        if sy is not None and (cum is not None or dropped is not None or pa is not None):
             ss, se = np.asarray(sy[0], _I64), np.asarray(sy[1], _I64)
             rk = np.full(ss.size, p.rank[rows[0]], _I64)
             adv = np.zeros(ss.size, _I64)
@@ -536,6 +472,8 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
             drop = (np.ones(ss.size, bool) if dropped is True else
                     np.isin(ss, dropped.get(q, np.zeros(0, _I64)))
                     if isinstance(dropped, dict) else np.zeros(ss.size, bool))
+            if pa_ss is not None:
+                adv = adv + pa_ss
             sy = (*sy[:4], adv.tolist(), drop.tolist())
         if cum is not None:
             c = cum[rows]
@@ -549,6 +487,8 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
                 ef = np.flatnonzero(np.append(True, ep[1:] != ep[:-1]))
                 c = c - np.repeat(np.minimum.reduceat(c, ef), np.diff(np.append(ef, c.size)))
             base_h = base_h - c
+        if pa is not None:
+            base_h = base_h - pa
         out[rows] = _solve(rows, ep, key, p, st.g[rows], d[rows], base_h, sy, t0) + t0
     return out
 

@@ -20,6 +20,19 @@ of the attribution the change removes (``bound_ns``, summed over the rank's devi
   :data:`CHANGES`; ``warm_up``: the leading steps' excess over the steady state (no
   replay). ``note`` says what the mechanism assumed and where it was cut.
 
+**Without the profiler** (torch.profiler traces; null otherwise): ``window_unprofiled_ns``
+is the trace replayed with the profiler's own recording cost removed
+(:func:`traceparse.analyses.replay.predicted` with ``profiler``: each recorded op costs its
+thread :func:`traceparse.analyses.profiler_cost.profiler_cost`'s ``per_event_ns``), and
+``saving_unprofiled_ns`` that window minus the same change's replay with the cost removed
+too (ops inside host time the change already removes are not counted twice): one engine,
+two replays per change. The host-change cap is the same (the GPU's busy time does not
+depend on the profiler). ``warm_up``: the leading steps' excess over the steady median
+with each step less the cost of the ops recorded in it, at most the profiled excess, and
+never below the steady steps' GPU busy time. It
+states what the fix would save in a run without the profiler; removing the profiler is
+never a fix.
+
 ``within_bound`` says whether the replay stays within the part; the figure quoted anywhere is
 ``saving_ns`` itself (the same number ``whatif`` prints), never a sum over ranks: a job is
 only as fast as its slowest rank, so multi-rank figures are per rank, and the headline is the
@@ -90,11 +103,17 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
 
     schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
-              "within_bound": pl.Boolean, "note": pl.String}
+              "within_bound": pl.Boolean, "note": pl.String,
+              "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64}
     if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
     parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
+    prof = profiler(tl)
+    # the trace itself replayed without the profiler's cost: the window a user running
+    # without the profiler would see (null for traces not recorded by torch.profiler)
+    base = (windows(predicted(tl, profiler=prof)).select(
+        "rank", pl.col("predicted_ns").alias("window_unprofiled_ns")) if prof else None)
     out = []
     for change, bound in CHANGES.items():
         if change == "warm_up":
@@ -108,6 +127,18 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
             # the replay's predictions alone (windows read no other column); every change
             # shares the replay's preparation
             w = windows(predicted(tl, **args))
+            w = w.join(windows(predicted(tl, **args, profiler=prof)).select(
+                "rank", pl.col("predicted_ns").alias("_pu")), on="rank", how="left") \
+                if prof else w.with_columns(pl.lit(None, pl.Int64).alias("_pu"))
+        w = (w.join(base, on="rank", how="left") if base is not None
+             else w.with_columns(pl.lit(None, pl.Int64).alias("window_unprofiled_ns")))
+        if change == "warm_up":
+            # the excess of the steps without the profiler's cost: never more than with it
+            # (the same one-off work, less the recording)
+            ex_u = pl.min_horizontal("_exu", pl.col("measured_ns") - pl.col("predicted_ns"))
+            w = w.with_columns(pl.max_horizontal(pl.col("window_unprofiled_ns") - ex_u,
+                                                 "_busy").alias("_pu"))
+            w = w.drop("_exu", "_busy")
         out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns")),
                           on="rank", how="left")
                    .with_columns(pl.lit(change).alias("change"),
@@ -116,29 +147,47 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
                                  pl.lit("; ".join(notes) or None, pl.String).alias("note")))
     if not out:
         return pl.DataFrame(schema=schema)
-    res = pl.concat(out, how="vertical_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
+    res = pl.concat(out, how="diagonal_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
     # a change to the host gives back at most the time the GPU was not busy: where the
     # replay reads a cross-stream wait as host latency it would claim more, so it is capped
     host = pl.col("change").is_in(list(HOST_CHANGES))
+    # (the GPU's busy time, measured - bound, is the same with or without the profiler)
+    floor = pl.col("measured_ns") - pl.col("bound_ns")
     res = res.with_columns(
-        pl.when(host).then(pl.max_horizontal("predicted_ns",
-                                             pl.col("measured_ns") - pl.col("bound_ns")))
-        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"))
+        pl.when(host).then(pl.max_horizontal("predicted_ns", floor))
+        .otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
+        pl.when(host).then(pl.max_horizontal("_pu", floor)).otherwise(pl.col("_pu"))
+        .alias("_pu"))
     res = res.with_columns(
         (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
+        (pl.col("window_unprofiled_ns") - pl.col("_pu")).alias("saving_unprofiled_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
 
 
+def profiler(tl: Timeline) -> tuple[dict[tuple[int, int], np.ndarray], float] | None:
+    """The profiler's recording cost as the replay removes it (recorded-op starts per
+    process and the per-op cost, :mod:`traceparse.analyses.profiler_cost`); None for a
+    trace not recorded by torch.profiler."""
+    from traceparse.analyses import profiler_cost
+
+    ev = profiler_cost.advance_fn(tl)
+    if not ev:
+        return None
+    return ev, float(profiler_cost.profiler_cost(tl)["per_event_ns"])
+
+
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
     step (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
+    from traceparse.analyses import intervals
     from traceparse.analyses.steps import step_table
 
     st = step_table(tl, attribution=False)
     if st.height < 3 or "outlier" not in st.columns:
         return None, []
+    prof = profiler(tl)
     rows = []
     acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").agg(
         pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
@@ -166,16 +215,48 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
                  .to_series().to_list())
         excess = int(sum(max(0.0, w - steady) for w in walls))
         if excess > 0:
-            rows.append((int(rank), lead, excess))
+            # without the profiler: each step less the profiler's cost of the ops recorded
+            # in it (per_event_ns each, :mod:`traceparse.analyses.profiler_cost`)
+            cost = _recorded_cost(prof, int(rank), g["start_ns"].to_numpy(),
+                                  g["end_ns"].to_numpy(), lo, hi)
+            su = float(np.median(g["wall_ns"].to_numpy()[lead:] - cost[1][lead:]))
+            ex_u = int(sum(max(0.0, w - c - su) for w, c in zip(walls, cost[0][:lead],
+                                                                    strict=False)))
+            # the steady steps' GPU work still runs: the window never falls below it
+            first = int(g["start_ns"][lead])
+            busy = intervals.total(intervals.union(tl.gpu.filter(
+                (pl.col("rank") == rank) & (pl.col("kind").cast(pl.String) != "sync")
+                & (pl.col("start_ns") >= first))))
+            rows.append((int(rank), lead, excess, ex_u, busy))
     if not rows:
         return None, []
     w = windows_of(tl)
-    ex = pl.DataFrame({"rank": [r for r, _, _ in rows], "_ex": [e for _, _, e in rows]},
-                      schema={"rank": w.schema["rank"], "_ex": pl.Int64})
+    ex = pl.DataFrame({"rank": [r[0] for r in rows], "_ex": [r[2] for r in rows],
+                       "_exu": [r[3] for r in rows], "_busy": [r[4] for r in rows]},
+                      schema={"rank": w.schema["rank"], "_ex": pl.Int64, "_exu": pl.Int64,
+                              "_busy": pl.Int64})
     w = w.join(ex, on="rank", how="inner").with_columns(
         (pl.col("measured_ns") - pl.col("_ex")).alias("predicted_ns")).drop("_ex")
-    lead = max(n for _, n, _ in rows)
+    lead = max(r[1] for r in rows)
     return w, [f"the first {lead} step(s) above the steady-state median step"]
+
+
+def _recorded_cost(prof: tuple[dict[tuple[int, int], np.ndarray], float] | None, rank: int,
+                   s: np.ndarray, e: np.ndarray, lo: int, hi: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The profiler's cost of the ops recorded in each step ``[s, e)`` of ``rank``: inside
+    the GPU window ``[lo, hi)`` and in the whole step (zeros without a profiler)."""
+    clip = np.zeros(s.size), np.zeros(s.size)
+    if prof is None:
+        return clip
+    ev, c = prof
+    for (r, _pid), t in ev.items():
+        if r != rank:
+            continue
+        a, b = np.maximum(s, lo), np.minimum(e, hi)
+        clip[0][:] += c * np.clip(np.searchsorted(t, b) - np.searchsorted(t, a), 0, None)
+        clip[1][:] += c * (np.searchsorted(t, e) - np.searchsorted(t, s))
+    return clip
 
 
 def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> int:

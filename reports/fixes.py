@@ -2,7 +2,9 @@
 
 One list, from :func:`traceparse.reports.recommend.recommend` over the report's payload:
 every saving is the savings engine's (:mod:`traceparse.analyses.savings`), so ``fixes``,
-the report, ``summary`` and ``whatif --fix`` quote the same number.
+the report, ``summary`` and ``whatif --fix`` quote the same number. On a torch.profiler
+trace ``saving_unprofiled_ns`` / ``window_unprofiled_ns`` are the same replay with the
+profiler's own cost removed (null elsewhere, and for fixes the engine does not replay).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import polars as pl
 from traceparse.timeline import Timeline
 
 #: The fields of one fix, in order.
-FIELDS = ("rank", "id", "title", "saving_ns", "window_ns", "evidence", "how")
+FIELDS = ("rank", "id", "title", "saving_ns", "window_ns", "saving_unprofiled_ns",
+          "window_unprofiled_ns", "evidence", "how")
 
 
 def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
@@ -39,7 +42,8 @@ def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
 def fixes_frame(items: list[dict[str, Any]]) -> pl.DataFrame:
     """The fixes as a table (evidence joined with `` | ``)."""
     schema = {"rank": pl.Int64, "id": pl.String, "title": pl.String, "saving_ns": pl.Int64,
-              "window_ns": pl.Int64, "evidence": pl.String, "how": pl.String}
+              "window_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64,
+              "window_unprofiled_ns": pl.Int64, "evidence": pl.String, "how": pl.String}
     rows = [{**{k: r[k] for k in FIELDS}, "evidence": " | ".join(r["evidence"])}
             for r in items]
     return pl.DataFrame(rows, schema=schema)

@@ -46,6 +46,12 @@ row for that fix (:mod:`traceparse.analyses.savings`, mechanisms in
     Fires only with data-loading evidence (the engine has an ``input_pipeline`` row only
     then) when that replay saves at least 10% of the rank's window.
 
+For a torch.profiler trace every fix the engine replays also carries
+``saving_unprofiled_ns`` of ``window_unprofiled_ns``: the same replay with the profiler's
+own recording cost removed from both sides (:func:`traceparse.analyses.savings.savings`),
+what the fix saves in a run without the profiler. Fixes stay ranked by ``saving_ns``
+(docs/analyses.md says why).
+
 ``occupancy`` (launches with fewer blocks than the GPU has SMs)
     Fires when kernels holding at least 2% of a rank's window
     (:func:`traceparse.analyses.occupancy.underfilled`) were launched with fewer blocks than
@@ -446,6 +452,27 @@ def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
                  "work been spread over all of them (an upper bound).")]
 
 
+#: Fix id -> the savings engine's change it quotes.
+ENGINE_CHANGE = {"cuda-graphs": "no_launch_overhead", "host-sync": "host_sync",
+                 "fusion": "fusion", "pinned-memory": "pinned_memory", "warm-up": "warm_up",
+                 "input-pipeline": "input_pipeline", "overlap-comm": "overlap_comm"}
+
+
+def _unprofiled(payload: dict[str, Any], r: dict[str, Any]) -> None:
+    """Add ``saving_unprofiled_ns`` / ``window_unprofiled_ns`` (and their percentage) to a
+    fix: the same engine row's profiler-free replay (torch.profiler traces; None
+    otherwise and for fixes the engine does not replay). A statement of what the fix saves
+    without the profiler's own cost, never a fix for that cost."""
+    change = ENGINE_CHANGE.get(r["id"])
+    top = _engine(payload, change) if change else None
+    s, w = (top.get("saving_unprofiled_ns"), top.get("window_unprofiled_ns")) if top else (
+        None, None)
+    if s is None or not w:
+        s = w = None
+    r["saving_unprofiled_ns"], r["window_unprofiled_ns"] = s, w
+    r["saving_unprofiled_pct"] = _pct(s, w) if s is not None and w else None
+
+
 def recommend(payload: dict[str, Any]) -> dict[str, Any]:
     """``{"verdict": {...}, "items": [ranked recommendations]}`` for ``payload``."""
     items: list[dict[str, Any]] = []
@@ -472,4 +499,5 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
     items.sort(key=lambda r: (-r["saving_ns"], r["id"]))
     for i, r in enumerate(items, 1):
         r["rank"] = i
+        _unprofiled(payload, r)
     return {"verdict": verdict(payload), "items": items, "withheld": withheld}

@@ -122,9 +122,13 @@ def _savings(frame: pl.DataFrame) -> list[str]:
         # replay's own error, instead of quoting a negative saving
         saved = (f"{fmt_ns(r['saving_ns']):>10}" if r["saving_ns"] >= 0 else
                  f"{'none':>10} (the replay runs {fmt_ns(-r['saving_ns'])} longer)")
+        unprof = (f"; without the profiler {fmt_ns(r['saving_unprofiled_ns'])} of "
+                  f"{fmt_ns(r['window_unprofiled_ns'])}"
+                  if r.get("saving_unprofiled_ns") is not None
+                  and r.get("window_unprofiled_ns") else "")
         lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {saved} "
                      f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
-                     f"{fmt_ns(r['predicted_ns'])})")
+                     f"{fmt_ns(r['predicted_ns'])}{unprof})")
     return lines
 
 

@@ -364,6 +364,9 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
             if not ok or not share or int(share.group(1)) <= 0:
                 out.append(f"{tag}: no CPU samples of the thread in the file")
             continue
+        if name == "unrecorded dispatch":  # no call or range to name: check the claim
+            out += _audit_unrecorded(raw, g, gs, ge, 0, tag)
+            continue
         hits = _named(host, name, g.get("cause_thread_id"), g.get("cause_start_ns"),
                       g.get("cause_end_ns"), d.pids)
         if not hits:
@@ -382,9 +385,41 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
         elif detail.startswith("the GPU drained while the host waited"):
             if not s <= gs + TOL_NS:
                 out.append(f"{tag}: the sync starts at {s}, after the gap began")
+        elif detail.startswith("unrecorded dispatch"):
+            out += _audit_unrecorded(raw, g, gs, ge, cov, tag)
         elif cov < COVER * length - TOL_NS:
             out.append(f"{tag}: the named call covers {cov} ns = {100 * cov / length:.1f}% "
                        "of the gap, less than half")
+    return out
+
+
+def _audit_unrecorded(raw: Raw, g: dict[str, Any], gs: int, ge: int, cov: int, tag: str
+                      ) -> list[str]:
+    """An issuing gap named as unrecorded dispatch: the named op plus the time on its thread
+    in no recorded range (ProfilerStep aside) cover at least half the gap, inside one
+    ProfilerStep, with CUDA calls of that thread before and after it in that step."""
+    tid = g.get("cause_thread_id")
+    mine = [r for r in raw.ranges if r[1] == tid and not r[2].startswith("ProfilerStep#")]
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((r[3], r[4]) for r in mine):  # nested ops: their union
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    covered = _intersect([(gs, ge)], merged)
+    unrec = (ge - gs) - covered
+    out = []
+    if cov + unrec < COVER * (ge - gs) - TOL_NS:
+        out.append(f"{tag}: the named op ({cov} ns) and the unrecorded time ({unrec} ns) "
+                   "cover less than half the gap")
+    steps = [r for r in raw.ranges if r[2].startswith("ProfilerStep#")
+             and 2 * (min(r[4], ge) - max(r[3], gs)) >= ge - gs]
+    if not steps:
+        return [*out, f"{tag}: no ProfilerStep holds the gap"]
+    s0, s1 = steps[0][3], steps[0][4]
+    calls = [c for c in raw.calls if c[1] == tid and s0 <= c[3] < s1]
+    if not any(c[4] <= ge for c in calls) or not any(c[3] >= gs for c in calls):
+        out.append(f"{tag}: thread {tid} has no CUDA call before and after it in its step")
     return out
 
 
@@ -619,3 +654,45 @@ def test_the_audit_catches_false_conclusions() -> None:
                    "cudaStreamWaitEvent call before the gap ends"]
     raw.calls.append((1, 7, "cudaStreamWaitEvent", 80 * us, 81 * us))
     assert audit_gaps(raw, payload, devs) == []
+
+
+def test_the_audit_checks_unrecorded_dispatch() -> None:
+    # kernels [0,100) and [400,500); thread 7 launches at [80,90) and [380,390) inside
+    # ProfilerStep#1 [0,600), with aten::cat [330,390) its only op in the gap [100,400):
+    # 60 us named + 240 us in no range ([100,330) and [390,400)) >= half of 300
+    us = 1000
+    raw = Raw(gpu=[(1, 0, 7, 0, 100 * us, "kernel", "k", 1, "1x1x1", "32x1x1"),
+                   (1, 0, 7, 400 * us, 500 * us, "kernel", "k", 1, "1x1x1", "32x1x1")],
+              calls=[(1, 7, "cudaLaunchKernel", 80 * us, 90 * us),
+                     (1, 7, "cudaLaunchKernel", 380 * us, 390 * us)],
+              ranges=[(1, 7, "ProfilerStep#1", 0, 600 * us),
+                      (1, 7, "aten::cat", 330 * us, 390 * us)])
+    row = {"rank": 0, "device_id": 0, "start_ns": 100 * us, "end_ns": 400 * us,
+           "dur_ns": 300 * us, "cause": "issuing", "cause_name": "aten::cat",
+           "cause_thread_id": 7, "cause_start_ns": 330 * us, "cause_end_ns": 390 * us,
+           "cause_detail": "unrecorded dispatch: 77% of the gap lies in no recorded range"}
+    payload: dict[str, Any] = {
+        "attribution": {"rows": [{"rank": 0, "device_id": 0, "window_ns": 500 * us}],
+                        "totals": {"window_ns": 500 * us}},
+        "gaps": {"table": {"rows": [row]}, "by_cause": []}}
+    devs = _devices(raw, payload, {0: {1}})
+    assert audit_gaps(raw, payload, devs) == []
+    # recorded ops cover the rest of the gap ([100,300) nested: 200 us once): the claim is
+    # false, 60 + 40 < 150
+    raw.ranges += [(1, 7, "aten::view", 100 * us, 300 * us),
+                   (1, 7, "aten::as_strided", 150 * us, 200 * us)]
+    assert "cover less than half the gap" in audit_gaps(raw, payload, devs)[0]
+    raw.ranges = raw.ranges[:2]
+    # no op overlaps the gap at all: named "unrecorded dispatch" (thread 7's time in no
+    # range, [100,330) + [390,400) = 240 of 300 us); a false one if ops covered it
+    row.update(cause_name="unrecorded dispatch", cause_start_ns=100 * us,
+               cause_end_ns=330 * us)
+    assert audit_gaps(raw, payload, devs) == []
+    raw.ranges.append((1, 7, "aten::view", 100 * us, 300 * us))
+    assert "cover less than half the gap" in audit_gaps(raw, payload, devs)[0]
+    raw.ranges = raw.ranges[:2]
+    # the gap in no step
+    raw.ranges[0] = (1, 7, "ProfilerStep#1", 450 * us, 600 * us)
+    assert audit_gaps(raw, payload, devs) == [
+        f"gap [{100 * us}, {400 * us}) (0, 0) issuing 'unrecorded dispatch': no "
+        "ProfilerStep holds the gap"]

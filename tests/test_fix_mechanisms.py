@@ -32,8 +32,9 @@ GPU = Path(__file__).resolve().parent.parent.parent / "shared" / "traces" / "gpu
 
 def _tl(acts: list[dict[str, Any]], calls: list[dict[str, Any]],
         ranges: list[dict[str, Any]] = ()) -> Timeline:  # type: ignore[assignment]
-    """acts: start, end (us), corr, name; calls: name, start, end, corr; ranges: name,
-    start, end, kind (default user_annotation), all on process 1 thread 1, stream 7."""
+    """acts: start, end (us), corr, name; calls: name, start, end, corr, thread (default
+    1); ranges: name, start, end, kind (default user_annotation); process 1, thread 1,
+    stream 7."""
     gpu = pl.DataFrame([{
         "rank": 0, "kind": "kernel", "category": "compute", "start_ns": a["start"] * US,
         "end_ns": a["end"] * US, "dur_ns": (a["end"] - a["start"]) * US, "device_id": 0,
@@ -42,7 +43,8 @@ def _tl(acts: list[dict[str, Any]], calls: list[dict[str, Any]],
     api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": c["name"],
                          "start_ns": c["start"] * US, "end_ns": c["end"] * US,
                          "dur_ns": (c["end"] - c["start"]) * US, "process_id": 1,
-                         "thread_id": 1, "correlation_id": c.get("corr")} for c in calls])
+                         "thread_id": c.get("thread", 1), "correlation_id": c.get("corr")}
+                        for c in calls])
     tables = {"gpu": schema.conform("gpu", gpu), "api": schema.conform("api", api)}
     if ranges:
         rng = pl.DataFrame([{"rank": 0, "kind": r.get("kind", "user_annotation"),
@@ -138,49 +140,156 @@ def _sibling_ops_tl() -> Timeline:
 
 
 def test_one_issuing_rule_for_attribution_gaps_and_verdict() -> None:
-    """Where the two old definitions disagreed: the attribution counted only the stretch
+    """Where the old definitions disagreed: the attribution once counted only the stretch
     between two calls inside one range holding both (here none but the step, which never
-    counts), so the window was launch 17 (the four launch calls inside it), idle 118,
-    "idle-bound: 63.1% ...; largest gaps mostly cpu_work", while the gaps were covered by
-    the aten op launching the next kernel. The one rule (analyses/issuing.py): the host is
-    issuing while inside a range that contains its next launch.
+    counts): launch 17, idle 118, "idle-bound ... mostly cpu_work". The one rule
+    (analyses/issuing.py): the host is issuing while inside a range that contains its next
+    launch, and, between two launches of one step on a thread that records its ops, while
+    in no recorded range at all (unrecorded dispatch: the Python between two ops).
 
-    Issuing before each launch: aten::add [5,10), aten::addmm [40,100), aten::sum
-    [140,150), aten::div [176,181), aten::neg [186,190). Window [20,207) = 187: compute
-    10 + 20 + 12 + 3 + 7 = 52. Gaps: [30,110) = 80: launch [40,105) 65, idle [30,40) +
-    [105,110) 15; [130,158) = 28: launch [140,155) 15, idle [130,140) + [155,158) 13;
-    [170,197) = 27: launch [176,184) + [186,194) 16, idle [170,176) + [184,186) +
-    [194,197) 11. Launch 96, idle 39.
+    Issuing before each launch: aten::add [5,10); Python [30,40) + aten::addmm [40,100);
+    [120,140) (Python after aten::addmm returned) + aten::sum [140,150); Python [175,176)
+    + aten::div [176,181); aten::neg [186,190) (the stretch [184,190) lies in aten::div
+    and aten::neg, both recorded: nothing unrecorded). [105,120) is the tail of the op
+    that issued B (inside aten::addmm, which does not hold D's launch): not issuing.
+    Window [20,207) = 187: compute 10 + 20 + 12 + 3 + 7 = 52. Gaps: [30,110) = 80: launch
+    [30,105) 75, idle [105,110) 5; [130,158) = 28: launch [130,155) 25, idle [155,158) 3;
+    [170,197) = 27: launch [175,184) + [186,194) 17, idle [170,175) + [184,186) +
+    [194,197) 10. Launch 117, idle 18 (before the unrecorded-dispatch rule: 96 and 39).
     """
     from traceparse.analyses.attribution import breakdown_windows, issuing_intervals
     from traceparse.analyses.steps import step_windows
     from traceparse.analyses.summary import summarize
 
     tl = _sibling_ops_tl()
-    assert _parts(tl) == {"window_ns": 187, "compute_ns": 52, "launch_overhead_ns": 96,
-                          "host_sync_ns": 0, "idle_ns": 39}
+    assert _parts(tl) == {"window_ns": 187, "compute_ns": 52, "launch_overhead_ns": 117,
+                          "host_sync_ns": 0, "idle_ns": 18}
     iv = issuing_intervals(tl, ["rank", "device_id"]).sort("start_ns")
     assert [(s // US, e // US) for s, e in iv.select("start_ns", "end_ns").rows()] == [
-        (5, 10), (40, 100), (140, 150), (176, 181), (186, 190)]
+        (5, 10), (30, 100), (120, 150), (175, 181), (186, 190)]
     g = idle_gaps(tl, min_ns=1 * US).sort("start_ns")
     assert [(r["start_ns"] // US, r["dur_ns"] // US, r["launch_overhead_ns"] // US,
              r["idle_ns"] // US, r["kind"], r["cause"], r["cause_name"])
             for r in g.iter_rows(named=True)] == [
-        (30, 80, 65, 15, "launch_overhead", "issuing", "aten::addmm"),
-        (130, 28, 15, 13, "launch_overhead", "issuing", "aten::sum"),
+        (30, 80, 75, 5, "launch_overhead", "issuing", "aten::addmm"),
+        (130, 28, 25, 3, "launch_overhead", "issuing", "aten::sum"),
         # two ops issue it, neither covers half (10 of 27 us each): named by the range
         # overlapping it most (a tie: the earlier)
-        (170, 27, 16, 11, "launch_overhead", "issuing", "aten::div")]
+        (170, 27, 17, 10, "launch_overhead", "issuing", "aten::div")]
     # the gaps' launch overhead is the attribution's, every nanosecond of it
-    assert int(g["launch_overhead_ns"].sum()) == 96 * US
+    assert int(g["launch_overhead_ns"].sum()) == 117 * US
     assert summarize(tl)["verdict"].startswith(
-        "launch-bound: 51.3% of the window is launch overhead (the host issuing work)")
+        "launch-bound: 62.6% of the window is launch overhead (the host issuing work)")
     # the steps table reads the same sets: step [0,250) adds [5,15) of issuing before A
-    # ran (launch 106) and [0,5) + [15,20) + [207,250) of idle (92)
+    # ran (launch 127) and [0,5) + [15,20) + [207,250) of idle (71)
     st = breakdown_windows(tl, step_windows(tl).select(
         "rank", pl.col("start_ns").alias("window_start_ns"),
         pl.col("end_ns").alias("window_end_ns"))).row(0, named=True)
-    assert (st["launch_overhead_ns"], st["idle_ns"]) == (106 * US, 92 * US)
+    assert (st["launch_overhead_ns"], st["idle_ns"]) == (127 * US, 71 * US)
+
+
+def _b_stretch(tl: Timeline) -> list[tuple[int, int]]:
+    """The issuing intervals between A's call (ends 15) and B's (starts 100), in us."""
+    from traceparse.analyses.attribution import issuing_intervals
+
+    iv = issuing_intervals(tl, ["rank", "device_id"]).sort("start_ns")
+    return [(s // US, e // US) for s, e in iv.select("start_ns", "end_ns").rows()
+            if s < 100 * US and e > 15 * US]
+
+
+def test_unrecorded_dispatch_only_inside_a_steps_dispatch_loop() -> None:
+    """The unrecorded part of B's stretch, Python [30,40) between aten::add and aten::addmm
+    (:func:`_sibling_ops_tl`), is issuing only when nothing in the trace says it was
+    something else; each case below keeps it out (issuing [40,100), as before the rule)."""
+    base = _sibling_ops_tl()
+    assert _b_stretch(base) == [(30, 100)]
+    acts = [{"start": s, "end": e, "corr": i} for i, (s, e) in enumerate(
+        ((20, 30), (110, 130), (158, 170), (197, 200), (200, 207)), start=1)]
+    calls = [{"name": LAUNCH, "start": s, "end": e, "corr": i} for i, (s, e) in enumerate(
+        ((10, 15), (100, 105), (150, 155), (181, 184), (190, 194)), start=1)]
+    ops = [{"name": n, "start": s, "end": e, "kind": "cpu_op"} for n, s, e in (
+        ("aten::add", 5, 30), ("aten::addmm", 40, 120), ("aten::empty", 45, 50),
+        ("aten::sum", 140, 175), ("aten::div", 176, 186), ("aten::neg", 186, 196))]
+    step = {"name": "ProfilerStep#1", "start": 0, "end": 250, "kind": "profiler_step"}
+    # a data-loading range in the gap: input pipeline, not dispatch (and itself never
+    # issuing)
+    tl = _tl(acts, calls, [step, *ops, {"name": "make_batch", "start": 32, "end": 38}])
+    assert _b_stretch(tl) == [(40, 100)]
+    # the previous call waited (a sync at [16,25)): the host was blocked, then went on
+    tl = _tl(acts, [*calls, {"name": "cudaStreamSynchronize", "start": 16, "end": 25}],
+             [step, *ops])
+    assert _b_stretch(tl) == [(40, 100)]
+    # no step ranges: nothing says the two launches belong to one step's dispatch
+    assert _b_stretch(_tl(acts, calls, ops)) == [(40, 100)]
+    # the two launches in different steps: the loop between steps is not dispatch
+    tl = _tl(acts, calls, [{**step, "end": 35}, {**step, "name": "ProfilerStep#2",
+                                                  "start": 35}, *ops])
+    assert _b_stretch(tl) == [(40, 100)]
+    # a thread whose ops are not recorded (user ranges only): the time outside its ranges
+    # is not known to be framework dispatch (aten::empty left out: a user range with no
+    # CUDA call is other CPU work, never issuing)
+    tl = _tl(acts, calls, [step, *({**o, "kind": "user_annotation"} for o in ops
+                                   if o["name"] != "aten::empty")])
+    assert _b_stretch(tl) == [(40, 100)]
+    # another thread launched during it (thread 2 at [33,36)): this thread was waiting
+    # for, or handing over to, that one
+    tl = _tl([*acts, {"start": 60, "end": 65, "corr": 9}],
+             [*calls, {"name": LAUNCH, "start": 33, "end": 36, "corr": 9, "thread": 2}],
+             [step, *ops])
+    assert _b_stretch(tl) == [(40, 100)]
+
+
+def _kineto(tl: Timeline) -> Timeline:
+    """``tl`` as if read from a torch.profiler trace (its recorded ops cost the host)."""
+    src = schema.conform("sources", pl.DataFrame({"rank": [0], "file": ["t.json"],
+                                                  "format": ["kineto-json"]}))
+    return Timeline(**{**{k: getattr(tl, k) for k in Timeline.__dataclass_fields__},
+                       "sources": src}).validate()
+
+
+def test_profiler_free_saving_in_the_same_engine() -> None:
+    """Recorded ops start at 0 (the step), 5, 40, 45, 140, 176, 186 us; at 2 us each.
+
+    Before (the trace without the profiler): each launch call moves earlier by 2 us per op
+    before it: A 10-4 -> [16,26); B 100-8 +10 -> [102,122); D 150-10 +8 -> [148,160); E1
+    181-12 +16 -> [185,188); E2 queued behind E1 -> [188,195). Window 179 (measured 187).
+
+    After CUDA graphs (issuing removed from the step's first launch on: [10,15),
+    [30,105), [120,155), [175,184), [186,194)): the ops at 40, 45, 140, 176 and 186 lie
+    in removed time and are not taken off again, so only a constant 4 us remains and
+    the window is the profiled replay's: A [20,30), B host 100-75 +10 -> [35,55), D
+    150-110 +8 -> [55,67), E1 181-121 +16 -> [76,79), E2 [79,86): 66. (Taking those ops
+    off twice would give 58.) Saving 187-66 = 121 profiled, 179-66 = 113 without."""
+    from traceparse.analyses import profiler_cost
+    from traceparse.analyses.mechanisms import replay_args
+    from traceparse.reports.fixes import fixes_list
+
+    tl = _kineto(_sibling_ops_tl())
+    ev = profiler_cost.advance_fn(tl)
+    assert {k: (v // US).tolist() for k, v in ev.items()} == {
+        (0, 1): [0, 5, 40, 45, 140, 176, 186]}
+    prof = (ev, 2.0 * US)
+    assert windows(predicted(tl, profiler=prof))["predicted_ns"].to_list() == [179 * US]
+    args, _ = replay_args(tl, "no_launch_overhead")
+    assert windows(predicted(tl, **args))["predicted_ns"].to_list() == [66 * US]
+    assert windows(predicted(tl, **args, profiler=prof))["predicted_ns"].to_list() == [
+        66 * US]
+    # the engine's row, with the profiler's own estimate of the per-op cost: the before
+    # and after windows are these replays, and fixes / summary / whatif quote them
+    c = profiler_cost.profiler_cost(tl)["per_event_ns"]
+    before = windows(predicted(tl, profiler=(ev, c)))["predicted_ns"].item()
+    after = windows(predicted(tl, **args, profiler=(ev, c)))["predicted_ns"].item()
+    row = savings(tl).filter(pl.col("change") == "no_launch_overhead").row(0, named=True)
+    assert (row["saving_ns"], row["window_unprofiled_ns"], row["saving_unprofiled_ns"]) == (
+        121 * US, before, before - after)
+    fix = next(f for f in fixes_list(tl)[0] if f["id"] == "cuda-graphs")
+    assert (fix["saving_ns"], fix["window_unprofiled_ns"], fix["saving_unprofiled_ns"]) == (
+        121 * US, before, before - after)
+    w = whatif(tl, fix="cuda-graphs").filter(pl.col("scope") == "window").row(0, named=True)
+    assert (w["unprofiled_before_ns"], w["unprofiled_after_ns"]) == (before, after)
+    # an nsys-like trace (not torch.profiler): no profiler-free figure
+    row = savings(_sibling_ops_tl()).filter(pl.col("change") == "no_launch_overhead")
+    assert row["saving_unprofiled_ns"].to_list() == [None]
 
 
 def test_cuda_graphs_remove_issuing_time() -> None:
@@ -231,7 +340,9 @@ def test_fixes_cli_json_and_empty(tmp_path: Path) -> None:
     items = json.loads(r.stdout)
     assert items and items[0]["rank"] == 1 and items[0]["id"] == "cuda-graphs"
     assert set(items[0]) == {"rank", "id", "title", "saving_ns", "window_ns", "evidence",
-                             "how"}
+                             "how", "saving_unprofiled_ns", "window_unprofiled_ns"}
+    # an nsys trace has no torch.profiler cost to take away
+    assert items[0]["saving_unprofiled_ns"] is None
     assert all(isinstance(e, str) for e in items[0]["evidence"])
     # the saving is the engine's, the figure summary prints
     sv = savings(__import__("traceparse").load(root / "launch_bound.sqlite"))
