@@ -408,6 +408,20 @@ def test_no_input_pipeline_fix_without_data_loading_evidence() -> None:
                 assert any(re.search(DATA_LOADING_RE, e) for e in f["evidence"]), (p, f)
 
 
+def _prefetched_tl(*, with_op: bool) -> Timeline:
+    """A [0,20) (call [-10,-5)), B [100,120) (call [90,95)); ranges prefetched [-20,130),
+    make_batch [22,38) and, ``with_op``, aten::mm [40,96) holding B's call."""
+    ranges = [{"name": "scenario_work.py(365): prefetched", "start": -20, "end": 130,
+               "kind": "python_function"},
+              {"name": "scenario_work.py(337): make_batch", "start": 22, "end": 38,
+               "kind": "python_function"}]
+    if with_op:
+        ranges.append({"name": "aten::mm", "start": 40, "end": 96, "kind": "cpu_op"})
+    return _tl([{"start": 0, "end": 20, "corr": 1}, {"start": 100, "end": 120, "corr": 2}],
+               [{"name": LAUNCH, "start": -10, "end": -5, "corr": 1},
+                {"name": LAUNCH, "start": 90, "end": 95, "corr": 2}], ranges)
+
+
 def test_ops_nested_in_a_data_loading_range_issue_their_own_time() -> None:
     """torch.profiler's Python tracer keeps a generator's frame open across ``yield``, so
     a prefetching loop's ``prefetched`` frame (a data-loading name) spans the training step
@@ -422,14 +436,7 @@ def test_ops_nested_in_a_data_loading_range_issue_their_own_time() -> None:
     [20,100) = 80: launch [40,95) = 55, idle [20,40) + [95,100) = 25: issuing, aten::mm.
     The old rule took the whole prefetched range out (launch 5, idle 75, input_pipeline).
     """
-    tl = _tl([{"start": 0, "end": 20, "corr": 1}, {"start": 100, "end": 120, "corr": 2}],
-             [{"name": LAUNCH, "start": -10, "end": -5, "corr": 1},
-              {"name": LAUNCH, "start": 90, "end": 95, "corr": 2}],
-             [{"name": "scenario_work.py(365): prefetched", "start": -20, "end": 130,
-               "kind": "python_function"},
-              {"name": "scenario_work.py(337): make_batch", "start": 22, "end": 38,
-               "kind": "python_function"},
-              {"name": "aten::mm", "start": 40, "end": 96, "kind": "cpu_op"}])
+    tl = _prefetched_tl(with_op=True)
     assert _parts(tl) == {"window_ns": 120, "compute_ns": 40, "launch_overhead_ns": 55,
                           "host_sync_ns": 0, "idle_ns": 25}
     g = idle_gaps(tl, min_ns=1 * US).row(0, named=True)
@@ -441,13 +448,7 @@ def test_a_data_loading_range_without_nested_work_stays_input_pipeline() -> None
     """The same trace without aten::mm: nothing nested claims the time, so the gap's host
     time is data loading (make_batch covers [22,38) of it) and the gap is input_pipeline;
     the launch part is B's call [90,95) only."""
-    tl = _tl([{"start": 0, "end": 20, "corr": 1}, {"start": 100, "end": 120, "corr": 2}],
-             [{"name": LAUNCH, "start": -10, "end": -5, "corr": 1},
-              {"name": LAUNCH, "start": 90, "end": 95, "corr": 2}],
-             [{"name": "scenario_work.py(365): prefetched", "start": -20, "end": 130,
-               "kind": "python_function"},
-              {"name": "scenario_work.py(337): make_batch", "start": 22, "end": 38,
-               "kind": "python_function"}])
+    tl = _prefetched_tl(with_op=False)
     p = _parts(tl)
     assert (p["launch_overhead_ns"], p["idle_ns"]) == (5, 75)
     g = idle_gaps(tl, min_ns=1 * US).row(0, named=True)
