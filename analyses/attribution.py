@@ -77,6 +77,7 @@ from traceparse import links
 from traceparse.analyses import intervals, sweep
 from traceparse.analyses import warmup as _warmup
 from traceparse.analyses.callparts import call_parts
+from traceparse.analyses.hostrows import name_matches, per_group
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -210,36 +211,6 @@ def launch_windows(tl: Timeline, acts: pl.DataFrame | None = None) -> pl.DataFra
             .drop("call_name", "call_part"))
 
 
-def per_group(frame: pl.DataFrame, acts: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
-    """Host rows (``rank, process_id, name, thread_id, start_ns, end_ns``) copied to every
-    group of ``acts`` their process has work in (same rank; a null process id on either
-    side matches any process of the rank). Returns the group columns, ``name`` (string),
-    ``thread_id``, ``start_ns``, ``end_ns``."""
-    group = list(group)
-    procs = acts.select(*group, "process_id").unique()
-    rows = frame.select("rank", pl.col("process_id").alias("_pid"),
-                        pl.col("name").cast(pl.String), "thread_id", "start_ns", "end_ns")
-    if "rank" in group:
-        j = procs.join(rows, on="rank", how="inner")
-    else:
-        j = procs.join(rows.drop("rank"), how="cross")
-    return (j.filter(pl.col("process_id").is_null() | pl.col("_pid").is_null()
-                     | (pl.col("process_id") == pl.col("_pid")))
-            .select(*group, "name", "thread_id", "start_ns", "end_ns")
-            .unique(maintain_order=True))
-
-
-def _name_matches(frame: pl.DataFrame, pattern: str) -> pl.Expr:
-    """``name`` matches the regex ``pattern``; for a categorical ``name`` the regex runs
-    on the distinct names only (hundreds, not a million calls)."""
-    names = frame.get_column("name")
-    if names.dtype != pl.Categorical:
-        return pl.col("name").cast(pl.String).str.contains(pattern)
-    distinct = names.unique().drop_nulls()
-    hit = distinct.filter(distinct.cast(pl.String).str.contains(pattern))
-    return pl.col("name").is_in(hit.implode())  # categorical codes, no million strings
-
-
 def _busy_host_calls(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     """:func:`_compose_host_calls` of the busy activities, once per timeline and group."""
     return dict(cached(tl, "host_calls:" + ",".join(group), ("gpu", "api", "ranges"),
@@ -280,7 +251,7 @@ def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
         rows = links.launch_links(tl)["api_row_file"].gather(g)
         classified = (classify_calls(tl, columns=[*group, "start_ns"])
                       .with_columns(rows.filter(rows.is_not_null()).alias("_row")))
-        blocking = tl.api.select(_name_matches(tl.api, BLOCKING_API_RE)).to_series().arg_true()
+        blocking = tl.api.select(name_matches(tl.api, BLOCKING_API_RE)).to_series().arg_true()
         bounds = pl.concat([classified["_row"].cast(pl.UInt32), blocking.cast(pl.UInt32)])
         return issuing_stretches(tl, group, classified.filter(pl.col("call_part") == "launch"),
                                  per_group(non_issuing(tl), busy, group), bounds, blocking)
@@ -320,7 +291,7 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
     api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
                         "end_ns").filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
-        out = per_group(api.filter(_name_matches(api, BLOCKING_API_RE)), acts, group)
+        out = per_group(api.filter(name_matches(api, BLOCKING_API_RE)), acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
         out = per_group(_warmup.warmup_signals(tl, BLOCKING_API_RE), acts, group)
     corr = (call_windows(tl, acts) if windows is None else windows).filter(

@@ -18,7 +18,7 @@ COVER_FRACTION = 0.5
 def near_gaps(rows: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``rows`` that overlap some gap of any group (a superset of those that
     overlap a gap of their own group; the filter reads only the row's own bounds, so it
-    commutes with :func:`~traceparse.analyses.attribution.per_group`)."""
+    commutes with :func:`~traceparse.analyses.hostrows.per_group`)."""
     u = intervals.union(gaps.select("start_ns", "end_ns"))
     ok = (rows["start_ns"].is_not_null() & rows["end_ns"].is_not_null()).to_numpy()
     s = rows["start_ns"].fill_null(0).to_numpy()
@@ -65,7 +65,7 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
                                             & pl.col("cause_name").is_null())
     if todo.height == 0:
         return gaps
-    from traceparse.analyses.attribution import per_group
+    from traceparse.analyses.hostrows import per_group
     from traceparse.analyses.issuing import host_ranges
 
     rows = pl.concat([host_ranges(tl).drop("kind"), tl.api.filter(

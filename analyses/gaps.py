@@ -81,13 +81,13 @@ from traceparse.analyses.attribution import (
     busy_activities,
     default_segments,
     host_sets,
-    per_group,
     warmup_intervals,
 )
 from traceparse.analyses.gapjoin import COVER_FRACTION
 from traceparse.analyses.gapjoin import join_gaps as _join_gaps
 from traceparse.analyses.gapjoin import name_issuing as _name_issuing
 from traceparse.analyses.gapjoin import near_gaps as _near_gaps
+from traceparse.analyses.hostrows import per_group
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
 from traceparse.kernelname import short_kernel_name
@@ -398,7 +398,7 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
                 ) -> pl.DataFrame:
     """Every host interval that may explain a gap: group columns, ``_cause``, ``_name``,
     ``_tid``, ``start_ns``, ``end_ns``. ``calls``: the finished CUDA calls per group
-    (:func:`~traceparse.analyses.attribution.per_group`). With ``gaps``, only the host
+    (:func:`~traceparse.analyses.hostrows.per_group`). With ``gaps``, only the host
     rows that overlap some gap (:func:`_near_gaps`, taken before they are copied to their
     groups; the only use, :func:`_cover`, joins them with the gaps). ``fixed``: the
     ``host_sync`` and ``warmup`` candidates when the caller has them (labelled)."""

@@ -180,7 +180,8 @@ def data_loading_idle(tl: Timeline) -> pl.DataFrame:
     """GPU idle (the attribution's ``idle_ns``) while a launching thread was in a
     data-loading range: ``rank, device_id, start_ns, end_ns, name``."""
     from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import busy_activities, part_intervals, per_group
+    from traceparse.analyses.attribution import busy_activities, part_intervals
+    from traceparse.analyses.hostrows import per_group
     from traceparse.analyses.issuing import DATA_LOADING_RE, host_ranges
 
     r = host_ranges(tl).filter((pl.col("kind") != "cpu_op")

@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse.analyses import attribution, gaps, sweep
+from traceparse.analyses import attribution, gaps, hostrows, sweep
 from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
@@ -56,11 +56,11 @@ def _check(tl: Timeline) -> None:
         free = attribution.default_segments(tl, group)["free"]
         gp = (attribution.intervals.union(free, by=group)
               .filter(pl.col("end_ns") - pl.col("start_ns") >= 1000).with_row_index("_gid"))
-        calls = attribution.per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts,
+        calls = hostrows.per_group(tl.api.filter(pl.col("end_ns").is_not_null()), acts,
                                       group)
         cands = gaps._candidates(tl, acts, group, calls)
         # the calls kept by _near_gaps join the gaps exactly as all calls do
-        near = attribution.per_group(
+        near = hostrows.per_group(
             gaps._near_gaps(tl.api.filter(pl.col("end_ns").is_not_null()), gp), acts, group)
         _same(gaps._join_gaps(gp, near, group), _ref_join_gaps(gp, calls, group))
         # the candidates kept by _near_gaps (before the copy to groups) cover as all do
