@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal, assert_series_equal
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse.analyses import attribution
+from traceparse.analyses import attribution, hostrows
 from traceparse.analyses.callparts import call_parts
 from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
@@ -118,7 +118,7 @@ def _check_names(tl: Timeline) -> None:
         for pattern in (attribution.BLOCKING_API_RE, attribution.WARMUP_API_RE,
                         attribution.WARMUP_RANGE_RE):
             assert_frame_equal(
-                frame.filter(attribution._name_matches(frame, pattern)),
+                frame.filter(hostrows.name_matches(frame, pattern)),
                 frame.filter(_ref_name_matches(frame, pattern)))
 
 
