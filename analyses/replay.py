@@ -459,8 +459,9 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
         pa, pa_ss = None, None
         if profiler is not None:
             pk = keys[int(q)]
-            ev = outside_removed(profiler[0].get(pk, np.zeros(0, _I64)), lo, pk[0])
-            pa, pa_ss = profiler_parts(ev, profiler[1], p.host[rows], ep, sy)
+            ev, cost = outside_removed(profiler[0].get(pk, np.zeros(0, _I64)),
+                                       profiler[1].get(pk, np.zeros(0)), lo, pk[0])
+            pa, pa_ss = profiler_parts(ev, cost, p.host[rows], ep, sy)
         if sy is not None and (cum is not None or dropped is not None or pa is not None):
             ss, se = np.asarray(sy[0], _I64), np.asarray(sy[1], _I64)
             rk = np.full(ss.size, p.rank[rows[0]], _I64)
