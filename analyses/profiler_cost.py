@@ -192,7 +192,8 @@ def _host_ns(tl: Timeline, windows: pl.DataFrame | None) -> int:
 
 
 def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
-                  per_event_ns: float | None = None) -> dict[str, Any]:
+                  per_event_ns: float | None = None,
+                  price_windows: pl.DataFrame | None = None) -> dict[str, Any]:
     """Estimated host time torch.profiler added to ``tl`` (see the module docstring).
 
     Args:
@@ -202,6 +203,9 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
             cost that window's own estimate (:func:`estimate`).
         per_event_ns: an explicit per-event cost for every event (overrides the estimate
             from the trace).
+        price_windows: without ``windows``, every event still counts but each is priced
+            at the estimate of the window it starts in (:func:`event_costs`; the pooled
+            estimate outside them): the costs the replays remove (pass the steps).
 
     Returns:
         ``{"applies", "host_ns", "events", "events_per_ms", "per_event_ns",
@@ -233,7 +237,11 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
                                                      "source": "default", "visible_ns": None,
                                                      "by_window": []}
         source, visible = est["source"], est["visible_ns"]
-        over = float(_costs_of(ev, est).sum()) if n else 0.0
+        if (applies and n and windows is None and price_windows is not None
+                and price_windows.height):
+            over = float(sum(v.sum() for v in event_costs(tl, price_windows).values()))
+        else:
+            over = float(_costs_of(ev, est).sum()) if n else 0.0
         c = over / n if n else float(est["per_event_ns"])
     lo, hi = _relative_range(source)
     spread = c * (hi - lo) / 2

@@ -324,13 +324,16 @@ HOST_VERDICTS = tuple(VERDICTS[p][0] for p in ("launch_overhead_ns", "host_sync_
 def _profiler_clause(tl: Timeline, line: str) -> str:
     """For a host-bound verdict on a torch.profiler trace, how much of the host time the
     profiler itself may have added (:func:`traceparse.analyses.profiler_cost.profiler_cost`:
-    a per-recorded-op cost calibrated on unprofiled runs). Never a fix: it only says how much
+    each recorded op at its step's per-op cost, as ``predict`` and the fixes' profiler-free
+    replay remove it). Never a fix: it only says how much
     of the measured host time would not be there without the profiler."""
     if not line.startswith(HOST_VERDICTS):
         return ""
     from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.steps import step_windows
 
-    pc = profiler_cost(tl)
+    # each recorded op priced at its step's estimate: the costs the replays remove
+    pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
     dur = units.duration
