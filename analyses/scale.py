@@ -279,6 +279,8 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
               for s in ("shapes", "curve", "measured", "measured_no_shapes")}
     wall = (steps["end_ns"] - steps["start_ns"]).to_numpy()
+    warnings = _unscaled_warning(tl, dur, factor, total,
+                                 by_src["measured_no_shapes"] + by_src["measured"])
     return {
         "factor": factor, "batch": info["batch"], "tokens": info["tokens"],
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
@@ -296,7 +298,40 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "profiler": prof,
         "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
         "steps": st.to_dicts(),
+        "warnings": warnings,
     }
+
+
+#: Share of the predicted GPU time kept as measured at and above which a prediction at
+#: another batch warns that it does not scale most of the GPU work.
+UNSCALED_WARN_FRAC = 0.5
+_GRAPH_LAUNCH_RE = r"^(cuda|hip)GraphLaunch"
+
+
+def _unscaled_warning(tl: Timeline, dur: pl.DataFrame, factor: float, total: int,
+                      kept: int) -> list[str]:
+    """A warning when ``factor != 1`` and at least :data:`UNSCALED_WARN_FRAC` of the GPU
+    time is kept as measured (no shapes, or tensors without the batch): the prediction then
+    leaves that work at its traced size (for a larger batch it under-estimates). Names the
+    graph launches when kernels replayed from a CUDA graph make up most of it (a graph
+    replay records no op, so its kernels carry no shapes)."""
+    if factor == 1 or total <= 0 or kept / total < UNSCALED_WARN_FRAC:
+        return []
+    from traceparse.links import launch_join
+
+    lj = launch_join(tl).select(pl.col("api_name").cast(pl.String))
+    no = dur.select(pl.col("source").is_in(["measured_no_shapes", "measured"]).alias("k"),
+                    "pred_dur_ns")
+    j = pl.concat([lj, no], how="horizontal").filter(pl.col("k"))
+    graph = int(j.filter(pl.col("api_name").str.contains(_GRAPH_LAUNCH_RE)
+                         .fill_null(False))["pred_dur_ns"].sum())
+    why = (f": {100 * graph / kept:.0f}% of it replayed from a CUDA graph, whose kernels "
+           "carry no op shapes (a graph launch records no op; trace the eager run to "
+           "scale them)" if graph * 2 >= kept else
+           ": its kernels' ops recorded no shapes that carry the batch")
+    return [f"{100 * kept / total:.0f}% of the GPU time is kept at its traced size{why}; "
+            f"at {factor:g}x the batch the prediction likely "
+            + ("under" if factor > 1 else "over") + "-estimates the step"]
 
 
 def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
