@@ -242,15 +242,19 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     dev = _pick_device(tl, cal, allow_other_gpu)
     dur, info = scaled_durations(tl, dev, factor, batch_size)
     ev = profiler_cost.advance_fn(tl)
-    costs = (profiler_cost.event_costs(tl, steps) if per_event_ns is None
-             else dict.fromkeys(ev, float(per_event_ns)))
+    costs = profiler_cost.event_costs(tl, steps, per_event_ns=per_event_ns)
+    # the graph launches' measured excess alone: the band scales only the per-op estimate
+    graph = profiler_cost.event_costs(tl, steps, per_event_ns=0.0)
 
     waits = replay_host.queue_waits(tl)
 
     def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
         """The replay with the profiler's cost per event times ``scale``: rows, steps."""
         def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0) * scale)
+            c = costs.get(key, 0.0)
+            if scale != 1.0 and key in costs:
+                c = graph[key] + (costs[key] - graph[key]) * scale
+            return (profiler_cost.advance(ev.get(key), t, c)
                     + replay_host.waited(waits.get(key), t))
 
         r = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
@@ -262,9 +266,11 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     # the step at the ends of the per-event cost's measured range (a larger cost removes
     # more host time: the low step); none when nothing is removed
     lo_hi = None
-    if prof["applies"] and prof["overhead_ns"] and prof["overhead_low_ns"] is not None:
-        k_lo = prof["overhead_low_ns"] / prof["overhead_ns"]
-        k_hi = prof["overhead_high_ns"] / prof["overhead_ns"]
+    ops = prof["overhead_ns"] - prof.get("graph_launch_ns", 0)
+    if prof["applies"] and ops > 0 and prof["overhead_low_ns"] is not None:
+        gl = prof.get("graph_launch_ns", 0)
+        k_lo = (prof["overhead_low_ns"] - gl) / ops
+        k_hi = (prof["overhead_high_ns"] - gl) / ops
         lo_hi = [int(np.median(replay(k_hi)[1]["predicted_ns"].to_numpy())),
                  int(np.median(replay(k_lo)[1]["predicted_ns"].to_numpy()))]
     bounds = st.select("rank", pl.col("pred_start_ns").alias("start"),
@@ -361,7 +367,9 @@ def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
          "priced beyond the sizes the curve was fitted on"),
         ("profiler_overhead_ns", pc["overhead_ns"],
          f"{pc['events']} recorded ops x {pc['per_event_ns']:.0f} ns "
-         f"(+/- {pc['per_event_spread_ns']:.0f})"),
+         f"(+/- {pc['per_event_spread_ns']:.0f})"
+         + (f" + {pc['graph_launches']} graph launches' recording "
+            f"{pc['graph_launch_ns']:,} ns" if pc.get("graph_launches") else "")),
         ("queue_wait_ns", result["queue_wait_ns"], "host waiting for a full launch queue"),
     ]
     def cell(v: float | None) -> str:

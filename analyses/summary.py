@@ -340,7 +340,10 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
             f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
             f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
-            f"~{dur(pc['per_event_ns'])} each)")
+            f"~{dur(pc['per_event_ns'])} each"
+            + (f", and {dur(pc['graph_launch_ns'])} recorded inside "
+               f"{pc['graph_launches']:,} graph launches" if pc["graph_launches"] else "")
+            + ")")
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.
