@@ -110,3 +110,23 @@ def test_h100_graph_decode_predicts_its_unprofiled_step(batch: int) -> None:
     assert r["profiler"]["graph_launches"] == first.height
     assert abs(r["predicted_step_ns"] / want - 1) < 0.03, (r["predicted_step_ns"], want)
     assert r["profiled_step_ns"] > want * 1.05
+
+
+def test_first_launch_of_a_graph_is_capped_at_its_median() -> None:
+    """Two launches of the same 3-node graph: the first lasts 300 us (it uploads the
+    graph), the second 100 us; ordinary call 5 us. Excesses 295 and 95 us; the first is
+    capped at their median, 195 us (its upload is the program's, not the profiler's)."""
+    tl = _graph_tl()
+    api, gpu = tl.api.to_dicts(), tl.gpu.to_dicts()
+    first = next(r for r in api if r["name"] == "cudaGraphLaunch")
+    first["end_ns"], first["dur_ns"] = first["start_ns"] + 300 * US, 300 * US
+    api.append({**first, "start_ns": 400 * US, "end_ns": 500 * US, "dur_ns": 100 * US,
+                "correlation_id": 9})
+    gpu += [{**k, "start_ns": k["start_ns"] + 400 * US, "end_ns": k["end_ns"] + 400 * US,
+             "correlation_id": 9} for k in gpu if k["correlation_id"] == 2]
+    two = Timeline(**{**{k: getattr(tl, k) for k in Timeline.__dataclass_fields__},
+                      "api": schema.conform("api", pl.DataFrame(api)),
+                      "gpu": schema.conform("gpu", pl.DataFrame(gpu))}).validate()
+    g = profiler_cost.graph_launch_costs(two)
+    assert g.select("start_ns", "excess_ns").rows() == [(20 * US, 195 * US),
+                                                        (400 * US, 95 * US)]
