@@ -327,16 +327,25 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     each recorded op at its step's per-op cost, as ``predict`` and the fixes' profiler-free
     replay remove it). Never a fix: it only says how much
     of the measured host time would not be there without the profiler."""
-    if not line.startswith(HOST_VERDICTS):
-        return ""
-    from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.profiler_cost import graph_launch_costs, profiler_cost
     from traceparse.analyses.steps import step_windows
 
+    dur = units.duration
+    if not line.startswith(HOST_VERDICTS):
+        # the graph launches' recording is measured, and it idles the GPU whatever the
+        # verdict: said when it holds at least GRAPH_CLAUSE_FRAC of the GPU window
+        g = graph_launch_costs(tl)
+        x = int(g["excess_ns"].sum()) if g.height else 0
+        win = _gpu_window_ns(tl)
+        if not win or x < GRAPH_CLAUSE_FRAC * win:
+            return ""
+        return (f"; under the profiler {g.height:,} graph launches spent {dur(x)} "
+                f"({100 * x / win:.0f}% of the GPU window) recording their kernel nodes, "
+                "time an unprofiled run would not spend")
     # each recorded op priced at its step's estimate: the costs the replays remove
     pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
-    dur = units.duration
     return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
             f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
             f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
@@ -344,6 +353,20 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
             + (f", and {dur(pc['graph_launch_ns'])} recorded inside "
                f"{pc['graph_launches']:,} graph launches" if pc["graph_launches"] else "")
             + ")")
+
+
+#: Share of the summed GPU windows the graph launches' recording must hold for a verdict
+#: that is not host-bound to mention it.
+GRAPH_CLAUSE_FRAC = 0.05
+
+
+def _gpu_window_ns(tl: Timeline) -> int:
+    """Summed first-to-last GPU activity span per rank (sync rows aside)."""
+    g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    if not g.height:
+        return 0
+    w = g.group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
+    return int(w["w"].sum())
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.

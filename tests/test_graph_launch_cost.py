@@ -130,3 +130,19 @@ def test_first_launch_of_a_graph_is_capped_at_its_median() -> None:
     g = profiler_cost.graph_launch_costs(two)
     assert g.select("start_ns", "excess_ns").rows() == [(20 * US, 195 * US),
                                                         (400 * US, 95 * US)]
+
+
+def test_verdict_names_the_graph_launch_recording() -> None:
+    """A compute-bound graph decode run says how long its graph launches spent recording
+    (the same figure the replays remove); the eager twin of the same model says nothing."""
+    from traceparse.analyses.summary import summarize
+    from traceparse.kineto.reader import read
+    from traceparse.units import duration
+
+    tl = read(H100 / "decode_b1_graph.json.gz")
+    g = profiler_cost.graph_launch_costs(tl)
+    v = summarize(tl)["verdict"]
+    assert (f"under the profiler {g.height} graph launches spent "
+            f"{duration(int(g['excess_ns'].sum()))}") in v, v
+    eager = summarize(read(H100 / "decode_b1_eager.json.gz"))["verdict"]
+    assert "graph launches" not in eager
