@@ -334,12 +334,17 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     if not line.startswith(HOST_VERDICTS):
         # the graph launches' recording is measured, and it idles the GPU whatever the
         # verdict: said when it holds at least GRAPH_CLAUSE_FRAC of the GPU window
-        g = graph_launch_costs(tl)
-        x = int(g["excess_ns"].sum()) if g.height else 0
-        win = _gpu_window_ns(tl)
+        def rec() -> dict[str, int]:
+            g = graph_launch_costs(tl)
+            return {"launches": g.height,
+                    "excess_ns": int(g["excess_ns"].sum()) if g.height else 0,
+                    "window_ns": _gpu_window_ns(tl) if g.height else 0}
+
+        r = cached(tl, "graph_launch_recording", ("gpu", "api", "sources"), rec)
+        n, x, win = r["launches"], r["excess_ns"], r["window_ns"]
         if not win or x < GRAPH_CLAUSE_FRAC * win:
             return ""
-        return (f"; under the profiler {g.height:,} graph launches spent {dur(x)} "
+        return (f"; under the profiler {n:,} graph launches spent {dur(x)} "
                 f"({100 * x / win:.0f}% of the GPU window) recording their kernel nodes, "
                 "time an unprofiled run would not spend")
     # each recorded op priced at its step's estimate: the costs the replays remove
