@@ -337,6 +337,38 @@ def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
             .cast(schema).sort(*_KEY, "start_ns"))  # type: ignore[arg-type]
 
 
+def graph_launch_gpu_wait(tl: Timeline) -> tuple[int, int]:
+    """How much of the graph launches' recording the GPU spent waiting: per launch with an
+    excess (:func:`graph_launch_costs`), the part of the call during which its device ran
+    nothing (after the device's last activity that ended before the graph's first kernel;
+    none before the device's first activity), at most the excess: ``(launches that idled
+    the GPU, summed ns)``."""
+    g = graph_launch_costs(tl)
+    if not g.height:
+        return 0, 0
+    from traceparse.links import launch_join
+
+    lj = (launch_join(tl).filter(pl.col("api_name").cast(pl.String)
+                                 .str.contains(GRAPH_LAUNCH_RE).fill_null(False))
+          .group_by(pl.col("rank").cast(pl.Int64),
+                    pl.col("process_id").fill_null(0).cast(pl.Int64),
+                    pl.col("api_start_ns").cast(pl.Int64).alias("start_ns"))
+          .agg(pl.col("device_id").first(), pl.col("start_ns").min().alias("_k0")))
+    acts = (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+            .select(pl.col("rank").cast(pl.Int64), "device_id", pl.col("end_ns").cast(pl.Int64)
+                    .alias("_prev")).sort("_prev"))
+    j = (g.join(lj, on=[*_KEY, "start_ns"], how="inner").sort("_k0")
+         .join_asof(acts, left_on="_k0", right_on="_prev", by=["rank", "device_id"],
+                    strategy="backward", check_sortedness=False)
+         .with_columns((pl.min_horizontal("end_ns", "_k0")
+                        - pl.max_horizontal("start_ns", pl.col("_prev").fill_null(
+                            pl.col("_k0"))))
+                       .clip(0).alias("_idle"))
+         .with_columns(pl.min_horizontal("_idle", "excess_ns").alias("_w")))
+    w = j.filter(pl.col("_w") > 0)
+    return w.height, int(w["_w"].sum())
+
+
 def _event_table(tl: Timeline, windows: pl.DataFrame | None, costs: bool,
                  per_event_ns: float | None = None) -> pl.DataFrame:
     """Every profiler event the replays remove, sorted per process: the recorded ops (cost

@@ -327,25 +327,24 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     each recorded op at its step's per-op cost, as ``predict`` and the fixes' profiler-free
     replay remove it). Never a fix: it only says how much
     of the measured host time would not be there without the profiler."""
-    from traceparse.analyses.profiler_cost import graph_launch_costs, profiler_cost
+    from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, profiler_cost
     from traceparse.analyses.steps import step_windows
 
     dur = units.duration
     if not line.startswith(HOST_VERDICTS):
-        # the graph launches' recording is measured, and it idles the GPU whatever the
-        # verdict: said when it holds at least GRAPH_CLAUSE_FRAC of the GPU window
+        # the graph launches' recording is measured, and where the GPU waited for it, it
+        # idles the GPU whatever the verdict: said when that holds at least
+        # GRAPH_CLAUSE_FRAC of the GPU window
         def rec() -> dict[str, int]:
-            g = graph_launch_costs(tl)
-            return {"launches": g.height,
-                    "excess_ns": int(g["excess_ns"].sum()) if g.height else 0,
-                    "window_ns": _gpu_window_ns(tl) if g.height else 0}
+            n, x = graph_launch_gpu_wait(tl)
+            return {"launches": n, "excess_ns": x, "window_ns": _gpu_window_ns(tl) if n else 0}
 
         r = cached(tl, "graph_launch_recording", ("gpu", "api", "sources"), rec)
         n, x, win = r["launches"], r["excess_ns"], r["window_ns"]
         if not win or x < GRAPH_CLAUSE_FRAC * win:
             return ""
-        return (f"; under the profiler {n:,} graph launches spent {dur(x)} "
-                f"({100 * x / win:.0f}% of the GPU window) recording their kernel nodes, "
+        return (f"; under the profiler the GPU waited {dur(x)} ({100 * x / win:.0f}% of "
+                f"the GPU window) for {n:,} graph launches recording their kernel nodes, "
                 "time an unprofiled run would not spend")
     # each recorded op priced at its step's estimate: the costs the replays remove
     pc = profiler_cost(tl, price_windows=step_windows(tl))

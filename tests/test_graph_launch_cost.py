@@ -75,6 +75,9 @@ def test_graph_launch_excess_moves_the_graphs_kernels() -> None:
         tl, advance=lambda k, t: profiler_cost.advance(ev.get(k), t, costs.get(k, 0.0)))
     assert (rep.pred_end // US).tolist() == [18, 80, 131, 182]
     # the overhead figure carries it, outside the per-op band
+    # the GPU ran nothing from the copy's end (18) to the first kernel (125): the whole
+    # excess idled it
+    assert profiler_cost.graph_launch_gpu_wait(tl) == (1, 95 * US)
     pc = profiler_cost.profiler_cost(tl, per_event_ns=0.0)
     assert (pc["graph_launches"], pc["graph_launch_ns"]) == (1, 95 * US)
     assert pc["overhead_low_ns"] == pc["overhead_high_ns"] == 95 * US
@@ -133,16 +136,17 @@ def test_first_launch_of_a_graph_is_capped_at_its_median() -> None:
 
 
 def test_verdict_names_the_graph_launch_recording() -> None:
-    """A compute-bound graph decode run says how long its graph launches spent recording
-    (the same figure the replays remove); the eager twin of the same model says nothing."""
+    """A compute-bound graph decode run says how long the GPU waited for its graph launches'
+    recording (at most the excess the replays remove); the eager twin says nothing."""
     from traceparse.analyses.summary import summarize
     from traceparse.kineto.reader import read
     from traceparse.units import duration
 
     tl = read(H100 / "decode_b1_graph.json.gz")
-    g = profiler_cost.graph_launch_costs(tl)
+    n, x = profiler_cost.graph_launch_gpu_wait(tl)
+    assert 0 < x <= int(profiler_cost.graph_launch_costs(tl)["excess_ns"].sum())
     v = summarize(tl)["verdict"]
-    assert (f"under the profiler {g.height} graph launches spent "
-            f"{duration(int(g['excess_ns'].sum()))}") in v, v
+    assert (f"under the profiler the GPU waited {duration(x)}") in v, v
+    assert f"for {n} graph launches recording their kernel nodes" in v
     eager = summarize(read(H100 / "decode_b1_eager.json.gz"))["verdict"]
     assert "graph launches" not in eager
