@@ -250,7 +250,10 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
     j = _join_gaps(g.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
                    blk.select(*group, "name", "thread_id", "start_ns", "end_ns"), group)
     j = (j.filter((pl.col("start_ns") <= pl.col("_gs")) & (pl.col("end_ns") > pl.col("_gs")))
-         .sort("_gid", "start_ns").group_by("_gid", maintain_order=True).first())
+         # stable: of two blocking rows starting together, the API call (with its thread)
+         # comes first and names the gap (docs/analyses.md)
+         .sort("_gid", "start_ns", maintain_order=True)
+         .group_by("_gid", maintain_order=True).first())
     if j.height == 0:
         return gaps
     drained = g.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_sn"),
