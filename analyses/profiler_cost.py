@@ -256,7 +256,7 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
     spread = c * (hi - lo) / 2
     by_source = (ev.group_by("source").len().sort("source").rows() if applies else [])
     # graph launches: their measured excess, not an estimate (no band)
-    gl = graph_launch_costs(tl) if applies else graph_launch_costs(tl).clear()
+    gl = graph_launch_costs(tl)
     if windows is not None and windows.height and gl.height:
         gl = _in_windows(gl, windows)
     graph = float(gl["excess_ns"].sum()) if gl.height else 0.0
@@ -299,12 +299,22 @@ def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
     the profiler"): per graph-launch call whose kernels the trace recorded, its duration
     above the median duration of the process's other calls that launched GPU work (an
     ordinary launch; 0 where there is none): ``rank, process_id, start_ns, end_ns,
-    nodes, excess_ns``; the first launch of a graph (by node count) is capped at the median
+    nodes, excess_ns, device_id, first_start_ns`` (the device and start of the graph's
+    first activity); the first launch of a graph (by node count) is capped at the median
     excess of the process's launches with as many nodes (its graph upload is the
     program's). Empty for non-Kineto traces."""
+    from traceparse.derived import cached
+
+    return cached(tl, "graph_launch_costs", ("gpu", "api", "sources"),
+                  lambda: _graph_launch_costs(tl))
+
+
+def _graph_launch_costs(tl: Timeline) -> pl.DataFrame:
     schema = {"rank": pl.Int64, "process_id": pl.Int64, "start_ns": pl.Int64,
-              "end_ns": pl.Int64, "nodes": pl.Int64, "excess_ns": pl.Int64}
-    if not is_kineto(tl) or not tl.api.height:
+              "end_ns": pl.Int64, "nodes": pl.Int64, "excess_ns": pl.Int64,
+              "device_id": pl.Int64, "first_start_ns": pl.Int64}
+    if (not is_kineto(tl) or not tl.api.height
+            or not tl.api["name"].cast(pl.String).str.contains(GRAPH_LAUNCH_RE).any()):
         return pl.DataFrame(schema=schema)
     from traceparse.links import launch_join
 
@@ -313,9 +323,12 @@ def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
           .select(pl.col("rank").cast(pl.Int64),
                   pl.col("process_id").fill_null(0).cast(pl.Int64),
                   pl.col("api_name").cast(pl.String), pl.col("api_start_ns").cast(pl.Int64),
-                  pl.col("api_end_ns").cast(pl.Int64)))
-    calls = (lj.group_by("rank", "process_id", "api_name", "api_start_ns", "api_end_ns")
-             .agg(pl.len().alias("nodes"))
+                  pl.col("api_end_ns").cast(pl.Int64), pl.col("device_id").cast(pl.Int64),
+                  pl.col("start_ns").cast(pl.Int64)))
+    calls = (lj.sort("start_ns")
+             .group_by("rank", "process_id", "api_name", "api_start_ns", "api_end_ns")
+             .agg(pl.len().alias("nodes"), pl.col("device_id").first(),
+                  pl.col("start_ns").first().alias("first_start_ns"))
              .with_columns((pl.col("api_end_ns") - pl.col("api_start_ns")).alias("_d"),
                            pl.col("api_name").str.contains(GRAPH_LAUNCH_RE).alias("_g")))
     if not calls["_g"].any():
@@ -333,7 +346,8 @@ def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
                        .then(pl.min_horizontal("_x", pl.col("_x").median().over(grp)))
                        .otherwise(pl.col("_x")).round().cast(pl.Int64).alias("excess_ns")))
     return (g.select("rank", "process_id", pl.col("api_start_ns").alias("start_ns"),
-                     pl.col("api_end_ns").alias("end_ns"), "nodes", "excess_ns")
+                     pl.col("api_end_ns").alias("end_ns"), "nodes", "excess_ns",
+                     "device_id", "first_start_ns")
             .cast(schema).sort(*_KEY, "start_ns"))  # type: ignore[arg-type]
 
 
@@ -346,23 +360,15 @@ def graph_launch_gpu_wait(tl: Timeline) -> tuple[int, int]:
     g = graph_launch_costs(tl)
     if not g.height:
         return 0, 0
-    from traceparse.links import launch_join
-
-    lj = (launch_join(tl).filter(pl.col("api_name").cast(pl.String)
-                                 .str.contains(GRAPH_LAUNCH_RE).fill_null(False))
-          .group_by(pl.col("rank").cast(pl.Int64),
-                    pl.col("process_id").fill_null(0).cast(pl.Int64),
-                    pl.col("api_start_ns").cast(pl.Int64).alias("start_ns"))
-          .agg(pl.col("device_id").first(), pl.col("start_ns").min().alias("_k0")))
     acts = (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
-            .select(pl.col("rank").cast(pl.Int64), "device_id", pl.col("end_ns").cast(pl.Int64)
-                    .alias("_prev")).sort("_prev"))
-    j = (g.join(lj, on=[*_KEY, "start_ns"], how="inner").sort("_k0")
-         .join_asof(acts, left_on="_k0", right_on="_prev", by=["rank", "device_id"],
-                    strategy="backward", check_sortedness=False)
-         .with_columns((pl.min_horizontal("end_ns", "_k0")
+            .select(pl.col("rank").cast(pl.Int64), pl.col("device_id").cast(pl.Int64),
+                    pl.col("end_ns").cast(pl.Int64).alias("_prev")).sort("_prev"))
+    j = (g.sort("first_start_ns")
+         .join_asof(acts, left_on="first_start_ns", right_on="_prev",
+                    by=["rank", "device_id"], strategy="backward", check_sortedness=False)
+         .with_columns((pl.min_horizontal("end_ns", "first_start_ns")
                         - pl.max_horizontal("start_ns", pl.col("_prev").fill_null(
-                            pl.col("_k0"))))
+                            pl.col("first_start_ns"))))
                        .clip(0).alias("_idle"))
          .with_columns(pl.min_horizontal("_idle", "excess_ns").alias("_w")))
     w = j.filter(pl.col("_w") > 0)
@@ -402,22 +408,32 @@ def _event_table(tl: Timeline, windows: pl.DataFrame | None, costs: bool,
             .sort(*_KEY, "start_ns", "_s", "_i"))
 
 
+def event_cost_parts(tl: Timeline, windows: pl.DataFrame | None = None, *,
+                     per_event_ns: float | None = None
+                     ) -> tuple[dict[tuple[int, int], np.ndarray],
+                                dict[tuple[int, int], np.ndarray]]:
+    """The two parts of :func:`event_costs`, aligned with :func:`advance_fn`'s times:
+    ``(recorded ops' estimated cost, graph launches' measured excess)`` per process (each 0
+    where the event is of the other kind): a band scales only the first."""
+    if not is_kineto(tl):
+        return {}, {}
+    ev = _event_table(tl, windows, True, per_event_ns)
+    ops: dict[tuple[int, int], np.ndarray] = {}
+    graph: dict[tuple[int, int], np.ndarray] = {}
+    for (r, p), s in ev.group_by(_KEY, maintain_order=True):
+        ops[(int(r), int(p))] = s["_op"].to_numpy().astype(float)  # type: ignore[arg-type]
+        graph[(int(r), int(p))] = s["_graph"].to_numpy().astype(float)  # type: ignore[arg-type]
+    return ops, graph
+
+
 def event_costs(tl: Timeline, windows: pl.DataFrame | None = None, *,
-                per_event_ns: float | None = None, scale: float = 1.0
-                ) -> dict[tuple[int, int], np.ndarray]:
+                per_event_ns: float | None = None) -> dict[tuple[int, int], np.ndarray]:
     """Cost (ns) of each profiler event, aligned with :func:`advance_fn`'s times: a recorded
     op costs the estimate of the window it starts in, else the pooled estimate
-    (:func:`estimate`; ``per_event_ns`` instead when given), times ``scale``; a graph launch
-    its measured excess (:func:`graph_launch_costs`, never scaled). Empty for non-Kineto
-    traces."""
-    if not is_kineto(tl):
-        return {}
-    ev = _event_table(tl, windows, True, per_event_ns)
-    out: dict[tuple[int, int], np.ndarray] = {}
-    for (r, p), s in ev.group_by(_KEY, maintain_order=True):
-        out[(int(r), int(p))] = (s["_op"].to_numpy() * scale  # type: ignore[arg-type]
-                                 + s["_graph"].to_numpy()).astype(float)
-    return out
+    (:func:`estimate`; ``per_event_ns`` instead when given); a graph launch its measured
+    excess (:func:`graph_launch_costs`). Empty for non-Kineto traces."""
+    ops, graph = event_cost_parts(tl, windows, per_event_ns=per_event_ns)
+    return {k: v + graph[k] for k, v in ops.items()}
 
 
 def advance_fn(tl: Timeline) -> dict[tuple[int, int], np.ndarray]:

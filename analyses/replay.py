@@ -145,7 +145,7 @@ def _build_prep(tl: Timeline) -> _Prep:
         gi=gi, rank=rank, proc=proc, procs=procs,
         sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
         comm=(f["category"] == "communication").fill_null(False).to_numpy(),
-        launched=launched, graph=f["_graph"].fill_null(False).to_numpy() & launched,
+        launched=launched, graph=f["_graph"].to_numpy() & launched,
         api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
         start=start, end=f["end_ns"].to_numpy().astype(_I64),
         dur=f["dur_ns"].to_numpy().astype(_I64), host=np.where(launched, api_s, start),

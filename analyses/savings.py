@@ -224,8 +224,8 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
                  .to_series().to_list())
         excess = int(sum(max(0.0, w - steady) for w in walls))
         if excess > 0:
-            # without the profiler: each step less the profiler's cost of the ops recorded
-            # in it (per_event_ns each, :mod:`traceparse.analyses.profiler_cost`)
+            # without the profiler: each step less the profiler's cost of the events
+            # recorded in it (:func:`profiler`: the costs the replays remove)
             cost = _recorded_cost(prof, int(rank), g["start_ns"].to_numpy(),
                                   g["end_ns"].to_numpy(), lo, hi)
             su = float(np.median(g["wall_ns"].to_numpy()[lead:] - cost[1][lead:]))
@@ -266,14 +266,6 @@ def _recorded_cost(prof: Profiler | None, rank: int, s: np.ndarray, e: np.ndarra
         clip[0][:] += np.clip(cum[np.searchsorted(t, b)] - cum[np.searchsorted(t, a)], 0,
                               None)
         clip[1][:] += cum[np.searchsorted(t, e)] - cum[np.searchsorted(t, s)]
-    return clip
-    ev, c = prof
-    for (r, _pid), t in ev.items():
-        if r != rank:
-            continue
-        a, b = np.maximum(s, lo), np.minimum(e, hi)
-        clip[0][:] += c * np.clip(np.searchsorted(t, b) - np.searchsorted(t, a), 0, None)
-        clip[1][:] += c * (np.searchsorted(t, e) - np.searchsorted(t, s))
     return clip
 
 

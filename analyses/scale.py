@@ -242,19 +242,17 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     dev = _pick_device(tl, cal, allow_other_gpu)
     dur, info = scaled_durations(tl, dev, factor, batch_size)
     ev = profiler_cost.advance_fn(tl)
-    costs = profiler_cost.event_costs(tl, steps, per_event_ns=per_event_ns)
-    # the graph launches' measured excess alone: the band scales only the per-op estimate
-    graph = profiler_cost.event_costs(tl, steps, per_event_ns=0.0)
+    # the band scales only the per-op estimate, not the graph launches' measured excess
+    ops, graph = profiler_cost.event_cost_parts(tl, steps, per_event_ns=per_event_ns)
 
     waits = replay_host.queue_waits(tl)
 
     def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
-        """The replay with the profiler's cost per event times ``scale``: rows, steps."""
+        """The replay with the profiler's per-op cost times ``scale``: rows, steps."""
+        costs = {k: v * scale + graph[k] for k, v in ops.items()}
+
         def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-            c = costs.get(key, 0.0)
-            if scale != 1.0 and key in costs:
-                c = graph[key] + (costs[key] - graph[key]) * scale
-            return (profiler_cost.advance(ev.get(key), t, c)
+            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0))
                     + replay_host.waited(waits.get(key), t))
 
         r = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
@@ -266,11 +264,11 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     # the step at the ends of the per-event cost's measured range (a larger cost removes
     # more host time: the low step); none when nothing is removed
     lo_hi = None
-    ops = prof["overhead_ns"] - prof.get("graph_launch_ns", 0)
-    if prof["applies"] and ops > 0 and prof["overhead_low_ns"] is not None:
-        gl = prof.get("graph_launch_ns", 0)
-        k_lo = (prof["overhead_low_ns"] - gl) / ops
-        k_hi = (prof["overhead_high_ns"] - gl) / ops
+    gl = prof["graph_launch_ns"]
+    op_ns = prof["overhead_ns"] - gl
+    if prof["applies"] and op_ns > 0 and prof["overhead_low_ns"] is not None:
+        k_lo = (prof["overhead_low_ns"] - gl) / op_ns
+        k_hi = (prof["overhead_high_ns"] - gl) / op_ns
         lo_hi = [int(np.median(replay(k_hi)[1]["predicted_ns"].to_numpy())),
                  int(np.median(replay(k_lo)[1]["predicted_ns"].to_numpy()))]
     bounds = st.select("rank", pl.col("pred_start_ns").alias("start"),
@@ -311,7 +309,6 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
 #: Share of the predicted GPU time kept as measured at and above which a prediction at
 #: another batch warns that it does not scale most of the GPU work.
 UNSCALED_WARN_FRAC = 0.5
-_GRAPH_LAUNCH_RE = r"^(cuda|hip)GraphLaunch"
 
 
 def _unscaled_warning(tl: Timeline, dur: pl.DataFrame, factor: float, total: int,
@@ -329,7 +326,7 @@ def _unscaled_warning(tl: Timeline, dur: pl.DataFrame, factor: float, total: int
     no = dur.select(pl.col("source").is_in(["measured_no_shapes", "measured"]).alias("k"),
                     "pred_dur_ns")
     j = pl.concat([lj, no], how="horizontal").filter(pl.col("k"))
-    graph = int(j.filter(pl.col("api_name").str.contains(_GRAPH_LAUNCH_RE)
+    graph = int(j.filter(pl.col("api_name").str.contains(profiler_cost.GRAPH_LAUNCH_RE)
                          .fill_null(False))["pred_dur_ns"].sum())
     why = (f": {100 * graph / kept:.0f}% of it replayed from a CUDA graph, whose kernels "
            "carry no op shapes (a graph launch records no op; trace the eager run to "

@@ -328,6 +328,7 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     replay remove it). Never a fix: it only says how much
     of the measured host time would not be there without the profiler."""
     from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, profiler_cost
+    from traceparse.analyses.savings import windows_of
     from traceparse.analyses.steps import step_windows
 
     dur = units.duration
@@ -337,7 +338,8 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
         # GRAPH_CLAUSE_FRAC of the GPU window
         def rec() -> dict[str, int]:
             n, x = graph_launch_gpu_wait(tl)
-            return {"launches": n, "excess_ns": x, "window_ns": _gpu_window_ns(tl) if n else 0}
+            win = int(windows_of(tl)["measured_ns"].sum()) if n else 0
+            return {"launches": n, "excess_ns": x, "window_ns": win}
 
         r = cached(tl, "graph_launch_recording", ("gpu", "api", "sources"), rec)
         n, x, win = r["launches"], r["excess_ns"], r["window_ns"]
@@ -362,15 +364,6 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
 #: Share of the summed GPU windows the graph launches' recording must hold for a verdict
 #: that is not host-bound to mention it.
 GRAPH_CLAUSE_FRAC = 0.05
-
-
-def _gpu_window_ns(tl: Timeline) -> int:
-    """Summed first-to-last GPU activity span per rank (sync rows aside)."""
-    g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
-    if not g.height:
-        return 0
-    w = g.group_by("rank").agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("w"))
-    return int(w["w"].sum())
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.
