@@ -8,7 +8,10 @@ bottleneck with its twin; decode eager vs CUDA graph at each batch in ``sweep/``
   bottleneck``, the steps read from each trace's own step ranges (``ProfilerStep#N``; the
   decode traces' ``decode_step_N`` user ranges). Warm-up is a one-off, so for ``warmup`` it
   is ``1 - sum of the twin's steps / sum of the bottleneck's`` (the first step is the
-  outlier the twin removes);
+  outlier the twin removes). The host-sync twins (``sync/``, decode with and without its
+  per-step ``.item()``, held-out captures only) are read per GPU period instead
+  (:func:`_gpu_periods`): without the sync the host runs ahead and its step ranges say
+  when a step was issued, not how long the GPU took;
 * **predicted** = ``saving_ns / window_ns`` of the fix with that id in the report's ranked
   list (``recommend(build_payload(tl))``, what ``traceparse fixes`` prints), 0 when the fix
   is not offered; its rank in that list; the twin's first fix.
@@ -22,7 +25,8 @@ removed before and after the fix) against pairs whose step times were also measu
 **without** the profiler: the CUDA-graph training twin (``sample_traces/h200_recheck/
 graph``, ``*.truth.json``), the fusion re-check (``sample_traces/h200_recheck/fusion``,
 eager vs jiterator/Triton/torch.compile, ``fusion_twins.json``) and decode eager vs graph
-(``sweep/decode_b*_{eager,graph}.truth.json``; with ``--gpu`` only these). Measured = ``1 -
+(``sweep/decode_b*_{eager,graph}.truth.json``; with ``--gpu`` only these, and the
+host-sync twins where ``sync/`` exists). Measured = ``1 -
 twin's unprofiled median step / eager's``. Beside it, the replayed profiler-free window
 per step before and after the fix (window / the trace's step count) against the two
 measured steps, which says whether an error is the profiler estimate's (before) or the
@@ -34,6 +38,7 @@ two checkouts (``--root``) for a before/after table.
 from __future__ import annotations
 
 import argparse
+import itertools
 import platform
 import statistics
 import sys
@@ -74,6 +79,42 @@ def _steps(tl: Any, regex: str | None) -> list[int]:
                                        strict=True)]
 
 
+def _gpu_periods(tl: Any, regex: str | None) -> list[int]:
+    """Per-step GPU periods (ns): the differences between consecutive steps' last GPU end,
+    a GPU activity belonging to the step its launching call (else itself) started in. Where
+    the host runs ahead of the GPU (no sync), a step's host range says when it was issued,
+    not how long it ran; this says how often the GPU finished one."""
+    import numpy as np
+    import polars as pl
+
+    from traceparse.analyses.steps import step_windows
+    from traceparse.links import launch_join
+
+    w = step_windows(tl, step_regex=regex)
+    lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
+    t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
+    end = lj["end_ns"].to_numpy()
+    starts = np.sort(w["start_ns"].to_numpy())
+    step = np.searchsorted(starts, t, side="right") - 1
+    ends = [int(end[step == i].max()) for i in range(starts.size) if (step == i).any()]
+    return [int(b - a) for a, b in itertools.pairwise(ends)]
+
+
+def sync_pairs() -> list[tuple[str, Path, Path, Path, Path]]:
+    """``(pair, sync trace, no-sync trace, sync truth, no-sync truth)`` of the host-sync
+    twins (``sync/``, ``sample_traces/capture/sync_twins.py``), those present."""
+    d = GPU / "sync"
+    out = []
+    for b in (1, 8, 64):
+        for k in ("graph", "eager"):
+            f = {v: d / f"decode_b{b}_{k}_{v}" for v in ("sync", "nosync")}
+            if all(Path(f"{x}.json.gz").is_file() for x in f.values()):
+                out.append((f"decode b{b} {k}: sync/no sync",
+                            *(Path(f"{f[v]}.json.gz") for v in ("sync", "nosync")),
+                            *(Path(f"{f[v]}.truth.json") for v in ("sync", "nosync"))))
+    return out
+
+
 def _fixes(tl: Any) -> list[dict[str, Any]]:
     from traceparse.reports.payload import build_payload
     from traceparse.reports.recommend import recommend
@@ -105,6 +146,20 @@ def measure() -> list[dict[str, Any]]:
                      "measured": measured, "predicted": pred,
                      "rel_err": (pred - measured) / measured if measured else None,
                      "rank": ids.index(fix) + 1 if fix in ids else None,
+                     "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+    regex = r"^decode_step_\d+$"
+    for name, b, t, _, _ in sync_pairs():
+        tb, tt = traceparse.load(b), traceparse.load(t)
+        pb, pt = _gpu_periods(tb, regex), _gpu_periods(tt, regex)
+        measured = 1 - statistics.median(pt) / statistics.median(pb)
+        fb, ft = _fixes(tb), _fixes(tt)
+        ids = [r["id"] for r in fb]
+        hit = next((r for r in fb if r["id"] == "host-sync"), None)
+        pred = hit["saving_ns"] / _window(hit) if hit else 0.0
+        rows.append({"pair": name, "fix": "host-sync", "steps": f"{len(pb) + 1}/{len(pt) + 1}",
+                     "measured": measured, "predicted": pred,
+                     "rel_err": (pred - measured) / measured if measured else None,
+                     "rank": ids.index("host-sync") + 1 if "host-sync" in ids else None,
                      "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
     return rows
 
@@ -141,6 +196,10 @@ def unprofiled_pairs() -> list[tuple[str, str, Path, int, float, float]]:
             out.append((f"decode b{b} eager/graph", "cuda-graphs",
                         GPU / "sweep" / f"decode_b{b}_eager.json.gz", r"^decode_step_\d+$",
                         d["eager_step_ms_median"], d["graph_step_ms_median"]))
+    for name, b, _, tb, tt in sync_pairs():
+        out.append((name, "host-sync", b, r"^decode_step_\d+$",
+                    json.loads(tb.read_text())["step_ms_median"],
+                    json.loads(tt.read_text())["step_ms_median"]))
     return out
 
 
