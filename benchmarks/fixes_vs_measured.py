@@ -10,7 +10,7 @@ bottleneck with its twin; decode eager vs CUDA graph at each batch in ``sweep/``
   is ``1 - sum of the twin's steps / sum of the bottleneck's`` (the first step is the
   outlier the twin removes). The host-sync twins (``sync/``, decode with and without its
   per-step ``.item()``, held-out captures only) are read per GPU period instead
-  (:func:`_gpu_periods`): without the sync the host runs ahead and its step ranges say
+  (``analyses.steps.gpu_periods``): without the sync the host runs ahead and its step ranges say
   when a step was issued, not how long the GPU took;
 * **predicted** = ``saving_ns / window_ns`` of the fix with that id in the report's ranked
   list (``recommend(build_payload(tl))``, what ``traceparse fixes`` prints), 0 when the fix
@@ -38,7 +38,6 @@ two checkouts (``--root``) for a before/after table.
 from __future__ import annotations
 
 import argparse
-import itertools
 import platform
 import statistics
 import sys
@@ -77,27 +76,6 @@ def _steps(tl: Any, regex: str | None) -> list[int]:
     w = step_windows(tl, step_regex=regex)
     return [int(e - s) for s, e in zip(w["start_ns"].to_list(), w["end_ns"].to_list(),
                                        strict=True)]
-
-
-def _gpu_periods(tl: Any, regex: str | None) -> list[int]:
-    """Per-step GPU periods (ns): the differences between consecutive steps' last GPU end,
-    a GPU activity belonging to the step its launching call (else itself) started in. Where
-    the host runs ahead of the GPU (no sync), a step's host range says when it was issued,
-    not how long it ran; this says how often the GPU finished one."""
-    import numpy as np
-    import polars as pl
-
-    from traceparse.analyses.steps import step_windows
-    from traceparse.links import launch_join
-
-    w = step_windows(tl, step_regex=regex)
-    lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
-    t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
-    end = lj["end_ns"].to_numpy()
-    starts = np.sort(w["start_ns"].to_numpy())
-    step = np.searchsorted(starts, t, side="right") - 1
-    ends = [int(end[step == i].max()) for i in range(starts.size) if (step == i).any()]
-    return [int(b - a) for a, b in itertools.pairwise(ends)]
 
 
 def sync_pairs() -> list[tuple[str, Path, Path, Path, Path]]:
@@ -147,10 +125,12 @@ def measure() -> list[dict[str, Any]]:
                      "rel_err": (pred - measured) / measured if measured else None,
                      "rank": ids.index(fix) + 1 if fix in ids else None,
                      "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+    from traceparse.analyses.steps import gpu_periods
+
     regex = r"^decode_step_\d+$"
     for name, b, t, _, _ in sync_pairs():
         tb, tt = traceparse.load(b), traceparse.load(t)
-        pb, pt = _gpu_periods(tb, regex), _gpu_periods(tt, regex)
+        pb, pt = gpu_periods(tb, step_regex=regex), gpu_periods(tt, step_regex=regex)
         measured = 1 - statistics.median(pt) / statistics.median(pb)
         fb, ft = _fixes(tb), _fixes(tt)
         ids = [r["id"] for r in fb]

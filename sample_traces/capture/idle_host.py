@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_models import BF, DEV, MODELS
+from sweep_models import BF, DEV, MODELS, host_probe_us
 
 WAIT_S = 0.060
 
@@ -55,16 +55,6 @@ def model_step(batch: int) -> tuple[Callable[[], torch.Tensor], Callable[[torch.
     return forward, rest
 
 
-def probe_us(n: int = 2000) -> float:
-    x = torch.zeros(64)
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        x.view(8, 8)
-        ts.append((time.perf_counter_ns() - t) / 1e3)
-    return statistics.median(ts)
-
-
 def wait(kind: str) -> None:
     if kind == "sleep":
         time.sleep(WAIT_S)
@@ -85,7 +75,7 @@ def one(fwd: Callable[[], torch.Tensor], rest: Callable[[torch.Tensor], None],
     rest(loss)
     torch.cuda.synchronize()
     t2 = time.perf_counter()
-    return (t1 - t0) * 1e3, (t2 - t0) * 1e3, probe_us(300)
+    return (t1 - t0) * 1e3, (t2 - t0) * 1e3, host_probe_us(300)
 
 
 def main() -> None:

@@ -33,33 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpt_profile import write_trace  # scrubs machine identity, gzips
-from sweep_models import BF, DEV, D, H, L, T, V, capture_graph
+from sweep_models import D, L, T, capture_graph, decoder_forward, host_probe_us
 
 
 def variants(b: int) -> dict[str, Callable[[], None]]:
     """The four steps of the sweep's decoder at batch ``b``."""
-    g = torch.Generator(device=DEV).manual_seed(0)
-    w = [[torch.randn(a, c, device=DEV, dtype=BF, generator=g) * 0.02 for a, c in
-          ((D, 3 * D), (D, D), (D, 4 * D), (4 * D, D))] for _ in range(L)]
-    k = [torch.randn(b, H, T, D // H, device=DEV, dtype=BF) for _ in range(L)]
-    v = [torch.randn(b, H, T, D // H, device=DEV, dtype=BF) for _ in range(L)]
-    emb = torch.randn(V, D, device=DEV, dtype=BF) * 0.02
-    tok = torch.zeros(b, dtype=torch.long, device=DEV)
-
-    def fwd() -> torch.Tensor:
-        x = emb[tok]
-        for layer in range(L):
-            qkv, o, up, down = w[layer]
-            q = (F.layer_norm(x, (D,)) @ qkv)[:, :D].reshape(b, H, 1, D // H)
-            x = x + F.scaled_dot_product_attention(q, k[layer], v[layer]).reshape(b, D) @ o
-            x = x + F.gelu(F.layer_norm(x, (D,)) @ up) @ down
-        return (F.layer_norm(x, (D,)) @ emb.t()).argmax(-1)
-
+    fwd, tok = decoder_forward(b)
     graph, nxt = capture_graph(fwd)
 
     def eager_sync() -> None:
@@ -79,17 +62,6 @@ def variants(b: int) -> dict[str, Callable[[], None]]:
         tok.copy_(nxt)
     return {"eager_sync": eager_sync, "eager_nosync": eager_nosync,
             "graph_sync": graph_sync, "graph_nosync": graph_nosync}
-
-
-def host_probe_us(n: int = 2000) -> float:
-    """Median µs of a CPU-only aten call (no device work): the host's own speed."""
-    x = torch.zeros(64)
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        x.view(8, 8)
-        ts.append((time.perf_counter_ns() - t) / 1e3)
-    return statistics.median(ts)
 
 
 def rounds(fn: Callable[[], None], r: int, n: int = 30) -> list[dict[str, float]]:
