@@ -191,8 +191,10 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
         ev.append(f"Capture: {top['note']}.")
     la = payload.get("launches")
     if la and la.get("linked"):
-        ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
-                  "shorter than their own launch call.")
+        own = la["linked"] - la.get("graph_kernels", 0)
+        if own:
+            ev.append(f"{la['kernels_shorter_than_launch']:,} of {own:,} kernels ran "
+                      "shorter than their own launch call.")
     how = (f"Capture the repeated step with {graphs} (torch.cuda.graphs / torch.compile "
            "mode='reduce-overhead'" + (", which use HIP graphs on ROCm" if hip else "")
            + ") so one graph launch replaces many kernel launches; also remove host work "
