@@ -202,7 +202,7 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
 
     Host sync names the blocking call that overlaps the most host-sync time
-    (``sync_calls``: :func:`traceparse.analyses.gaps.host_sync_by_call`; e.g.
+    (``sync_calls``: :func:`traceparse.analyses.host_sync.host_sync_by_call`; e.g.
     ``mostly cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
     ``gaps``; warm-up-dominated traces also give the largest steady-state part (the window
     without warm-up), so a one-off module load does not hide what the run is bound by.
@@ -294,7 +294,7 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
                  for name in ("breakdown", "stragglers"))
     sync_calls = None
     if bd.height and int(bd["host_sync_ns"].sum()) > 0:
-        from traceparse.analyses.gaps import host_sync_by_call
+        from traceparse.analyses.host_sync import host_sync_by_call
 
         sync_calls = cached(tl, "host_sync_by_call", tuple(schema.TABLES),
                             lambda: host_sync_by_call(tl))

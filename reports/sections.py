@@ -148,8 +148,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                col("cause", "cause"), col("cause_name", "host call / range"),
                col("cause_thread_id", "thread", "id"), col("cause_detail", "detail")]
     more = frame.height - listed.height
+    from traceparse.analyses.host_sync import host_sync_by_op
+
     return {
         "count": frame.height,
+        "sync_ops": rows(host_sync_by_op(tl)),
         "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
         "min_ns": opts.gap_min_ns,
         "by_cause": rows(by_cause),
