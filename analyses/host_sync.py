@@ -22,12 +22,14 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from traceparse import schema
 from traceparse.analyses.attribution import (
     DEFAULT_GROUP,
     blocking_intervals,
     busy_activities,
     part_intervals,
 )
+from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
 
@@ -56,10 +58,27 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
 
 
 def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
-    """Host-sync time per blocking call name: ``name, host_sync_ns``, largest first."""
-    return (_overlaps(tl, list(group)).group_by("name")
-            .agg(pl.col("host_sync_ns").sum())
+    """Host-sync time per blocking call name: ``name, host_sync_ns``, largest first (the
+    calls of :func:`host_sync_by_op` summed over their ops)."""
+    return by_call(host_sync_by_op(tl, group=group))
+
+
+def by_call(by_op: pl.DataFrame) -> pl.DataFrame:
+    """:func:`host_sync_by_op`'s rows summed per call: ``name, host_sync_ns``, largest
+    first (ties by name)."""
+    return (by_op.group_by(pl.col("call").alias("name")).agg(pl.col("host_sync_ns").sum())
             .sort(["host_sync_ns", "name"], descending=[True, False]))
+
+
+def sync_origin(by_op: pl.DataFrame, call: str) -> str | None:
+    """The op that made most of ``call``'s host-sync time in ``by_op``
+    (:func:`host_sync_by_op`), when one op holds at least half of it; else None."""
+    rows = by_op.filter(pl.col("call") == call)
+    total = int(rows["host_sync_ns"].sum())
+    top = rows.filter(pl.col("op").is_not_null()).head(1)
+    if total <= 0 or top.height == 0 or 2 * int(top["host_sync_ns"][0]) < total:
+        return None
+    return str(top["op"][0])
 
 
 def host_sync_by_op(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
@@ -72,7 +91,14 @@ def host_sync_by_op(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl
         [8, 52) inside ``aten::item`` [5, 55), the GPU idle over [20, 50): op
         ``aten::item``, call ``cudaStreamSynchronize``, 1 call, 30 ns.
     """
-    ov = _overlaps(tl, list(group))
+    if tuple(group) == DEFAULT_GROUP:
+        return cached(tl, "host_sync_by_op", tuple(schema.TABLES),
+                      lambda: _by_op(tl, list(group)))
+    return _by_op(tl, list(group))
+
+
+def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    ov = _overlaps(tl, group)
     # a copy's implicit sync is listed without its thread: the runtime call it came from
     # (same rank, name and start) has one
     api = (tl.api.select("rank", pl.col("name").cast(pl.String), "start_ns",

@@ -76,3 +76,18 @@ def test_scenarios_name_their_ops(scenario: str, want: set[str | None]) -> None:
             if around.height and around.sort("depth")["name"].cast(pl.String)[0] == r["op"]:
                 named += 1
         assert named >= r["calls"]
+
+
+def test_verdict_names_the_op() -> None:
+    """Window [0, 70): compute 20, host sync 38 (the sync inside aten::item), the rest
+    launch overhead and idle: host-sync-bound, and the verdict says where the sync came
+    from; without the ops it names the call alone."""
+    from traceparse.analyses.summary import summarize
+
+    tl = _tl()
+    assert summarize(tl)["verdict"].startswith(
+        "host-sync-bound: 54.3% of the window is the host blocked in a synchronising call "
+        "(mostly cudaStreamSynchronize, from aten::item)")
+    bare = traceparse.Timeline(gpu=tl.gpu, api=tl.api, ranges=tl.ranges.clear(),
+                               sources=tl.sources).validate()
+    assert "(mostly cudaStreamSynchronize)" in summarize(bare)["verdict"]
