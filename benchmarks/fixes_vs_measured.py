@@ -27,7 +27,7 @@ graph``, ``*.truth.json``), the fusion re-check (``sample_traces/h200_recheck/fu
 eager vs jiterator/Triton/torch.compile, ``fusion_twins.json``) and decode eager vs graph
 (``sweep/decode_b*_{eager,graph}.truth.json``; with ``--gpu`` only these, and the
 host-sync twins where ``sync/`` exists, and the training step eager vs ``torch.compile`` +
-fused AdamW where ``fusion/fusion_train_twin.json`` exists). Measured = ``1 -
+fused AdamW where ``fusion/*/fusion_train_twin.json`` exist). Measured = ``1 -
 twin's unprofiled median step / eager's``. Beside it, the replayed profiler-free window
 per step before and after the fix (window / the trace's step count) against the two
 measured steps, which says whether an error is the profiler estimate's (before) or the
@@ -177,8 +177,7 @@ def unprofiled_pairs() -> list[tuple[str, str, Path, int, float, float]]:
             out.append((f"decode b{b} eager/graph", "cuda-graphs",
                         GPU / "sweep" / f"decode_b{b}_eager.json.gz", r"^decode_step_\d+$",
                         d["eager_step_ms_median"], d["graph_step_ms_median"]))
-    ft = GPU / "fusion" / "fusion_train_twin.json"
-    if ft.is_file():
+    for ft in sorted((GPU / "fusion").glob("*/fusion_train_twin.json")):
         d = json.loads(ft.read_text())
         out.append((f"train {d['model']} b{d['batch']} eager/compiled + fused AdamW", "fusion",
                     ft.parent / d["eager_trace"], None, d["eager_step_ms_median"],

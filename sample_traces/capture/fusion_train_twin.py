@@ -11,7 +11,8 @@ GEMMs) and ``AdamW(fused=True)`` (one kernel per parameter group instead of a ch
 ``_foreach_*`` kernels). Written as soon as each is known:
 
 * ``OUTDIR/train_<model>_b<B>_eager.json.gz``: the eager step profiled as in the sweep (3
-  steps after 1 profiler warm-up step, ``record_shapes``);
+  steps after 1 profiler warm-up step, ``record_shapes``), after 3 unprofiled warm-up steps
+  (the first runs of a fresh model hold cuBLAS/allocator warm-up);
 * ``OUTDIR/fusion_train_twin.json``: unprofiled ms per step of both, ``rounds`` interleaved
   rounds of 10 steps (device drained after each step), and the compile time.
 """
@@ -72,6 +73,9 @@ def main() -> None:
     def save() -> None:
         path.write_text(json.dumps(res, indent=1))
     eager = step_fn(a.model, a.batch, fused=False)
+    for _ in range(3):  # warm-up before the trace, as the sweep's timing did
+        eager()
+    torch.cuda.synchronize()
     profile_training(eager, out / f"{name}_eager.json.gz")
     fused = step_fn(a.model, a.batch, fused=True)
     t = time.perf_counter()
