@@ -94,12 +94,13 @@ def test_the_profiled_compile_twin_pays_the_profiler_not_the_fusion() -> None:
 
 
 def test_training_step_fusion_against_compiled_twin() -> None:
-    """The sweep's gpt2s training step at batch 32 on an H100 (sample_traces/h100_captures/
-    fusion/gpt2s_b32; GPU-bound, where the fusion fix is the fusion alone): eager 96.55 ms, torch.compile + AdamW(fused=True) 40.32 ms per step without the
-    profiler (58.2% saved). The eager trace's fusion fix is first and predicts 46.1%
-    profiler-free: within 25%, and below the measurement (Inductor also fuses reductions
-    and kernels the chain rule keeps apart). Its replayed eager step matches the
-    unprofiled one within 3%, and every chain was priced from its op shapes."""
+    """The sweep's gpt2s training step at batch 32 on an H100 (GPU-bound, where the fix is
+    the fusion alone; sample_traces/h100_captures/fusion/gpt2s_b32): eager 96.55 ms,
+    torch.compile + AdamW(fused=True) 40.32 ms per step without the profiler (58.2%
+    saved). The eager trace's fusion fix is first and predicts 46.1% profiler-free: within
+    25%, and below the measurement (Inductor also fuses reductions and kernels the chain
+    rule keeps apart). Its replayed eager step matches the unprofiled one within 3%, and
+    every chain was priced from its op shapes."""
     d = (Path(__file__).resolve().parent.parent / "sample_traces" / "h100_captures" / "fusion"
          / "gpt2s_b32")
     twin = json.loads((d / "fusion_train_twin.json").read_text())
