@@ -185,8 +185,14 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         pl.when(warm).then(detail)
         .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
         .otherwise(None).cast(pl.String).alias("cause_detail"))
-    out = _host_classes(tl, acts, out, group)
-    return (out.select(*group, *_GAP_COLS)
+    return sort_gaps(_host_classes(tl, acts, out, group), group)
+
+
+def sort_gaps(frame: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+    """The gap columns in the output order: largest first, then group and start (the
+    chunked executors sort their merged rows with it too)."""
+    group = list(group)
+    return (frame.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
 
@@ -250,7 +256,10 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
     j = _join_gaps(g.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
                    blk.select(*group, "name", "thread_id", "start_ns", "end_ns"), group)
     j = (j.filter((pl.col("start_ns") <= pl.col("_gs")) & (pl.col("end_ns") > pl.col("_gs")))
-         .sort("_gid", "start_ns").group_by("_gid", maintain_order=True).first())
+         # stable: of two blocking rows starting together, the API call (with its thread)
+         # comes first and names the gap (docs/analyses.md)
+         .sort("_gid", "start_ns", maintain_order=True)
+         .group_by("_gid", maintain_order=True).first())
     if j.height == 0:
         return gaps
     drained = g.join(j.select(pl.col("_gid").alias("_r"), pl.col("name").alias("_sn"),

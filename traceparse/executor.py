@@ -1,6 +1,6 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels`` and ``breakdown --gpu-only``):
+Executors (``--executor`` of ``kernels``, ``breakdown --gpu-only`` and ``gaps``):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process
@@ -22,11 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from traceparse.analyses import chunked
+from traceparse.analyses import chunked, chunked_gaps
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
@@ -78,6 +80,85 @@ def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUN
     part = _reduce(executor, plan, window_task, wins, (), chunked.merge_parts, workers,
                    scheduler)
     return chunked.gpu_breakdown_from_parts(part)
+
+
+def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int
+                    ) -> pl.DataFrame:
+    """The idle-gap partial of one time window (runs on a worker)."""
+    return chunked_gaps.window_gaps(chunks.read_rows(plan, plan.blocks_for(*window), window),
+                                    *window, min_ns)
+
+
+def gap_cause_task(plan: chunks.Plan, span: tuple[int, int], gaps: pl.DataFrame,
+                   min_ns: int) -> tuple[pl.DataFrame, int | None]:
+    """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
+    end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`),
+    and that timeline's first event (runs on a worker)."""
+    from traceparse.analyses.gaps import idle_gaps as memory_gaps
+    from traceparse.nsys.spans import read_span
+
+    tl = read_span(plan, *span)
+    first = tl.span_ns()
+    rows = memory_gaps(tl, min_ns=min_ns)
+    keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
+    rows = rows.join(gaps.select(keys).cast(rows.select(keys).schema), on=keys, how="semi",
+                     nulls_equal=True)
+    return rows, None if first is None else first[0]
+
+
+def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
+              chunk_rows: int = CHUNK_ROWS, workers: int = 4, scheduler: str | None = None
+              ) -> tuple[pl.DataFrame, int | None] | None:
+    """``gaps`` of one nsys export on a chunked executor: the frame of
+    :func:`traceparse.analyses.gaps.idle_gaps` and the trace's first event; None when it
+    has no GPU activity.
+
+    Two passes over time windows of about ``chunk_rows`` GPU activities
+    (docs/performance.md, "Chunked gaps"): the gaps themselves from the busy activities,
+    one row per device carried across an edge (:mod:`traceparse.analyses.chunked_gaps`);
+    then, per window holding a gap's start, the in-memory rules on the timeline of the
+    window, the window before and the window after (and the rest of any gap that runs
+    past them), keeping that window's gaps. The first window's span starts at the
+    beginning of the file (the trace's first event, which table times count from)."""
+    plan = chunks.plan(path, block_rows=chunk_rows)
+    wins = plan.windows(chunk_rows)
+    if not wins:
+        return None
+    part = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
+                   partial(chunked_gaps.merge_gaps, min_ns=min_ns), workers, scheduler)
+    found = chunked_gaps.gap_list(part)
+    starts = [w[0] for w in wins]
+    owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
+                            found["start_ns"].to_numpy(), side="right") - 1
+    found = found.with_columns(pl.Series("_w", owner, pl.Int64))
+    jobs: list[tuple[tuple[int, int], pl.DataFrame]] = []
+    for i in sorted({0, *owner.tolist()}):
+        mine = found.filter(pl.col("_w") == i).drop("_w")
+        lo = wins[i - 1][0] if i > 0 else -chunks.END
+        hi = wins[i + 1][1] if i + 1 < len(wins) else chunks.END
+        if mine.height:
+            hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
+        jobs.append(((lo, hi), mine))
+    results = _map(executor, plan, gap_cause_task, jobs, min_ns, workers, scheduler)
+    frames = [r[0] for r in results]
+    firsts = [r[1] for r in results if r[1] is not None]
+    from traceparse.analyses.gaps import sort_gaps
+
+    out = sort_gaps(pl.concat(frames, how="vertical_relaxed"), chunked_gaps.GROUP)
+    return out, min(firsts) if firsts else None
+
+
+def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],
+         jobs: Sequence[tuple[Any, Any]], extra: Any, workers: int,
+         scheduler: str | None) -> list[Any]:
+    """``task(plan, *job, extra)`` of each job, in order: one at a time here (a job's
+    timeline is the memory), or as Dask tasks."""
+    if executor == "chunks":
+        return [task(plan, *job, extra) for job in jobs]
+    with dask_client(workers, scheduler) as client:
+        shared = client.scatter(plan, broadcast=True)
+        futs = [client.submit(task, shared, *job, extra, pure=False) for job in jobs]
+        return list(client.gather(futs))
 
 
 def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
