@@ -168,7 +168,8 @@ EXECUTOR_ROWS = (
 
 def executor_rows(workload: str, n: str, tp: list[str]
                   ) -> list[tuple[str, str, list[str], object]]:
-    """``kernels``, ``breakdown --gpu-only`` and ``gaps`` on the ``memory`` (default), ``chunks`` and
+    """``kernels``, ``breakdown --gpu-only`` and ``gaps`` on the ``memory`` (default),
+    ``chunks`` and
     ``dask`` executors (the dask rows start a local cluster of 4 worker processes, one
     thread each, on whatever cores the machine has; the tree RSS column sums client and
     workers, ``benchmarks/dask_peaks.py`` gives each process's peak)."""
