@@ -12,6 +12,7 @@ in-memory path.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import polars as pl
@@ -116,4 +117,14 @@ def test_queue_deeper_than_the_margin(tmp_path: Path) -> None:
     mem = _cli(["--no-cache", "gaps", path, "--format", "csv", "--min-gap-us", "1"])
     chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "1", path,
                 "--format", "csv", "--min-gap-us", "1"])
+    assert chk == mem
+
+
+@pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                    reason="--executor dask needs the optional 'distributed' package")
+def test_dask_executor_equals_memory(tmp_path: Path) -> None:
+    path = str(write_sqlite("mini_train", tmp_path / "mini.sqlite"))
+    mem = _cli(["--no-cache", "gaps", path, "--format", "csv", "--min-gap-us", "1"])
+    chk = _cli(["--no-cache", "gaps", "--executor", "dask", "--workers", "2", "--chunk-rows",
+                "3", path, "--format", "csv", "--min-gap-us", "1"])
     assert chk == mem
