@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses.codes import matches
+from traceparse.analyses.profiler_cost import GRAPH_LAUNCH_RE
 from traceparse.timeline import Timeline
 
 #: Memory-bound kernels a compiler fuses (elementwise, normalisation, softmax, casts).
@@ -76,7 +77,8 @@ def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[
 def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     """CUDA graphs: the host's issuing time (launch calls and the framework ops issuing
     the next kernel: the attribution's ``launch`` host set) inside each captured region is
-    removed, so the region's kernels run at GPU speed after its first launch. With step
+    removed, so the region's kernels run at GPU speed after its first launch; a graph
+    launch the program already makes is kept (the region's one launch). With step
     ranges a region is one step from its first launch call on (the graph launch; host time
     before it, e.g. the loop between steps, stays); without them, the replay's epochs
     between blocking syncs."""
@@ -87,6 +89,14 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     notes = _graph_cuts(tl)
     issuing = host_sets(tl, busy_activities(tl), ["rank", "device_id"])["launch"].select(
         "rank", "start_ns", "end_ns")
+    # a region keeps one graph launch: where the program already launches a graph, that
+    # call is it and stays (under the profiler it also holds the recording of every node)
+    glaunch = (tl.api.filter(pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH_RE)
+                             .fill_null(False))
+               .select("rank", "start_ns", "end_ns").drop_nulls())
+    if glaunch.height:
+        issuing = intervals.subtract(issuing, glaunch.cast(issuing.schema),  # type: ignore[arg-type]
+                                     by=["rank"])
     sw = step_windows(tl)
     if sw.height == 0:
         return {"remove": issuing}, notes

@@ -42,6 +42,12 @@ Other recording options (``with_stack`` records many more Python events, whose c
 are not measured by C++ gaps) are untested: the figure is an estimate, reported with its
 uncertainty, never a measured saving.
 
+**Graph launches** (:func:`graph_launch_costs`): under the profiler a graph launch lasts
+about a microsecond per recorded kernel node and the graph's first kernel starts only after
+it returns; its duration above the process's ordinary launch call is removed as measured
+profiler time (not scaled by the per-op band), and the graph's kernels read it at the
+call's return (docs/calibration.md "Graph launches under the profiler").
+
 Non-Kineto traces (nsys) are not torch.profiler traces: their overhead is reported as 0
 with ``applies = False``.
 """
@@ -192,7 +198,8 @@ def _host_ns(tl: Timeline, windows: pl.DataFrame | None) -> int:
 
 
 def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
-                  per_event_ns: float | None = None) -> dict[str, Any]:
+                  per_event_ns: float | None = None,
+                  price_windows: pl.DataFrame | None = None) -> dict[str, Any]:
     """Estimated host time torch.profiler added to ``tl`` (see the module docstring).
 
     Args:
@@ -202,11 +209,17 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
             cost that window's own estimate (:func:`estimate`).
         per_event_ns: an explicit per-event cost for every event (overrides the estimate
             from the trace).
+        price_windows: without ``windows``, every event still counts but each is priced
+            at the estimate of the window it starts in (:func:`event_costs`; the pooled
+            estimate outside them): the costs the replays remove (pass the steps).
 
     Returns:
         ``{"applies", "host_ns", "events", "events_per_ms", "per_event_ns",
-        "per_event_spread_ns", "per_event_source", "visible_ns", "overhead_ns",
-        "overhead_low_ns", "overhead_high_ns", "overhead_frac", "options", "by_source"}``;
+        "per_event_spread_ns", "per_event_source", "visible_ns", "graph_launches",
+        "graph_launch_ns", "overhead_ns", "overhead_low_ns", "overhead_high_ns",
+        "overhead_frac", "options", "by_source"}``; ``graph_launch_ns`` is the graph
+        launches' measured excess (:func:`graph_launch_costs`), part of every overhead
+        figure and outside the band;
         ``per_event_ns`` is the mean cost of the counted events (overhead / events),
         ``per_event_source`` ``"trace"``, ``"default"`` (:data:`PER_EVENT_NS`) or
         ``"explicit"``; ``visible_ns`` the visible bookkeeping per event the estimate was
@@ -233,19 +246,29 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
                                                      "source": "default", "visible_ns": None,
                                                      "by_window": []}
         source, visible = est["source"], est["visible_ns"]
-        over = float(_costs_of(ev, est).sum()) if n else 0.0
+        if (applies and n and windows is None and price_windows is not None
+                and price_windows.height):
+            over = float(_event_table(tl, price_windows, True)["_op"].sum())
+        else:
+            over = float(_costs_of(ev, est).sum()) if n else 0.0
         c = over / n if n else float(est["per_event_ns"])
     lo, hi = _relative_range(source)
     spread = c * (hi - lo) / 2
     by_source = (ev.group_by("source").len().sort("source").rows() if applies else [])
+    # graph launches: their measured excess, not an estimate (no band)
+    gl = graph_launch_costs(tl)
+    if windows is not None and windows.height and gl.height:
+        gl = _in_windows(gl, windows)
+    graph = float(gl["excess_ns"].sum()) if gl.height else 0.0
     return {"applies": applies, "host_ns": host, "events": n,
             "events_per_ms": n / (host / 1e6) if host else None,
             "per_event_ns": c, "per_event_spread_ns": spread,
             "per_event_source": source, "visible_ns": visible,
-            "overhead_ns": round(over),
-            "overhead_low_ns": round(over * max(lo, 0.0)),
-            "overhead_high_ns": round(over * hi),
-            "overhead_frac": over / host if host else None,
+            "graph_launches": gl.height, "graph_launch_ns": round(graph),
+            "overhead_ns": round(over + graph),
+            "overhead_low_ns": round(over * max(lo, 0.0) + graph),
+            "overhead_high_ns": round(over * hi + graph),
+            "overhead_frac": (over + graph) / host if host else None,
             "options": options(tl), "by_source": {k: int(v) for k, v in by_source}}
 
 
@@ -267,39 +290,162 @@ def _costs_of(ev: pl.DataFrame, est: dict[str, Any]) -> np.ndarray:
     return per_w[ev["_w"].to_numpy().astype(np.int64)]
 
 
-def event_costs(tl: Timeline, windows: pl.DataFrame | None = None
-                ) -> dict[tuple[int, int], np.ndarray]:
-    """Per-event cost (ns) of each recorded op, aligned with :func:`advance_fn`'s times: the
-    estimate of the window the op starts in, else the pooled estimate (:func:`estimate`).
-    Empty for non-Kineto traces."""
+#: Host calls that launch a CUDA/HIP graph (``cudaGraphLaunch``, ``hipGraphLaunch``).
+GRAPH_LAUNCH_RE = r"(?i)graphlaunch"
+
+
+def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
+    """The profiler's cost inside graph launches (docs/calibration.md "Graph launches under
+    the profiler"): per graph-launch call whose kernels the trace recorded, its duration
+    above the median duration of the process's other calls that launched GPU work (an
+    ordinary launch; 0 where there is none): ``rank, process_id, start_ns, end_ns,
+    nodes, excess_ns, device_id, first_start_ns`` (the device and start of the graph's
+    first activity); the first launch of a graph (by node count) is capped at the median
+    excess of the process's launches with as many nodes (its graph upload is the
+    program's). Empty for non-Kineto traces."""
+    from traceparse.derived import cached
+
+    return cached(tl, "graph_launch_costs", ("gpu", "api", "sources"),
+                  lambda: _graph_launch_costs(tl))
+
+
+def _graph_launch_costs(tl: Timeline) -> pl.DataFrame:
+    schema = {"rank": pl.Int64, "process_id": pl.Int64, "start_ns": pl.Int64,
+              "end_ns": pl.Int64, "nodes": pl.Int64, "excess_ns": pl.Int64,
+              "device_id": pl.Int64, "first_start_ns": pl.Int64}
+    if (not is_kineto(tl) or not tl.api.height
+            or not tl.api["name"].cast(pl.String).str.contains(GRAPH_LAUNCH_RE).any()):
+        return pl.DataFrame(schema=schema)
+    from traceparse.links import launch_join
+
+    lj = (launch_join(tl).filter(pl.col("api_start_ns").is_not_null()
+                                 & (pl.col("kind").cast(pl.String) != "sync"))
+          .select(pl.col("rank").cast(pl.Int64),
+                  pl.col("process_id").fill_null(0).cast(pl.Int64),
+                  pl.col("api_name").cast(pl.String), pl.col("api_start_ns").cast(pl.Int64),
+                  pl.col("api_end_ns").cast(pl.Int64), pl.col("device_id").cast(pl.Int64),
+                  pl.col("start_ns").cast(pl.Int64)))
+    calls = (lj.sort("start_ns")
+             .group_by("rank", "process_id", "api_name", "api_start_ns", "api_end_ns")
+             .agg(pl.len().alias("nodes"), pl.col("device_id").first(),
+                  pl.col("start_ns").first().alias("first_start_ns"))
+             .with_columns((pl.col("api_end_ns") - pl.col("api_start_ns")).alias("_d"),
+                           pl.col("api_name").str.contains(GRAPH_LAUNCH_RE).alias("_g")))
+    if not calls["_g"].any():
+        return pl.DataFrame(schema=schema)
+    base = (calls.filter(~pl.col("_g")).group_by(_KEY)
+            .agg(pl.col("_d").median().alias("_b")))
+    # a graph's recording costs the same at every launch: what its first launch spends
+    # beyond the median of the launches with as many nodes is the graph's upload (the
+    # program's warm-up), not the profiler's
+    grp = [*_KEY, "nodes"]
+    g = (calls.filter(pl.col("_g")).join(base, on=_KEY, how="left")
+         .with_columns((pl.col("_d") - pl.col("_b").fill_null(0)).clip(0).alias("_x"))
+         .with_columns(pl.when(pl.col("api_start_ns") == pl.col("api_start_ns").min()
+                               .over(grp))
+                       .then(pl.min_horizontal("_x", pl.col("_x").median().over(grp)))
+                       .otherwise(pl.col("_x")).round().cast(pl.Int64).alias("excess_ns")))
+    return (g.select("rank", "process_id", pl.col("api_start_ns").alias("start_ns"),
+                     pl.col("api_end_ns").alias("end_ns"), "nodes", "excess_ns",
+                     "device_id", "first_start_ns")
+            .cast(schema).sort(*_KEY, "start_ns"))  # type: ignore[arg-type]
+
+
+def graph_launch_gpu_wait(tl: Timeline) -> tuple[int, int]:
+    """How much of the graph launches' recording the GPU spent waiting: per launch with an
+    excess (:func:`graph_launch_costs`), the part of the call during which its device ran
+    nothing (after the device's last activity that ended before the graph's first kernel;
+    none before the device's first activity), at most the excess: ``(launches that idled
+    the GPU, summed ns)``."""
+    g = graph_launch_costs(tl)
+    if not g.height:
+        return 0, 0
+    acts = (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+            .select(pl.col("rank").cast(pl.Int64), pl.col("device_id").cast(pl.Int64),
+                    pl.col("end_ns").cast(pl.Int64).alias("_prev")).sort("_prev"))
+    j = (g.sort("first_start_ns")
+         .join_asof(acts, left_on="first_start_ns", right_on="_prev",
+                    by=["rank", "device_id"], strategy="backward", check_sortedness=False)
+         .with_columns((pl.min_horizontal("end_ns", "first_start_ns")
+                        - pl.max_horizontal("start_ns", pl.col("_prev").fill_null(
+                            pl.col("first_start_ns"))))
+                       .clip(0).alias("_idle"))
+         .with_columns(pl.min_horizontal("_idle", "excess_ns").alias("_w")))
+    w = j.filter(pl.col("_w") > 0)
+    return w.height, int(w["_w"].sum())
+
+
+def _event_table(tl: Timeline, windows: pl.DataFrame | None, costs: bool,
+                 per_event_ns: float | None = None) -> pl.DataFrame:
+    """Every profiler event the replays remove, sorted per process: the recorded ops (cost
+    ``_op``: their window's estimate, else the pooled one, or ``per_event_ns``) and the
+    graph launches (cost ``_graph``: their excess), ``rank, process_id, start_ns, _op,
+    _graph`` (costs only with ``costs``)."""
+    ev = host_events(tl).select(*_KEY, "start_ns").with_row_index("_i")
+    if costs and per_event_ns is not None:
+        ev = ev.with_columns(pl.lit(float(per_event_ns)).alias("_op"))
+    elif costs:
+        est = estimate(tl, windows)
+        if windows is not None and windows.height and est["by_window"]:
+            inw = _in_windows(ev, windows).select("_i", "_w")
+            ev = ev.join(inw, on="_i", how="left").sort("_i")
+            per_w = np.array([est["per_event_ns"] if v is None else v
+                              for v in est["by_window"]] + [est["per_event_ns"]], float)
+            w = ev["_w"].fill_null(len(per_w) - 1).to_numpy().astype(np.int64)
+            ev = ev.drop("_w").with_columns(pl.Series("_op", per_w[w]))
+        else:
+            ev = ev.with_columns(pl.lit(float(est["per_event_ns"])).alias("_op"))
+    g = graph_launch_costs(tl)
+    if costs:
+        ev = ev.with_columns(pl.lit(0.0).alias("_graph"))
+    gr = g.select(*_KEY, "start_ns").with_columns(
+        pl.lit(None, pl.UInt32).alias("_i"),
+        *((pl.lit(0.0).alias("_op"), g["excess_ns"].cast(pl.Float64).alias("_graph"))
+          if costs else ()))
+    # a graph launch after the ops that start with it (ties keep the op order)
+    return (pl.concat([ev.with_columns(pl.lit(0).alias("_s")),
+                       gr.with_columns(pl.lit(1).alias("_s"))], how="diagonal_relaxed")
+            .sort(*_KEY, "start_ns", "_s", "_i"))
+
+
+def event_cost_parts(tl: Timeline, windows: pl.DataFrame | None = None, *,
+                     per_event_ns: float | None = None
+                     ) -> tuple[dict[tuple[int, int], np.ndarray],
+                                dict[tuple[int, int], np.ndarray]]:
+    """The two parts of :func:`event_costs`, aligned with :func:`advance_fn`'s times:
+    ``(recorded ops' estimated cost, graph launches' measured excess)`` per process (each 0
+    where the event is of the other kind): a band scales only the first."""
     if not is_kineto(tl):
-        return {}
-    est = estimate(tl, windows)
-    ev = host_events(tl).with_row_index("_i")
-    if windows is not None and windows.height and est["by_window"]:
-        inw = _in_windows(ev, windows).select("_i", "_w")
-        ev = ev.join(inw, on="_i", how="left").sort("_i")
-        per_w = np.array([est["per_event_ns"] if v is None else v for v in est["by_window"]]
-                         + [est["per_event_ns"]], float)
-        w = ev["_w"].fill_null(len(per_w) - 1).to_numpy().astype(np.int64)
-        ev = ev.with_columns(pl.Series("_c", per_w[w]))
-    else:
-        ev = ev.with_columns(pl.lit(float(est["per_event_ns"])).alias("_c"))
-    out: dict[tuple[int, int], np.ndarray] = {}
-    for (r, p), s in ev.sort(*_KEY, "start_ns", "_i").group_by(_KEY, maintain_order=True):
-        out[(int(r), int(p))] = s["_c"].to_numpy().astype(float)  # type: ignore[arg-type]
-    return out
+        return {}, {}
+    ev = _event_table(tl, windows, True, per_event_ns)
+    ops: dict[tuple[int, int], np.ndarray] = {}
+    graph: dict[tuple[int, int], np.ndarray] = {}
+    for (r, p), s in ev.group_by(_KEY, maintain_order=True):
+        ops[(int(r), int(p))] = s["_op"].to_numpy().astype(float)  # type: ignore[arg-type]
+        graph[(int(r), int(p))] = s["_graph"].to_numpy().astype(float)  # type: ignore[arg-type]
+    return ops, graph
+
+
+def event_costs(tl: Timeline, windows: pl.DataFrame | None = None, *,
+                per_event_ns: float | None = None) -> dict[tuple[int, int], np.ndarray]:
+    """Cost (ns) of each profiler event, aligned with :func:`advance_fn`'s times: a recorded
+    op costs the estimate of the window it starts in, else the pooled estimate
+    (:func:`estimate`; ``per_event_ns`` instead when given); a graph launch its measured
+    excess (:func:`graph_launch_costs`). Empty for non-Kineto traces."""
+    ops, graph = event_cost_parts(tl, windows, per_event_ns=per_event_ns)
+    return {k: v + graph[k] for k, v in ops.items()}
 
 
 def advance_fn(tl: Timeline) -> dict[tuple[int, int], np.ndarray]:
-    """Sorted recorded-op start times per ``(rank, process_id)``: the profiler's host cost
-    before an instant ``t`` on a process is the summed cost of the events before it
-    (:func:`advance`). Empty for non-Kineto traces (no profiler cost)."""
+    """Sorted start times of the profiler's events per ``(rank, process_id)`` (recorded ops
+    and graph launches, :func:`event_costs`): the profiler's host cost before an instant
+    ``t`` on a process is the summed cost of the events before it (:func:`advance`). Empty
+    for non-Kineto traces (no profiler cost)."""
     if not is_kineto(tl):
         return {}
-    ev = host_events(tl).with_row_index("_i")
+    ev = _event_table(tl, None, False)
     out: dict[tuple[int, int], np.ndarray] = {}
-    for (r, p), s in ev.sort(*_KEY, "start_ns", "_i").group_by(_KEY, maintain_order=True):
+    for (r, p), s in ev.group_by(_KEY, maintain_order=True):
         out[(int(r), int(p))] = s["start_ns"].to_numpy().astype(np.int64)  # type: ignore[arg-type]
     return out
 

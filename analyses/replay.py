@@ -59,6 +59,7 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses._arrays import lex_codes, seg_cummax
+from traceparse.analyses.profiler_cost import GRAPH_LAUNCH_RE
 from traceparse.analyses.replay_removed import (
     Profiler,
     _cum_at,
@@ -92,6 +93,7 @@ class _Prep:
     rid: np.ndarray  #: code of (rank, process, device (null as -1), stream): replay runs
     comm: np.ndarray  #: category is communication
     launched: np.ndarray  #: a launch call is known
+    graph: np.ndarray  #: launched by a graph launch (``*GraphLaunch``)
     api_s: np.ndarray  #: call entry (0 where none)
     api_e: np.ndarray  #: call return (_NEG where none)
     start: np.ndarray
@@ -107,12 +109,22 @@ def _prepare(tl: Timeline) -> _Prep:
     return cached(tl, "replay_prep", ("gpu", "api"), lambda: _build_prep(tl))
 
 
+def profiler_instants(p: _Prep, rows: np.ndarray) -> np.ndarray:
+    """The host instant at which each row's start reads the profiler's removed time: its
+    call's entry, or its call's return for work a graph launch started (under the profiler
+    a graph's first kernel starts only after ``cudaGraphLaunch`` returns, so the time
+    removed inside that call moves the graph's kernels too; docs/calibration.md)."""
+    return np.where(p.graph[rows], p.api_e[rows], p.host[rows])
+
+
 def _build_prep(tl: Timeline) -> _Prep:
     idx = launch_links(tl)["api_row"]
     keep = (tl.gpu.select(pl.col("kind").cast(pl.String) != "sync").to_series()
             .fill_null(False))
     calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
-                          pl.col("end_ns").gather(idx).alias("api_end_ns"))
+                          pl.col("end_ns").gather(idx).alias("api_end_ns"),
+                          pl.col("name").cast(pl.String).gather(idx).str.contains(
+                              GRAPH_LAUNCH_RE).fill_null(False).alias("_graph"))
     f = (pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id", "category",
                                   "start_ns", "end_ns", "dur_ns"), calls], how="horizontal")
          .with_row_index("_i").filter(keep))
@@ -133,7 +145,7 @@ def _build_prep(tl: Timeline) -> _Prep:
         gi=gi, rank=rank, proc=proc, procs=procs,
         sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
         comm=(f["category"] == "communication").fill_null(False).to_numpy(),
-        launched=launched,
+        launched=launched, graph=f["_graph"].to_numpy() & launched,
         api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
         start=start, end=f["end_ns"].to_numpy().astype(_I64),
         dur=f["dur_ns"].to_numpy().astype(_I64), host=np.where(launched, api_s, start),
@@ -459,8 +471,9 @@ def _pred_end(tl: Timeline, p: _Prep, d: np.ndarray, no_launch_overhead: bool,
         pa, pa_ss = None, None
         if profiler is not None:
             pk = keys[int(q)]
-            ev = outside_removed(profiler[0].get(pk, np.zeros(0, _I64)), lo, pk[0])
-            pa, pa_ss = profiler_parts(ev, profiler[1], p.host[rows], ep, sy)
+            ev, cost = outside_removed(profiler[0].get(pk, np.zeros(0, _I64)),
+                                       profiler[1].get(pk, np.zeros(0)), lo, pk[0])
+            pa, pa_ss = profiler_parts(ev, cost, profiler_instants(p, rows), ep, sy)
         if sy is not None and (cum is not None or dropped is not None or pa is not None):
             ss, se = np.asarray(sy[0], _I64), np.asarray(sy[1], _I64)
             rk = np.full(ss.size, p.rank[rows[0]], _I64)

@@ -28,7 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from traceparse.analyses.replay import _NEG, _Prep, _prepare, _stage, solve_runs
+from traceparse.analyses.replay import (
+    _NEG,
+    _Prep,
+    _prepare,
+    _stage,
+    profiler_instants,
+    solve_runs,
+)
 from traceparse.timeline import Timeline
 
 _I64 = np.int64
@@ -128,7 +135,7 @@ def replay_host(tl: Timeline, *, durations: np.ndarray | None = None,
         rows, ep = rows0[oe], ep[oe]
         key = _key0[oe]
         host = p.host[rows]
-        a = adv(pk, host)
+        a = adv(pk, profiler_instants(p, rows))
         ss_adj: list[int] = []
         ret = np.zeros(0, _I64)
         if sy:

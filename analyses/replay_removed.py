@@ -7,11 +7,12 @@ intervals and the profiler's own recording cost.
   sync returned.
 * **The profiler's cost** (``profiler``: :mod:`traceparse.analyses.profiler_cost`): every
   recorded host op (``cpu_op``, ``user_annotation``, ``profiler_step``,
-  ``python_function``) cost its process ``per_event_ns``; a host instant moves earlier by
-  ``per_event_ns`` times the recorded ops of its process that began before it, as in
-  :mod:`traceparse.analyses.replay_host`. An op that began inside a removed interval is not
-  counted again: that time is already gone with the interval, so the two never remove the
-  same host time twice (:func:`profiler_parts`).
+  ``python_function``) costs the per-event estimate of the step it began in
+  (:func:`traceparse.analyses.profiler_cost.event_costs`, the costs ``predict`` removes); a
+  host instant moves earlier by the summed cost of the recorded ops of its process that
+  began before it, as in :mod:`traceparse.analyses.replay_host`. An op that began inside a
+  removed interval is not counted again: that time is already gone with the interval, so
+  the two never remove the same host time twice (:func:`profiler_parts`).
 """
 
 from __future__ import annotations
@@ -114,33 +115,37 @@ def _launch_cum_join(tl: Timeline, p: Any, lo: pl.DataFrame) -> np.ndarray:
 
 #: The profiler's cost as the replay takes it: recorded-op start times per
 #: ``(rank, process_id)`` (sorted; :func:`traceparse.analyses.profiler_cost.advance_fn`) and
-#: the host cost of one recorded op (ns).
-Profiler = tuple[dict[tuple[int, int], np.ndarray], float]
+#: each op's host cost (ns, aligned with the times;
+#: :func:`traceparse.analyses.profiler_cost.event_costs`).
+Profiler = tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], np.ndarray]]
 
 
-def outside_removed(times: np.ndarray, lo: pl.DataFrame | None, rank: int) -> np.ndarray:
-    """``times`` (sorted) without those inside the removal union ``lo``
+def outside_removed(times: np.ndarray, costs: np.ndarray, lo: pl.DataFrame | None,
+                    rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """``times`` (sorted) and their ``costs`` without those inside the removal union ``lo``
     (:func:`_rank_union` frame) of ``rank``: that host time is already removed."""
     if lo is None or lo.height == 0 or times.size == 0:
-        return times
+        return times, costs
     f = lo.filter(pl.col("rank").cast(pl.Int64) == rank)
     if f.height == 0:
-        return times
+        return times, costs
     e = f["end_ns"].to_numpy().astype(_I64)
     c = f["_cum"].to_numpy().astype(_I64)
     starts = e - (c - np.append(0, c[:-1]))
     k = np.searchsorted(starts, times, side="right") - 1
     inside = (k >= 0) & (times < e[np.maximum(k, 0)])
-    return times[~inside]
+    return times[~inside], costs[~inside]
 
 
-def profiler_parts(times: np.ndarray | None, per_event_ns: float, host: np.ndarray,
+def profiler_parts(times: np.ndarray | None, per_event_ns: float | np.ndarray,
+                   host: np.ndarray,
                    ep: np.ndarray, syncs: tuple[list[int], ...] | None
                    ) -> tuple[np.ndarray, np.ndarray | None]:
     """The profiler's cost removed before each launch (``host``: call entries, ``ep``: their
     epochs) and before each blocking sync's entry, both counted since the process's previous
     blocking sync returned (as the removed intervals are): ``(per row, per sync or None)``.
-    ``times``: the recorded ops left to count (:func:`outside_removed`)."""
+    ``times``: the recorded ops left to count (:func:`outside_removed`), each at
+    ``per_event_ns`` (one cost, or one per op)."""
     from traceparse.analyses.profiler_cost import advance
 
     a = advance(times, host, per_event_ns)

@@ -22,8 +22,10 @@ of the attribution the change removes (``bound_ns``, summed over the rank's devi
 
 **Without the profiler** (torch.profiler traces; null otherwise): ``window_unprofiled_ns``
 is the trace replayed with the profiler's own recording cost removed
-(:func:`traceparse.analyses.replay.predicted` with ``profiler``: each recorded op costs its
-thread :func:`traceparse.analyses.profiler_cost.profiler_cost`'s ``per_event_ns``), and
+(:func:`traceparse.analyses.replay.predicted` with ``profiler``: each recorded op costs the
+per-event estimate of the step it began in,
+:func:`traceparse.analyses.profiler_cost.event_costs`, the same costs ``predict --scale``
+removes), and
 ``saving_unprofiled_ns`` that window minus the same change's replay with the cost removed
 too (ops inside host time the change already removes are not counted twice): one engine,
 two replays per change. The host-change cap is the same (the GPU's busy time does not
@@ -45,13 +47,16 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
+
+if TYPE_CHECKING:
+    from traceparse.analyses.replay_removed import Profiler
 
 #: The GPU's non-busy parts: all a change to the host can give back.
 _IDLE = ("launch_overhead_ns", "warmup_ns", "host_sync_ns", "idle_ns")
@@ -166,16 +171,20 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
 
 
-def profiler(tl: Timeline) -> tuple[dict[tuple[int, int], np.ndarray], float] | None:
-    """The profiler's recording cost as the replay removes it (recorded-op starts per
-    process and the per-op cost, :mod:`traceparse.analyses.profiler_cost`); None for a
-    trace not recorded by torch.profiler."""
+def profiler(tl: Timeline) -> Profiler | None:
+    """The profiler's recording cost as the replay removes it: recorded-op starts per
+    process and each op's cost, the per-event estimate of the step it began in
+    (:func:`traceparse.analyses.profiler_cost.event_costs` over the step windows, the
+    costs ``predict`` removes; the pooled estimate without steps); None for a trace not
+    recorded by torch.profiler."""
     from traceparse.analyses import profiler_cost
+    from traceparse.analyses.steps import step_windows
 
     ev = profiler_cost.advance_fn(tl)
     if not ev:
         return None
-    return ev, float(profiler_cost.profiler_cost(tl)["per_event_ns"])
+    steps = step_windows(tl)
+    return ev, profiler_cost.event_costs(tl, steps if steps.height else None)
 
 
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
@@ -215,8 +224,8 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
                  .to_series().to_list())
         excess = int(sum(max(0.0, w - steady) for w in walls))
         if excess > 0:
-            # without the profiler: each step less the profiler's cost of the ops recorded
-            # in it (per_event_ns each, :mod:`traceparse.analyses.profiler_cost`)
+            # without the profiler: each step less the profiler's cost of the events
+            # recorded in it (:func:`profiler`: the costs the replays remove)
             cost = _recorded_cost(prof, int(rank), g["start_ns"].to_numpy(),
                                   g["end_ns"].to_numpy(), lo, hi)
             su = float(np.median(g["wall_ns"].to_numpy()[lead:] - cost[1][lead:]))
@@ -241,21 +250,22 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     return w, [f"the first {lead} step(s) above the steady-state median step"]
 
 
-def _recorded_cost(prof: tuple[dict[tuple[int, int], np.ndarray], float] | None, rank: int,
-                   s: np.ndarray, e: np.ndarray, lo: int, hi: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def _recorded_cost(prof: Profiler | None, rank: int, s: np.ndarray, e: np.ndarray,
+                   lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The profiler's cost of the ops recorded in each step ``[s, e)`` of ``rank``: inside
     the GPU window ``[lo, hi)`` and in the whole step (zeros without a profiler)."""
     clip = np.zeros(s.size), np.zeros(s.size)
     if prof is None:
         return clip
-    ev, c = prof
-    for (r, _pid), t in ev.items():
-        if r != rank:
+    ev, costs = prof
+    for key, t in ev.items():
+        if key[0] != rank:
             continue
+        cum = np.concatenate([[0.0], np.cumsum(costs[key])])
         a, b = np.maximum(s, lo), np.minimum(e, hi)
-        clip[0][:] += c * np.clip(np.searchsorted(t, b) - np.searchsorted(t, a), 0, None)
-        clip[1][:] += c * (np.searchsorted(t, e) - np.searchsorted(t, s))
+        clip[0][:] += np.clip(cum[np.searchsorted(t, b)] - cum[np.searchsorted(t, a)], 0,
+                              None)
+        clip[1][:] += cum[np.searchsorted(t, e)] - cum[np.searchsorted(t, s)]
     return clip
 
 

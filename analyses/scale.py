@@ -242,15 +242,17 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     dev = _pick_device(tl, cal, allow_other_gpu)
     dur, info = scaled_durations(tl, dev, factor, batch_size)
     ev = profiler_cost.advance_fn(tl)
-    costs = (profiler_cost.event_costs(tl, steps) if per_event_ns is None
-             else dict.fromkeys(ev, float(per_event_ns)))
+    # the band scales only the per-op estimate, not the graph launches' measured excess
+    ops, graph = profiler_cost.event_cost_parts(tl, steps, per_event_ns=per_event_ns)
 
     waits = replay_host.queue_waits(tl)
 
     def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
-        """The replay with the profiler's cost per event times ``scale``: rows, steps."""
+        """The replay with the profiler's per-op cost times ``scale``: rows, steps."""
+        costs = {k: v * scale + graph[k] for k, v in ops.items()}
+
         def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0) * scale)
+            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0))
                     + replay_host.waited(waits.get(key), t))
 
         r = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
@@ -262,9 +264,11 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     # the step at the ends of the per-event cost's measured range (a larger cost removes
     # more host time: the low step); none when nothing is removed
     lo_hi = None
-    if prof["applies"] and prof["overhead_ns"] and prof["overhead_low_ns"] is not None:
-        k_lo = prof["overhead_low_ns"] / prof["overhead_ns"]
-        k_hi = prof["overhead_high_ns"] / prof["overhead_ns"]
+    gl = prof["graph_launch_ns"]
+    op_ns = prof["overhead_ns"] - gl
+    if prof["applies"] and op_ns > 0 and prof["overhead_low_ns"] is not None:
+        k_lo = (prof["overhead_low_ns"] - gl) / op_ns
+        k_hi = (prof["overhead_high_ns"] - gl) / op_ns
         lo_hi = [int(np.median(replay(k_hi)[1]["predicted_ns"].to_numpy())),
                  int(np.median(replay(k_lo)[1]["predicted_ns"].to_numpy()))]
     bounds = st.select("rank", pl.col("pred_start_ns").alias("start"),
@@ -279,6 +283,8 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
               for s in ("shapes", "curve", "measured", "measured_no_shapes")}
     wall = (steps["end_ns"] - steps["start_ns"]).to_numpy()
+    warnings = _unscaled_warning(tl, dur, factor, total,
+                                 by_src["measured_no_shapes"] + by_src["measured"])
     return {
         "factor": factor, "batch": info["batch"], "tokens": info["tokens"],
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
@@ -296,7 +302,39 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "profiler": prof,
         "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
         "steps": st.to_dicts(),
+        "warnings": warnings,
     }
+
+
+#: Share of the predicted GPU time kept as measured at and above which a prediction at
+#: another batch warns that it does not scale most of the GPU work.
+UNSCALED_WARN_FRAC = 0.5
+
+
+def _unscaled_warning(tl: Timeline, dur: pl.DataFrame, factor: float, total: int,
+                      kept: int) -> list[str]:
+    """A warning when ``factor != 1`` and at least :data:`UNSCALED_WARN_FRAC` of the GPU
+    time is kept as measured (no shapes, or tensors without the batch): the prediction then
+    leaves that work at its traced size (for a larger batch it under-estimates). Names the
+    graph launches when kernels replayed from a CUDA graph make up most of it (a graph
+    replay records no op, so its kernels carry no shapes)."""
+    if factor == 1 or total <= 0 or kept / total < UNSCALED_WARN_FRAC:
+        return []
+    from traceparse.links import launch_join
+
+    lj = launch_join(tl).select(pl.col("api_name").cast(pl.String))
+    no = dur.select(pl.col("source").is_in(["measured_no_shapes", "measured"]).alias("k"),
+                    "pred_dur_ns")
+    j = pl.concat([lj, no], how="horizontal").filter(pl.col("k"))
+    graph = int(j.filter(pl.col("api_name").str.contains(profiler_cost.GRAPH_LAUNCH_RE)
+                         .fill_null(False))["pred_dur_ns"].sum())
+    why = (f": {100 * graph / kept:.0f}% of it replayed from a CUDA graph, whose kernels "
+           "carry no op shapes (a graph launch records no op; trace the eager run to "
+           "scale them)" if graph * 2 >= kept else
+           ": its kernels' ops recorded no shapes that carry the batch")
+    return [f"{100 * kept / total:.0f}% of the GPU time is kept at its traced size{why}; "
+            f"at {factor:g}x the batch the prediction likely "
+            + ("under" if factor > 1 else "over") + "-estimates the step"]
 
 
 def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
@@ -326,7 +364,9 @@ def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
          "priced beyond the sizes the curve was fitted on"),
         ("profiler_overhead_ns", pc["overhead_ns"],
          f"{pc['events']} recorded ops x {pc['per_event_ns']:.0f} ns "
-         f"(+/- {pc['per_event_spread_ns']:.0f})"),
+         f"(+/- {pc['per_event_spread_ns']:.0f})"
+         + (f" + {pc['graph_launches']} graph launches' recording "
+            f"{pc['graph_launch_ns']:,} ns" if pc.get("graph_launches") else "")),
         ("queue_wait_ns", result["queue_wait_ns"], "host waiting for a full launch queue"),
     ]
     def cell(v: float | None) -> str:

@@ -324,20 +324,46 @@ HOST_VERDICTS = tuple(VERDICTS[p][0] for p in ("launch_overhead_ns", "host_sync_
 def _profiler_clause(tl: Timeline, line: str) -> str:
     """For a host-bound verdict on a torch.profiler trace, how much of the host time the
     profiler itself may have added (:func:`traceparse.analyses.profiler_cost.profiler_cost`:
-    a per-recorded-op cost calibrated on unprofiled runs). Never a fix: it only says how much
+    each recorded op at its step's per-op cost, as ``predict`` and the fixes' profiler-free
+    replay remove it). Never a fix: it only says how much
     of the measured host time would not be there without the profiler."""
-    if not line.startswith(HOST_VERDICTS):
-        return ""
-    from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, profiler_cost
+    from traceparse.analyses.savings import windows_of
+    from traceparse.analyses.steps import step_windows
 
-    pc = profiler_cost(tl)
+    dur = units.duration
+    if not line.startswith(HOST_VERDICTS):
+        # the graph launches' recording is measured, and where the GPU waited for it, it
+        # idles the GPU whatever the verdict: said when that holds at least
+        # GRAPH_CLAUSE_FRAC of the GPU window
+        def rec() -> dict[str, int]:
+            n, x = graph_launch_gpu_wait(tl)
+            win = int(windows_of(tl)["measured_ns"].sum()) if n else 0
+            return {"launches": n, "excess_ns": x, "window_ns": win}
+
+        r = cached(tl, "graph_launch_recording", ("gpu", "api", "sources"), rec)
+        n, x, win = r["launches"], r["excess_ns"], r["window_ns"]
+        if not win or x < GRAPH_CLAUSE_FRAC * win:
+            return ""
+        return (f"; under the profiler the GPU waited {dur(x)} ({100 * x / win:.0f}% of "
+                f"the GPU window) for {n:,} graph launches recording their kernel nodes, "
+                "time an unprofiled run would not spend")
+    # each recorded op priced at its step's estimate: the costs the replays remove
+    pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
-    dur = units.duration
     return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
             f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
             f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
-            f"~{dur(pc['per_event_ns'])} each)")
+            f"~{dur(pc['per_event_ns'])} each"
+            + (f", and {dur(pc['graph_launch_ns'])} recorded inside "
+               f"{pc['graph_launches']:,} graph launches" if pc["graph_launches"] else "")
+            + ")")
+
+
+#: Share of the summed GPU windows the graph launches' recording must hold for a verdict
+#: that is not host-bound to mention it.
+GRAPH_CLAUSE_FRAC = 0.05
 
 
 #: Attribution parts during which the GPU ran traced work; the others are GPU-idle time.

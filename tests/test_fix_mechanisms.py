@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -262,21 +263,24 @@ def test_profiler_free_saving_in_the_same_engine() -> None:
     off twice would give 58.) Saving 187-66 = 121 profiled, 179-66 = 113 without."""
     from traceparse.analyses import profiler_cost
     from traceparse.analyses.mechanisms import replay_args
+    from traceparse.analyses.steps import step_windows
     from traceparse.reports.fixes import fixes_list
 
     tl = _kineto(_sibling_ops_tl())
     ev = profiler_cost.advance_fn(tl)
     assert {k: (v // US).tolist() for k, v in ev.items()} == {
         (0, 1): [0, 5, 40, 45, 140, 176, 186]}
-    prof = (ev, 2.0 * US)
+    prof = (ev, {k: np.full(v.size, 2.0 * US) for k, v in ev.items()})
     assert windows(predicted(tl, profiler=prof))["predicted_ns"].to_list() == [179 * US]
     args, _ = replay_args(tl, "no_launch_overhead")
     assert windows(predicted(tl, **args))["predicted_ns"].to_list() == [66 * US]
     assert windows(predicted(tl, **args, profiler=prof))["predicted_ns"].to_list() == [
         66 * US]
-    # the engine's row, with the profiler's own estimate of the per-op cost: the before
-    # and after windows are these replays, and fixes / summary / whatif quote them
-    c = profiler_cost.profiler_cost(tl)["per_event_ns"]
+    # the engine's row, with the profiler's own estimate of the per-op cost (per step, as
+    # predict removes it): the before and after windows are these replays, and fixes /
+    # summary / whatif quote them
+    c = profiler_cost.event_costs(tl, step_windows(tl))
+    assert c.keys() == ev.keys() and all(v.size == ev[k].size for k, v in c.items())
     before = windows(predicted(tl, profiler=(ev, c)))["predicted_ns"].item()
     after = windows(predicted(tl, **args, profiler=(ev, c)))["predicted_ns"].item()
     row = savings(tl).filter(pl.col("change") == "no_launch_overhead").row(0, named=True)
@@ -453,3 +457,33 @@ def test_a_data_loading_range_without_nested_work_stays_input_pipeline() -> None
     assert (p["launch_overhead_ns"], p["idle_ns"]) == (5, 75)
     g = idle_gaps(tl, min_ns=1 * US).row(0, named=True)
     assert g["cause"] == "input_pipeline"
+
+
+def test_profiler_free_replay_is_predicts_replay() -> None:
+    """One computation: the window the fixes quote "without the profiler" is the replay
+    ``predict --scale`` runs at the traced batch (the same per-step costs per recorded op,
+    :func:`traceparse.analyses.profiler_cost.event_costs`), activity by activity, on a real
+    host-bound H200 training run (sample_traces/h200_recheck/graph)."""
+    from traceparse.analyses import profiler_cost, replay_host, savings
+    from traceparse.analyses.steps import step_windows
+    from traceparse.kineto.reader import read
+
+    path = (Path(__file__).resolve().parents[1] / "sample_traces" / "h200_recheck" / "graph"
+            / "train_gpt2s_b2_eager.json.gz")
+    tl = read(path)
+    prof = savings.profiler(tl)
+    assert prof is not None
+    ev, costs = prof
+    # predict's costs: per step where the step shows >= MIN_SAMPLES composite ops
+    assert {k: v.tolist() for k, v in costs.items()} == {
+        k: v.tolist() for k, v in profiler_cost.event_costs(tl, step_windows(tl)).items()}
+    assert len({round(float(c)) for v in costs.values() for c in v}) > 1  # not one pooled
+    got = predicted(tl, profiler=prof)
+    rep = replay_host.replay_host(
+        tl, advance=lambda k, t: profiler_cost.advance(ev.get(k), t, costs.get(k, 0.0)))
+    assert got["pred_end_ns"].to_list() == rep.pred_end.tolist()
+    # and the profiler-free replay is faster than the profiled one by at most the cost
+    plain = predicted(tl)
+    removed = sum(float(v.sum()) for v in costs.values())
+    shrink = int(windows(plain)["predicted_ns"].sum() - windows(got)["predicted_ns"].sum())
+    assert 0 < shrink <= removed

@@ -137,6 +137,12 @@ def test_gemm_only_step_scaled_x2_in_m() -> None:
     # nothing carries the batch, nothing scales
     other = scale.predict_scaled(tl, cal, 2.0, batch_size=4)
     assert _step(other) == 25000 and other["sources"]["measured_ns"] == 20000
+    # ... and says so: all the GPU time kept, none of it from a graph
+    assert one["warnings"] == [] and two["warnings"] == []
+    assert other["warnings"] == [
+        "100% of the GPU time is kept at its traced size: its kernels' ops recorded no "
+        "shapes that carry the batch; at 2x the batch the prediction likely "
+        "under-estimates the step"]
     # the same curve from the pooled fallback counts as "curve", not "shapes"
     pooled = scale.predict_scaled(tl, _cal([{"class": "all", "roof_half_ns": 2000.0}]), 2.0)
     assert _step(pooled) == 35000 and pooled["sources"]["curve_ns"] == 30000
@@ -400,3 +406,24 @@ def test_cli_predict_scale_json_is_the_library_result(tmp_path: Path) -> None:
     assert got["parts"] == want["parts"] and got["batch"] == 2 and got["factor"] == 4.0
     table = _cli("predict", str(trace), "--calibration", str(cal), "--scale", "batch=4")
     assert f"{want['predicted_step_ns']:,}" in table.output
+
+
+def test_cuda_graph_run_warns_that_its_kernels_are_not_scaled() -> None:
+    """A CUDA-graph replay records no op, so its kernels carry no shapes and stay at their
+    traced size: at another batch the prediction says so (the committed H200 graph twin,
+    sample_traces/h200_recheck/graph; on the shared decode graph runs this is the
+    -49% / +173% of benchmarks/RESULTS.md's graph table)."""
+    from traceparse.kineto.reader import read
+
+    tl = read(Path(__file__).resolve().parents[1] / "sample_traces" / "h200_recheck"
+              / "graph" / "train_gpt2s_b2_graph.json.gz")
+    cal = calibrate(tl)
+    r = scale.predict_scaled(tl, cal, 4.0)
+    s = r["sources"]
+    kept = (s["measured_no_shapes_ns"] + s["measured_ns"]) / s["gpu_time_ns"]
+    assert kept >= scale.UNSCALED_WARN_FRAC
+    assert len(r["warnings"]) == 1
+    assert r["warnings"][0].startswith(f"{100 * kept:.0f}% of the GPU time is kept")
+    assert "replayed from a CUDA graph" in r["warnings"][0]
+    assert "under-estimates" in r["warnings"][0]
+    assert scale.predict_scaled(tl, cal, 1.0)["warnings"] == []

@@ -12,8 +12,8 @@ import pytest
 
 import traceparse
 from tests.conftest import TRACES
-from traceparse.analyses.profiler_cost import profiler_cost
-from traceparse.analyses.steps import step_table
+from traceparse.analyses.profiler_cost import event_costs, profiler_cost
+from traceparse.analyses.steps import step_table, step_windows
 from traceparse.analyses.summary import summarize
 
 SWEEP = TRACES / "gpu" / "sweep"
@@ -26,7 +26,11 @@ def test_host_bound_verdict_quotes_the_profiler_cost_the_truth_confirms() -> Non
     the host time must contain that measured share."""
     tl = traceparse.load(SWEEP / "train_gpt2s_b2.json.gz")
     s = summarize(tl)
-    pc = profiler_cost(tl)
+    steps = step_windows(tl)
+    pc = profiler_cost(tl, price_windows=steps)
+    # one computation: the clause's overhead is the per-op costs the replays remove
+    assert pc["overhead_ns"] == round(sum(float(v.sum())
+                                          for v in event_costs(tl, steps).values()))
     m = re.search(r"the profiler itself may have added ([\d.]+ ms) to ([\d.]+ ms) \((\d+)%\)",
                   s["verdict"])
     assert m, s["verdict"]

@@ -139,6 +139,8 @@ def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str
         click.echo("traceparse: warning: the trace recorded no integer input shapes "
                    "(record_shapes=True): the batch is unknown and nothing is scaled",
                    err=True)
+    for w in result["warnings"]:
+        click.echo(f"traceparse: warning: {w}", err=True)
     if fmt == "json":
         emit(json.dumps(cal_mod._clean(result), indent=1, sort_keys=True) + "\n", output)
     else:
