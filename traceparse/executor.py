@@ -23,16 +23,18 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
 
 from traceparse.analyses import chunked, chunked_gaps
+from traceparse.analyses.callparts import CallState
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
 
+P = TypeVar("P")
 EXECUTORS = ("memory", "chunks", "dask")
 #: Activities per piece (rows of a rowid block; rows a time window holds).
 CHUNK_ROWS = chunks.BLOCK_ROWS
@@ -83,21 +85,58 @@ def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUN
 
 
 def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int
-                    ) -> pl.DataFrame:
-    """The idle-gap partial of one time window (runs on a worker)."""
-    return chunked_gaps.window_gaps(chunks.read_rows(plan, plan.blocks_for(*window), window),
-                                    *window, min_ns)
+                    ) -> tuple[pl.DataFrame, CallState]:
+    """The idle-gap partial of one time window and the call-state partial of the GPU rows
+    that start in it (runs on a worker)."""
+    rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
+    return (chunked_gaps.window_gaps(rows, *window, min_ns),
+            window_call_state(plan, rows, *window))
+
+
+def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int) -> CallState:
+    """:func:`traceparse.analyses.callparts.call_state` of the busy GPU rows of ``rows``
+    that start in ``[t0, t1)``, each joined to its call as the attribution joins them
+    (:func:`traceparse.analyses.attribution.classify_calls`; the calls read by
+    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`)."""
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.callparts import call_state
+    from traceparse.nsys.spans import calls_by_correlation
+
+    key = ["rank", "process_id", "correlation_id"]
+    own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1)
+                      & (pl.col("category").cast(pl.String) != "sync")
+                      & pl.col("correlation_id").is_not_null())
+    api = calls_by_correlation(plan, own["correlation_id"])
+    api = (api.filter(pl.col("correlation_id").is_not_null())
+           .select(*key, pl.col("name").alias("call_name"),
+                   pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
+           .unique(subset=key, keep="first", maintain_order=True))
+    j = own.select("rank", "process_id", "correlation_id", "name", "kind", "start_ns",
+                   *(c for c in ("src_kind", "dst_kind") if c in own.columns)
+                   ).join(api, on=key, how="inner", maintain_order="left")
+    return call_state(j, BLOCKING_API_RE)
+
+
+def _merge_windows(parts: Sequence[tuple[pl.DataFrame, CallState]], min_ns: int
+                   ) -> tuple[pl.DataFrame, CallState]:
+    from traceparse.analyses.callparts import merge_call_states
+
+    return (chunked_gaps.merge_gaps([p[0] for p in parts], min_ns),
+            merge_call_states([p[1] for p in parts]))
 
 
 def gap_cause_task(plan: chunks.Plan, span: tuple[int, int], gaps: pl.DataFrame,
-                   min_ns: int) -> tuple[pl.DataFrame, int | None]:
+                   opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
-    end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`),
-    and that timeline's first event (runs on a worker)."""
+    end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
+    with the trace-wide call state, and that timeline's first event (runs on a worker)."""
+    from traceparse.analyses.callparts import STATE_SLOT
     from traceparse.analyses.gaps import idle_gaps as memory_gaps
     from traceparse.nsys.spans import read_span
 
-    tl = read_span(plan, *span)
+    min_ns, state = opts
+    tl, _ = read_span(plan, *span)
+    tl.__dict__[STATE_SLOT] = state
     first = tl.span_ns()
     rows = memory_gaps(tl, min_ns=min_ns)
     keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
@@ -115,17 +154,22 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
 
     Two passes over time windows of about ``chunk_rows`` GPU activities
     (docs/performance.md, "Chunked gaps"): the gaps themselves from the busy activities,
-    one row per device carried across an edge (:mod:`traceparse.analyses.chunked_gaps`);
-    then, per window holding a gap's start, the in-memory rules on the timeline of the
-    window, the window before and the window after (and the rest of any gap that runs
-    past them), keeping that window's gaps. The first window's span starts at the
-    beginning of the file (the trace's first event, which table times count from)."""
-    plan = chunks.plan(path, block_rows=chunk_rows)
+    one row per device carried across an edge (:mod:`traceparse.analyses.chunked_gaps`),
+    and the trace-wide state of the call rules (each name's first launch, each process's
+    median call: :class:`traceparse.analyses.callparts.CallState`); then, per window
+    holding a gap's start, the in-memory rules on the timeline of the window, the window
+    before and the window after (and the rest of any gap that runs past them, and the
+    activities its calls launched), with that state, keeping that window's gaps. The
+    first window's span starts at the beginning of the file (the trace's first event,
+    which table times count from)."""
+    from traceparse.nsys.spans import span_plan
+
+    plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
-                   partial(chunked_gaps.merge_gaps, min_ns=min_ns), workers, scheduler)
+    part, state = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
+                          partial(_merge_windows, min_ns=min_ns), workers, scheduler)
     found = chunked_gaps.gap_list(part)
     starts = [w[0] for w in wins]
     owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
@@ -139,7 +183,7 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
         jobs.append(((lo, hi), mine))
-    results = _map(executor, plan, gap_cause_task, jobs, min_ns, workers, scheduler)
+    results = _map(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
     frames = [r[0] for r in results]
     firsts = [r[1] for r in results if r[1] is not None]
     from traceparse.analyses.gaps import sort_gaps
@@ -161,15 +205,15 @@ def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],
         return list(client.gather(futs))
 
 
-def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
+def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., P],
             items: Sequence[Any], extra: tuple[Any, ...],
-            merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame], workers: int,
-            scheduler: str | None) -> pl.DataFrame:
+            merge: Callable[[Sequence[P]], P], workers: int,
+            scheduler: str | None) -> P:
     if executor == "chunks":
-        acc: list[pl.DataFrame] = []
+        acc: list[P] = []
         # SQLite and polars release the GIL: two pieces in flight keep two cores busy
         with ThreadPoolExecutor(_THREADS) as pool:
-            pending: list[Future[pl.DataFrame] | None] = [
+            pending: list[Future[P] | None] = [
                 pool.submit(task, plan, item, *extra) for item in items[:_THREADS]]
             for i in range(len(items)):
                 done = pending[i]
@@ -191,12 +235,11 @@ def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
         while len(futs) > 1:  # pairwise merges on the workers
             futs = [client.submit(_merge_two, merge, *futs[i:i + 2], pure=False)
                     if i + 1 < len(futs) else futs[i] for i in range(0, len(futs), 2)]
-        out: pl.DataFrame = futs[0].result()
+        out: P = futs[0].result()
         return out
 
 
-def _merge_two(merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame],
-               a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+def _merge_two(merge: Callable[[Sequence[P]], P], a: P, b: P) -> P:
     return merge([a, b])
 
 
