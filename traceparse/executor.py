@@ -84,20 +84,34 @@ def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUN
     return chunked.gpu_breakdown_from_parts(part)
 
 
-def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int
-                    ) -> tuple[pl.DataFrame, CallState]:
-    """The idle-gap partial of one time window and the call-state partial of the GPU rows
-    that start in it (runs on a worker)."""
+class NotLocal(Exception):
+    """A span of the chunked ``gaps`` may not hold every row its gaps' rules read
+    (:func:`traceparse.nsys.spancheck.why_not_local`): ``why`` says which lookup."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+WindowPart = tuple[pl.DataFrame, CallState, int]
+
+
+def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> WindowPart:
+    """The idle-gap partial of one time window, the call-state partial of the GPU rows
+    that start in it and their deepest queue (runs on a worker)."""
     rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
     return (chunked_gaps.window_gaps(rows, *window, min_ns),
-            window_call_state(plan, rows, *window))
+            *window_call_state(plan, rows, *window))
 
 
-def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int) -> CallState:
+def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
+                      ) -> tuple[CallState, int]:
     """:func:`traceparse.analyses.callparts.call_state` of the busy GPU rows of ``rows``
     that start in ``[t0, t1)``, each joined to its call as the attribution joins them
     (:func:`traceparse.analyses.attribution.classify_calls`; the calls read by
-    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`)."""
+    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`), and the
+    longest time from a call's start (the earliest call of its key) to its activity's
+    start (0 without any)."""
     from traceparse.analyses.attribution import BLOCKING_API_RE
     from traceparse.analyses.callparts import call_state
     from traceparse.nsys.spans import calls_by_correlation
@@ -106,36 +120,47 @@ def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int) -
     own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1)
                       & (pl.col("category").cast(pl.String) != "sync")
                       & pl.col("correlation_id").is_not_null())
-    api = calls_by_correlation(plan, own["correlation_id"])
-    api = (api.filter(pl.col("correlation_id").is_not_null())
+    api = calls_by_correlation(plan, own["correlation_id"]).filter(
+        pl.col("correlation_id").is_not_null())
+    early = api.group_by(key).agg(pl.col("start_ns").min().alias("_cs"))
+    depth = own.join(early, on=key, how="inner").select(
+        (pl.col("start_ns") - pl.col("_cs")).max()).item()
+    api = (api
            .select(*key, pl.col("name").alias("call_name"),
                    pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
            .unique(subset=key, keep="first", maintain_order=True))
     j = own.select("rank", "process_id", "correlation_id", "name", "kind", "start_ns",
                    *(c for c in ("src_kind", "dst_kind") if c in own.columns)
                    ).join(api, on=key, how="inner", maintain_order="left")
-    return call_state(j, BLOCKING_API_RE)
+    return call_state(j, BLOCKING_API_RE), max(0, int(depth or 0))
 
 
-def _merge_windows(parts: Sequence[tuple[pl.DataFrame, CallState]], min_ns: int
-                   ) -> tuple[pl.DataFrame, CallState]:
+def _merge_windows(parts: Sequence[WindowPart], min_ns: int) -> WindowPart:
     from traceparse.analyses.callparts import merge_call_states
 
     return (chunked_gaps.merge_gaps([p[0] for p in parts], min_ns),
-            merge_call_states([p[1] for p in parts]))
+            merge_call_states([p[1] for p in parts]), max(p[2] for p in parts))
 
 
-def gap_cause_task(plan: chunks.Plan, span: tuple[int, int], gaps: pl.DataFrame,
+def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], int], gaps: pl.DataFrame,
                    opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
     end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
     with the trace-wide call state, and that timeline's first event (runs on a worker)."""
     from traceparse.analyses.callparts import STATE_SLOT
     from traceparse.analyses.gaps import idle_gaps as memory_gaps
+    from traceparse.nsys.spancheck import BACKWARD, why_not_local
     from traceparse.nsys.spans import read_span
 
     min_ns, state = opts
-    tl, _ = read_span(plan, *span)
+    lows, hi = span
+    for lo in lows:  # a backward lookup may be met by a span reaching further back
+        tl, _ = read_span(plan, lo, hi)
+        why = why_not_local(plan, tl, gaps, lo, hi)
+        if why is None or why not in BACKWARD:
+            break
+    if why is not None:
+        raise NotLocal(why)
     tl.__dict__[STATE_SLOT] = state
     first = tl.span_ns()
     rows = memory_gaps(tl, min_ns=min_ns)
@@ -161,28 +186,37 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     before and the window after (and the rest of any gap that runs past them, and the
     activities its calls launched), with that state, keeping that window's gaps. The
     first window's span starts at the beginning of the file (the trace's first event,
-    which table times count from)."""
+    which table times count from).
+
+    Raises:
+        NotLocal: a span may not hold every row its gaps' rules read
+            (:func:`traceparse.nsys.spancheck.why_not_local`); the caller computes the
+            file in memory instead.
+    """
     from traceparse.nsys.spans import span_plan
 
     plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part, state = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
-                          partial(_merge_windows, min_ns=min_ns), workers, scheduler)
+    part, state, depth = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
+                                 partial(_merge_windows, min_ns=min_ns), workers, scheduler)
     found = chunked_gaps.gap_list(part)
     starts = [w[0] for w in wins]
     owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
                             found["start_ns"].to_numpy(), side="right") - 1
     found = found.with_columns(pl.Series("_w", owner, pl.Int64))
-    jobs: list[tuple[tuple[int, int], pl.DataFrame]] = []
+    jobs: list[tuple[tuple[tuple[int, ...], int], pl.DataFrame]] = []
     for i in sorted({0, *owner.tolist()}):
         mine = found.filter(pl.col("_w") == i).drop("_w")
         lo = wins[i - 1][0] if i > 0 else -chunks.END
         hi = wins[i + 1][1] if i + 1 < len(wins) else chunks.END
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
-        jobs.append(((lo, hi), mine))
+            # back at least the deepest queue: every call of an activity queued across a
+            # gap is read (spancheck relies on it)
+            lo = max(-chunks.END, min(lo, int(mine["start_ns"].min()) - depth - 1))  # type: ignore[arg-type]
+        jobs.append(((_earlier(lo, starts), hi), mine))
     results = _map(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
     frames = [r[0] for r in results]
     firsts = [r[1] for r in results if r[1] is not None]
@@ -190,6 +224,20 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
 
     out = sort_gaps(pl.concat(frames, how="vertical_relaxed"), chunked_gaps.GROUP)
     return out, min(firsts) if firsts else None
+
+
+def _earlier(lo: int, starts: list[int]) -> tuple[int, ...]:
+    """``lo``, then window starts 2, 4, 8, ... windows before it, then the file's
+    beginning: the spans a job tries in turn when a lookup reaches backwards."""
+    out = [lo]
+    k = int(np.searchsorted(np.asarray(starts, dtype=np.int64), lo, side="right")) - 1
+    step = 2
+    while lo > -chunks.END and k - step > 0:
+        out.append(min(lo, starts[k - step]))
+        step *= 2
+    if lo > -chunks.END:
+        out.append(-chunks.END)
+    return tuple(out)
 
 
 def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],

@@ -147,9 +147,13 @@ def gaps(traces: tuple[str, ...], min_gap_us: float | None, top: int | None, fmt
     if kind != "memory":
         from traceparse import executor as ex
 
-        found = ex.idle_gaps(chunked_input(resolve(traces), kind), executor=kind,
-                             min_ns=min_gap_ns(min_gap_us), chunk_rows=chunk_rows,
-                             workers=workers, scheduler=address)
+        path = chunked_input(resolve(traces), kind)
+        try:
+            found = ex.idle_gaps(path, executor=kind, min_ns=min_gap_ns(min_gap_us),
+                                 chunk_rows=chunk_rows, workers=workers, scheduler=address)
+        except ex.NotLocal as exc:  # exact in memory; the chunked spans may not be
+            click.echo(f"traceparse: {path}: gaps computed in memory, not in chunks: "
+                       f"{exc.why}", err=True)
     if found is None:  # the memory executor, or no GPU row: the whole timeline words it
         tl = load_traces(traces)
         if (why := no_events(tl, traces)) is not None:

@@ -79,6 +79,14 @@ class Plan:
     #: rowid blocks of the other time-stamped tables (host calls and ranges), when the
     #: reader of time spans needs them (:func:`traceparse.nsys.spans.span_plan`)
     host: tuple[Block, ...] = ()
+    #: ``(process_id, device_id)`` of every GPU row, and ``(process_id, thread_id)`` of
+    #: every runtime call (the whole-file facts :mod:`traceparse.nsys.spancheck` reads)
+    pairs: frozenset[tuple[int, int]] = frozenset()
+    threads: frozenset[tuple[int, int]] = frozenset()
+    #: ``(process_id, thread_id)`` of the threads that call a stream wait, and
+    #: ``(device_id, stream_id)`` of the streams in the synchronization records
+    waiters: frozenset[tuple[int, int]] = frozenset()
+    waited: frozenset[tuple[int, int]] = frozenset()
 
     def windows(self, rows: int) -> list[tuple[int, int]]:
         """Time windows ``[t0, t1)`` that together cover every start, each starting at a

@@ -43,11 +43,53 @@ _CORR_OK = "correlationId IS NOT NULL AND correlationId != 4294967295"
 def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
     """:func:`traceparse.nsys.chunks.plan` of the GPU tables, plus rowid blocks of every
     other time-stamped table (:attr:`Plan.host`)."""
+    from traceparse.nsys.reader import RUNTIME
+
     p = plan(path, block_rows=block_rows)
+    pairs: set[tuple[int, int]] = set()
+    threads: set[tuple[int, int]] = set()
     with NsysDB(path) as db:
         host = [b for t in _timed(db) if t not in GPU_TABLES
                 for b in _time_blocks(db, t, block_rows)]
-    return dataclasses.replace(p, host=tuple(host))
+        for t in GPU_TABLES:
+            if db.has(t) and {"globalPid", "deviceId"} <= set(db.columns(t)):
+                pairs |= {(int(a), int(b)) for a, b in db._exec(
+                    f"SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId FROM {q(t)} "
+                    "WHERE globalPid IS NOT NULL AND deviceId IS NOT NULL", ())}
+        if db.has(RUNTIME) and "globalTid" in db.columns(RUNTIME):
+            threads = {(int(a), int(b)) for a, b in db._exec(
+                "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
+                f"{q(RUNTIME)} WHERE globalTid IS NOT NULL", ())}
+        waiters, waited = _waits(db)
+    return dataclasses.replace(p, host=tuple(host), pairs=frozenset(pairs),
+                               threads=frozenset(threads), waiters=waiters, waited=waited)
+
+
+def _waits(db: NsysDB) -> tuple[frozenset[tuple[int, int]], frozenset[tuple[int, int]]]:
+    """The threads that call a stream wait and the streams of the synchronization
+    records (:attr:`Plan.waiters`, :attr:`Plan.waited`)."""
+    import re
+
+    from traceparse.analyses.streamwait import WAIT_API_RE
+    from traceparse.nsys.reader import RUNTIME
+    from traceparse.nsys.syncids import SYNC as SYNC_TABLE
+
+    waiters: set[tuple[int, int]] = set()
+    waited: set[tuple[int, int]] = set()
+    if db.has(RUNTIME) and {"globalTid", "nameId"} <= set(db.columns(RUNTIME)) \
+            and db.has("StringIds"):
+        ids = [i for i, v in db._exec("SELECT id, value FROM StringIds", ())
+               if isinstance(v, str) and re.search(WAIT_API_RE, v)]
+        if ids:
+            marks = ",".join("?" * len(ids))
+            waiters = {(int(a), int(b)) for a, b in db._exec(
+                "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
+                f"{q(RUNTIME)} WHERE nameId IN ({marks}) AND globalTid IS NOT NULL", ids)}
+    if db.has(SYNC_TABLE) and {"deviceId", "streamId"} <= set(db.columns(SYNC_TABLE)):
+        waited = {(int(a), int(b)) for a, b in db._exec(
+            f"SELECT DISTINCT deviceId, streamId FROM {q(SYNC_TABLE)} WHERE deviceId IS NOT "
+            "NULL AND streamId IS NOT NULL", ())}
+    return frozenset(waiters), frozenset(waited)
 
 
 def _timed(db: NsysDB) -> list[str]:
@@ -90,7 +132,7 @@ def _time_blocks(db: NsysDB, table: str, block_rows: int) -> list[Block]:
         return [b for b in ex.map(one, spans) if b is not None]
 
 
-def _rowids(blocks: Sequence[Block]) -> tuple[str, tuple[int, ...]]:
+def rowids(blocks: Sequence[Block]) -> tuple[str, tuple[int, ...]]:
     """One SQL condition for the rowids of ``blocks`` (adjacent blocks joined)."""
     if not blocks:
         return "0", ()
@@ -126,7 +168,7 @@ def read_span(p: Plan, t0: int, t1: int) -> tuple[Timeline, int]:
         if t not in by_table or t in GPU_TABLES:
             where[t] = (_SPAN, span)
             continue
-        rid, params = _rowids([b for b in by_table[t] if _in_time(b, t0, t1)])
+        rid, params = rowids([b for b in by_table[t] if _in_time(b, t0, t1)])
         where[t] = (f"{rid} AND {_SPAN}", params + span)
     corr = _call_corr(p.path, where.get(RUNTIME)) if RUNTIME in where else None
     for t in GPU_TABLES:
@@ -135,7 +177,7 @@ def read_span(p: Plan, t0: int, t1: int) -> tuple[Timeline, int]:
         mine = [b for b in by_table[t] if _in_time(b, t0, t1) or (
             corr is not None and b.cmin is not None and b.cmax is not None
             and b.cmin <= corr[1] and b.cmax >= corr[0])]
-        rid, params = _rowids(mine)
+        rid, params = rowids(mine)
         if corr is None or t not in has_corr:
             where[t] = (f"{rid} AND {_SPAN}", params + span)
         else:
@@ -182,7 +224,7 @@ def calls_by_correlation(p: Plan, corr: pl.Series) -> pl.DataFrame:
     lo, hi = int(ids.min()), int(ids.max())  # type: ignore[arg-type]
     blocks = [b for b in p.host if b.table == RUNTIME]
     if blocks:
-        rid, params = _rowids([b for b in blocks if b.cmin is None or b.cmax is None
+        rid, params = rowids([b for b in blocks if b.cmin is None or b.cmax is None
                                or (b.cmin <= hi and b.cmax >= lo)])
     else:
         rid, params = "1", ()
