@@ -8,8 +8,9 @@ in-memory path.
   the merged state of all pieces gives what the whole gives;
 * every shared nsys export with windows of 300 GPU rows (every trace splits into many
   windows): stdout byte-identical to ``--executor memory`` (CSV, JSON, table); a file
-  whose spans may not hold what their gaps' rules read is computed in memory and says so
-  on stderr, one line naming the file and the lookup (traceparse/nsys/spancheck.py);
+  whose spans may not hold what their gaps' rules read (traceparse/nsys/spancheck.py)
+  and cannot be met by a wider span is computed in memory and says so on stderr, one
+  line naming the file and the lookup;
 * generated scenarios with 1-3 GPU rows per window, including a launch queue deeper than
   a window.
 """
@@ -29,11 +30,13 @@ import pytest
 from click.testing import CliRunner
 from conftest import ids, shared_files
 
+from traceparse import schema
 from traceparse.analyses import chunked_gaps
 from traceparse.analyses.callparts import call_parts, call_state, medians, merge_call_states
 from traceparse.cli import main
 from traceparse.nsys import chunks, spancheck
 from traceparse.samplegen.scenarios import SCENARIOS, write_sqlite
+from traceparse.timeline import Timeline
 
 NSYS = shared_files("nsys", "*.sqlite")
 #: the lookups a span may fail (traceparse/nsys/spancheck.py)
@@ -184,21 +187,59 @@ def test_deep_queue_and_lazy_warmup_carried() -> None:
     assert int(row["launch_overhead_ns"]) == launch and row["end_ns"] == str(ge)
 
 
-def test_darknet_falls_back_with_a_reason() -> None:
-    # a host range around one of darknet53's gaps sticks out of its span and holds CUDA
-    # calls only outside it: the span cannot tell whether the range is issuing, so the
-    # file is computed in memory, said on stderr, and the output is memory's
+def test_lazy_warmup_from_the_whole_trace() -> None:
+    # darknet53: a 678 ms gap is warm-up because its cudaLaunchKernel is the first launch
+    # of its kernel's name in the trace (and far above the process's median call): the
+    # first launches and the median come from every window, not from the gap's span
     path = _shared("darknet-thesis__keras_darknet53.sqlite")
     mem = _cli(["--no-cache", "gaps", str(path), "--format", "csv"])
     chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "300",
                 str(path), "--format", "csv"])
+    assert chk == mem
+    row = next(r for r in csv.DictReader(io.StringIO(chk[1])) if r["start_ns"] == "999538814")
+    assert (row["cause"], row["cause_name"]) == ("warmup", "cudaLaunchKernel_v7000")
+    cs = int(row["cause_start_ns"])
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # the export's own tables: the call's kernel name, and the earliest call launching it
+    (name,) = con.execute(
+        "SELECT k.demangledName FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+        "CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+        "WHERE r.start = ?", (cs,)).fetchone()
+    (first,) = con.execute(
+        "SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+        "CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+        "WHERE k.demangledName = ?", (name,)).fetchone()
+    con.close()
+    assert first == cs
+
+
+def test_not_local_falls_back_to_memory(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a span that fails a check the chunked path cannot meet by reading more: the file is
+    # computed in memory, stderr says so in one line naming the file, stdout is memory's
+    path = str(write_sqlite("mini_train", tmp_path / "mini.sqlite"))
+    mem = _cli(["--no-cache", "gaps", path, "--format", "csv", "--min-gap-us", "1"])
+    monkeypatch.setattr(spancheck, "_cpu_ops", lambda *a: "framework-op ranges are judged "
+                        "against every call of the op")
+    chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "3", path,
+                "--format", "csv", "--min-gap-us", "1"])
     assert chk[:2] == mem[:2]
-    assert chk[2].strip() == (f"traceparse: {path}: gaps computed in memory, not in chunks: "
-                              "a host range around a gap holds CUDA calls outside the span "
-                              "(whether it is issuing depends on them)")
-    # the state carried across windows alone gives memory's warm-up gap (no check)
-    row = [r for r in mem[1].splitlines() if ",warmup," in r]
-    assert row, "darknet53 has a warm-up gap"
+    assert chk[2] == (f"traceparse: {path}: gaps computed in memory, not in chunks: "
+                      "framework-op ranges are judged against every call of the op\n")
+
+
+def test_check_processes_per_device() -> None:
+    # the plan says processes 1 and 2 work on device 0; the span holds only 1's rows
+    plan = chunks.Plan("x.sqlite", (), pairs=frozenset({(1, 0), (2, 0)}))
+    tl = Timeline(gpu=schema.conform("gpu", pl.DataFrame({
+        "rank": [0, 0], "process_id": [1, 1], "device_id": [0, 0], "stream_id": [7, 7],
+        "start_ns": [0, 500], "end_ns": [100, 600], "category": ["compute", "compute"],
+        "kind": ["kernel", "kernel"], "name": ["a", "b"]})))
+    gaps = pl.DataFrame({"rank": [0], "device_id": [0], "start_ns": [100], "end_ns": [500]})
+    assert "processes with work on device 0" in str(
+        spancheck.why_not_local(plan, tl, gaps, 0, 600))
+    whole = chunks.Plan("x.sqlite", (), pairs=frozenset({(1, 0)}))
+    assert spancheck.why_not_local(whole, tl, gaps, 0, 600) is None
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

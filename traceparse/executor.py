@@ -142,22 +142,31 @@ def _merge_windows(parts: Sequence[WindowPart], min_ns: int) -> WindowPart:
             merge_call_states([p[1] for p in parts]), max(p[2] for p in parts))
 
 
-def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], int], gaps: pl.DataFrame,
+def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], tuple[int, ...]],
+                   gaps: pl.DataFrame,
                    opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
     end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
     with the trace-wide call state, and that timeline's first event (runs on a worker)."""
     from traceparse.analyses.callparts import STATE_SLOT
     from traceparse.analyses.gaps import idle_gaps as memory_gaps
-    from traceparse.nsys.spancheck import BACKWARD, why_not_local
+    from traceparse.nsys.spancheck import BACKWARD, FORWARD, WIDER, why_not_local
     from traceparse.nsys.spans import read_span
 
     min_ns, state = opts
-    lows, hi = span
-    for lo in lows:  # a backward lookup may be met by a span reaching further back
+    lows, highs = span
+    # a lookup that reaches backwards (forwards) may be met by a span reaching further
+    k = m = 0
+    while True:
+        lo, hi = lows[k], highs[m]
         tl, _ = read_span(plan, lo, hi)
         why = why_not_local(plan, tl, gaps, lo, hi)
-        if why is None or why not in BACKWARD:
+        moved = False
+        if why in BACKWARD + WIDER and k + 1 < len(lows):
+            k, moved = k + 1, True
+        if why in FORWARD + WIDER and m + 1 < len(highs):
+            m, moved = m + 1, True
+        if not moved:
             break
     if why is not None:
         raise NotLocal(why)
@@ -206,17 +215,17 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
                             found["start_ns"].to_numpy(), side="right") - 1
     found = found.with_columns(pl.Series("_w", owner, pl.Int64))
-    jobs: list[tuple[tuple[tuple[int, ...], int], pl.DataFrame]] = []
+    jobs: list[tuple[tuple[tuple[int, ...], tuple[int, ...]], pl.DataFrame]] = []
     for i in sorted({0, *owner.tolist()}):
         mine = found.filter(pl.col("_w") == i).drop("_w")
-        lo = wins[i - 1][0] if i > 0 else -chunks.END
-        hi = wins[i + 1][1] if i + 1 < len(wins) else chunks.END
+        lo = wins[i][0] if i > 0 else -chunks.END
+        hi = wins[i][1]
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
             # back at least the deepest queue: every call of an activity queued across a
             # gap is read (spancheck relies on it)
             lo = max(-chunks.END, min(lo, int(mine["start_ns"].min()) - depth - 1))  # type: ignore[arg-type]
-        jobs.append(((_earlier(lo, starts), hi), mine))
+        jobs.append(((_earlier(lo, starts), _later(hi, [w[1] for w in wins])), mine))
     results = _map(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
     frames = [r[0] for r in results]
     firsts = [r[1] for r in results if r[1] is not None]
@@ -237,6 +246,19 @@ def _earlier(lo: int, starts: list[int]) -> tuple[int, ...]:
         step *= 2
     if lo > -chunks.END:
         out.append(-chunks.END)
+    return tuple(out)
+
+
+def _later(hi: int, ends: list[int]) -> tuple[int, ...]:
+    """``hi``, then window ends 2, 4, 8, ... windows after it, then the file's end."""
+    out = [hi]
+    k = int(np.searchsorted(np.asarray(ends, dtype=np.int64), hi, side="left"))
+    step = 2
+    while hi < chunks.END and k + step < len(ends) - 1:
+        out.append(max(hi, ends[k + step]))
+        step *= 2
+    if hi < chunks.END:
+        out.append(chunks.END)
     return tuple(out)
 
 

@@ -22,6 +22,12 @@ plan:
 * **non-issuing ranges** (:func:`traceparse.analyses.issuing.non_issuing`): a range that
   overlaps a gap and sticks out of the span, with no call of its thread inside it in the
   span, must have none outside either (one SQL look-up per such range);
+* **issuing stretches** (:func:`traceparse.analyses.issuing.issuing_stretches`): a
+  launch's stretch starts at the end of its thread's previous bounding call, or at the
+  start of a range of the thread holding the launch; a launch after the span can so
+  start a stretch inside a gap when a range of its thread overlaps the gap and runs past
+  the span, unless the thread makes a bounding call (a launch of GPU work, or a wait) in
+  the span ending after the gap;
 * **compiler processes** (:func:`traceparse.analyses.warmup.warmup_signals`): a spawn
   overlapping a gap is warm-up by the thread's next CUDA call, which must be in the span;
 * **framework-op first calls**: ``cpu_op`` ranges (never in nsys exports) are judged
@@ -43,6 +49,14 @@ _RANK_DEV = ["rank", "device_id"]
 NO_RECORD = "a stream wait's event record or producer may lie before the span"
 HELD_BACK = "a stream wait before the span may hold back work queued across a gap"
 BACKWARD = (NO_RECORD, HELD_BACK)
+#: The lookups that reach forwards only: a span that ends later may satisfy them.
+NEXT_CALL = ("a host range around a gap runs past the span with no later bounding call of "
+             "its thread in it (an issuing stretch may start in the gap)")
+FORWARD = (NEXT_CALL,)
+#: The lookups a span wider on both sides may satisfy.
+OUTSIDE_CALLS = ("a host range around a gap holds CUDA calls outside the span (whether it "
+                 "is issuing depends on them)")
+WIDER = (OUTSIDE_CALLS,)
 
 
 def why_not_local(p: Plan, tl: Timeline, gaps: pl.DataFrame, lo: int, hi: int) -> str | None:
@@ -52,7 +66,8 @@ def why_not_local(p: Plan, tl: Timeline, gaps: pl.DataFrame, lo: int, hi: int) -
         return None
     g = gaps.select(*_RANK_DEV, "start_ns", "end_ns").cast(
         {"rank": pl.Int32, "device_id": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
-    for check in (_processes, _threads, _cpu_ops, _stream_waits, _spawns, _non_issuing):
+    for check in (_processes, _threads, _cpu_ops, _stream_waits, _spawns, _non_issuing,
+                  _next_call):
         why = check(p, tl, g, lo, hi)
         if why is not None:
             return why
@@ -184,8 +199,7 @@ def _non_issuing(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> st
         inside = tl.api.filter((pl.col("process_id") == pid) & (pl.col("thread_id") == tid)
                                & (pl.col("start_ns") >= s) & (pl.col("start_ns") < e))
         if inside.height == 0 and _has_call(p, pid, tid, s, e):
-            return ("a host range around a gap holds CUDA calls outside the span (whether it "
-                    "is issuing depends on them)")
+            return OUTSIDE_CALLS
     return None
 
 
@@ -204,3 +218,34 @@ def _has_call(p: Plan, pid: int, tid: int, s: int, e: int) -> bool:
                        "AND ((globalTid >> 24) & 16777215) = ? AND (globalTid & 16777215) = ? "
                        "LIMIT 1", (*params, s, e, pid, tid))
     return bool(got)
+
+
+def _next_call(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
+    from traceparse import links
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.hostrows import name_matches
+    from traceparse.analyses.issuing import host_ranges
+
+    if hi >= END:
+        return None
+    r = host_ranges(tl).filter(pl.col("end_ns") >= hi)
+    if r.height == 0:
+        return None
+    r = _over(r.with_columns(pl.col("rank").cast(pl.Int32)), g.drop("device_id").unique(),
+              ["rank"])
+    if r.height == 0:
+        return None
+    launched = links.launch_links(tl)["api_row_file"].drop_nulls().unique()
+    bounding = tl.api.with_row_index("_row").filter(
+        pl.col("_row").is_in(launched.cast(pl.UInt32).implode())
+        | name_matches(tl.api, BLOCKING_API_RE))
+    for rank, pid, tid, s, e in r.select("rank", "process_id", "thread_id", "start_ns",
+                                         "end_ns").iter_rows():
+        gend = g.filter((pl.col("rank") == rank) & (pl.col("start_ns") < e)
+                        & (pl.col("end_ns") > s))["end_ns"].max()
+        later = bounding.filter((pl.col("process_id").fill_null(0) == pid)
+                                & (pl.col("thread_id").fill_null(0) == tid)
+                                & (pl.col("end_ns") >= gend))
+        if later.height == 0:
+            return NEXT_CALL
+    return None
