@@ -543,27 +543,3 @@ def _empty(acts: pl.DataFrame, group: list[str]) -> pl.DataFrame:
                    "cause_thread_id": pl.Int64(), "cause_start_ns": pl.Int64(),
                    "cause_end_ns": pl.Int64(), "cause_detail": pl.String()})
     return pl.DataFrame(schema=schema)
-
-
-def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
-    """Host-sync time (:func:`part_intervals` ``host_sync_ns``) per blocking call name: the
-    overlap of each call with it, summed by ``name`` (``host_sync_ns``), largest first.
-    Overlapping calls of two threads both count, so the sum can exceed the part."""
-    group = list(group)
-    from traceparse.analyses.attribution import part_intervals
-
-    hs = part_intervals(tl, "host_sync_ns", group=group)
-    calls = blocking_intervals(tl, busy_activities(tl), group)
-    if hs.height == 0 or calls.height == 0:
-        return pl.DataFrame(schema={"name": pl.String, "host_sync_ns": pl.Int64})
-    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
-                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
-    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
-    j = calls.join_where(h, pl.col("start_ns") < pl.col("_he"),
-                         pl.col("end_ns") > pl.col("_hs"))
-    for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
-                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
-    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
-    return (j.group_by("name").agg(ov.sum().cast(pl.Int64).alias("host_sync_ns"))
-            .sort(["host_sync_ns", "name"], descending=[True, False]))

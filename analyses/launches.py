@@ -136,6 +136,13 @@ def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
     return round_half_up(out, KERN_EXEC_FLOAT_COLS)
 
 
+def in_graph(t: pl.DataFrame) -> pl.Series:
+    """Whether each launch row's kernel was replayed from a CUDA/HIP graph: it carries a
+    graph id, or its launch call is a graph launch (one call for all the graph's nodes)."""
+    return t["graph_id"].is_not_null() | t.select(matches(t["api_name"],
+                                                          "GraphLaunch")).to_series()
+
+
 def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
                       table: pl.DataFrame | None = None) -> pl.DataFrame:
     """Launch-bound gaps per (rank, device, stream): a per-stream *upper estimate* of the
@@ -188,10 +195,9 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
     prev[1:] = seg_cummax(en, first)[:-1]
     gap = np.clip(st - prev, 0, None)
     bound = ~first & (api >= prev)
-    in_graph = (t["graph_id"].is_not_null()
-                | t.select(matches(t["api_name"], "GraphLaunch")).to_series()).to_numpy()[o]
+    node = in_graph(t).to_numpy()[o]
     latency = np.minimum(gap, np.clip(st - api, 0, None))
-    rec = np.where(bound & ~in_graph, np.clip(latency - graph_gap_ns, 0, None), 0)
+    rec = np.where(bound & ~node, np.clip(latency - graph_gap_ns, 0, None), 0)
     rf = np.flatnonzero(first)
     sums = [np.add.reduceat(v, rf) if n else np.zeros(0, np.int64)
             for v in (bound.astype(np.int64), np.where(bound, gap, 0), rec)]
@@ -209,9 +215,14 @@ def launch_summary(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
 
     Returns:
         One row per metric (``launch_ns``, ``queue_ns``, ``kernel_ns``, ``total_ns``) with
-        ``count, mean, p50, p95, p99, min, max, sum``, followed by rows ``metric`` =
-        ``kernels_shorter_than_launch`` (``count`` = kernels whose duration is below their
-        own launch call's duration, ``mean`` = that share in 0..1) and
+        ``count, mean, p50, p95, p99, min, max, sum`` over the kernels launched by a call
+        of their own, followed by rows ``metric`` =
+        ``kernels_shorter_than_launch`` (``count`` = those kernels whose duration is below
+        their own launch call's duration, ``mean`` = that share in 0..1),
+        ``graph_launches`` (kernels replayed from a CUDA/HIP graph, whose one launch call
+        serves all the graph's nodes, so its duration is no node's launch cost: ``count`` =
+        graph launch calls, ``sum`` = kernels they replayed, ``mean`` = kernels per launch,
+        ``p50 .. max`` = the calls' durations; absent without graph launches) and
         ``graph_recoverable_ns``: ``sum`` = what CUDA/HIP graphs could save on the rank
         where they save most, from the savings engine
         (:func:`traceparse.analyses.savings.savings`, change ``no_launch_overhead``: the
@@ -239,7 +250,9 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
                     savings: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses import savings as savings_mod
 
-    t = _launch_rows(tl) if table is None else table
+    t_all = _launch_rows(tl) if table is None else table
+    g = in_graph(t_all)
+    t = t_all.filter(~g)
     cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
     rows = []
     for c in cols:
@@ -252,7 +265,7 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
     out = pl.concat(rows, how="vertical_relaxed")
     n = t.height
     short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
-    rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t)
+    rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t_all)
     sv = savings_mod.savings(tl) if savings is None else savings
     top = savings_mod.best(sv, "no_launch_overhead")
     extra = pl.DataFrame({
@@ -263,4 +276,14 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
         "rank": [None, top["rank"] if top else None],
     }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64,
                          "rank": pl.Int32})
+    graphs = (t_all.filter(g).group_by("rank", "process_id", "api_start_ns")
+              .agg(pl.col("launch_ns").first(), pl.len().alias("_nodes")))
+    if graphs.height:
+        c = "launch_ns"
+        extra = pl.concat([extra, graphs.select(
+            pl.lit("graph_launches").alias("metric"), pl.len().cast(pl.Int64).alias("count"),
+            pl.col("_nodes").mean().alias("mean"), *percentiles(c),
+            pl.col(c).min().cast(pl.Float64).alias("min"),
+            pl.col(c).max().cast(pl.Float64).alias("max"),
+            pl.col("_nodes").sum().cast(pl.Float64).alias("sum"))], how="diagonal_relaxed")
     return pl.concat([out, extra], how="diagonal_relaxed")

@@ -23,10 +23,11 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   bounds the step.
 * ``fusion``: each chain of at least two consecutive memory-bound elementwise/normalisation
   kernels (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else
-  between them, becomes one kernel as long as the chain's longest kernel (the fused kernel
-  reads the chain's inputs and writes its output once: about the traffic of its largest
-  step, at the bandwidth these kernels reached); the host issuing time between the
-  chain's launches goes away with the launches.
+  between them, becomes one kernel that reads the chain's inputs and writes its output
+  once: with op shapes, the chain's first kernel's bytes at the median rate the chain's
+  kernels reached; without, as long as the chain's longest kernel (about the traffic of
+  its largest step); the host issuing time between the chain's launches goes away with
+  the launches.
 """
 
 from __future__ import annotations
@@ -343,6 +344,7 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     last = ch.sort("start_ns").group_by("chain").agg(pl.col("_i").last())
     lm = last.join(per.select("chain", "_max"), on="chain")
     mb = memory_bound(tl)
+    by_bytes = 0
     if mb is not None:
         # the fused kernel moves the chain's distinct bytes (its first kernel's input and
         # output) at the median rate the chain's kernels reached
@@ -350,8 +352,9 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
         fused = cb.group_by("chain").agg(
             (pl.col("bytes").first() / pl.col("_gbps").median()).round(0).cast(pl.Int64)
             .alias("_fused"))
-        lm = lm.join(fused, on="chain", how="left").with_columns(
-            pl.coalesce("_fused", "_max").alias("_max"))
+        lm = lm.join(fused, on="chain", how="left")
+        by_bytes = int(lm["_fused"].is_not_null().sum())
+        lm = lm.with_columns(pl.coalesce("_fused", "_max").alias("_max"))
     dur[lm["_i"].to_numpy()] = lm["_max"].to_numpy()
     # the host's issuing time between the chain's first and last launch calls goes away
     # with the launches (all of it: the fused chain no longer keeps the GPU busy while the
@@ -373,4 +376,9 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     return ({"durations": pl.Series("dur_ns", dur), "remove": rem.select("rank", "start_ns",
                                                                          "end_ns")},
             [f"{per.height:,} chains of {int(per['len'].sum()):,} fusible kernels, each "
-             "fused into one kernel as long as the chain's longest"])
+             "fused into one kernel: "
+             + (f"{by_bytes:,} moving their first kernel's bytes (from the op shapes) at the "
+                "chain's median rate" if by_bytes else "")
+             + ("; " if by_bytes and by_bytes < per.height else "")
+             + (f"{per.height - by_bytes:,} as long as the chain's longest"
+                if by_bytes < per.height else "")])

@@ -19,6 +19,8 @@ e.g. ``r"^step \\d+$"``). Each step is a window ``[start, end)`` on its rank.
 
 from __future__ import annotations
 
+import itertools
+
 import polars as pl
 
 from traceparse.analyses import intervals
@@ -47,6 +49,26 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
     return (r.select("rank", pl.col("name").cast(pl.String).alias("step"), "start_ns",
                      "end_ns")
             .unique(maintain_order=True).sort("rank", "start_ns"))
+
+
+def gpu_periods(tl: Timeline, *, step_regex: str | None = None) -> list[int]:
+    """Per-step GPU periods (ns) of a single-rank trace: the time between consecutive
+    steps' last GPU end, a GPU activity (sync rows left out) belonging to the step its
+    launching call, else the activity itself, started in. Where the host runs ahead of the
+    GPU (no per-step sync), a step's host range says when the step was issued, not how
+    long the GPU took; this says how often the GPU finished one."""
+    import numpy as np
+
+    from traceparse.links import launch_join
+
+    w = step_windows(tl, step_regex=step_regex)
+    lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
+    t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
+    end = lj["end_ns"].to_numpy()
+    starts = np.sort(w["start_ns"].to_numpy())
+    step = np.searchsorted(starts, t, side="right") - 1
+    ends = [int(end[step == i].max()) for i in range(starts.size) if (step == i).any()]
+    return [b - a for a, b in itertools.pairwise(ends)]
 
 
 def _busy_in_windows(tl: Timeline, w: pl.DataFrame) -> pl.Series:

@@ -197,13 +197,14 @@ STREAM_WAIT_VERDICT = ("stream-wait-bound", "idle with work queued on a stream t
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
             stragglers: pl.DataFrame | None = None,
-            sync_calls: pl.DataFrame | None = None) -> str:
+            sync_ops: pl.DataFrame | None = None) -> str:
     """One line naming the largest attribution part over all devices, e.g.
     ``"launch-bound: 59.2% of the window is launch overhead (the host issuing work)"``.
 
-    Host sync names the blocking call that overlaps the most host-sync time
-    (``sync_calls``: :func:`traceparse.analyses.gaps.host_sync_by_call`; e.g.
-    ``mostly cudaMemcpyAsync``); idle-bound traces get the most common gap cause (by time) among
+    Host sync names the blocking call that overlaps the most host-sync time, and the
+    framework op that made most of it when one did (``sync_ops``:
+    :func:`traceparse.analyses.host_sync.host_sync_by_op`; e.g. ``mostly cudaMemcpyAsync,
+    from aten::to``); idle-bound traces get the most common gap cause (by time) among
     ``gaps``; warm-up-dominated traces also give the largest steady-state part (the window
     without warm-up), so a one-off module load does not hide what the run is bound by.
     """
@@ -218,8 +219,12 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     if cause == "stream_wait":  # work was queued: a stream waited on an event, not the host
         label, what = STREAM_WAIT_VERDICT
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
-    if part == "host_sync_ns" and sync_calls is not None and sync_calls.height:
-        line += f" (mostly {sync_calls['name'][0]})"
+    if part == "host_sync_ns" and sync_ops is not None and sync_ops.height:
+        from traceparse.analyses.host_sync import by_call, sync_origin
+
+        call = str(by_call(sync_ops)["name"][0])
+        op = sync_origin(sync_ops, call)
+        line += f" (mostly {call}" + (f", from {op})" if op else ")")
     if cause == "stream_wait" and gaps is not None:
         top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
         line += f" (largest: {top['cause_name']})"
@@ -292,17 +297,16 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     # the verdict's inputs: the sections computed above, else the same memoised sections
     bd, strag = (out[name] if name in out else _section(tl, name, SECTIONS[name], opts)
                  for name in ("breakdown", "stragglers"))
-    sync_calls = None
+    sync_ops = None
     if bd.height and int(bd["host_sync_ns"].sum()) > 0:
-        from traceparse.analyses.gaps import host_sync_by_call
+        from traceparse.analyses.host_sync import host_sync_by_op
 
-        sync_calls = cached(tl, "host_sync_by_call", tuple(schema.TABLES),
-                            lambda: host_sync_by_call(tl))
+        sync_ops = host_sync_by_op(tl)
     # the verdict names the cause of the idle time of every gap, not of the gaps a page
     # happens to list (summary shows 10, the report 50: casio was idle-bound by the one and
     # stream-wait-bound by the other)
     every_gap = gaps if gaps is not None else idle_gaps(tl, min_ns=min_gap_ns)
-    line = verdict(bd, every_gap, strag, sync_calls)
+    line = verdict(bd, every_gap, strag, sync_ops)
     line += _step_clause(tl, bd, line)
     caveat = None
     if tl.metrics.height:

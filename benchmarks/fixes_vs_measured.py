@@ -8,7 +8,10 @@ bottleneck with its twin; decode eager vs CUDA graph at each batch in ``sweep/``
   bottleneck``, the steps read from each trace's own step ranges (``ProfilerStep#N``; the
   decode traces' ``decode_step_N`` user ranges). Warm-up is a one-off, so for ``warmup`` it
   is ``1 - sum of the twin's steps / sum of the bottleneck's`` (the first step is the
-  outlier the twin removes);
+  outlier the twin removes). The host-sync twins (``sync/``, decode with and without its
+  per-step ``.item()``, held-out captures only) are read per GPU period instead
+  (``analyses.steps.gpu_periods``): without the sync the host runs ahead and its step ranges say
+  when a step was issued, not how long the GPU took;
 * **predicted** = ``saving_ns / window_ns`` of the fix with that id in the report's ranked
   list (``recommend(build_payload(tl))``, what ``traceparse fixes`` prints), 0 when the fix
   is not offered; its rank in that list; the twin's first fix.
@@ -22,7 +25,9 @@ removed before and after the fix) against pairs whose step times were also measu
 **without** the profiler: the CUDA-graph training twin (``sample_traces/h200_recheck/
 graph``, ``*.truth.json``), the fusion re-check (``sample_traces/h200_recheck/fusion``,
 eager vs jiterator/Triton/torch.compile, ``fusion_twins.json``) and decode eager vs graph
-(``sweep/decode_b*_{eager,graph}.truth.json``; with ``--gpu`` only these). Measured = ``1 -
+(``sweep/decode_b*_{eager,graph}.truth.json``; with ``--gpu`` only these, and the
+host-sync twins where ``sync/`` exists, and the training step eager vs ``torch.compile`` +
+fused AdamW where ``fusion/*/fusion_train_twin.json`` exist). Measured = ``1 -
 twin's unprofiled median step / eager's``. Beside it, the replayed profiler-free window
 per step before and after the fix (window / the trace's step count) against the two
 measured steps, which says whether an error is the profiler estimate's (before) or the
@@ -74,6 +79,21 @@ def _steps(tl: Any, regex: str | None) -> list[int]:
                                        strict=True)]
 
 
+def sync_pairs() -> list[tuple[str, Path, Path, Path, Path]]:
+    """``(pair, sync trace, no-sync trace, sync truth, no-sync truth)`` of the host-sync
+    twins (``sync/``, ``sample_traces/capture/sync_twins.py``), those present."""
+    d = GPU / "sync"
+    out = []
+    for b in (1, 8, 64):
+        for k in ("graph", "eager"):
+            f = {v: d / f"decode_b{b}_{k}_{v}" for v in ("sync", "nosync")}
+            if all(Path(f"{x}.json.gz").is_file() for x in f.values()):
+                out.append((f"decode b{b} {k}: sync/no sync",
+                            *(Path(f"{f[v]}.json.gz") for v in ("sync", "nosync")),
+                            *(Path(f"{f[v]}.truth.json") for v in ("sync", "nosync"))))
+    return out
+
+
 def _fixes(tl: Any) -> list[dict[str, Any]]:
     from traceparse.reports.payload import build_payload
     from traceparse.reports.recommend import recommend
@@ -105,6 +125,22 @@ def measure() -> list[dict[str, Any]]:
                      "measured": measured, "predicted": pred,
                      "rel_err": (pred - measured) / measured if measured else None,
                      "rank": ids.index(fix) + 1 if fix in ids else None,
+                     "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+    from traceparse.analyses.steps import gpu_periods
+
+    regex = r"^decode_step_\d+$"
+    for name, b, t, _, _ in sync_pairs():
+        tb, tt = traceparse.load(b), traceparse.load(t)
+        pb, pt = gpu_periods(tb, step_regex=regex), gpu_periods(tt, step_regex=regex)
+        measured = 1 - statistics.median(pt) / statistics.median(pb)
+        fb, ft = _fixes(tb), _fixes(tt)
+        ids = [r["id"] for r in fb]
+        hit = next((r for r in fb if r["id"] == "host-sync"), None)
+        pred = hit["saving_ns"] / _window(hit) if hit else 0.0
+        rows.append({"pair": name, "fix": "host-sync", "steps": f"{len(pb) + 1}/{len(pt) + 1}",
+                     "measured": measured, "predicted": pred,
+                     "rel_err": (pred - measured) / measured if measured else None,
+                     "rank": ids.index("host-sync") + 1 if "host-sync" in ids else None,
                      "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
     return rows
 
@@ -141,6 +177,15 @@ def unprofiled_pairs() -> list[tuple[str, str, Path, int, float, float]]:
             out.append((f"decode b{b} eager/graph", "cuda-graphs",
                         GPU / "sweep" / f"decode_b{b}_eager.json.gz", r"^decode_step_\d+$",
                         d["eager_step_ms_median"], d["graph_step_ms_median"]))
+    for ft in sorted((GPU / "fusion").glob("*/fusion_train_twin.json")):
+        d = json.loads(ft.read_text())
+        out.append((f"train {d['model']} b{d['batch']} eager/compiled + fused AdamW", "fusion",
+                    ft.parent / d["eager_trace"], None, d["eager_step_ms_median"],
+                    d["fused_step_ms_median"]))
+    for name, b, _, tb, tt in sync_pairs():
+        out.append((name, "host-sync", b, r"^decode_step_\d+$",
+                    json.loads(tb.read_text())["step_ms_median"],
+                    json.loads(tt.read_text())["step_ms_median"]))
     return out
 
 

@@ -10,12 +10,15 @@ unchanged to captures from another GPU, including batch sizes the H200 sweep lac
 model, and each onto itself. It writes its table into benchmarks/RESULTS.md between the
 ``predict_holdout`` markers.
 
-Usage: PYTHONPATH=. python3 benchmarks/predict_holdout.py [--no-write] [--recheck]
+Usage: PYTHONPATH=. python3 benchmarks/predict_holdout.py [--no-write] [--recheck |
+--h100-bracketed]
 
 ``--recheck`` runs the same on ``sample_traces/h200_recheck/decode`` (decode b1 and b64 on
 an H200, their unprofiled step times re-measured interleaved in one process) and adds the
 cross-run rows: the shared sweep's decode traces predicting the re-measured truths. It
-writes its own block (``predict_recheck`` markers).
+writes its own block (``predict_recheck`` markers). ``--h100-bracketed`` runs the
+bracketed table on ``sample_traces/h100_captures/bracketed`` (the same configurations timed
+right before and after each trace on the H100; ``predict_h100_bracketed`` markers).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ HOLDOUT = Path(__file__).resolve().parents[1] / "sample_traces" / "h100_captures
 START, END = "<!-- predict_holdout:start -->", "<!-- predict_holdout:end -->"
 RECHECK = HOLDOUT.parents[1] / "h200_recheck" / "decode"
 BRACKETED = HOLDOUT.parents[1] / "h200_recheck" / "bracketed"
+H100_BRACKETED = HOLDOUT.parent / "bracketed"
 #: a run's host "held still" when its unprofiled medians before and after the trace differ
 #: by at most this share of their common median
 STILL = 0.05
@@ -110,22 +114,24 @@ def recheck() -> str:
     return "\n".join(out) + "\n"
 
 
-def _drift(name: str) -> float:
-    t = json.loads((BRACKETED / f"{name}.truth.json").read_text())
+def _drift(name: str, d: Path = BRACKETED) -> float:
+    t = json.loads((d / f"{name}.truth.json").read_text())
     return abs(t["before_ms_median"] - t["after_ms_median"]) / t["step_ms_median"]
 
 
-def bracketed() -> str:
-    """Every ordered pair of one model in ``h200_recheck/bracketed``, each trace timed right
-    before and after it was profiled; errors split by whether both hosts held still."""
+def bracketed(d: Path = BRACKETED) -> str:
+    """Every ordered pair of one model in ``d`` (``h200_recheck/bracketed``, or the H100's
+    ``h100_captures/bracketed``), each trace timed right before and after it was profiled;
+    errors split by whether both hosts held still."""
     shared = ps.SWEEP
-    ps.SWEEP = BRACKETED
+    ps.SWEEP = d
+    rel = d.relative_to(HOLDOUT.parents[1].parent)
     fam: dict[str, list[str]] = {}
-    for p in sorted(BRACKETED.glob("*.truth.json")):
+    for p in sorted(d.glob("*.truth.json")):
         n = p.name.removesuffix(".truth.json")
         fam.setdefault(n.rsplit("_b", 1)[0] if n.startswith("train") else "decode", []).append(n)
     out = ["### Bracketed: each trace timed right before and right after it was profiled "
-           "(`sample_traces/h200_recheck/bracketed`)\n",
+           f"(`{rel}`)\n",
            f"Host held still: unprofiled medians before and after the trace within "
            f"{STILL:.0%} of each other.\n",
            "| traced + calibrated (drift) | predicted (drift) | F | predicted | truth | error |",
@@ -138,10 +144,11 @@ def bracketed() -> str:
             tgt_ns, tgt_batch = ps.truth(b)
             f = tgt_batch / cfgs[a].batch
             p = cfgs[a].predict(f)["predicted_step_ns"]
-            still = max(_drift(a), _drift(b)) <= STILL
+            da, db = _drift(a, d), _drift(b, d)
+            still = max(da, db) <= STILL
             errs.setdefault(("self" if a == b else "unseen", still), []).append(
                 (p - tgt_ns) * 100 / tgt_ns)
-            out.append(f"| {a} ({_drift(a):.0%}) | {b} ({_drift(b):.0%}) | {f:g} | "
+            out.append(f"| {a} ({da:.0%}) | {b} ({db:.0%}) | {f:g} | "
                        f"{p / 1e6:.2f} ms | {tgt_ns / 1e6:.2f} ms | {ps.pct(p, tgt_ns)} |")
     ps.SWEEP = shared
     out.append("")
@@ -163,6 +170,19 @@ def _write(text: str, start: str, end: str) -> None:
 
 
 def main() -> None:
+    if "--h100-bracketed" in sys.argv:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        text = ("## Held-out and bracketed: the H100, each trace timed right before and after "
+                "it was profiled (`PYTHONPATH=. python3 benchmarks/predict_holdout.py "
+                "--h100-bracketed`, issue 27)\n\n"
+                f"{now}; traceparse {__version__}; Python {platform.python_version()}; NVIDIA "
+                "H100 80GB HBM3, torch 2.11 (`sample_traces/capture/bracketed_sweep.py`); "
+                "nothing refitted.\n\n" + bracketed(H100_BRACKETED))
+        print(text)
+        if "--no-write" not in sys.argv:
+            _write(text, "<!-- predict_h100_bracketed:start -->",
+                   "<!-- predict_h100_bracketed:end -->")
+        return
     if "--recheck" in sys.argv:
         text = recheck() + "\n" + bracketed()
         print(text)

@@ -191,8 +191,10 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
         ev.append(f"Capture: {top['note']}.")
     la = payload.get("launches")
     if la and la.get("linked"):
-        ev.append(f"{la['kernels_shorter_than_launch']:,} of {la['linked']:,} kernels ran "
-                  "shorter than their own launch call.")
+        own = la["linked"] - la.get("graph_kernels", 0)
+        if own:
+            ev.append(f"{la['kernels_shorter_than_launch']:,} of {own:,} kernels ran "
+                      "shorter than their own launch call.")
     how = (f"Capture the repeated step with {graphs} (torch.cuda.graphs / torch.compile "
            "mode='reduce-overhead'" + (", which use HIP graphs on ROCm" if hip else "")
            + ") so one graph launch replaces many kernel launches; also remove host work "
@@ -232,11 +234,26 @@ def _replayed(top: dict[str, Any], flag: str) -> str:
                                                   top.get("note") else ""))
 
 
+def _sync_ops(payload: dict[str, Any], n: int = 3) -> list[str]:
+    """Where the blocking calls came from (:func:`traceparse.analyses.host_sync.
+    host_sync_by_op`): the framework ops around them, when the trace recorded any."""
+    ops = (payload.get("gaps") or {}).get("sync_ops") or []
+    if not any(r["op"] for r in ops):
+        return []
+    parts = [(f"{r['op']}: " if r["op"] else "no op recorded around ")
+             + f"{units.plural(r['calls'], r['call'] + ' call')}, {_ms(r['host_sync_ns'])}"
+             for r in ops[:n]]
+    return ["The blocking calls by the framework op that made them (outermost op on the "
+            "calling thread), with the GPU's host-sync time while in them: "
+            + "; ".join(parts) + "."]
+
+
 def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     top = _engine_rec(payload, "host_sync", LAUNCH_MIN_FRAC)
     if top is None:
         return []
-    ev = [_replayed(top, "host-sync"), *_gap_evidence(payload, ("host_sync",))]
+    ev = [_replayed(top, "host-sync"), *_sync_ops(payload), *_gap_evidence(payload,
+                                                                          ("host_sync",))]
     return [_rec("host-sync", "GPU drained at synchronising calls: remove the syncs",
                  top["saving_ns"], top["measured_ns"], ev,
                  "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "

@@ -148,8 +148,11 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
                col("cause", "cause"), col("cause_name", "host call / range"),
                col("cause_thread_id", "thread", "id"), col("cause_detail", "detail")]
     more = frame.height - listed.height
+    from traceparse.analyses.host_sync import host_sync_by_op
+
     return {
         "count": frame.height,
+        "sync_ops": rows(host_sync_by_op(tl)),
         "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
         "min_ns": opts.gap_min_ns,
         "by_cause": rows(by_cause),
@@ -218,7 +221,8 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
     table: pl.DataFrame = launches_mod.launch_table(tl)
     summ: pl.DataFrame = launches_mod.launch_summary(tl, table=table,  # one launch join
                                                      savings=savings)
-    lat = (table["start_ns"] - table["api_start_ns"]).to_numpy() if table.height else \
+    own = table.filter(~launches_mod.in_graph(table))
+    lat = (own["start_ns"] - own["api_start_ns"]).to_numpy() if own.height else \
         np.array([], dtype=np.int64)
     hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
     pos = lat[lat > 0]
@@ -240,8 +244,16 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
             col("min", "min (µs)", "us"), col("max", "max (µs)", "us")]
     rec = extra.get("graph_recoverable_ns", {})
     short = extra.get("kernels_shorter_than_launch", {})
+    graphs = extra.get("graph_launches", {})
+    graph_kernels = int(graphs.get("sum") or 0)
+    graph_note = (f" {graph_kernels:,} kernels were replayed from "
+                  f"{units.plural(int(graphs['count']), 'graph launch', 'graph launches')} "
+                  f"(call P50 {units.duration(int(graphs['p50']))}, one call for all of a "
+                  "graph's nodes): they are left out of the statistics and the histogram."
+                  if graph_kernels else "")
     return {
         "linked": table.height,
+        "graph_kernels": graph_kernels,
         "histogram": hist,
         "graph_recoverable_ns": int(rec.get("sum") or 0),
         "graph_recoverable_rank": rec.get("rank"),
@@ -249,7 +261,8 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": _metric_names(rows(metrics))},
         "note": speak_vendor(
-                (f"{table.height:,} kernels linked to their launch call. launch = API call "
+                (f"{own.height:,} kernels linked to their own launch "
+                 f"call.{graph_note} launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
                  f"{int(short.get('count') or 0):,} kernels ran shorter than their own launch "

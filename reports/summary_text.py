@@ -87,7 +87,8 @@ def _top_gaps(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
 
 def _launches(frame: pl.DataFrame) -> list[str]:
     rows = {r["metric"]: r for r in frame.iter_rows(named=True)}
-    if not rows or not rows.get("launch_ns", {}).get("count"):
+    graphs = rows.get("graph_launches")
+    if not rows or not (rows.get("launch_ns", {}).get("count") or graphs):
         return ["Launches", "  (no kernel linked to a launch call)"]
     lines = ["Launches (per kernel; p50 / p95 / p99)"]
     for metric, label in (("launch_ns", "launch call"), ("queue_ns", "launch-to-start"),
@@ -96,6 +97,12 @@ def _launches(frame: pl.DataFrame) -> list[str]:
         if r and r["count"]:
             lines.append(f"  {label:<16} {fmt_ns(r['p50']):>10} {fmt_ns(r['p95']):>10} "
                          f"{fmt_ns(r['p99']):>10}   (n={r['count']})")
+    if graphs:
+        lines.append(f"  {'graph launch':<16} {fmt_ns(graphs['p50']):>10} "
+                     f"{fmt_ns(graphs['p95']):>10} {fmt_ns(graphs['p99']):>10}   "
+                     f"(n={graphs['count']} calls replaying {int(graphs['sum']):,} kernels, "
+                     f"{graphs['mean']:,.0f} per launch"
+                     + ("; not in the rows above)" if len(lines) > 1 else ")"))
     short = rows.get("kernels_shorter_than_launch")
     if short and short["mean"] is not None:
         lines.append(f"  kernels shorter than their launch call: {short['count']} "

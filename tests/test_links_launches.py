@@ -194,6 +194,37 @@ def test_launch_summary_short_kernels() -> None:
     assert q["count"] == 3 and q["p50"] == -2.0 and q["sum"] == -5.0
 
 
+def test_launch_summary_keeps_graph_nodes_apart() -> None:
+    """Two kernels with calls of their own (API 0..10 -> 15..25, API 30..40 -> 38..48) plus
+    two graph launches: API 100..400 replaying g1 410..412, g2 412..414, g3 414..416, and
+    API 500..600 replaying g1 610..612, g2 612..614. A graph's one call serves every node:
+    its 300 ns is no node's launch cost, so the per-kernel rows and the short-kernel share
+    count only the two kernels with calls of their own; the graph row counts 2 calls of
+    300 and 100 ns (p50 200) replaying 5 kernels, 2.5 per launch."""
+    tl = timeline(
+        api=api([{"start_ns": 0, "end_ns": 10, "correlation_id": 1},
+                 {"start_ns": 30, "end_ns": 40, "correlation_id": 2},
+                 {"start_ns": 100, "end_ns": 400, "correlation_id": 3,
+                  "name": "cudaGraphLaunch_v10000"},
+                 {"start_ns": 500, "end_ns": 600, "correlation_id": 4,
+                  "name": "cudaGraphLaunch_v10000"}]),
+        gpu=gpu([{"name": "k", "start_ns": 15, "end_ns": 25, "correlation_id": 1},
+                 {"name": "k", "start_ns": 38, "end_ns": 48, "correlation_id": 2}]
+                + [{"name": f"g{i}", "start_ns": s, "end_ns": s + 2, "correlation_id": c}
+                   for c, starts in ((3, (410, 412, 414)), (4, (610, 612)))
+                   for i, s in enumerate(starts, 1)]))
+    s = {r["metric"]: r for r in launch_summary(tl).iter_rows(named=True)}
+    assert s["launch_ns"]["count"] == 2 and s["launch_ns"]["max"] == 10
+    assert s["queue_ns"]["sum"] == 5 - 2
+    assert s["kernels_shorter_than_launch"]["count"] == 0
+    assert s["kernels_shorter_than_launch"]["mean"] == 0.0
+    g = s["graph_launches"]
+    assert (g["count"], g["sum"], g["mean"]) == (2, 5.0, 2.5)
+    assert (g["min"], g["max"], g["p50"]) == (100.0, 300.0, 200.0)
+    # without graph launches there is no graph row
+    assert "graph_launches" not in launch_summary(_two_kernels())["metric"].to_list()
+
+
 def test_graph_recoverable_estimate() -> None:
     # k1 5..15 (API 0..4); k2 40..50 (API 30..38): API began at 30 >= 15 -> launch-bound,
     # gap 25, of which launch latency min(25, 40 - 30) = 10 -> recoverable 10 - 1 = 9;

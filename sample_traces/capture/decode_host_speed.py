@@ -22,7 +22,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,23 +31,12 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpt_profile import write_trace  # scrubs machine identity, gzips
-from sweep_models import D, L, T, decoder, timed
+from sweep_models import D, L, T, decoder, host_probe_us, timed
 
 
 def median_ms(fn: Callable[[], None], n: int = 30) -> tuple[float, list[float]]:
     ts = timed(fn, n)
     return statistics.median(ts), ts
-
-
-def host_probe_us(n: int = 2000) -> float:
-    """Median µs of a CPU-only aten call (no device work): the host's own speed."""
-    x = torch.zeros(64)
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        x.view(8, 8)
-        ts.append((time.perf_counter_ns() - t) / 1e3)
-    return statistics.median(ts)
 
 
 def main() -> None:

@@ -8,7 +8,9 @@
 * :func:`profile_training`: the sweep's profiled training run (3 steps after 1 profiler
   warm-up step, ``record_shapes``), written with :func:`gpt_profile.write_trace`.
 * :func:`decoder`: the 12-layer d1024 bf16 decoder (static KV cache 1024, one token per step
-  ending in ``.item()``) at a batch: its eager step and its CUDA-graph replay.
+  ending in ``.item()``) at a batch: its eager step and its CUDA-graph replay
+  (:func:`decoder_forward`: its forward and token tensor, for other step variants).
+* :func:`host_probe_us`: the median time of a CPU-only aten call, the host's own speed.
 * :func:`gpt2_train_step`: the GPT-2-style training step (transformers, random init, seq
   512, bf16 autocast, AdamW); ``capturable=True`` gives the variant a whole-step CUDA graph
   can hold (capturable AdamW, autocast without its weight cache, gradients zeroed in place).
@@ -16,6 +18,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -75,8 +78,9 @@ def profile_training(fn: Callable[[], None], trace: Path) -> None:
         torch.cuda.synchronize()
 
 
-def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
-    """The sweep's decoder at batch ``b``: (eager step, CUDA-graph step)."""
+def decoder_forward(b: int) -> tuple[Callable[[], torch.Tensor], torch.Tensor]:
+    """The sweep's decoder at batch ``b``: its forward (the next token from the one in
+    ``tok``) and ``tok``, the device tensor holding the current token."""
     g = torch.Generator(device=DEV).manual_seed(0)
     w = [[torch.randn(a, c, device=DEV, dtype=BF, generator=g) * 0.02 for a, c in
           ((D, 3 * D), (D, D), (D, 4 * D), (4 * D, D))] for _ in range(L)]
@@ -93,6 +97,13 @@ def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
             x = x + F.scaled_dot_product_attention(q, k[layer], v[layer]).reshape(b, D) @ o
             x = x + F.gelu(F.layer_norm(x, (D,)) @ up) @ down
         return (F.layer_norm(x, (D,)) @ emb.t()).argmax(-1)
+    return fwd, tok
+
+
+def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The sweep's decoder at batch ``b``: (eager step, CUDA-graph step), each ending in
+    ``tok[0].item()``."""
+    fwd, tok = decoder_forward(b)
 
     def eager() -> None:
         tok.copy_(fwd())
@@ -104,6 +115,17 @@ def decoder(b: int) -> tuple[Callable[[], None], Callable[[], None]]:
         tok.copy_(nxt)
         tok[0].item()
     return eager, replay
+
+
+def host_probe_us(n: int = 2000) -> float:
+    """Median µs of a CPU-only aten call (no device work): the host's own speed."""
+    x = torch.zeros(64)
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        x.view(8, 8)
+        ts.append((time.perf_counter_ns() - t) / 1e3)
+    return statistics.median(ts)
 
 
 def gpt2_train_step(model: str, batch: int, *, capturable: bool = False

@@ -1,0 +1,130 @@
+"""Host-sync time by the call that waited and by the framework op that made the call.
+
+Host sync (``host_sync_ns`` of the attribution, docs/analyses.md) is GPU time with nothing
+to run while a host thread sat in a blocking call. To remove it a user needs the line of
+their program that blocked: the CUDA call (``cudaStreamSynchronize``) says how, the
+framework op around it says where (``aten::item`` is a ``.item()``, ``aten::to`` a
+``.to()``/``.cpu()``, ``aten::nonzero`` a data-dependent shape).
+
+* :func:`host_sync_by_call`: per blocking call name, the overlap of its calls with the
+  host-sync intervals (the verdict's "mostly cudaStreamSynchronize").
+* :func:`host_sync_by_op`: the same overlaps per op: the **outermost** ``cpu_op`` open on
+  the call's thread when it began (the op the program called; its inner ops are how the
+  framework implemented it), ``None`` where no op was recorded around it (nsys exports, a
+  bare ``torch.cuda.synchronize()``, a copy's implicit sync). Kineto traces only carry ops.
+
+Overlapping calls of two threads both count, so a sum can exceed the part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from traceparse import schema
+from traceparse.analyses.attribution import (
+    DEFAULT_GROUP,
+    blocking_intervals,
+    busy_activities,
+    part_intervals,
+)
+from traceparse.derived import cached
+from traceparse.timeline import Timeline
+
+
+def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    """Per blocking call (``name, thread_id, start_ns`` and the group): ``host_sync_ns``,
+    its overlap with the host-sync intervals of its group; calls without any left out."""
+    hs = part_intervals(tl, "host_sync_ns", group=group)
+    calls = blocking_intervals(tl, busy_activities(tl), group)
+    if hs.height == 0 or calls.height == 0:
+        return pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
+                                    "thread_id": pl.Int64, "start_ns": pl.Int64,
+                                    "host_sync_ns": pl.Int64})
+    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
+                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
+    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
+    j = calls.with_row_index("_call").join_where(h, pl.col("start_ns") < pl.col("_he"),
+                                                 pl.col("end_ns") > pl.col("_hs"))
+    for c in group:
+        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
+                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
+    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
+    return (j.group_by("_call", maintain_order=True)
+            .agg(*(pl.col(c).first() for c in (*group, "name", "thread_id", "start_ns")),
+                 ov.sum().cast(pl.Int64).alias("host_sync_ns"))
+            .drop("_call").with_columns(pl.col("name").cast(pl.String)))
+
+
+def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time per blocking call name: ``name, host_sync_ns``, largest first (the
+    calls of :func:`host_sync_by_op` summed over their ops)."""
+    return by_call(host_sync_by_op(tl, group=group))
+
+
+def by_call(by_op: pl.DataFrame) -> pl.DataFrame:
+    """:func:`host_sync_by_op`'s rows summed per call: ``name, host_sync_ns``, largest
+    first (ties by name)."""
+    return (by_op.group_by(pl.col("call").alias("name")).agg(pl.col("host_sync_ns").sum())
+            .sort(["host_sync_ns", "name"], descending=[True, False]))
+
+
+def sync_origin(by_op: pl.DataFrame, call: str) -> str | None:
+    """The op that made most of ``call``'s host-sync time in ``by_op``
+    (:func:`host_sync_by_op`), when one op holds at least half of it; else None."""
+    rows = by_op.filter(pl.col("call") == call)
+    total = int(rows["host_sync_ns"].sum())
+    top = rows.filter(pl.col("op").is_not_null()).head(1)
+    if total <= 0 or top.height == 0 or 2 * int(top["host_sync_ns"][0]) < total:
+        return None
+    return str(top["op"][0])
+
+
+def host_sync_by_op(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
+    """Host-sync time per framework op and blocking call: ``op`` (the outermost ``cpu_op``
+    open on the call's thread at its start; null: none recorded), ``call`` (the blocking
+    call's name), ``calls``, ``host_sync_ns``; largest first.
+
+    Example:
+        A ``cudaStreamSynchronize`` [10, 50) on thread 7 inside ``aten::_local_scalar_dense``
+        [8, 52) inside ``aten::item`` [5, 55), the GPU idle over [20, 50): op
+        ``aten::item``, call ``cudaStreamSynchronize``, 1 call, 30 ns.
+    """
+    if tuple(group) == DEFAULT_GROUP:
+        return cached(tl, "host_sync_by_op", tuple(schema.TABLES),
+                      lambda: _by_op(tl, list(group)))
+    return _by_op(tl, list(group))
+
+
+def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
+    ov = _overlaps(tl, group)
+    # a copy's implicit sync is listed without its thread: the runtime call it came from
+    # (same rank, name and start) has one
+    api = (tl.api.select("rank", pl.col("name").cast(pl.String), "start_ns",
+                         pl.col("thread_id").alias("_tid"))
+           .unique(["rank", "name", "start_ns"], keep="first"))
+    ov = (ov.join(api, on=["rank", "name", "start_ns"], how="left")
+          .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
+    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                            & pl.col("end_ns").is_not_null())
+           .select(pl.col("rank").alias("_r"), pl.col("thread_id").alias("_t"),
+                   pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
+                   pl.col("depth").fill_null(0).alias("_d"),
+                   pl.col("name").cast(pl.String).alias("op")))
+    calls = ov.with_row_index("_call")
+    if ops.height and calls.height:
+        j = (calls.select("_call", "rank", "thread_id", "start_ns")
+             .join_where(ops, pl.col("_os") <= pl.col("start_ns"),
+                         pl.col("_oe") > pl.col("start_ns"))
+             .filter((pl.col("rank") == pl.col("_r")) & (pl.col("thread_id") == pl.col("_t")))
+             .sort("_call", "_d", "_os").group_by("_call", maintain_order=True)
+             .agg(pl.col("op").first()))
+        calls = calls.join(j, on="_call", how="left")
+    else:
+        calls = calls.with_columns(pl.lit(None, pl.String).alias("op"))
+    return (calls.group_by("op", "name").agg(pl.len().cast(pl.Int64).alias("calls"),
+                                             pl.col("host_sync_ns").sum())
+            .select("op", pl.col("name").alias("call"), "calls", "host_sync_ns")
+            .sort(["host_sync_ns", "op", "call"], descending=[True, False, False],
+                  nulls_last=True))
