@@ -76,7 +76,7 @@ import polars as pl
 from traceparse import links
 from traceparse.analyses import intervals, sweep
 from traceparse.analyses import warmup as _warmup
-from traceparse.analyses.callparts import call_parts
+from traceparse.analyses.callparts import STATE_SLOT, call_parts
 from traceparse.analyses.hostrows import name_matches, per_group
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
@@ -151,9 +151,12 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
     call columns. ``busy``: ``acts`` is :func:`busy_activities` (the calls then come from
     the launch-link table, no join)."""
     cols = {"name": "call_name", "start_ns": "api_start_ns", "end_ns": "api_end_ns"}
+    # a timeline holding part of a trace carries the trace's first launches and median
+    state = tl.__dict__.get(STATE_SLOT)
     # only the columns the rules read (a copy of every gpu column was the memory peak)
     acts = acts.select(["rank", "process_id", "correlation_id", "name", "kind",
-                        *(c for c in ("src_kind", "dst_kind") if c in acts.columns)])
+                        *(c for c in ("src_kind", "dst_kind") if c in acts.columns),
+                        *(["start_ns"] if state is not None else [])])
     if busy:
         g = (tl.gpu.select(pl.col("category").cast(pl.String) != "sync")
              .to_series().arg_true())
@@ -170,7 +173,7 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
         j = (acts.with_row_index("_b").filter(pl.col("correlation_id").is_not_null())
              .join(api, on=key, how="inner", maintain_order="left"))
     # the rules run on the distinct names and kinds (analyses/callparts.py)
-    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS).cast(CALL_PART)
+    part = call_parts(j, BLOCKING_API_RE, LAZY_LOAD_MIN_NS, state).cast(CALL_PART)
     # the call name stays the API table's dictionary code (a String copy per launched
     # activity was ~40 bytes a row, kept for the whole command); decoded where printed
     return j.select("_b", "call_name", "api_start_ns", "api_end_ns", part)

@@ -185,8 +185,14 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         pl.when(warm).then(detail)
         .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
         .otherwise(None).cast(pl.String).alias("cause_detail"))
-    out = _host_classes(tl, acts, out, group)
-    return (out.select(*group, *_GAP_COLS)
+    return sort_gaps(_host_classes(tl, acts, out, group), group)
+
+
+def sort_gaps(frame: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+    """The gap columns in the output order: largest first, then group and start (the
+    chunked executors sort their merged rows with it too)."""
+    group = list(group)
+    return (frame.select(*group, *_GAP_COLS)
             .sort(["dur_ns", *group, "start_ns"], descending=[True] + [False] * (len(group) + 1),
                   nulls_last=True))
 

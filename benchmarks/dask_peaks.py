@@ -34,7 +34,7 @@ def _cpu_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("export")
-    ap.add_argument("what", choices=["kernels", "breakdown"])
+    ap.add_argument("what", choices=["kernels", "breakdown", "gaps"])
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--chunk-rows", type=int, default=1 << 18)
     args = ap.parse_args()
@@ -47,9 +47,15 @@ def main() -> None:
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         t1 = time.perf_counter()
-        fn = executor.kern_sum if args.what == "kernels" else executor.gpu_breakdown
-        frame = fn(args.export, executor="dask", chunk_rows=args.chunk_rows,
-                   scheduler=cluster.scheduler_address)
+        if args.what == "gaps":  # the frame only (its first event is for the table format)
+            found = executor.idle_gaps(args.export, min_ns=10_000, executor="dask",
+                                       chunk_rows=args.chunk_rows,
+                                       scheduler=cluster.scheduler_address)
+            frame = None if found is None else found[0]
+        else:
+            fn = executor.kern_sum if args.what == "kernels" else executor.gpu_breakdown
+            frame = fn(args.export, executor="dask", chunk_rows=args.chunk_rows,
+                       scheduler=cluster.scheduler_address)
         t2 = time.perf_counter()
         workers = client.run(_peak_mib)
         worker_cpu = client.run(_cpu_s)

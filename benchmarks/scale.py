@@ -162,12 +162,14 @@ def rows(args: argparse.Namespace, tmp: Path) -> list[tuple[str, str, list[str],
 EXECUTOR_ROWS = (
     ("kernels", "--executor chunks"), ("kernels", "--executor dask --workers 4"),
     ("breakdown --gpu-only", ""), ("breakdown --gpu-only", "--executor chunks"),
-    ("breakdown --gpu-only", "--executor dask --workers 4"))
+    ("breakdown --gpu-only", "--executor dask --workers 4"),
+    ("gaps", "--executor chunks --chunk-rows 65536"))
 
 
 def executor_rows(workload: str, n: str, tp: list[str]
                   ) -> list[tuple[str, str, list[str], object]]:
-    """``kernels`` and ``breakdown --gpu-only`` on the ``memory`` (default), ``chunks`` and
+    """``kernels``, ``breakdown --gpu-only`` and ``gaps`` on the ``memory`` (default),
+    ``chunks`` and
     ``dask`` executors (the dask rows start a local cluster of 4 worker processes, one
     thread each, on whatever cores the machine has; the tree RSS column sums client and
     workers, ``benchmarks/dask_peaks.py`` gives each process's peak)."""

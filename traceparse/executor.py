@@ -1,6 +1,6 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels`` and ``breakdown --gpu-only``):
+Executors (``--executor`` of ``kernels``, ``breakdown --gpu-only`` and ``gaps``):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process
@@ -22,15 +22,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
+import numpy as np
 import polars as pl
 
-from traceparse.analyses import chunked
+from traceparse.analyses import chunked, chunked_gaps
+from traceparse.analyses.callparts import CallState
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
 
+P = TypeVar("P")
 EXECUTORS = ("memory", "chunks", "dask")
 #: Activities per piece (rows of a rowid block; rows a time window holds).
 CHUNK_ROWS = chunks.BLOCK_ROWS
@@ -80,15 +84,206 @@ def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUN
     return chunked.gpu_breakdown_from_parts(part)
 
 
-def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
-            items: Sequence[Any], extra: tuple[Any, ...],
-            merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame], workers: int,
-            scheduler: str | None) -> pl.DataFrame:
+class NotLocal(Exception):
+    """A span of the chunked ``gaps`` may not hold every row its gaps' rules read
+    (:func:`traceparse.nsys.spancheck.why_not_local`): ``why`` says which lookup."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+WindowPart = tuple[pl.DataFrame, CallState, int]
+
+
+def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> WindowPart:
+    """The idle-gap partial of one time window, the call-state partial of the GPU rows
+    that start in it and their deepest queue (runs on a worker)."""
+    rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
+    return (chunked_gaps.window_gaps(rows, *window, min_ns),
+            *window_call_state(plan, rows, *window))
+
+
+def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
+                      ) -> tuple[CallState, int]:
+    """:func:`traceparse.analyses.callparts.call_state` of the busy GPU rows of ``rows``
+    that start in ``[t0, t1)``, each joined to its call as the attribution joins them
+    (:func:`traceparse.analyses.attribution.classify_calls`; the calls read by
+    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`), and the
+    longest time from a call's start (the earliest call of its key) to its activity's
+    start (0 without any)."""
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.callparts import call_state
+    from traceparse.nsys.spans import calls_by_correlation
+
+    key = ["rank", "process_id", "correlation_id"]
+    own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1)
+                      & (pl.col("category").cast(pl.String) != "sync")
+                      & pl.col("correlation_id").is_not_null())
+    api = calls_by_correlation(plan, own["correlation_id"]).filter(
+        pl.col("correlation_id").is_not_null())
+    early = api.group_by(key).agg(pl.col("start_ns").min().alias("_cs"))
+    depth = own.join(early, on=key, how="inner").select(
+        (pl.col("start_ns") - pl.col("_cs")).max()).item()
+    api = (api
+           .select(*key, pl.col("name").alias("call_name"),
+                   pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
+           .unique(subset=key, keep="first", maintain_order=True))
+    j = own.select("rank", "process_id", "correlation_id", "name", "kind", "start_ns",
+                   *(c for c in ("src_kind", "dst_kind") if c in own.columns)
+                   ).join(api, on=key, how="inner", maintain_order="left")
+    return call_state(j, BLOCKING_API_RE), max(0, int(depth or 0))
+
+
+def _merge_windows(parts: Sequence[WindowPart], min_ns: int) -> WindowPart:
+    from traceparse.analyses.callparts import merge_call_states
+
+    return (chunked_gaps.merge_gaps([p[0] for p in parts], min_ns),
+            merge_call_states([p[1] for p in parts]), max(p[2] for p in parts))
+
+
+def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], tuple[int, ...]],
+                   gaps: pl.DataFrame,
+                   opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
+    """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
+    end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
+    with the trace-wide call state, and that timeline's first event (runs on a worker)."""
+    from traceparse.analyses.callparts import STATE_SLOT
+    from traceparse.analyses.gaps import idle_gaps as memory_gaps
+    from traceparse.nsys.spancheck import BACKWARD, FORWARD, WIDER, why_not_local
+    from traceparse.nsys.spans import read_span
+
+    min_ns, state = opts
+    lows, highs = span
+    # a lookup that reaches backwards (forwards) may be met by a span reaching further
+    k = m = 0
+    while True:
+        lo, hi = lows[k], highs[m]
+        tl, _ = read_span(plan, lo, hi)
+        why = why_not_local(plan, tl, gaps, lo, hi)
+        moved = False
+        if why in BACKWARD + WIDER and k + 1 < len(lows):
+            k, moved = k + 1, True
+        if why in FORWARD + WIDER and m + 1 < len(highs):
+            m, moved = m + 1, True
+        if not moved:
+            break
+    if why is not None:
+        raise NotLocal(why)
+    tl.__dict__[STATE_SLOT] = state
+    first = tl.span_ns()
+    rows = memory_gaps(tl, min_ns=min_ns)
+    keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
+    rows = rows.join(gaps.select(keys).cast(rows.select(keys).schema), on=keys, how="semi",
+                     nulls_equal=True)
+    return rows, None if first is None else first[0]
+
+
+def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
+              chunk_rows: int = CHUNK_ROWS, workers: int = 4, scheduler: str | None = None
+              ) -> tuple[pl.DataFrame, int | None] | None:
+    """``gaps`` of one nsys export on a chunked executor: the frame of
+    :func:`traceparse.analyses.gaps.idle_gaps` and the trace's first event; None when it
+    has no GPU activity.
+
+    Two passes over time windows of about ``chunk_rows`` GPU activities
+    (docs/performance.md, "Chunked gaps"): the gaps themselves from the busy activities,
+    one row per device carried across an edge (:mod:`traceparse.analyses.chunked_gaps`),
+    and the trace-wide state of the call rules (each name's first launch, each process's
+    median call: :class:`traceparse.analyses.callparts.CallState`); then, per window
+    holding a gap's start, the in-memory rules on the timeline of the window, the window
+    before and the window after (and the rest of any gap that runs past them, and the
+    activities its calls launched), with that state, keeping that window's gaps. The
+    first window's span starts at the beginning of the file (the trace's first event,
+    which table times count from).
+
+    Raises:
+        NotLocal: a span may not hold every row its gaps' rules read
+            (:func:`traceparse.nsys.spancheck.why_not_local`); the caller computes the
+            file in memory instead.
+    """
+    from traceparse.nsys.spans import span_plan
+
+    plan = span_plan(path, block_rows=chunk_rows)
+    wins = plan.windows(chunk_rows)
+    if not wins:
+        return None
+    part, state, depth = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
+                                 partial(_merge_windows, min_ns=min_ns), workers, scheduler)
+    found = chunked_gaps.gap_list(part)
+    starts = [w[0] for w in wins]
+    owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
+                            found["start_ns"].to_numpy(), side="right") - 1
+    found = found.with_columns(pl.Series("_w", owner, pl.Int64))
+    jobs: list[tuple[tuple[tuple[int, ...], tuple[int, ...]], pl.DataFrame]] = []
+    for i in sorted({0, *owner.tolist()}):
+        mine = found.filter(pl.col("_w") == i).drop("_w")
+        lo = wins[i][0] if i > 0 else -chunks.END
+        hi = wins[i][1]
+        if mine.height:
+            hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
+            # back at least the deepest queue: every call of an activity queued across a
+            # gap is read (spancheck relies on it)
+            lo = max(-chunks.END, min(lo, int(mine["start_ns"].min()) - depth - 1))  # type: ignore[arg-type]
+        jobs.append(((_earlier(lo, starts), _later(hi, [w[1] for w in wins])), mine))
+    results = _map(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
+    frames = [r[0] for r in results]
+    firsts = [r[1] for r in results if r[1] is not None]
+    from traceparse.analyses.gaps import sort_gaps
+
+    out = sort_gaps(pl.concat(frames, how="vertical_relaxed"), chunked_gaps.GROUP)
+    return out, min(firsts) if firsts else None
+
+
+def _earlier(lo: int, starts: list[int]) -> tuple[int, ...]:
+    """``lo``, then window starts 2, 4, 8, ... windows before it, then the file's
+    beginning: the spans a job tries in turn when a lookup reaches backwards."""
+    out = [lo]
+    k = int(np.searchsorted(np.asarray(starts, dtype=np.int64), lo, side="right")) - 1
+    step = 2
+    while lo > -chunks.END and k - step > 0:
+        out.append(min(lo, starts[k - step]))
+        step *= 2
+    if lo > -chunks.END:
+        out.append(-chunks.END)
+    return tuple(out)
+
+
+def _later(hi: int, ends: list[int]) -> tuple[int, ...]:
+    """``hi``, then window ends 2, 4, 8, ... windows after it, then the file's end."""
+    out = [hi]
+    k = int(np.searchsorted(np.asarray(ends, dtype=np.int64), hi, side="left"))
+    step = 2
+    while hi < chunks.END and k + step < len(ends) - 1:
+        out.append(max(hi, ends[k + step]))
+        step *= 2
+    if hi < chunks.END:
+        out.append(chunks.END)
+    return tuple(out)
+
+
+def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],
+         jobs: Sequence[tuple[Any, Any]], extra: Any, workers: int,
+         scheduler: str | None) -> list[Any]:
+    """``task(plan, *job, extra)`` of each job, in order: one at a time here (a job's
+    timeline is the memory), or as Dask tasks."""
     if executor == "chunks":
-        acc: list[pl.DataFrame] = []
+        return [task(plan, *job, extra) for job in jobs]
+    with dask_client(workers, scheduler) as client:
+        shared = client.scatter(plan, broadcast=True)
+        futs = [client.submit(task, shared, *job, extra, pure=False) for job in jobs]
+        return list(client.gather(futs))
+
+
+def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., P],
+            items: Sequence[Any], extra: tuple[Any, ...],
+            merge: Callable[[Sequence[P]], P], workers: int,
+            scheduler: str | None) -> P:
+    if executor == "chunks":
+        acc: list[P] = []
         # SQLite and polars release the GIL: two pieces in flight keep two cores busy
         with ThreadPoolExecutor(_THREADS) as pool:
-            pending: list[Future[pl.DataFrame] | None] = [
+            pending: list[Future[P] | None] = [
                 pool.submit(task, plan, item, *extra) for item in items[:_THREADS]]
             for i in range(len(items)):
                 done = pending[i]
@@ -110,12 +305,11 @@ def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., pl.DataFrame],
         while len(futs) > 1:  # pairwise merges on the workers
             futs = [client.submit(_merge_two, merge, *futs[i:i + 2], pure=False)
                     if i + 1 < len(futs) else futs[i] for i in range(0, len(futs), 2)]
-        out: pl.DataFrame = futs[0].result()
+        out: P = futs[0].result()
         return out
 
 
-def _merge_two(merge: Callable[[Sequence[pl.DataFrame]], pl.DataFrame],
-               a: pl.DataFrame, b: pl.DataFrame) -> pl.DataFrame:
+def _merge_two(merge: Callable[[Sequence[P]], P], a: P, b: P) -> P:
     return merge([a, b])
 
 

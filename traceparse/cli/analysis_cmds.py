@@ -134,20 +134,36 @@ def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | Non
 @traces_argument
 @min_gap_option
 @click.option("--top", "top", type=int, default=None, help="List at most N gaps.")
+@executor_options
 @output_options
 def gaps(traces: tuple[str, ...], min_gap_us: float | None, top: int | None, fmt: str,
-         output: str | None, force: bool) -> None:
+         output: str | None, force: bool, executor: str, chunk_rows: int, workers: int
+         ) -> None:
     """Idle gaps per device, largest first, with their cause (host sync, CPU work)."""
     from traceparse.analyses.gaps import idle_gaps
 
-    tl = load_traces(traces)
-    if (why := no_events(tl, traces)) is not None:
-        emit(why + "\n", output)
-        return
-    frame = idle_gaps(tl, min_ns=min_gap_ns(min_gap_us))
+    kind, address = split_executor(executor)
+    found = None
+    if kind != "memory":
+        from traceparse import executor as ex
+
+        path = chunked_input(resolve(traces), kind)
+        try:
+            found = ex.idle_gaps(path, executor=kind, min_ns=min_gap_ns(min_gap_us),
+                                 chunk_rows=chunk_rows, workers=workers, scheduler=address)
+        except ex.NotLocal as exc:  # exact in memory; the chunked spans may not be
+            click.echo(f"traceparse: {path}: gaps computed in memory, not in chunks: "
+                       f"{exc.why}", err=True)
+    if found is None:  # the memory executor, or no GPU row: the whole timeline words it
+        tl = load_traces(traces)
+        if (why := no_events(tl, traces)) is not None:
+            emit(why + "\n", output)
+            return
+        found = idle_gaps(tl, min_ns=min_gap_ns(min_gap_us)), trace_start(tl)
+    frame, first = found
     emit_frame(frame if top is None else frame.head(top), fmt, output,
                empty=f"no idle gap of at least {units.duration(min_gap_ns(min_gap_us))} "
-                     "between GPU activities", start_ns=trace_start(tl))
+                     "between GPU activities", start_ns=first)
 
 
 def _jsonable(frame: pl.DataFrame) -> list[dict[str, Any]]:

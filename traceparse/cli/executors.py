@@ -1,5 +1,5 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
-(:mod:`traceparse.executor`): ``kernels`` and ``breakdown --gpu-only``."""
+(:mod:`traceparse.executor`): ``kernels``, ``breakdown --gpu-only`` and ``gaps``."""
 
 from __future__ import annotations
 

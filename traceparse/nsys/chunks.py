@@ -61,6 +61,9 @@ class Block:
     rows: int
     tmin: int
     tmax: int
+    #: the smallest and largest ``correlationId`` (None: no such column, or none set)
+    cmin: int | None = None
+    cmax: int | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,17 @@ class Plan:
     ranks: dict[int, int] = field(default_factory=dict)
     #: ``process_id, correlation_id`` of the launches inside communication NVTX ranges
     comm: pl.DataFrame | None = None
+    #: rowid blocks of the other time-stamped tables (host calls and ranges), when the
+    #: reader of time spans needs them (:func:`traceparse.nsys.spans.span_plan`)
+    host: tuple[Block, ...] = ()
+    #: ``(process_id, device_id)`` of every GPU row, and ``(process_id, thread_id)`` of
+    #: every runtime call (the whole-file facts :mod:`traceparse.nsys.spancheck` reads)
+    pairs: frozenset[tuple[int, int]] = frozenset()
+    threads: frozenset[tuple[int, int]] = frozenset()
+    #: ``(process_id, thread_id)`` of the threads that call a stream wait, and
+    #: ``(device_id, stream_id)`` of the streams in the synchronization records
+    waiters: frozenset[tuple[int, int]] = frozenset()
+    waited: frozenset[tuple[int, int]] = frozenset()
 
     def windows(self, rows: int) -> list[tuple[int, int]]:
         """Time windows ``[t0, t1)`` that together cover every start, each starting at a
@@ -137,7 +151,9 @@ def _blocks(db: NsysDB, table: str, block_rows: int, scan: bool
     pid = "globalPid" if has_pid else "NULL"
     # one aggregate per block (~4x cheaper than grouping by process); a block whose
     # globalPid varies is grouped by process to list them
-    sql = (f'SELECT MIN(start), MAX("end"), COUNT(*), MIN({pid}), MAX({pid}) '
+    corr = "correlationId" if "correlationId" in db.columns(table) else "NULL"
+    sql = (f'SELECT MIN(start), MAX("end"), COUNT(*), MIN({pid}), MAX({pid}), '
+           f"MIN({corr}), MAX({corr}) "
            f"FROM {q(table)} WHERE rowid BETWEEN ? AND ? AND {_VALID}")
     by_pid = (f"SELECT DISTINCT (globalPid >> 24) & 16777215 FROM {q(table)} "
               f"WHERE rowid BETWEEN ? AND ? AND {_VALID}")
@@ -145,7 +161,7 @@ def _blocks(db: NsysDB, table: str, block_rows: int, scan: bool
     def one(span: tuple[int, int]) -> tuple[Block | None, set[int]]:
         con = sqlite3.connect(db.uri, uri=True)  # one per thread: reads run in parallel
         try:
-            tmin, tmax, n, p0, p1 = con.execute(sql, span).fetchone()
+            tmin, tmax, n, p0, p1, c0, c1 = con.execute(sql, span).fetchone()
             if not n:
                 return None, set()
             if not (isinstance(tmin, int) and isinstance(tmax, int)):
@@ -156,7 +172,8 @@ def _blocks(db: NsysDB, table: str, block_rows: int, scan: bool
                 pids = {(p0 >> 24) & 0xFFFFFF}
             elif has_pid:
                 pids = {int(r[0]) for r in con.execute(by_pid, span) if isinstance(r[0], int)}
-            return Block(table, span[0], span[1], int(n), tmin, tmax), pids
+            cb = (c0, c1) if isinstance(c0, int) and isinstance(c1, int) else (None, None)
+            return Block(table, span[0], span[1], int(n), tmin, tmax, *cb), pids
         except sqlite3.DatabaseError as exc:
             raise TraceError(db.path, f"corrupt or truncated SQLite file ({exc})") from None
         finally:
