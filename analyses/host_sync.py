@@ -101,11 +101,15 @@ def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
     ov = _overlaps(tl, group)
     # a copy's implicit sync is listed without its thread: the runtime call it came from
     # (same rank, name and start) has one
-    api = (tl.api.select("rank", pl.col("name").cast(pl.String), "start_ns",
-                         pl.col("thread_id").alias("_tid"))
-           .unique(["rank", "name", "start_ns"], keep="first"))
-    ov = (ov.join(api, on=["rank", "name", "start_ns"], how="left")
-          .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
+    # (only the calls that need it are looked up: the api table can hold 10M rows)
+    need = ov.filter(pl.col("thread_id").is_null()).select("rank", "start_ns").unique()
+    if need.height:
+        api = (tl.api.select("rank", "start_ns", "name", pl.col("thread_id").alias("_tid"))
+               .join(need, on=["rank", "start_ns"], how="semi")
+               .with_columns(pl.col("name").cast(pl.String))
+               .unique(["rank", "name", "start_ns"], keep="first"))
+        ov = (ov.join(api, on=["rank", "name", "start_ns"], how="left")
+              .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
     ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
                             & pl.col("end_ns").is_not_null())
            .select(pl.col("rank").alias("_r"), pl.col("thread_id").alias("_t"),
