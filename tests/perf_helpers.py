@@ -37,3 +37,12 @@ def ranges(rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 def timeline(**tables: pl.DataFrame) -> Timeline:
     return Timeline(**tables).validate()
+
+
+def activities(rows: list[tuple[int, int, int, str]]) -> pl.DataFrame:
+    """(device, start, end, category) -> activities of rank 0."""
+    return pl.DataFrame({"rank": [0] * len(rows), "device_id": [r[0] for r in rows],
+                         "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows],
+                         "category": [r[3] for r in rows]},
+                        schema={"rank": pl.Int32, "device_id": pl.Int32, "start_ns": pl.Int64,
+                                "end_ns": pl.Int64, "category": pl.String})

@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import ids, shared_files
+from perf_helpers import activities
 
 from traceparse import executor
 from traceparse.analyses import attribution, chunked, nsys_stats
@@ -34,15 +35,6 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float"
 
 
-def _acts(rows: list[tuple[int, int, int, str]]) -> pl.DataFrame:
-    """(device, start, end, category) -> activities of rank 0."""
-    return pl.DataFrame({"rank": [0] * len(rows), "device_id": [r[0] for r in rows],
-                         "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows],
-                         "category": [r[3] for r in rows]},
-                        schema={"rank": pl.Int32, "device_id": pl.Int32, "start_ns": pl.Int64,
-                                "end_ns": pl.Int64, "category": pl.String})
-
-
 def _windows(acts: pl.DataFrame, edges: list[int]) -> pl.DataFrame:
     """The merged breakdown of ``acts`` cut at ``edges`` (every window reads all rows)."""
     bounds = list(zip(edges, [*edges[1:], chunks.END], strict=True))
@@ -52,7 +44,7 @@ def _windows(acts: pl.DataFrame, edges: list[int]) -> pl.DataFrame:
 
 def test_window_parts_clip_at_the_edge() -> None:
     # compute [50, 150) and a copy [120, 250), window [100, 200): hand-computed
-    acts = _acts([(0, 50, 150, "compute"), (0, 120, 250, "memory")])
+    acts = activities([(0, 50, 150, "compute"), (0, 120, 250, "memory")])
     p = chunked.window_parts(acts, 100, 200).row(0, named=True)
     assert (p["_c"], p["_cm"], p["_all"], p["_m"]) == (50, 50, 100, 0)
     assert (p["first_ns"], p["last_ns"]) == (120, 250)  # only the copy starts inside
@@ -61,7 +53,7 @@ def test_window_parts_clip_at_the_edge() -> None:
 def test_edges_crossing_overlap_and_empty_windows() -> None:
     # compute [1000, 5000), compute [3000, 4000), comm [4500, 9000) (500 ns under compute),
     # copy [9500, 10000); device 1: compute [2000, 2500)
-    acts = _acts([(0, 1000, 5000, "compute"), (0, 3000, 4000, "compute"),
+    acts = activities([(0, 1000, 5000, "compute"), (0, 3000, 4000, "compute"),
                   (0, 4500, 9000, "communication"), (0, 9500, 10000, "memory"),
                   (1, 2000, 2500, "compute")])
     want = {"window_ns": [9000, 500], "compute_ns": [4000, 500],

@@ -29,6 +29,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import ids, shared_files
+from perf_helpers import activities
 
 from traceparse import schema
 from traceparse.analyses import chunked_gaps
@@ -45,14 +46,6 @@ REASONS = ("the processes with work on device", "makes CUDA calls in the trace b
            "a process spawn's next CUDA call", "a host range around a gap holds CUDA calls")
 
 
-def _acts(rows: list[tuple[int, int, int, str]]) -> pl.DataFrame:
-    return pl.DataFrame({"rank": [0] * len(rows), "device_id": [r[0] for r in rows],
-                         "start_ns": [r[1] for r in rows], "end_ns": [r[2] for r in rows],
-                         "category": [r[3] for r in rows]},
-                        schema={"rank": pl.Int32, "device_id": pl.Int32, "start_ns": pl.Int64,
-                                "end_ns": pl.Int64, "category": pl.String})
-
-
 def _gaps(acts: pl.DataFrame, edges: list[int], min_ns: int) -> list[tuple[int, int, int]]:
     bounds = list(zip(edges, [*edges[1:], chunks.END], strict=True))
     part = chunked_gaps.merge_gaps([chunked_gaps.window_gaps(acts, a, b, min_ns)
@@ -61,7 +54,7 @@ def _gaps(acts: pl.DataFrame, edges: list[int], min_ns: int) -> list[tuple[int, 
 
 
 def test_docstring_example() -> None:
-    acts = _acts([(0, 0, 100, "compute"), (0, 150, 400, "compute"),
+    acts = activities([(0, 0, 100, "compute"), (0, 150, 400, "compute"),
                   (0, 300, 320, "compute"), (0, 450, 500, "compute")])
     assert _gaps(acts, [0, 300], 10) == [(0, 100, 150), (0, 400, 450)]
 
@@ -70,7 +63,7 @@ def test_edges_long_activity_sync_and_cut_below_min() -> None:
     # device 0: [0, 1000) runs over windows [0,200) [200,400) [400,600) [600,...);
     # [300, 310) inside it; [1050, 1100) after a 50 ns gap; device 1: a sync row
     # [0, 500) is not busy, so [100, 700) on device 1 is one gap between two kernels.
-    acts = _acts([(0, 0, 1000, "compute"), (0, 300, 310, "compute"),
+    acts = activities([(0, 0, 1000, "compute"), (0, 300, 310, "compute"),
                   (0, 1050, 1100, "memory"), (1, 0, 100, "compute"), (1, 50, 500, "sync"),
                   (1, 700, 800, "compute"),
                   # device 0: a hole [620, 700) inside window 3 that [0, 1000) covers
