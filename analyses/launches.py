@@ -253,16 +253,8 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
     t_all = _launch_rows(tl) if table is None else table
     g = in_graph(t_all)
     t = t_all.filter(~g)
-    cols = ["launch_ns", "queue_ns", "kernel_ns", "total_ns"]
-    rows = []
-    for c in cols:
-        rows.append(t.select(
-            pl.lit(c).alias("metric"), pl.col(c).count().cast(pl.Int64).alias("count"),
-            pl.col(c).mean().alias("mean"), *percentiles(c),
-            pl.col(c).min().cast(pl.Float64).alias("min"),
-            pl.col(c).max().cast(pl.Float64).alias("max"),
-            pl.col(c).sum().cast(pl.Float64).alias("sum")))
-    out = pl.concat(rows, how="vertical_relaxed")
+    out = pl.concat([_dist(t, c, c) for c in ("launch_ns", "queue_ns", "kernel_ns",
+                                                  "total_ns")], how="vertical_relaxed")
     n = t.height
     short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
     rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t_all)
@@ -278,12 +270,22 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
                          "rank": pl.Int32})
     graphs = (t_all.filter(g).group_by("rank", "process_id", "api_start_ns")
               .agg(pl.col("launch_ns").first(), pl.len().alias("_nodes")))
-    if graphs.height:
-        c = "launch_ns"
-        extra = pl.concat([extra, graphs.select(
-            pl.lit("graph_launches").alias("metric"), pl.len().cast(pl.Int64).alias("count"),
-            pl.col("_nodes").mean().alias("mean"), *percentiles(c),
-            pl.col(c).min().cast(pl.Float64).alias("min"),
-            pl.col(c).max().cast(pl.Float64).alias("max"),
-            pl.col("_nodes").sum().cast(pl.Float64).alias("sum"))], how="diagonal_relaxed")
+    if graphs.height:  # per call: count the calls, mean/sum their nodes
+        extra = pl.concat([extra, _dist(graphs, "graph_launches", "launch_ns", count=pl.len(),
+                                        mean=pl.col("_nodes").mean(),
+                                        total=pl.col("_nodes").sum())],
+                          how="diagonal_relaxed")
     return pl.concat([out, extra], how="diagonal_relaxed")
+
+
+def _dist(frame: pl.DataFrame, metric: str, c: str, *, count: pl.Expr | None = None,
+          mean: pl.Expr | None = None, total: pl.Expr | None = None) -> pl.DataFrame:
+    """One :func:`launch_summary` row: ``metric``, ``count``/``mean``/``sum`` (of ``c``
+    unless given) and the percentiles, min and max of ``c``."""
+    return frame.select(
+        pl.lit(metric).alias("metric"),
+        (pl.col(c).count() if count is None else count).cast(pl.Int64).alias("count"),
+        (pl.col(c).mean() if mean is None else mean).alias("mean"), *percentiles(c),
+        pl.col(c).min().cast(pl.Float64).alias("min"),
+        pl.col(c).max().cast(pl.Float64).alias("max"),
+        (pl.col(c).sum() if total is None else total).cast(pl.Float64).alias("sum"))
