@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import polars as pl
 
 from traceparse.analyses import intervals
@@ -51,24 +52,29 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
             .unique(maintain_order=True).sort("rank", "start_ns"))
 
 
-def gpu_periods(tl: Timeline, *, step_regex: str | None = None) -> list[int]:
-    """Per-step GPU periods (ns) of a single-rank trace: the time between consecutive
-    steps' last GPU end, a GPU activity (sync rows left out) belonging to the step its
-    launching call, else the activity itself, started in. Where the host runs ahead of the
-    GPU (no per-step sync), a step's host range says when the step was issued, not how
-    long the GPU took; this says how often the GPU finished one."""
-    import numpy as np
-
+def step_ends(tl: Timeline, end: np.ndarray | None = None, *,
+              step_regex: str | None = None) -> list[int]:
+    """The last GPU end of each step that has GPU work, in step order: a GPU activity (sync
+    rows left out, in :func:`traceparse.links.launch_join` order) belongs to the step its
+    launching call, else the activity itself, started in. ``end``: the activities' ends
+    to read (a replay's, aligned with those rows); None: the measured ones."""
     from traceparse.links import launch_join
 
     w = step_windows(tl, step_regex=step_regex)
     lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
     t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
-    end = lj["end_ns"].to_numpy()
+    ends = lj["end_ns"].to_numpy() if end is None else np.asarray(end)
     starts = np.sort(w["start_ns"].to_numpy())
     step = np.searchsorted(starts, t, side="right") - 1
-    ends = [int(end[step == i].max()) for i in range(starts.size) if (step == i).any()]
-    return [b - a for a, b in itertools.pairwise(ends)]
+    return [int(ends[step == i].max()) for i in range(starts.size) if (step == i).any()]
+
+
+def gpu_periods(tl: Timeline, *, step_regex: str | None = None) -> list[int]:
+    """Per-step GPU periods (ns) of a single-rank trace: the time between consecutive
+    steps' last GPU end (:func:`step_ends`). Where the host runs ahead of the GPU (no
+    per-step sync), a step's host range says when the step was issued, not how long the
+    GPU took; this says how often the GPU finished one."""
+    return [b - a for a, b in itertools.pairwise(step_ends(tl, step_regex=step_regex))]
 
 
 def _busy_in_windows(tl: Timeline, w: pl.DataFrame) -> pl.Series:

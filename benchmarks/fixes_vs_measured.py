@@ -202,13 +202,11 @@ def _median_steps(tl: Any, regex: str | None, fix: str) -> tuple[float, float] |
     in; a step ends at its last activity's replayed end, and lasts from the previous
     step's end (the first step, which has none, is left out)."""
     import numpy as np
-    import polars as pl
 
     from traceparse.analyses import savings
     from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
-    from traceparse.analyses.steps import step_windows
-    from traceparse.links import launch_join
+    from traceparse.analyses.steps import step_ends, step_windows
 
     if fix not in CHANGE:
         return None
@@ -217,16 +215,10 @@ def _median_steps(tl: Any, regex: str | None, fix: str) -> tuple[float, float] |
     args, _ = replay_args(tl, CHANGE[fix])
     if prof is None or args is None or w.height < 3:
         return None
-    lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
-    t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
-    starts = np.sort(w["start_ns"].to_numpy())
-    step = np.searchsorted(starts, t, side="right") - 1
     out = []
     for a in ({}, args):
         end = predicted(tl, **a, profiler=prof)["pred_end_ns"].to_numpy()
-        ends = np.array([end[step == i].max() for i in range(starts.size)
-                         if (step == i).any()], float)
-        out.append(float(np.median(np.diff(ends))) / 1e6)
+        out.append(float(np.median(np.diff(step_ends(tl, end, step_regex=regex)))) / 1e6)
     return out[0], out[1]
 
 
