@@ -117,15 +117,7 @@ def measure() -> list[dict[str, Any]]:
             measured = 1 - sum(st) / sum(sb)
         else:
             measured = 1 - statistics.median(st) / statistics.median(sb)
-        fb, ft = _fixes(tb), _fixes(tt)
-        ids = [r["id"] for r in fb]
-        hit = next((r for r in fb if r["id"] == fix), None)
-        pred = hit["saving_ns"] / _window(hit) if hit else 0.0
-        rows.append({"pair": name, "fix": fix, "steps": f"{len(sb)}/{len(st)}",
-                     "measured": measured, "predicted": pred,
-                     "rel_err": (pred - measured) / measured if measured else None,
-                     "rank": ids.index(fix) + 1 if fix in ids else None,
-                     "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+        rows.append(_pair_row(name, fix, tb, tt, measured, f"{len(sb)}/{len(st)}"))
     from traceparse.analyses.steps import gpu_periods
 
     regex = r"^decode_step_\d+$"
@@ -133,16 +125,23 @@ def measure() -> list[dict[str, Any]]:
         tb, tt = traceparse.load(b), traceparse.load(t)
         pb, pt = gpu_periods(tb, step_regex=regex), gpu_periods(tt, step_regex=regex)
         measured = 1 - statistics.median(pt) / statistics.median(pb)
-        fb, ft = _fixes(tb), _fixes(tt)
-        ids = [r["id"] for r in fb]
-        hit = next((r for r in fb if r["id"] == "host-sync"), None)
-        pred = hit["saving_ns"] / _window(hit) if hit else 0.0
-        rows.append({"pair": name, "fix": "host-sync", "steps": f"{len(pb) + 1}/{len(pt) + 1}",
-                     "measured": measured, "predicted": pred,
-                     "rel_err": (pred - measured) / measured if measured else None,
-                     "rank": ids.index("host-sync") + 1 if "host-sync" in ids else None,
-                     "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"})
+        rows.append(_pair_row(name, "host-sync", tb, tt, measured,
+                              f"{len(pb) + 1}/{len(pt) + 1}"))
     return rows
+
+
+def _pair_row(name: str, fix: str, tb: Any, tt: Any, measured: float,
+              steps: str) -> dict[str, Any]:
+    """The profiled table's row of a pair: ``fix``'s predicted share of the bottleneck's
+    window beside the ``measured`` saving, its rank, and both traces' first fixes."""
+    fb, ft = _fixes(tb), _fixes(tt)
+    ids = [r["id"] for r in fb]
+    hit = next((r for r in fb if r["id"] == fix), None)
+    pred = hit["saving_ns"] / _window(hit) if hit else 0.0
+    return {"pair": name, "fix": fix, "steps": steps, "measured": measured,
+            "predicted": pred, "rel_err": (pred - measured) / measured if measured else None,
+            "rank": ids.index(fix) + 1 if fix in ids else None,
+            "top": ids[0] if ids else "-", "twin_top": ft[0]["id"] if ft else "-"}
 
 
 RECHECK = REPO / "sample_traces" / "h200_recheck"

@@ -154,16 +154,23 @@ def _shared(name: str) -> Path:
     return hit[0]
 
 
+def _chunked_equals_memory(path: Path) -> tuple[int, str, str]:
+    """``gaps --format csv`` of ``path`` in chunks of 300 rows, checked equal (exit code,
+    stdout and stderr) to the memory path's; the chunked result."""
+    mem = _cli(["--no-cache", "gaps", str(path), "--format", "csv"])
+    chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "300",
+                str(path), "--format", "csv"])
+    assert chk == mem
+    return chk
+
+
 def test_deep_queue_and_lazy_warmup_carried() -> None:
     # uvm-pytorch: a cudaLaunchKernel inside a gap whose kernel starts 46 ms later (past
     # the next window); darknet53: a 678 ms gap whose first launch is lazy warm-up by the
     # trace-wide first launch and median call. Both were wrong in chunks before the state
     # was carried; uvm now runs in chunks (no stderr note) and equals memory.
     path = _shared("uvm-pytorch__report4.sqlite")
-    mem = _cli(["--no-cache", "gaps", str(path), "--format", "csv"])
-    chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "300",
-                str(path), "--format", "csv"])
-    assert chk == mem
+    chk = _chunked_equals_memory(path)
     # the gap [6539750394, 6540076859): its launch overhead, read from the export's own
     # tables, is the two launch calls inside it up to their kernels' starts (one kernel at
     # the gap's end, one 46 ms later): 22,083 + 11,369 ns
@@ -185,10 +192,7 @@ def test_lazy_warmup_from_the_whole_trace() -> None:
     # of its kernel's name in the trace (and far above the process's median call): the
     # first launches and the median come from every window, not from the gap's span
     path = _shared("darknet-thesis__keras_darknet53.sqlite")
-    mem = _cli(["--no-cache", "gaps", str(path), "--format", "csv"])
-    chk = _cli(["--no-cache", "gaps", "--executor", "chunks", "--chunk-rows", "300",
-                str(path), "--format", "csv"])
-    assert chk == mem
+    chk = _chunked_equals_memory(path)
     row = next(r for r in csv.DictReader(io.StringIO(chk[1])) if r["start_ns"] == "999538814")
     assert (row["cause"], row["cause_name"]) == ("warmup", "cudaLaunchKernel_v7000")
     cs = int(row["cause_start_ns"])
