@@ -21,13 +21,15 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   removed from the host (preparation moved to loader workers running ahead). This assumes
   the workers keep up; a preparation longer than the step divided by the workers still
   bounds the step.
-* ``fusion``: each chain of at least two consecutive memory-bound elementwise/normalisation
-  kernels (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else
-  between them, becomes one kernel that reads the chain's inputs and writes its output
-  once: with op shapes, the chain's first kernel's bytes at the median rate the chain's
-  kernels reached; without, as long as the chain's longest kernel (about the traffic of
-  its largest step); the host issuing time between the chain's launches goes away with
-  the launches.
+* ``fusion``: each chain of at least two consecutive elementwise/normalisation kernels
+  (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else between
+  them, that holds GPU time (a memory-bound kernel, or one that outlasts its launch call;
+  launch-bound chains are the CUDA-graphs fix) becomes one kernel that reads the chain's
+  inputs and writes its output once: with op shapes, the chain's distinct bytes (a run of
+  kernels on data of one size moves its first kernel's bytes) at the median rate its
+  memory-bound kernels reached, and no shorter than its longest kernel below that rate;
+  without shapes, as long as the chain's longest kernel (about the traffic of its largest
+  step); the host issuing time between the chain's launches goes away with the launches.
 """
 
 from __future__ import annotations
@@ -245,25 +247,32 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     sw = step_windows(tl)
     step = (np.searchsorted(sw["start_ns"].to_numpy(), k["start_ns"].to_numpy(), side="right")
             if sw.height else np.zeros(k.height, np.int64))
-    mb = memory_bound(tl)
-    if mb is not None:  # shapes known: only kernels that move bytes at memory speed
-        k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
-        fus = fus & pl.col("_mb").fill_null(False)
-    else:
-        # no shapes: a kernel shorter than its own launch call is bound by fixed launch
-        # costs, not by bytes (that is a CUDA-graph problem), so it does not chain
-        from traceparse.links import launch_links
+    # a kernel shorter than its own launch call is bound by fixed launch costs, not by
+    # bytes (that is a CUDA-graph problem), so it does not chain
+    from traceparse.links import launch_links
 
-        rows = launch_links(tl)["api_row"].gather(k["_i"])
-        call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
-        k = k.with_columns(call.alias("_call"))
-        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call")))
-    k = k.with_columns(fus.alias("_f"), pl.Series("_s", step))
+    rows = launch_links(tl)["api_row"].gather(k["_i"])
+    call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
+    k = k.with_columns(call.alias("_call"))
+    gpu_bound = pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call"))
+    mb = memory_bound(tl)
+    if mb is not None:
+        # shapes known: every kernel with known bytes chains, and a chain is kept when one of
+        # its kernels is the GPU's (moved its bytes at memory speed, or outlasts its launch):
+        # a chain of launch-bound kernels only has no GPU time for fusion to save. A member
+        # below the memory-bound rate bounds the fused kernel's time (:func:`_fusion`)
+        k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
+        fus = fus & pl.col("_mb").is_not_null()
+        gpu_bound = pl.col("_mb") | gpu_bound
+    else:
+        fus = fus & gpu_bound
+    k = k.with_columns(fus.alias("_f"), gpu_bound.fill_null(False).alias("_g"),
+                       pl.Series("_s", step))
     same = same & (pl.col("_s") == pl.col("_s").shift(1))
     new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
     k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))
-    n = k.group_by("chain").len()
-    return k.join(n.filter(pl.col("len") >= 2), on="chain", how="semi").select(
+    n = k.group_by("chain").agg(pl.len(), pl.col("_g").any())
+    return k.join(n.filter((pl.col("len") >= 2) & pl.col("_g")), on="chain", how="semi").select(
         "_i", "chain", pl.col("name").cast(pl.String), "start_ns", "dur_ns")
 
 
@@ -274,10 +283,11 @@ _DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "ha
 
 
 def kernel_bytes(tl: Timeline) -> pl.DataFrame:
-    """``_i`` (row in ``tl.gpu``) and ``bytes``: what a kernel's launching op reads and
-    writes, from the op's recorded input shapes and dtypes (Kineto ``record_shapes``; the
-    op is the ``cpu_op`` with the kernel's ``external_id``): every tensor input once plus
-    an output as large as its largest input (elementwise). Kernels without shapes are left
+    """``_i`` (row in ``tl.gpu``), ``bytes`` and ``elems``: what a kernel's launching op
+    reads and writes, from the op's recorded input shapes and dtypes (Kineto
+    ``record_shapes``; the op is the ``cpu_op`` with the kernel's ``external_id``): every
+    tensor input once plus an output as large as its largest input (elementwise), and the
+    element count of that largest input (the data the op works on). Kernels without shapes are left
     out."""
     import json
 
@@ -289,20 +299,24 @@ def kernel_bytes(tl: Timeline) -> pl.DataFrame:
            .select("rank", "external_id", "input_dims", "input_types")
            .unique(subset=["rank", "external_id"], keep="first"))
     sizes: list[int | None] = []
+    elems: list[int | None] = []
     for dims, types in ops.select("input_dims", "input_types").iter_rows():
         try:
             d, t = json.loads(dims), json.loads(types or "[]")
         except ValueError:
-            sizes.append(None)
-            continue
-        each = [int(np.prod(x)) * _DTYPE_BYTES[ty] for x, ty in zip(d, t, strict=False)
+            d, t = [], []
+        each = [(int(np.prod(x)) * _DTYPE_BYTES[ty], int(np.prod(x)))
+                for x, ty in zip(d, t, strict=False)
                 if isinstance(x, list) and x and ty in _DTYPE_BYTES]
-        sizes.append(sum(each) + max(each) if each else None)
-    ops = ops.with_columns(pl.Series("bytes", sizes, pl.Int64)).drop_nulls("bytes")
+        big = max(each) if each else None
+        sizes.append(sum(b for b, _ in each) + big[0] if big else None)
+        elems.append(big[1] if big else None)
+    ops = ops.with_columns(pl.Series("bytes", sizes, pl.Int64),
+                           pl.Series("elems", elems, pl.Int64)).drop_nulls("bytes")
     k = tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) == "kernel").select(
         "_i", "rank", "external_id")
-    return k.join(ops.select("rank", "external_id", "bytes"), on=["rank", "external_id"],
-                  how="inner").select("_i", "bytes")
+    return k.join(ops.select("rank", "external_id", "bytes", "elems"),
+                  on=["rank", "external_id"], how="inner").select("_i", "bytes", "elems")
 
 
 def memory_bound(tl: Timeline) -> pl.DataFrame | None:
@@ -347,11 +361,23 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     by_bytes = 0
     if mb is not None:
         # the fused kernel moves the chain's distinct bytes (its first kernel's input and
-        # output) at the median rate the chain's kernels reached
-        cb = ch.join(mb.select("_i", "bytes", "_gbps"), on="_i", how="inner").sort("start_ns")
-        fused = cb.group_by("chain").agg(
-            (pl.col("bytes").first() / pl.col("_gbps").median()).round(0).cast(pl.Int64)
-            .alias("_fused"))
+        # output) at the median rate the chain's memory-bound kernels reached, and is no
+        # shorter than any member that DRAM traffic does not explain (below the memory-bound
+        # rate: fixed costs of a small kernel, or arithmetic); a chain of such members only
+        # is as long as its longest
+        # A chain is read as runs of members working on data of one size (the largest
+        # input's element count, so a view is the same data): a run is one tensor carried
+        # through elementwise steps, and its distinct bytes are its first member's input and
+        # output; a new size is new data (the optimizer's next parameter, a reduction's
+        # output), so the chain's distinct bytes are the sum over its runs
+        cb = (ch.join(mb.select("_i", "bytes", "elems", "_gbps", "_mb"), on="_i", how="inner")
+              .sort("start_ns")
+              .with_columns(pl.col("elems").ne_missing(pl.col("elems").shift(1))
+                            .over("chain").alias("_run")))
+        fused = cb.group_by("chain").agg(pl.max_horizontal(
+            (pl.col("bytes").filter("_run").sum() / pl.col("_gbps").filter("_mb").median())
+            .round(0).cast(pl.Int64),
+            pl.col("dur_ns").filter(~pl.col("_mb")).max()).alias("_fused"))
         lm = lm.join(fused, on="chain", how="left")
         by_bytes = int(lm["_fused"].is_not_null().sum())
         lm = lm.with_columns(pl.coalesce("_fused", "_max").alias("_max"))
@@ -377,8 +403,9 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
                                                                          "end_ns")},
             [f"{per.height:,} chains of {int(per['len'].sum()):,} fusible kernels, each "
              "fused into one kernel: "
-             + (f"{by_bytes:,} moving their first kernel's bytes (from the op shapes) at the "
-                "chain's median rate" if by_bytes else "")
+             + (f"{by_bytes:,} moving their distinct bytes (from the op shapes) at the "
+                "median rate of their memory-bound kernels, no shorter than their slowest "
+                "kernel below that rate" if by_bytes else "")
              + ("; " if by_bytes and by_bytes < per.height else "")
              + (f"{per.height - by_bytes:,} as long as the chain's longest"
                 if by_bytes < per.height else "")])
