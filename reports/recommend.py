@@ -273,13 +273,15 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
     if tiny.get("top"):
         ev.append("Most frequent memory-bound kernels: " + "; ".join(
             f"{short_kernel_name(r['name'])} x{r['count']:,}" for r in tiny["top"]) + ".")
-    return [_rec("fusion", "Chains of memory-bound kernels: fuse them", top["saving_ns"],
+    return [_rec("fusion", "Chains of elementwise kernels: fuse them", top["saving_ns"],
                  top["measured_ns"], ev,
                  "Fuse chains of elementwise/normalisation kernels (torch.compile, a fused "
                  "optimizer, custom Triton kernels) so intermediates stay in registers and "
                  "one launch replaces many.",
-                 "whatif --fix fusion: each chain replayed as one kernel as long as its "
-                 "longest, without the issuing time between its launches.")]
+                 "whatif --fix fusion: each chain replayed as one kernel that moves the "
+                 "chain's distinct bytes at its memory-bound kernels' rate (op shapes; "
+                 "without them, as long as its longest kernel), without the issuing time "
+                 "between its launches.")]
 
 
 def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
