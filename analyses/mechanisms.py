@@ -23,8 +23,8 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   bounds the step.
 * ``fusion``: each chain of at least two consecutive elementwise/normalisation kernels
   (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else between
-  them, that holds GPU time (a memory-bound kernel, or one that outlasts its launch call;
-  launch-bound chains are the CUDA-graphs fix) becomes one kernel that reads the chain's
+  them, that holds a memory-bound kernel (traffic to save; a chain of launch-bound
+  kernels is the CUDA-graphs fix) becomes one kernel that reads the chain's
   inputs and writes its output once: with op shapes, the chain's distinct bytes (a run of
   kernels on data of one size moves its first kernel's bytes) at the median rate its
   memory-bound kernels reached, and no shorter than its longest kernel below that rate;
@@ -230,8 +230,9 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     ``name``, ``start_ns``, ``dur_ns``; chains of at least two kernels only. A chain is a
     run of consecutive fusible kernels of one stream (in start order) inside one step
     (``ProfilerStep`` ranges, when the trace has them). Fusible: named like
-    :data:`FUSIBLE_RE` and memory-bound (:func:`memory_bound`, with shapes), or without
-    shapes, at least as long as its own launch call."""
+    :data:`FUSIBLE_RE` and, with shapes, with known bytes (:func:`memory_bound`; a chain is
+    kept when one of its kernels is memory-bound), without shapes at least as long as its
+    own launch call."""
     k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
                  "dur_ns", "name")
@@ -247,27 +248,27 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     sw = step_windows(tl)
     step = (np.searchsorted(sw["start_ns"].to_numpy(), k["start_ns"].to_numpy(), side="right")
             if sw.height else np.zeros(k.height, np.int64))
-    # a kernel shorter than its own launch call is bound by fixed launch costs, not by
-    # bytes (that is a CUDA-graph problem), so it does not chain
-    from traceparse.links import launch_links
-
-    rows = launch_links(tl)["api_row"].gather(k["_i"])
-    call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
-    k = k.with_columns(call.alias("_call"))
-    gpu_bound = pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call"))
     mb = memory_bound(tl)
     if mb is not None:
         # shapes known: every kernel with known bytes chains, and a chain is kept when one of
-        # its kernels is the GPU's (moved its bytes at memory speed, or outlasts its launch):
-        # a chain of launch-bound kernels only has no GPU time for fusion to save. A member
-        # below the memory-bound rate bounds the fused kernel's time (:func:`_fusion`)
+        # its kernels moved its bytes at memory speed (traffic for the fused kernel to save);
+        # its neighbours below that rate (reductions, small kernels, launch-bound ones) fuse
+        # with it and bound the fused kernel's time (:func:`_fusion`). A chain without a
+        # memory-bound kernel is left to the CUDA-graphs fix
         k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
         fus = fus & pl.col("_mb").is_not_null()
-        gpu_bound = pl.col("_mb") | gpu_bound
+        seed = pl.col("_mb").fill_null(False)
     else:
-        fus = fus & gpu_bound
-    k = k.with_columns(fus.alias("_f"), gpu_bound.fill_null(False).alias("_g"),
-                       pl.Series("_s", step))
+        # no shapes: a kernel shorter than its own launch call is bound by fixed launch
+        # costs, not by bytes (that is a CUDA-graph problem), so it does not chain
+        from traceparse.links import launch_links
+
+        rows = launch_links(tl)["api_row"].gather(k["_i"])
+        call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
+        k = k.with_columns(call.alias("_call"))
+        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call")))
+        seed = pl.lit(True)
+    k = k.with_columns(fus.alias("_f"), seed.alias("_g"), pl.Series("_s", step))
     same = same & (pl.col("_s") == pl.col("_s").shift(1))
     new = ~(same.fill_null(False) & pl.col("_f") & pl.col("_f").shift(1).fill_null(False))
     k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))

@@ -61,13 +61,13 @@ def _trace(third: tuple[str, int, float]) -> Timeline:
                 (EW, 16, 200, 202, 5), (EW, 16, 202, 204, 5), (EW, 16, 204, 206, 5)])
 
 
-def test_a_reduction_that_outlasts_its_launch_chains_and_bounds_the_fused_kernel() -> None:
-    """K2 is a reduction of the same M elements lasting 10 us (800 B/ns, below the rate,
-    but the GPU's: its launch call took 5 us). K0-K3 chain; the launch-bound L0-L2 do not
-    (no GPU time for fusion to save: CUDA graphs' ground). Distinct bytes: the run on M
-    elements (K0-K2) moves K0's 8 MB, the run on M/4 (K3) 2 MB: 10 MB at the memory-bound
-    kernels' median 2,000 B/ns = 5 us, but the reduction lasts 10 us, so the fused kernel
-    takes 10 us, placed on the chain's last kernel."""
+def test_a_reduction_below_the_rate_chains_and_bounds_the_fused_kernel() -> None:
+    """K2 is a reduction of the same M elements lasting 10 us (800 B/ns, below the rate).
+    K0-K3 chain (K0, K1 and K3 are memory-bound); L0-L2 do not (no memory-bound kernel:
+    no traffic for fusion to save, their launches are CUDA graphs' ground). Distinct
+    bytes: the run on M elements (K0-K2) moves K0's 8 MB, the run on M/4 (K3) 2 MB: 10 MB
+    at the memory-bound kernels' median 2,000 B/ns = 5 us, but the reduction lasts 10 us,
+    so the fused kernel takes 10 us, placed on the chain's last kernel."""
     tl = _trace((RED, M, 10))
     assert fusion_chains(tl)["_i"].to_list() == [0, 1, 2, 3]
     args, notes = replay_args(tl, "fusion")
@@ -78,7 +78,7 @@ def test_a_reduction_that_outlasts_its_launch_chains_and_bounds_the_fused_kernel
 
 def test_a_launch_bound_member_fuses_with_its_memory_bound_neighbours() -> None:
     """K2 is a 3 us kernel on 16 elements behind a 5 us launch call: launch-bound, but its
-    neighbours hold GPU time, so the chain takes it. Runs: M (8 MB), 16 (128 B), M/4
+    neighbours are memory-bound, so the chain takes it. Runs: M (8 MB), 16 (128 B), M/4
     (2 MB): 10,000,128 B at 2,000 B/ns = 5,000 ns (rounded), longer than K2's 3 us."""
     args, _ = replay_args(_trace((EW, 16, 3)), "fusion")
     assert args is not None
@@ -92,3 +92,12 @@ def test_launch_bound_kernels_only_make_no_chain() -> None:
               (EW, 16, 202, 204, 5), (EW, 16, 204, 206, 5)])
     assert fusion_chains(tl).height == 0
     assert replay_args(tl, "fusion") == (None, [])
+
+
+def test_kernels_below_the_rate_only_make_no_chain() -> None:
+    """K0 (memory-bound, alone before a GEMM), then two reductions of M elements lasting
+    10 us each (800 B/ns) behind 5 us launch calls: they outlast their launches but move no
+    bytes at memory speed, so nothing chains."""
+    tl = _tl([(EW, M, 100, 104, 5), (GEMM, M, 104, 200, 5), (RED, M, 200, 210, 5),
+              (RED, M, 210, 220, 5)])
+    assert fusion_chains(tl).height == 0
