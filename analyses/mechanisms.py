@@ -409,4 +409,26 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
                 "kernel below that rate" if by_bytes else "")
              + ("; " if by_bytes and by_bytes < per.height else "")
              + (f"{per.height - by_bytes:,} as long as the chain's longest"
-                if by_bytes < per.height else "")])
+                if by_bytes < per.height else ""),
+             _largest_chain(tl, ch, lm.select("chain", "_max"))])
+
+
+def _largest_chain(tl: Timeline, ch: pl.DataFrame, fused: pl.DataFrame) -> str:
+    """Where to find the chain whose fusion saves the most kernel time: its kernels, first
+    and last by name, rank, stream and start (from the rank's first GPU activity), and its
+    kernel time before and after."""
+    from traceparse.kernelname import short_kernel_name
+
+    g = tl.gpu.with_row_index("_i").select("_i", "rank", "stream_id")
+    c = (ch.sort("start_ns").join(g, on="_i").group_by("chain", maintain_order=True)
+         .agg(pl.len(), pl.col("dur_ns").sum(), pl.col("name").first().alias("first"),
+              pl.col("name").last().alias("last"), pl.col("rank").first(),
+              pl.col("stream_id").first(), pl.col("start_ns").min())
+         .join(fused, on="chain").with_columns((pl.col("dur_ns") - pl.col("_max")).alias("_s"))
+         .sort("_s", "chain", descending=[True, False]).row(0, named=True))
+    t0 = tl.gpu.filter(pl.col("rank") == c["rank"])["start_ns"].min()
+    return (f"the largest saving: {c['len']:,} kernels from {short_kernel_name(c['first'])} "
+            f"to {short_kernel_name(c['last'])} (rank {c['rank']}, stream {c['stream_id']}, "
+            f"{(c['start_ns'] - t0) / 1e6:,.3f} ms after the rank's first GPU activity): "
+            f"{c['dur_ns'] / 1e3:,.1f} µs of kernel time fused into {c['_max'] / 1e3:,.1f} µs")
+

@@ -74,6 +74,13 @@ def test_a_reduction_below_the_rate_chains_and_bounds_the_fused_kernel() -> None
     assert args is not None
     assert (args["durations"] // US).to_list() == [0, 0, 0, 10, 69, 2, 2, 2]
     assert "no shorter than their slowest kernel below that rate" in notes[0]
+    # where to find it (names cut at 70 characters): K0's start is the first GPU activity;
+    # 4+4+10+1 us of kernels before
+    assert notes[1] == (
+        "the largest saving: 4 kernels from at::native::vectorized_elementwise_kernel<4, "
+        "at::native::CUDAFunctor_… to at::native::vectorized_elementwise_kernel<4, "
+        "at::native::CUDAFunctor_… (rank 0, stream 7, 0.000 ms after the rank's first GPU "
+        "activity): 19.0 µs of kernel time fused into 10.0 µs")
 
 
 def test_a_launch_bound_member_fuses_with_its_memory_bound_neighbours() -> None:
