@@ -74,7 +74,7 @@ def _launch_rows(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         k = launch_join(tl).select(_TABLE_COLS)
     else:
         k = launch_join(tl, kinds=("kernel",), unique_calls=False).select(_TABLE_COLS)
-    k = k.filter((pl.col("kind").cast(pl.String) == "kernel")
+    k = k.filter((pl.col("kind") == "kernel")
                  & pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
