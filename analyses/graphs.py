@@ -103,7 +103,9 @@ def graph_notes(tl: Timeline) -> list[str]:
     captures mean for attribution (empty when the trace has none)."""
     notes: list[str] = []
     gl = graph_launches(tl)
-    kern_total = int(tl.kernels["dur_ns"].sum()) if tl.kernels.height else 0
+    # summed on the gpu columns (tl.kernels is a filtered copy of every gpu column)
+    kern_total = int(tl.gpu.select(pl.col("dur_ns").filter(pl.col("kind") == "kernel")
+                                   .sum()).item() or 0)
     if gl.height:
         with_k = gl.filter(pl.col("kernels") > 0)
         if with_k.height:
@@ -124,8 +126,10 @@ def graph_notes(tl: Timeline) -> list[str]:
                 "time overstated.")
     graphs = tl.gpu.filter(pl.col("kind") == "graph")
     if graphs.height:
-        in_graph_kernels = tl.kernels.filter(pl.col("graph_id").is_not_null()
-                                             | pl.col("graph_node_id").is_not_null()).height
+        in_graph_kernels = int(tl.gpu.select(
+            (pl.col("kind") == "kernel") & (pl.col("graph_id").is_not_null()
+                                            | pl.col("graph_node_id").is_not_null()))
+            .to_series().sum())
         ms = int(graphs["dur_ns"].sum()) / 1e6
         if in_graph_kernels == 0:
             notes.append(
