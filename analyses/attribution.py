@@ -110,7 +110,7 @@ def busy_activities(tl: Timeline) -> pl.DataFrame:
     with ``category`` as a plain string. Computed once per timeline (the same frame object
     for every caller, :func:`traceparse.derived.cached`)."""
     return cached(tl, "busy_activities", ("gpu",), lambda: (
-        tl.gpu.filter(pl.col("category").cast(pl.String) != "sync")
+        tl.gpu.filter(pl.col("category") != "sync")
         .with_columns(pl.col("category").cast(pl.String))))
 
 
@@ -158,8 +158,7 @@ def _classify(tl: Timeline, acts: pl.DataFrame, busy: bool) -> pl.DataFrame:
                         *(c for c in ("src_kind", "dst_kind") if c in acts.columns),
                         *(["start_ns"] if state is not None else [])])
     if busy:
-        g = (tl.gpu.select(pl.col("category").cast(pl.String) != "sync")
-             .to_series().arg_true())
+        g = tl.gpu.select(pl.col("category") != "sync").to_series().arg_true()
         a = links.launch_links(tl)["api_row_file"].gather(g)
         calls = tl.api.select(pl.col(c).gather(a).alias(n) for c, n in cols.items())
         j = (pl.concat([acts.with_row_index("_b"), calls, a.alias("_a").to_frame()],
@@ -250,7 +249,7 @@ def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
 
     def compute() -> pl.DataFrame:
         busy = busy_activities(tl)
-        g = tl.gpu.select(pl.col("category").cast(pl.String) != "sync").to_series().arg_true()
+        g = tl.gpu.select(pl.col("category") != "sync").to_series().arg_true()
         rows = links.launch_links(tl)["api_row_file"].gather(g)
         classified = (classify_calls(tl, columns=[*group, "start_ns"])
                       .with_columns(rows.filter(rows.is_not_null()).alias("_row")))

@@ -28,7 +28,7 @@ _ENQUEUE = r"(?i)(launchkernel|launchcooperativekernel|culaunch|memcpy|memset|ex
 
 def _gpu_by_corr(tl: Timeline) -> pl.DataFrame:
     g = tl.gpu.filter(pl.col("correlation_id").is_not_null()
-                      & (pl.col("kind").cast(pl.String) != "sync"))
+                      & (pl.col("kind") != "sync"))
     return g.group_by("rank", "correlation_id").agg(
         kernels=(pl.col("kind") == "kernel").sum(),
         graph_records=(pl.col("kind") == "graph").sum(),
@@ -64,10 +64,14 @@ def captures(tl: Timeline) -> pl.DataFrame:
     (``executed`` = captured launches whose correlation id has GPU work in the trace; 0
     is the expected value: captured work runs later, through a graph launch).
     """
-    api = tl.api.with_columns(pl.col("name").cast(pl.String))
-    begins = api.filter(pl.col("name").str.contains(_BEGIN))
-    if begins.height == 0:
+    names = tl.api["name"]
+    if not tl.api.select(matches(names, _BEGIN).any()).item():
         return pl.DataFrame()
+    # only the calls the rules below read become strings (the regexes run on the distinct
+    # names): begins, ends and enqueueing calls, not a String copy of every call
+    api = tl.api.filter(matches(names, _BEGIN) | matches(names, _END)
+                        | matches(names, _ENQUEUE)).with_columns(pl.col("name").cast(pl.String))
+    begins = api.filter(pl.col("name").str.contains(_BEGIN))
     ends = api.filter(pl.col("name").str.contains(_END))
     rows = []
     work = set(tl.gpu.filter(pl.col("correlation_id").is_not_null())
@@ -99,7 +103,9 @@ def graph_notes(tl: Timeline) -> list[str]:
     captures mean for attribution (empty when the trace has none)."""
     notes: list[str] = []
     gl = graph_launches(tl)
-    kern_total = int(tl.kernels["dur_ns"].sum()) if tl.kernels.height else 0
+    # summed on the gpu columns (tl.kernels is a filtered copy of every gpu column)
+    kern_total = int(tl.gpu.select(pl.col("dur_ns").filter(pl.col("kind") == "kernel")
+                                   .sum()).item() or 0)
     if gl.height:
         with_k = gl.filter(pl.col("kernels") > 0)
         if with_k.height:
@@ -118,10 +124,12 @@ def graph_notes(tl: Timeline) -> list[str]:
                 "this trace (graph traced without its kernels, or outside the capture "
                 "window): their GPU time is missing, so busy time is understated and idle "
                 "time overstated.")
-    graphs = tl.gpu.filter(pl.col("kind").cast(pl.String) == "graph")
+    graphs = tl.gpu.filter(pl.col("kind") == "graph")
     if graphs.height:
-        in_graph_kernels = tl.kernels.filter(pl.col("graph_id").is_not_null()
-                                             | pl.col("graph_node_id").is_not_null()).height
+        in_graph_kernels = int(tl.gpu.select(
+            (pl.col("kind") == "kernel") & (pl.col("graph_id").is_not_null()
+                                            | pl.col("graph_node_id").is_not_null()))
+            .to_series().sum())
         ms = int(graphs["dur_ns"].sum()) / 1e6
         if in_graph_kernels == 0:
             notes.append(

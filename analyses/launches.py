@@ -74,7 +74,7 @@ def _launch_rows(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
         k = launch_join(tl).select(_TABLE_COLS)
     else:
         k = launch_join(tl, kinds=("kernel",), unique_calls=False).select(_TABLE_COLS)
-    k = k.filter((pl.col("kind").cast(pl.String) == "kernel")
+    k = k.filter((pl.col("kind") == "kernel")
                  & pl.col("api_start_ns").is_not_null())
     return k.select(
         "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
@@ -250,6 +250,9 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
                     savings: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses import savings as savings_mod
 
+    # the savings' what-if replays first: their peak then does not hold the launch rows
+    # (~1 GB at 10M kernels) as well
+    sv = savings_mod.savings(tl) if savings is None else savings
     t_all = _launch_rows(tl) if table is None else table
     g = in_graph(t_all)
     t = t_all.filter(~g)
@@ -258,7 +261,6 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
     n = t.height
     short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
     rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t_all)
-    sv = savings_mod.savings(tl) if savings is None else savings
     top = savings_mod.best(sv, "no_launch_overhead")
     extra = pl.DataFrame({
         "metric": ["kernels_shorter_than_launch", "graph_recoverable_ns"],

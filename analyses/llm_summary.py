@@ -43,7 +43,7 @@ def tree_view(tl: Timeline) -> str:
 
 def _has_kernels(tl: Timeline) -> bool:
     """Whether ``tl`` has a kernel (counted on the one column, not a filtered copy)."""
-    return bool(tl.gpu.select((pl.col("kind").cast(pl.String) == "kernel").any()).item())
+    return bool(tl.gpu.select((pl.col("kind") == "kernel").any()).item())
 
 
 def phases_section(tl: Timeline, opts: Any) -> pl.DataFrame:

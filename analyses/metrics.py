@@ -145,8 +145,10 @@ def kernel_metrics(tl: Timeline) -> pl.DataFrame:
     dram_bytes_lo, dram_bytes_hi, dram_bytes_per_s`` (columns of absent metrics are
     omitted; empty frame without samples).
     """
+    if tl.metrics.height == 0:  # before tl.kernels, a filtered copy of every gpu column
+        return pl.DataFrame()
     k = tl.kernels
-    if tl.metrics.height == 0 or k.height == 0:
+    if k.height == 0:
         return pl.DataFrame()
     wins = k.select("rank", "device_id", "start_ns", "end_ns",
                     pl.col("name").cast(pl.String)).with_row_index("_w").with_columns(
@@ -369,11 +371,13 @@ def kernel_clock(tl: Timeline) -> pl.DataFrame:
     Example: one kernel [0, 200) ns over clock samples 1.2 GHz on [0, 100) and 1.6 GHz on
     [100, 200) -> 1.4 GHz; with a listed 2.0 GHz, 0.7x: throttled.
     """
-    k = tl.kernels
     names = list(SUMMARY_METRICS["gpc_clock_hz"])
     m = tl.metrics.filter(pl.col("metric").cast(pl.String).is_in(names)) \
         if tl.metrics.height else tl.metrics
-    if m.height == 0 or k.height == 0:
+    if m.height == 0:  # before tl.kernels, a filtered copy of every gpu column
+        return pl.DataFrame()
+    k = tl.kernels
+    if k.height == 0:
         return pl.DataFrame()
     wins = k.select("rank", "device_id", "start_ns", "end_ns").with_row_index("_w") \
         .with_columns(pl.col("_w").cast(pl.Int64))

@@ -59,6 +59,7 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses._arrays import lex_codes, seg_cummax
+from traceparse.analyses.codes import matches
 from traceparse.analyses.profiler_cost import GRAPH_LAUNCH_RE
 from traceparse.analyses.replay_removed import (
     Profiler,
@@ -119,12 +120,13 @@ def profiler_instants(p: _Prep, rows: np.ndarray) -> np.ndarray:
 
 def _build_prep(tl: Timeline) -> _Prep:
     idx = launch_links(tl)["api_row"]
-    keep = (tl.gpu.select(pl.col("kind").cast(pl.String) != "sync").to_series()
-            .fill_null(False))
+    # kinds compared and the graph-launch regex run on codes (a String copy of every api
+    # name and gpu kind was ~0.6 GB at 10M kernels, the replay's peak)
+    keep = tl.gpu.select(pl.col("kind") != "sync").to_series().fill_null(False)
     calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
                           pl.col("end_ns").gather(idx).alias("api_end_ns"),
-                          pl.col("name").cast(pl.String).gather(idx).str.contains(
-                              GRAPH_LAUNCH_RE).fill_null(False).alias("_graph"))
+                          matches(tl.api["name"], GRAPH_LAUNCH_RE).gather(idx)
+                          .fill_null(False).alias("_graph"))
     f = (pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id", "category",
                                   "start_ns", "end_ns", "dur_ns"), calls], how="horizontal")
          .with_row_index("_i").filter(keep))

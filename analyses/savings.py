@@ -110,7 +110,7 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
               "within_bound": pl.Boolean, "note": pl.String,
               "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64}
-    if not tl.gpu.select((pl.col("kind").cast(pl.String) != "sync").any()).item():
+    if not tl.gpu.select((pl.col("kind") != "sync").any()).item():
         return pl.DataFrame(schema=schema)
     bd = attribution(tl) if breakdown is None else breakdown
     parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))

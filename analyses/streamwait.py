@@ -48,6 +48,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from traceparse import links
@@ -113,15 +115,21 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     acts = (acts.sort("start_ns")
             .with_columns(pl.col("end_ns").cum_max().shift(1)
                           .over(["rank", "device_id", "stream_id"]).alias("_prev_end")))
-    first = (acts.sort("api_start_ns", "start_ns")
+    exact = waits.filter(pl.col("_w_stream").is_not_null())
+    guess = waits.filter(pl.col("_w_stream").is_null())
+    # each join below matches by thread or stream: only the activities of the threads and
+    # streams the waits (records) name are copied, sorted or joined, and names stay codes
+    # until the joined rows (a sorted String copy of every launched activity per join was
+    # ~0.3 GB per million kernels, the summary's memory peak)
+    first = (_keyed(acts, guess, ["rank", "process_id", "api_thread_id"],
+                    ["rank", "process_id", "thread_id"])
+             .sort("api_start_ns", "start_ns", maintain_order=True)
              .group_by(["rank", "process_id", "api_thread_id", "api_start_ns"],
                        maintain_order=True).first()
              .select("rank", "process_id", pl.col("api_thread_id").alias("thread_id"),
                      "api_start_ns", "api_end_ns", "device_id", "stream_id", "start_ns",
                      "_prev_end", pl.col("name").alias("blocked_name"))
-             .sort("api_start_ns"))
-    exact = waits.filter(pl.col("_w_stream").is_not_null())
-    guess = waits.filter(pl.col("_w_stream").is_null())
+             .sort("api_start_ns", maintain_order=True))
     parts = []
     if guess.height:
         # the waiting stream inferred: the first activity the thread launched next
@@ -132,10 +140,12 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     if exact.height:
         # the waiting stream from the synchronization record: the first activity launched
         # to it (by any thread) after the wait returned
-        on_stream = (acts.sort("api_start_ns", "start_ns")
+        on_stream = (_keyed(acts, exact, ["rank", "process_id", "stream_id"],
+                            ["rank", "process_id", "_w_stream"])
+                     .sort("api_start_ns", "start_ns", maintain_order=True)
                      .select("rank", "process_id", pl.col("stream_id").alias("_w_stream"),
                              "api_start_ns", "api_end_ns", "device_id", "start_ns", "_prev_end",
-                             pl.col("name").cast(pl.String).alias("blocked_name")))
+                             pl.col("name").alias("blocked_name")))
         parts.append(exact.sort("wait_end_ns").join_asof(
             on_stream, left_on="wait_end_ns", right_on="api_start_ns",
             by=["rank", "process_id", "_w_stream"], strategy="forward",
@@ -195,15 +205,26 @@ def _last_launch(frame: pl.DataFrame, acts: pl.DataFrame, key: str, source: str,
     """``frame`` (records at ``_rec_ns``) with the last activity launched before each record
     whose ``source`` column (stream or launching thread) equals the record's ``key``:
     ``_p_ns, _p_name, _p_stream, _p_end``, and ``_rec_exact``."""
-    right = acts.select("rank", "process_id", pl.col(source).alias(key),
-                        pl.col("api_start_ns").alias("_p_ns"),
-                        pl.col("name").cast(pl.String).alias("_p_name"),
-                        pl.col("stream_id").alias("_p_stream"),
-                        pl.col("end_ns").alias("_p_end")).sort("_p_ns")
+    right = (_keyed(acts, frame, ["rank", "process_id", source], ["rank", "process_id", key])
+             .select("rank", "process_id", pl.col(source).alias(key),
+                     pl.col("api_start_ns").alias("_p_ns"), pl.col("name").alias("_p_name"),
+                     pl.col("stream_id").alias("_p_stream"),
+                     pl.col("end_ns").alias("_p_end")).sort("_p_ns", maintain_order=True))
     return frame.sort("_rec_ns").join_asof(
         right, left_on="_rec_ns", right_on="_p_ns", by=["rank", "process_id", key],
         strategy="backward", check_sortedness=False).with_columns(
-        pl.lit(exact).alias("_rec_exact"))
+        pl.col("_p_name").cast(pl.String), pl.lit(exact).alias("_rec_exact"))
+
+
+def _keyed(acts: pl.DataFrame, frame: pl.DataFrame, cols: Sequence[str],
+           keys: Sequence[str]) -> pl.DataFrame:
+    """The rows of ``acts`` whose ``cols`` equal the ``keys`` of some row of ``frame``
+    (null equal to null), in their order: the only rows a join of ``frame`` by those keys
+    can match."""
+    wanted = frame.select(pl.col(k).cast(acts.schema[c]).alias(c)
+                          for k, c in zip(keys, cols, strict=True)).unique()
+    return acts.join(wanted, on=list(cols), how="semi", nulls_equal=True,
+                     maintain_order="left")
 
 
 def _producers(api: pl.DataFrame, acts: pl.DataFrame, j: pl.DataFrame) -> pl.DataFrame:

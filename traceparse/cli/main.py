@@ -56,6 +56,29 @@ def main(ctx: click.Context, no_cache: bool, cache_dir: str | None) -> None:
                                                      else default_dir())
 
 
+#: glibc ``mallopt`` parameter: the size from which ``malloc`` maps a block of its own.
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_mmap_threshold() -> bool:
+    """Fix glibc's mmap threshold at its initial 128 KiB: a block that large gets its own
+    mapping, which ``free`` returns to the system. glibc otherwise raises the threshold to
+    the size of each mapped block freed (up to 32 MiB), after which the per-row arrays of an
+    analysis (numpy arrays, Arrow buffers of the reader) come from the heap, whose freed
+    pages stay resident: on the 1M-kernel export the resident set then held ~0.3 GB more
+    after each analysis than it used (docs/performance.md, "Freed memory"). True when set
+    (False where the C library has no ``mallopt``, e.g. macOS or musl)."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, 128 * 1024))
+
+
 def run() -> None:
     """Console-script entry point."""
+    keep_mmap_threshold()
     sys.exit(main.main(prog_name="traceparse"))
