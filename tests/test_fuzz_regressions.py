@@ -102,3 +102,28 @@ def test_nsys_header_with_invalid_page_size(tmp_path: Path, size: int) -> None:
     p.write_bytes(bytes(data))
     with pytest.raises(TraceError, match="page size"):
         nsys.read(p)
+
+
+@pytest.mark.parametrize("use_adbc", [True, False])
+def test_nsys_non_utf8_string_is_replaced_on_both_read_paths(tmp_path: Path,
+                                                             use_adbc: bool) -> None:
+    # StringIds TEXT with invalid UTF-8: the ADBC path passed the bytes into a polars String
+    # and every command that turned the name into a Python string (kernels, summary,
+    # report, fixes) aborted with a Rust panic (exit 1); sqlite3 already decoded with U+FFFD
+    p = GEN.nsys_db(tmp_path / "u.sqlite", names={1: b"void k\xff\xfe\x80(int)"})
+    tl = nsys.read(p, use_adbc=use_adbc)
+    names = set(tl.kernels["name"].cast(str).to_list())
+    assert "void k\ufffd\ufffd\ufffd(int)" in names
+
+
+def test_nsys_non_utf8_name_through_every_table_command(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from traceparse.cli import main
+
+    p = GEN.nsys_db(tmp_path / "u.sqlite", names={1: b"void k\xff\xfe\x80(int)"})
+    for cmd in ("kernels", "summary", "fixes", "report"):
+        out = tmp_path / f"{cmd}.out"
+        r = CliRunner().invoke(main, ["--no-cache", cmd, str(p), "-o", str(out)])
+        assert r.exit_code == 0, (cmd, r.output, r.exception)
+    assert "void k\ufffd\ufffd\ufffd(int)" in (tmp_path / "kernels.out").read_text()

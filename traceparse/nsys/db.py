@@ -148,7 +148,7 @@ class AdbcConnection:
             if params:
                 stmt.bind_stream(pl.DataFrame({f"p{i}": [p] for i, p in enumerate(params)}))
             stream, _ = stmt.execute_query()
-            return pl.DataFrame(stream)
+            return _utf8(pl.DataFrame(stream))
         finally:
             stmt.close()
 
@@ -156,6 +156,25 @@ class AdbcConnection:
         """Close the connection and the database handle."""
         self._con.close()
         self._db.close()
+
+
+def _utf8(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the invalid UTF-8 of its text columns replaced by U+FFFD, as the
+    ``sqlite3`` path decodes it: SQLite stores TEXT as the writer gave it and the ADBC
+    driver passes the bytes through, but a polars String must be UTF-8 (turning such a
+    value into a Python string aborts the process)."""
+    import pyarrow as pa
+
+    for c, dt in frame.schema.items():
+        if dt != pl.String:
+            continue
+        try:
+            frame[c].to_arrow().validate(full=True)
+        except pa.ArrowInvalid:
+            fixed = [None if b is None else b.decode("utf-8", "replace")
+                     for b in frame[c].cast(pl.Binary).to_list()]
+            frame = frame.with_columns(pl.Series(c, fixed, dtype=pl.String))
+    return frame
 
 
 class NsysDB:
