@@ -22,7 +22,7 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   the workers keep up; a preparation longer than the step divided by the workers still
   bounds the step.
 * ``fusion``: each chain of at least two consecutive elementwise/normalisation kernels
-  (:data:`FUSIBLE_RE`) of a stream, launched one after another with nothing else between
+  (:data:`FUSIBLE_RE`, by the kernel's or its launching op's name) of a stream, launched one after another with nothing else between
   them, that holds a memory-bound kernel (traffic to save; a chain of launch-bound
   kernels is the CUDA-graphs fix) becomes one kernel that reads the chain's
   inputs and writes its output once: with op shapes, the chain's distinct bytes (a run of
@@ -255,8 +255,13 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
         # its neighbours below that rate (reductions, small kernels, launch-bound ones) fuse
         # with it and bound the fused kernel's time (:func:`_fusion`). A chain without a
         # memory-bound kernel is left to the CUDA-graphs fix
-        k = k.join(mb.select("_i", "_mb"), on="_i", how="left", maintain_order="left")
-        fus = fus & pl.col("_mb").is_not_null()
+        # the launching op's name is evidence too (LayerNorm backward's weight-gradient
+        # kernel is named for its columns, its op for the normalisation)
+        k = k.join(mb.select("_i", "_mb", "op"), on="_i", how="left", maintain_order="left")
+        fus = ((pl.col("kind").cast(pl.String) == "kernel")
+               & (matches(tl.gpu["name"], FUSIBLE_RE)
+                  | pl.col("op").str.contains(FUSIBLE_RE).fill_null(False))
+               & pl.col("_mb").is_not_null())
         seed = pl.col("_mb").fill_null(False)
     else:
         # no shapes: a kernel shorter than its own launch call is bound by fixed launch
@@ -293,11 +298,13 @@ def kernel_bytes(tl: Timeline) -> pl.DataFrame:
     import json
 
     if "external_id" not in tl.gpu.columns or tl.ranges.height == 0:
-        return pl.DataFrame(schema={"_i": pl.UInt32, "bytes": pl.Int64})
+        return pl.DataFrame(schema={"_i": pl.UInt32, "bytes": pl.Int64, "elems": pl.Int64,
+                                    "op": pl.String})
     ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
                             & pl.col("input_dims").is_not_null()
                             & pl.col("external_id").is_not_null())
-           .select("rank", "external_id", "input_dims", "input_types")
+           .select("rank", "external_id", "input_dims", "input_types",
+                   pl.col("name").cast(pl.String).alias("op"))
            .unique(subset=["rank", "external_id"], keep="first"))
     sizes: list[int | None] = []
     elems: list[int | None] = []
@@ -316,8 +323,8 @@ def kernel_bytes(tl: Timeline) -> pl.DataFrame:
                            pl.Series("elems", elems, pl.Int64)).drop_nulls("bytes")
     k = tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) == "kernel").select(
         "_i", "rank", "external_id")
-    return k.join(ops.select("rank", "external_id", "bytes", "elems"),
-                  on=["rank", "external_id"], how="inner").select("_i", "bytes", "elems")
+    return k.join(ops.select("rank", "external_id", "bytes", "elems", "op"),
+                  on=["rank", "external_id"], how="inner").select("_i", "bytes", "elems", "op")
 
 
 def memory_bound(tl: Timeline) -> pl.DataFrame | None:

@@ -104,9 +104,9 @@ def test_training_step_fusion_against_compiled_twin() -> None:
     """The sweep's gpt2s training step at batch 32 on an H100 (GPU-bound, where the fix is
     the fusion alone; sample_traces/h100_captures/fusion/gpt2s_b32): eager 96.55 ms,
     torch.compile + AdamW(fused=True) 40.32 ms per step without the profiler (58.2%
-    saved). The eager trace's fusion fix is first and predicts 48.6% profiler-free: within
-    25%, and below the measurement (Inductor also fuses across GEMM epilogues,
-    concatenations and LayerNorm's backward reductions, which the chain rule keeps apart).
+    saved). The eager trace's fusion fix is first and predicts 52.1% profiler-free: within
+    25%, and below the measurement (Inductor also fuses concatenations and neighbours the
+    chain rule keeps apart).
     Its replayed eager step matches the unprofiled one within 3%, and every chain was
     priced from its op shapes."""
     twin, items, steps = _training_twin("gpt2s_b32")
@@ -125,7 +125,7 @@ def test_host_bound_training_step_fusion_against_compiled_twin() -> None:
     unprofiled: 58.0% saved). torch.compile removes both the kernels' traffic and most of
     the per-op dispatch: the fusion fix (chains take the optimizer's per-parameter kernels
     and the small kernels between memory-bound ones, and their launches go with them)
-    predicts 57.2%, within 25%; CUDA graphs, the dispatch mechanism alone, ranks first."""
+    predicts 58.9%, within 25%; CUDA graphs, the dispatch mechanism alone, ranks first."""
     twin, items, _ = _training_twin("gpt2s_b8")
     ids = [r["id"] for r in items]
     assert ids[:2] == ["cuda-graphs", "fusion"]
