@@ -22,14 +22,15 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   the workers keep up; a preparation longer than the step divided by the workers still
   bounds the step.
 * ``fusion``: each chain of at least two consecutive elementwise/normalisation kernels
-  (:data:`FUSIBLE_RE`, by the kernel's or its launching op's name) of a stream, launched one after another with nothing else between
-  them, that holds a memory-bound kernel (traffic to save; a chain of launch-bound
-  kernels is the CUDA-graphs fix) becomes one kernel that reads the chain's
-  inputs and writes its output once: with op shapes, the chain's distinct bytes (a run of
-  kernels on data of one size moves its first kernel's bytes) at the median rate its
-  memory-bound kernels reached, and no shorter than its longest kernel below that rate;
-  without shapes, as long as the chain's longest kernel (about the traffic of its largest
-  step); the host issuing time between the chain's launches goes away with the launches.
+  (:data:`FUSIBLE_RE`, by the kernel's or its launching op's name) of a stream, launched
+  one after another with nothing else between them, that holds a memory-bound kernel
+  (traffic to save; a chain of launch-bound kernels is the CUDA-graphs fix) becomes one
+  kernel that reads the chain's inputs and writes its output once: with op shapes, the
+  chain's distinct bytes (a run of kernels on data of one size moves its first kernel's
+  bytes) at the median rate its memory-bound kernels reached, and no shorter than its
+  longest kernel below that rate; without shapes, as long as the chain's longest kernel
+  (about the traffic of its largest step); the host issuing time between the chain's
+  launches goes away with the launches.
 """
 
 from __future__ import annotations
