@@ -234,12 +234,19 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     :data:`FUSIBLE_RE` and, with shapes, with known bytes (:func:`memory_bound`; a chain is
     kept when one of its kernels is memory-bound), without shapes at least as long as its
     own launch call."""
+    return _chains(tl)[0]
+
+
+def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """:func:`fusion_chains` and the :func:`memory_bound` frame it was built from (None
+    without shapes), which :func:`_fusion` prices the chains with."""
     k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
                  "dur_ns", "name")
          .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
     # the name stays a dictionary code: the regex runs on the distinct names
-    fus = ((pl.col("kind").cast(pl.String) == "kernel") & matches(tl.gpu["name"], FUSIBLE_RE))
+    kernel = pl.col("kind").cast(pl.String) == "kernel"
+    fus = kernel & matches(tl.gpu["name"], FUSIBLE_RE)
     same = pl.all_horizontal(*(pl.col(c).eq_missing(pl.col(c).shift(1))
                                for c in ("rank", "process_id", "device_id", "stream_id")))
     # a fused kernel cannot span two steps (the host runs the loop and the profiler's
@@ -251,17 +258,15 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
             if sw.height else np.zeros(k.height, np.int64))
     mb = memory_bound(tl)
     if mb is not None:
-        # shapes known: every kernel with known bytes chains, and a chain is kept when one of
-        # its kernels moved its bytes at memory speed (traffic for the fused kernel to save);
-        # its neighbours below that rate (reductions, small kernels, launch-bound ones) fuse
-        # with it and bound the fused kernel's time (:func:`_fusion`). A chain without a
-        # memory-bound kernel is left to the CUDA-graphs fix
-        # the launching op's name is evidence too (LayerNorm backward's weight-gradient
-        # kernel is named for its columns, its op for the normalisation)
+        # shapes known: every kernel with known bytes that its own or its launching op's
+        # name calls fusible chains (LayerNorm backward's weight-gradient kernel is named
+        # for its columns, its op for the normalisation), and a chain is kept when one of
+        # its kernels moved its bytes at memory speed (traffic for the fused kernel to
+        # save); its neighbours below that rate (reductions, small kernels, launch-bound
+        # ones) fuse with it and bound the fused kernel's time (:func:`_fusion`). A chain
+        # without a memory-bound kernel is left to the CUDA-graphs fix
         k = k.join(mb.select("_i", "_mb", "op"), on="_i", how="left", maintain_order="left")
-        fus = ((pl.col("kind").cast(pl.String) == "kernel")
-               & (matches(tl.gpu["name"], FUSIBLE_RE)
-                  | pl.col("op").str.contains(FUSIBLE_RE).fill_null(False))
+        fus = ((fus | (kernel & pl.col("op").str.contains(FUSIBLE_RE).fill_null(False)))
                & pl.col("_mb").is_not_null())
         seed = pl.col("_mb").fill_null(False)
     else:
@@ -280,7 +285,7 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
     k = k.with_columns(new.cum_sum().alias("chain")).filter(pl.col("_f"))
     n = k.group_by("chain").agg(pl.len(), pl.col("_g").any())
     return k.join(n.filter((pl.col("len") >= 2) & pl.col("_g")), on="chain", how="semi").select(
-        "_i", "chain", pl.col("name").cast(pl.String), "start_ns", "dur_ns")
+        "_i", "chain", pl.col("name").cast(pl.String), "start_ns", "dur_ns"), mb
 
 
 _DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2,
@@ -355,7 +360,7 @@ def _dram_gbps(tl: Timeline) -> float | None:
 def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     from traceparse.analyses import intervals
 
-    ch = fusion_chains(tl)
+    ch, mb = _chains(tl)
     if ch.height == 0:
         return None, []
     per = ch.group_by("chain").agg(pl.col("dur_ns").max().alias("_max"),
@@ -366,19 +371,16 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     dur[ch["_i"].to_numpy()] = 0
     last = ch.sort("start_ns").group_by("chain").agg(pl.col("_i").last())
     lm = last.join(per.select("chain", "_max"), on="chain")
-    mb = memory_bound(tl)
     by_bytes = 0
     if mb is not None:
-        # the fused kernel moves the chain's distinct bytes (its first kernel's input and
-        # output) at the median rate the chain's memory-bound kernels reached, and is no
-        # shorter than any member that DRAM traffic does not explain (below the memory-bound
-        # rate: fixed costs of a small kernel, or arithmetic); a chain of such members only
-        # is as long as its longest
-        # A chain is read as runs of members working on data of one size (the largest
-        # input's element count, so a view is the same data): a run is one tensor carried
-        # through elementwise steps, and its distinct bytes are its first member's input and
-        # output; a new size is new data (the optimizer's next parameter, a reduction's
-        # output), so the chain's distinct bytes are the sum over its runs
+        # the fused kernel moves the chain's distinct bytes at the median rate the chain's
+        # memory-bound kernels reached, and is no shorter than any member that DRAM traffic
+        # does not explain (below the memory-bound rate: fixed costs of a small kernel, or
+        # arithmetic). Distinct bytes: a chain is read as runs of members working on data
+        # of one size (the largest input's element count, so a view is the same data); a
+        # run is one tensor carried through elementwise steps and moves its first member's
+        # input and output; a new size is new data (the optimizer's next parameter, a
+        # reduction's output), so the runs' bytes add up
         cb = (ch.join(mb.select("_i", "bytes", "elems", "_gbps", "_mb"), on="_i", how="inner")
               .sort("start_ns")
               .with_columns(pl.col("elems").ne_missing(pl.col("elems").shift(1))
