@@ -317,8 +317,12 @@ def untraced_activity(tl: Timeline, metric: str = "SM Active") -> pl.DataFrame:
     if m.height:  # the first name present (nsys renamed "SMs Active" to "SM Active")
         first = next(n for n in names if n in set(m["metric"].cast(pl.String)))
         m = m.filter(pl.col("metric").cast(pl.String) == first)
-    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
-    if m.height == 0 or acts.height == 0:
+    if m.height == 0:
+        return pl.DataFrame()
+    # the columns read below, selected before the filter copies them
+    acts = (tl.gpu.select("rank", "device_id", "kind", "start_ns", "end_ns")
+            .filter(pl.col("kind") != "sync"))
+    if acts.height == 0:
         return pl.DataFrame()
     by = ["rank", "device_id"]
     wins = acts.group_by(by).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
