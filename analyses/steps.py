@@ -61,7 +61,9 @@ def step_ends(tl: Timeline, end: np.ndarray | None = None, *,
     from traceparse.links import launch_join
 
     w = step_windows(tl, step_regex=step_regex)
-    lj = launch_join(tl).filter(pl.col("kind").cast(pl.String) != "sync")
+    # the three columns read, selected before the filter copies them; kind as a code
+    lj = (launch_join(tl).select("kind", "api_start_ns", "start_ns", "end_ns")
+          .filter(pl.col("kind") != "sync"))
     t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
     ends = lj["end_ns"].to_numpy() if end is None else np.asarray(end)
     starts = np.sort(w["start_ns"].to_numpy())
