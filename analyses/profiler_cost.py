@@ -318,8 +318,9 @@ def _graph_launch_costs(tl: Timeline) -> pl.DataFrame:
         return pl.DataFrame(schema=schema)
     from traceparse.links import launch_join
 
-    lj = (launch_join(tl).filter(pl.col("api_start_ns").is_not_null()
-                                 & (pl.col("kind").cast(pl.String) != "sync"))
+    lj = (launch_join(tl).select("rank", "process_id", "api_name", "api_start_ns",
+                                 "api_end_ns", "device_id", "start_ns", "kind")
+          .filter(pl.col("api_start_ns").is_not_null() & (pl.col("kind") != "sync"))
           .select(pl.col("rank").cast(pl.Int64),
                   pl.col("process_id").fill_null(0).cast(pl.Int64),
                   pl.col("api_name").cast(pl.String), pl.col("api_start_ns").cast(pl.Int64),

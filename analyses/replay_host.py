@@ -218,13 +218,14 @@ def queue_waits(tl: Timeline) -> dict[tuple[int, int], tuple[np.ndarray, np.ndar
     from traceparse.analyses.replay import SYNC_RE
     from traceparse.links import launch_join
 
-    lj = (launch_join(tl).filter(pl.col("api_start_ns").is_not_null()
-                                 & (pl.col("kind").cast(pl.String) != "sync"))
-          .select("rank", pl.col("process_id").fill_null(0), "api_start_ns", "end_ns"))
-    api = (tl.api.filter(~pl.col("name").cast(pl.String).str.contains(SYNC_RE)
-                         .fill_null(False))
-           .select("rank", pl.col("process_id").fill_null(0), pl.col("name")
-                   .cast(pl.String), "start_ns", "end_ns", "dur_ns")
+    # the columns read, selected before the filters copy them; kind as a code
+    lj = (launch_join(tl).select("rank", pl.col("process_id").fill_null(0), "api_start_ns",
+                                 "end_ns", "kind")
+          .filter(pl.col("api_start_ns").is_not_null() & (pl.col("kind") != "sync"))
+          .drop("kind"))
+    api = (tl.api.select("rank", pl.col("process_id").fill_null(0), pl.col("name")
+                         .cast(pl.String), "start_ns", "end_ns", "dur_ns")
+           .filter(~pl.col("name").str.contains(SYNC_RE).fill_null(False))
            .filter(pl.col("dur_ns").is_not_null())
            .with_columns(pl.col("dur_ns").median().over("name").alias("_med")))
     out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
