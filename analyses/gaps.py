@@ -326,7 +326,10 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
     for lo in range(0, keys.height, step):
         batch = keys.slice(lo, step)
         g = gaps.join(batch, on=group, how="semi", nulls_equal=True)
-        a = acts.join(batch, on=group, how="semi", nulls_equal=True)
+        # the batch's (group, process) rows: all that per_group reads of them (a semi-join
+        # of every activity column was a copy of the gpu frame, 1.5 GB at 10M kernels)
+        a = acts.select(*group, "process_id").join(batch, on=group, how="semi",
+                                                   nulls_equal=True)
         cut = np.searchsorted(code, [lo, lo + step])
         calls = per_group(api, a, group)
         cands = _candidates(tl, a, group, calls, g, fixed.slice(cut[0], cut[1] - cut[0]))
