@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from traceparse import schema
@@ -42,19 +43,37 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
         return pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
                                     "thread_id": pl.Int64, "start_ns": pl.Int64,
                                     "host_sync_ns": pl.Int64})
-    h = hs.select(*(pl.col(c).alias(f"_h_{c}") for c in group),
-                  pl.col("start_ns").alias("_hs"), pl.col("end_ns").alias("_he"))
-    # two inequalities only (an IEJoin); equality predicates would turn it into a cross join
-    j = calls.with_row_index("_call").join_where(h, pl.col("start_ns") < pl.col("_he"),
-                                                 pl.col("end_ns") > pl.col("_hs"))
-    for c in group:
-        j = j.filter((pl.col(c) == pl.col(f"_h_{c}"))
-                     | (pl.col(c).is_null() & pl.col(f"_h_{c}").is_null()))
-    ov = pl.min_horizontal("end_ns", "_he") - pl.max_horizontal("start_ns", "_hs")
-    return (j.group_by("_call", maintain_order=True)
-            .agg(*(pl.col(c).first() for c in (*group, "name", "thread_id", "start_ns")),
-                 ov.sum().cast(pl.Int64).alias("host_sync_ns"))
-            .drop("_call").with_columns(pl.col("name").cast(pl.String)))
+    # per group, the host-sync intervals are disjoint and sorted: a call's overlap with
+    # them is F(end) - F(start), F(t) their summed length before t, and it overlaps some
+    # when an interval starts before its end and ends after its start (two binary searches
+    # per call instead of an interval join of every call with every interval)
+    by_group = {k: v.sort("start_ns") for k, v in hs.partition_by(
+        group, as_dict=True, maintain_order=True).items()}
+    out = []
+    for key, c in calls.partition_by(group, as_dict=True, maintain_order=True).items():
+        h = by_group.get(key)
+        if h is None:
+            continue
+        h0, h1 = h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
+        before = np.concatenate([[0], np.cumsum(h1 - h0)])
+        s, e = c["start_ns"].to_numpy(), c["end_ns"].to_numpy()
+        ov = _covered(h0, h1, before, e) - _covered(h0, h1, before, s)
+        hit = np.searchsorted(h0, e, side="left") > np.searchsorted(h1, s, side="right")
+        out.append(c.filter(pl.Series(hit)).select(*group, "name", "thread_id", "start_ns")
+                   .with_columns(pl.Series("host_sync_ns", ov[hit], pl.Int64)))
+    if not out:
+        return pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
+                                    "thread_id": pl.Int64, "start_ns": pl.Int64,
+                                    "host_sync_ns": pl.Int64})
+    return pl.concat(out).with_columns(pl.col("name").cast(pl.String))
+
+
+def _covered(h0: np.ndarray, h1: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Summed length of the disjoint sorted intervals ``[h0, h1)`` before each ``t``
+    (``before``: their cumulative lengths, with a leading 0)."""
+    k = np.searchsorted(h0, t, side="right")
+    tail = np.where(k > 0, np.maximum(h1[np.maximum(k - 1, 0)] - t, 0), 0)
+    return before[k] - tail
 
 
 def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
