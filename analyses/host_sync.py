@@ -54,11 +54,8 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
         h = by_group.get(key)
         if h is None:
             continue
-        h0, h1 = h["start_ns"].to_numpy(), h["end_ns"].to_numpy()
-        before = np.concatenate([[0], np.cumsum(h1 - h0)])
-        s, e = c["start_ns"].to_numpy(), c["end_ns"].to_numpy()
-        ov = _covered(h0, h1, before, e) - _covered(h0, h1, before, s)
-        hit = np.searchsorted(h0, e, side="left") > np.searchsorted(h1, s, side="right")
+        hit, ov = overlap_with(h["start_ns"].to_numpy(), h["end_ns"].to_numpy(),
+                               c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
         out.append(c.filter(pl.Series(hit)).select(*group, "name", "thread_id", "start_ns")
                    .with_columns(pl.Series("host_sync_ns", ov[hit], pl.Int64)))
     if not out:
@@ -66,6 +63,21 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
                                     "thread_id": pl.Int64, "start_ns": pl.Int64,
                                     "host_sync_ns": pl.Int64})
     return pl.concat(out).with_columns(pl.col("name").cast(pl.String))
+
+
+def overlap_with(h0: np.ndarray, h1: np.ndarray, s: np.ndarray, e: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For calls ``[s, e)`` and disjoint intervals ``[h0, h1)`` sorted by start: whether
+    each call overlaps some interval (one starts before its end and ends after its start;
+    a zero-length call inside one does) and its summed overlap in ns.
+
+    Example:
+        intervals [10, 20), [30, 40); calls [15, 35) -> True, 10; [20, 30) -> False, 0
+        (touching is not overlapping); [12, 12) -> True, 0.
+    """
+    before = np.concatenate([[0], np.cumsum(h1 - h0)])
+    ov = _covered(h0, h1, before, e) - _covered(h0, h1, before, s)
+    return np.searchsorted(h0, e, side="left") > np.searchsorted(h1, s, side="right"), ov
 
 
 def _covered(h0: np.ndarray, h1: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:

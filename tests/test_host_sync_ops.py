@@ -91,3 +91,19 @@ def test_verdict_names_the_op() -> None:
     bare = traceparse.Timeline(gpu=tl.gpu, api=tl.api, ranges=tl.ranges.clear(),
                                sources=tl.sources).validate()
     assert "(mostly cudaStreamSynchronize)" in summarize(bare)["verdict"]
+
+
+def test_overlap_with_hand_computed():
+    """Calls against the host-sync intervals [10, 20) and [30, 40): the overlap is the
+    summed clipped length; touching is not overlapping; a zero-length call inside an
+    interval overlaps it by 0 (the interval join's rule: start < end' and end > start')."""
+    import numpy as np
+
+    from traceparse.analyses.host_sync import overlap_with
+
+    h0, h1 = np.array([10, 30]), np.array([20, 40])
+    s = np.array([0, 15, 20, 12, 35, 40, 5, 25])
+    e = np.array([10, 35, 30, 12, 50, 45, 45, 26])
+    hit, ov = overlap_with(h0, h1, s, e)
+    assert hit.tolist() == [False, True, False, True, True, False, True, False]
+    assert ov.tolist() == [0, 10, 0, 0, 5, 0, 20, 0]
