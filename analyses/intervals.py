@@ -126,7 +126,7 @@ def _assemble(f: pl.DataFrame, by: list[str],
               groups: list[tuple[tuple, np.ndarray, np.ndarray]]) -> pl.DataFrame:
     """One frame (group columns with ``f``'s dtypes, ``start_ns``, ``end_ns``) of per-group
     interval arrays, in the order given."""
-    schema = {**{c: f.schema[c] for c in by}, START: pl.Int64, END: pl.Int64}
+    schema = pl.Schema({**{c: f.schema[c] for c in by}, START: pl.Int64(), END: pl.Int64()})
     frames = [pl.DataFrame({START: s, END: e}, schema={START: pl.Int64, END: pl.Int64})
               .select(*(pl.lit(v, dtype=schema[c]).alias(c) for c, v in zip(by, k, strict=True)),
                       START, END)
