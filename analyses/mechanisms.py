@@ -240,14 +240,12 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
 def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """:func:`fusion_chains` and the :func:`memory_bound` frame it was built from (None
     without shapes), which :func:`_fusion` prices the chains with."""
-    # the columns read selected before the filter copies them; kinds compared as codes;
-    # one single-key sort per stream (intervals.sort_within), not a five-key sort
-    from traceparse.analyses.intervals import sort_within
-
-    k = sort_within(tl.gpu.with_row_index("_i")
-                    .select("_i", "rank", "process_id", "device_id", "stream_id", "kind",
-                            "start_ns", "dur_ns", "name").filter(pl.col("kind") != "sync"),
-                    ["rank", "process_id", "device_id", "stream_id"], "start_ns")
+    # the columns read selected before the filter copies them (a filter of every gpu
+    # column was the cost); kinds compared as codes
+    k = (tl.gpu.with_row_index("_i")
+         .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
+                 "dur_ns", "name").filter(pl.col("kind") != "sync")
+         .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
     # the name stays a dictionary code: the regex runs on the distinct names
     kernel = pl.col("kind") == "kernel"
     fus = kernel & matches(tl.gpu["name"], FUSIBLE_RE)
