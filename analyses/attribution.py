@@ -289,11 +289,12 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
                 windows: pl.DataFrame | None, part: str) -> pl.DataFrame:
     """:func:`blocking_intervals` (``part`` ``host_sync``) or :func:`warmup_intervals`
     (``warmup``)."""
-    # the columns per_group reads, before the filter copies them
-    api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns",
-                        "end_ns").filter(pl.col("end_ns").is_not_null())
     if part == "host_sync":
-        out = per_group(api.filter(name_matches(api, BLOCKING_API_RE)), acts, group)
+        # the columns per_group reads; one filter copies only the blocking calls (warm-up
+        # reads no API copy: a filtered copy of every call was made for it too)
+        api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns", "end_ns")
+        out = per_group(api.filter(pl.col("end_ns").is_not_null()
+                                   & name_matches(api, BLOCKING_API_RE)), acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
         out = per_group(_warmup.warmup_signals(tl, BLOCKING_API_RE), acts, group)
     corr = (call_windows(tl, acts) if windows is None else windows).filter(

@@ -95,9 +95,8 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
         "rank", "start_ns", "end_ns")
     # a region keeps one graph launch: where the program already launches a graph, that
     # call is it and stays (under the profiler it also holds the recording of every node)
-    glaunch = (tl.api.filter(pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH_RE)
-                             .fill_null(False))
-               .select("rank", "start_ns", "end_ns").drop_nulls())
+    glaunch = (tl.api.select("rank", "start_ns", "end_ns", "name")
+               .filter(matches(tl.api["name"], GRAPH_LAUNCH_RE)).drop("name").drop_nulls())
     if glaunch.height:
         issuing = intervals.subtract(issuing, glaunch.cast(issuing.schema),  # type: ignore[arg-type]
                                      by=["rank"])
@@ -120,8 +119,9 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
 def _graph_cuts(tl: Timeline) -> list[str]:
     from traceparse.analyses.attribution import BLOCKING_API_RE
 
-    names = tl.api.get_column("name").cast(pl.String)
-    hit = names.filter(names.str.contains(BLOCKING_API_RE).fill_null(False))
+    # the regex on the distinct names, the hits alone cast to strings
+    hit = (tl.api.select(pl.col("name").filter(matches(tl.api["name"], BLOCKING_API_RE)))
+           .to_series().cast(pl.String))
     if hit.len() == 0:
         return []
     counts = hit.value_counts().sort(["count", "name"], descending=[True, False])
@@ -133,9 +133,9 @@ def _graph_cuts(tl: Timeline) -> list[str]:
 def _pageable(tl: Timeline) -> pl.DataFrame:
     host = pl.when(pl.col("copy_kind").cast(pl.String) == "HtoD").then(
         pl.col("src_kind").cast(pl.String)).otherwise(pl.col("dst_kind").cast(pl.String))
-    return (tl.gpu.with_row_index("_i")
-            .filter((pl.col("kind").cast(pl.String) == "memcpy")
-                    & pl.col("copy_kind").cast(pl.String).is_in(["HtoD", "DtoH"]))
+    # the kind compared as a code; the copies alone have their copy kind cast
+    return (tl.gpu.with_row_index("_i").filter(pl.col("kind") == "memcpy")
+            .filter(pl.col("copy_kind").cast(pl.String).is_in(["HtoD", "DtoH"]))
             .with_columns(host.alias("_host"), pl.col("copy_kind").cast(pl.String)))
 
 
@@ -240,12 +240,14 @@ def fusion_chains(tl: Timeline) -> pl.DataFrame:
 def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """:func:`fusion_chains` and the :func:`memory_bound` frame it was built from (None
     without shapes), which :func:`_fusion` prices the chains with."""
-    k = (tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) != "sync")
+    # the columns read selected before the filter copies them (a filter of every gpu
+    # column was the cost); kinds compared as codes
+    k = (tl.gpu.with_row_index("_i")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
-                 "dur_ns", "name")
+                 "dur_ns", "name").filter(pl.col("kind") != "sync")
          .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
     # the name stays a dictionary code: the regex runs on the distinct names
-    kernel = pl.col("kind").cast(pl.String) == "kernel"
+    kernel = pl.col("kind") == "kernel"
     fus = kernel & matches(tl.gpu["name"], FUSIBLE_RE)
     same = pl.all_horizontal(*(pl.col(c).eq_missing(pl.col(c).shift(1))
                                for c in ("rank", "process_id", "device_id", "stream_id")))
@@ -327,8 +329,8 @@ def kernel_bytes(tl: Timeline) -> pl.DataFrame:
         elems.append(big[1] if big else None)
     ops = ops.with_columns(pl.Series("bytes", sizes, pl.Int64),
                            pl.Series("elems", elems, pl.Int64)).drop_nulls("bytes")
-    k = tl.gpu.with_row_index("_i").filter(pl.col("kind").cast(pl.String) == "kernel").select(
-        "_i", "rank", "external_id")
+    k = (tl.gpu.with_row_index("_i").select("_i", "rank", "external_id", "kind")
+         .filter(pl.col("kind") == "kernel").drop("kind"))
     return k.join(ops.select("rank", "external_id", "bytes", "elems", "op"),
                   on=["rank", "external_id"], how="inner").select("_i", "bytes", "elems", "op")
 

@@ -198,8 +198,11 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
         return None, []
     prof = profiler(tl)
     rows = []
-    acts = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").agg(
-        pl.col("start_ns").min().alias("s"), pl.col("end_ns").max().alias("e"))
+    # the three columns read, the kind compared as a code (a filter of every gpu column
+    # copied them all)
+    acts = (tl.gpu.select("rank", "kind", "start_ns", "end_ns").filter(pl.col("kind") != "sync")
+            .group_by("rank").agg(pl.col("start_ns").min().alias("s"),
+                                  pl.col("end_ns").max().alias("e")))
     spans = {int(r): (int(a), int(b)) for r, a, b in acts.iter_rows()}
     for (rank,), g in st.sort("start_ns").group_by(["rank"] if "rank" in st.columns else
                                                    [pl.lit(0).alias("rank")]):

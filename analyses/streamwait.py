@@ -88,14 +88,16 @@ def _launched(tl: Timeline) -> pl.DataFrame:
     thread gathered through :func:`traceparse.links.launch_links` (``api_row``, as
     :func:`traceparse.links.launch_join` does)."""
     idx = links.launch_links(tl)["api_row"]
+    # the rows kept are chosen first (kind compared as a code), then only they are copied
+    keep = tl.gpu.select((pl.col("kind") != "sync") & idx.is_not_null()).to_series()
+    idx = idx.filter(keep)
     calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
                           pl.col("end_ns").gather(idx).alias("api_end_ns"),
                           pl.col("thread_id").gather(idx).alias("api_thread_id"))
     acts = pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id",
-                                    "start_ns", "end_ns", "name", "kind"), calls],
+                                    "start_ns", "end_ns", "name").filter(keep), calls],
                      how="horizontal")
-    return acts.filter((pl.col("kind").cast(pl.String) != "sync")
-                       & pl.col("api_start_ns").is_not_null()).drop("kind")
+    return acts.filter(pl.col("api_start_ns").is_not_null())
 
 
 def _stream_waits(tl: Timeline) -> pl.DataFrame:
@@ -111,32 +113,21 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
     acts = _launched(tl)
     if acts.height == 0:
         return _empty()
-    # the previous activity's end on the same stream: the stream's own backlog
-    acts = (acts.sort("start_ns")
-            .with_columns(pl.col("end_ns").cum_max().shift(1)
-                          .over(["rank", "device_id", "stream_id"]).alias("_prev_end")))
+    # in start order (the nsys reader's gpu order already: no copy then); `_pos` names an
+    # activity, its stream's backlog (`_prev_end`) is computed for the joined rows only
+    if not acts["start_ns"].is_sorted():
+        acts = acts.sort("start_ns")
+    acts = acts.with_row_index("_pos")
     exact = waits.filter(pl.col("_w_stream").is_not_null())
     guess = waits.filter(pl.col("_w_stream").is_null())
     # each join below matches by thread or stream: only the activities of the threads and
     # streams the waits (records) name are copied, sorted or joined, and names stay codes
     # until the joined rows (a sorted String copy of every launched activity per join was
     # ~0.3 GB per million kernels, the summary's memory peak)
-    first = (_keyed(acts, guess, ["rank", "process_id", "api_thread_id"],
-                    ["rank", "process_id", "thread_id"])
-             .sort("api_start_ns", "start_ns", maintain_order=True)
-             .group_by(["rank", "process_id", "api_thread_id", "api_start_ns"],
-                       maintain_order=True).first()
-             .select("rank", "process_id", pl.col("api_thread_id").alias("thread_id"),
-                     "api_start_ns", "api_end_ns", "device_id", "stream_id", "start_ns",
-                     "_prev_end", pl.col("name").alias("blocked_name"))
-             .sort("api_start_ns", maintain_order=True))
     parts = []
     if guess.height:
         # the waiting stream inferred: the first activity the thread launched next
-        parts.append(guess.sort("wait_end_ns").join_asof(
-            first, left_on="wait_end_ns", right_on="api_start_ns",
-            by=["rank", "process_id", "thread_id"], strategy="forward",
-            check_sortedness=False).with_columns(pl.lit(False).alias("_exact")))
+        parts.append(_next_launch(acts, guess).with_columns(pl.lit(False).alias("_exact")))
     if exact.height:
         # the waiting stream from the synchronization record: the first activity launched
         # to it (by any thread) after the wait returned
@@ -144,7 +135,7 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
                             ["rank", "process_id", "_w_stream"])
                      .sort("api_start_ns", "start_ns", maintain_order=True)
                      .select("rank", "process_id", pl.col("stream_id").alias("_w_stream"),
-                             "api_start_ns", "api_end_ns", "device_id", "start_ns", "_prev_end",
+                             "api_start_ns", "api_end_ns", "device_id", "start_ns", "_pos",
                              pl.col("name").alias("blocked_name")))
         parts.append(exact.sort("wait_end_ns").join_asof(
             on_stream, left_on="wait_end_ns", right_on="api_start_ns",
@@ -152,7 +143,7 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
             check_sortedness=False).with_columns(pl.col("_w_stream").alias("stream_id"),
                                                  pl.lit(True).alias("_exact")))
     j = pl.concat(parts, how="diagonal_relaxed")
-    j = j.filter(pl.col("start_ns").is_not_null()).with_columns(
+    j = _prev_end(acts, j.filter(pl.col("start_ns").is_not_null())).with_columns(
         pl.max_horizontal("wait_end_ns", "api_end_ns", pl.col("_prev_end").fill_null(0))
         .alias("_from"), pl.col("blocked_name").cast(pl.String))
     # several waits before one activity (one per event): the last one names the interval
@@ -198,6 +189,43 @@ def _stream_waits(tl: Timeline) -> pl.DataFrame:
         pl.when(pl.col("_exact")).then(pl.lit(EXACT)).otherwise(pl.lit(INFERRED))
         .alias("stream_source"))
         .cast(pl.Schema(_COLS)).sort("start_ns"))
+
+
+def _next_launch(acts: pl.DataFrame, guess: pl.DataFrame) -> pl.DataFrame:
+    """``guess`` (waits without a recorded stream) by ``wait_end_ns``, each with the first
+    activity (by start, then ``acts`` order) of its thread's first launch call starting at
+    or after the wait's end: ``api_start_ns, api_end_ns, device_id, stream_id, start_ns,
+    _pos, blocked_name`` (null without one). The call is found first (an as-of join on
+    the thread's call starts), then its activities are read from the rows of those calls
+    only (a ``group_by`` first of every launch call of the thread was the cost)."""
+    key = ["rank", "process_id", "thread_id"]
+    mine = _keyed(acts, guess, ["rank", "process_id", "api_thread_id"], key)
+    calls = mine.select("rank", "process_id", pl.col("api_thread_id").alias("thread_id"),
+                        pl.col("api_start_ns").alias("_next")).sort("_next")
+    g = guess.sort("wait_end_ns").join_asof(
+        calls, left_on="wait_end_ns", right_on="_next", by=key, strategy="forward",
+        check_sortedness=False)
+    cols = ["rank", "process_id", "api_thread_id", "api_start_ns"]
+    first = (_keyed(mine, g.filter(pl.col("_next").is_not_null()), cols, [*key, "_next"])
+             .sort("api_start_ns", "start_ns", maintain_order=True)
+             .group_by(cols, maintain_order=True).first()
+             .select("rank", "process_id", pl.col("api_thread_id").alias("thread_id"),
+                     pl.col("api_start_ns").alias("_next"), "api_end_ns", "device_id",
+                     "stream_id", "start_ns", "_pos", pl.col("name").alias("blocked_name")))
+    return (g.join(first.cast({c: g.schema[c] for c in (*key, "_next")}), on=[*key, "_next"],
+                   how="left", nulls_equal=True, maintain_order="left")
+            .rename({"_next": "api_start_ns"}))
+
+
+def _prev_end(acts: pl.DataFrame, j: pl.DataFrame) -> pl.DataFrame:
+    """``j`` (joined activities, ``_pos`` in ``acts``) with ``_prev_end``: the latest end
+    of the earlier activities (in ``acts``' start order) on the activity's stream, the
+    stream's own backlog. Only the streams ``j`` names are read."""
+    key = ["rank", "device_id", "stream_id"]
+    backlog = (_keyed(acts.select(*key, "_pos", "end_ns"), j, key, key)
+               .with_columns(pl.col("end_ns").cum_max().shift(1).over(key).alias("_prev_end"))
+               .select("_pos", "_prev_end"))
+    return j.join(backlog, on="_pos", how="left", maintain_order="left")
 
 
 def _last_launch(frame: pl.DataFrame, acts: pl.DataFrame, key: str, source: str, *,
