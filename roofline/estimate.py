@@ -349,7 +349,9 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
     k = (kern.group_by("op_row").agg(pl.col("dur_ns").sum().alias("time_ns"),
                                      pl.len().alias("kernels")) if kern.height else
          pl.DataFrame(schema={"op_row": pl.UInt32, "time_ns": pl.Int64, "kernels": pl.UInt32}))
-    j = est.join(k, on="op_row", how="inner")
+    # in the ops' order: the float sums below then add in one order every run (the hash
+    # join's order varied, and with it the last digit of a point's FLOP/s)
+    j = est.join(k, on="op_row", how="inner", maintain_order="left")
     pts = (j.group_by("name", "precision", "op_kind", maintain_order=True)
            .agg(pl.col("kernels").sum().alias("launches"),
                 pl.col("time_ns").sum().cast(pl.Float64),
