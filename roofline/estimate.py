@@ -336,6 +336,13 @@ def estimated_kernels(ranges: pl.DataFrame, gpu: pl.DataFrame,
     return est, kern
 
 
+#: Note of an estimated point whose bytes per second exceed the GPU's DRAM peak.
+ABOVE_DRAM_NOTE = ("bytes from shapes above the DRAM peak: not all can have come from DRAM "
+                   "(L2 hits such as the previous op's output, or bytes the shapes "
+                   "over-count), so the DRAM intensity is higher and the % of roof lower "
+                   "than shown")
+
+
 def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame,
                      api: pl.DataFrame | None = None,
                      linked: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
@@ -380,6 +387,13 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
             pl.when(over).then(pl.lit(tf32)).otherwise(pl.col("peak_flop_per_s"))
             .alias("peak_flop_per_s"),
             pl.when(over).then(pl.lit("fp32 inputs above the FP32 roof: TF32 tensor cores"))
+            .otherwise(pl.col("note")).alias("note"))
+    if bw:
+        # faster than DRAM can move: the shapes count every tensor an op reads and writes,
+        # and what it found in L2 (a chain's previous output) never came from DRAM
+        above = pl.col("dram_bytes_per_s") > bw
+        pts = pts.with_columns(
+            pl.when(above & pl.col("note").is_null()).then(pl.lit(ABOVE_DRAM_NOTE))
             .otherwise(pl.col("note")).alias("note"))
     pts = classify(pts)
     moves = pl.col("kernel_name").is_in(sorted(DATA_MOVEMENT_OPS))

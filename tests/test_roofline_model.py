@@ -150,6 +150,23 @@ def test_estimated_points_link_kernels_by_external_id() -> None:
     assert mm["peak_flop_per_s"] == 1e15  # bf16 inputs -> bf16 tensor roof
 
 
+def test_estimated_point_above_the_dram_peak_is_noted() -> None:
+    """addmm moves 657,408 bytes (inputs read once) in 2 us of kernels = 3.29e11 B/s: under
+    a 1e12 B/s DRAM roof nothing is said; under a 1e11 B/s roof the shape bytes exceed what
+    DRAM can move, and the point says so (L2 hits)."""
+    from traceparse.roofline.estimate import ABOVE_DRAM_NOTE
+
+    gpu = pl.DataFrame({"rank": [0, 0, 0], "kind": ["kernel"] * 3, "external_id": [10, 10, 11],
+                        "dur_ns": [1000, 1000, 500]}, schema_overrides={"rank": pl.Int32})
+    for dram, noted in ((1e12, False), (1e11, True)):
+        ceil = pl.DataFrame({"name": ["fp32", "bf16_tensor", "dram"],
+                             "value": [1e13, 1e15, dram]})
+        r = estimated_points(_ranges(), gpu, ceil).filter(
+            pl.col("kernel_name") == "aten::addmm").row(0, named=True)
+        assert r["dram_bytes_per_s"] == pytest.approx(657_408 / 2e-6)
+        assert (r["note"] == ABOVE_DRAM_NOTE) is noted
+
+
 def test_classify_bounds() -> None:
     # peak 100, bw 10 -> ridge 10. a: AI 20 compute; b: AI 2 memory; c: tiny -> latency
     p = pl.DataFrame({"flop_per_s": [50.0, 10.0, 1.0], "dram_bytes_per_s": [2.5, 5.0, 0.1],
