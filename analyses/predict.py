@@ -351,7 +351,7 @@ def _warm_window(tl: Timeline, sv: pl.DataFrame) -> pl.DataFrame:
         w = windows_of(tl).with_columns(pl.col("measured_ns").alias("predicted_ns"),
                                         *(pl.lit(None, pl.Int64).alias(c)
                                           for c in _UNPROF_COLS))
-    n = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank").len()
+    n = tl.gpu.select("rank", "kind").filter(pl.col("kind") != "sync").group_by("rank").len()
     return (w.join(n, on="rank", how="left")
             .select(pl.lit("window").alias("scope"), "rank", pl.lit("all").alias("name"),
                     pl.col("len").cast(pl.Int64).alias("activities"),

@@ -236,9 +236,10 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
                                                                     strict=False)))
             # the steady steps' GPU work still runs: the window never falls below it
             first = int(g["start_ns"][lead])
-            busy = intervals.total(intervals.union(tl.gpu.filter(
-                (pl.col("rank") == rank) & (pl.col("kind").cast(pl.String) != "sync")
-                & (pl.col("start_ns") >= first))))
+            busy = intervals.total(intervals.union(
+                tl.gpu.select("rank", "kind", "start_ns", "end_ns").filter(
+                    (pl.col("rank") == rank) & (pl.col("kind") != "sync")
+                    & (pl.col("start_ns") >= first))))
             rows.append((int(rank), lead, excess, ex_u, busy))
     if not rows:
         return None, []
@@ -289,8 +290,12 @@ def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> int:
 
 def windows_of(tl: Timeline) -> pl.DataFrame:
     """Per rank: the measured window of the non-sync GPU activity (``measured_ns``)."""
-    return (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync").group_by("rank")
-            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns")))
+    # the three columns read, selected before the filter copies them; kind as a code; in
+    # rank order (a group_by's order varies from run to run, and whatif's rows with it)
+    return (tl.gpu.select("rank", "kind", "start_ns", "end_ns")
+            .filter(pl.col("kind") != "sync").group_by("rank")
+            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"))
+            .sort("rank"))
 
 
 def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:
