@@ -55,3 +55,19 @@ def seg_cummax(v: np.ndarray, first: np.ndarray) -> np.ndarray:
     for a, b in pairwise(bounds):
         out[a:b] = np.maximum.accumulate(v[a:b])
     return out
+
+
+def length_before(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time ``t``: the summed length of the disjoint intervals ``[s, e)`` (sorted by
+    start) that lies before it; an interval open at ``t`` counts up to ``t``.
+
+    Example:
+        >>> length_before(np.array([10, 30]), np.array([20, 40]), np.array([5, 15, 25, 35])
+        ...               ).tolist()
+        [0, 5, 10, 15]
+    """
+    if s.size == 0:
+        return np.zeros(t.size, np.int64)
+    before = np.concatenate([[0], np.cumsum(e - s)])
+    k = np.searchsorted(s, t, side="right")  # intervals started at or before t
+    return before[k] - np.where(k > 0, np.maximum(e[np.maximum(k - 1, 0)] - t, 0), 0)

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from traceparse import schema
+from traceparse.analyses._arrays import length_before
 from traceparse.analyses.attribution import (
     DEFAULT_GROUP,
     blocking_intervals,
@@ -39,10 +40,11 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
     its overlap with the host-sync intervals of its group; calls without any left out."""
     hs = part_intervals(tl, "host_sync_ns", group=group)
     calls = blocking_intervals(tl, busy_activities(tl), group)
+    empty = pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
+                                 "thread_id": pl.Int64, "start_ns": pl.Int64,
+                                 "host_sync_ns": pl.Int64})
     if hs.height == 0 or calls.height == 0:
-        return pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
-                                    "thread_id": pl.Int64, "start_ns": pl.Int64,
-                                    "host_sync_ns": pl.Int64})
+        return empty
     # per group, the host-sync intervals are disjoint and sorted: a call's overlap with
     # them is F(end) - F(start), F(t) their summed length before t, and it overlaps some
     # when an interval starts before its end and ends after its start (two binary searches
@@ -59,9 +61,7 @@ def _overlaps(tl: Timeline, group: list[str]) -> pl.DataFrame:
         out.append(c.filter(pl.Series(hit)).select(*group, "name", "thread_id", "start_ns")
                    .with_columns(pl.Series("host_sync_ns", ov[hit], pl.Int64)))
     if not out:
-        return pl.DataFrame(schema={**{c: calls.schema[c] for c in group}, "name": pl.String,
-                                    "thread_id": pl.Int64, "start_ns": pl.Int64,
-                                    "host_sync_ns": pl.Int64})
+        return empty
     return pl.concat(out).with_columns(pl.col("name").cast(pl.String))
 
 
@@ -75,17 +75,8 @@ def overlap_with(h0: np.ndarray, h1: np.ndarray, s: np.ndarray, e: np.ndarray
         intervals [10, 20), [30, 40); calls [15, 35) -> True, 10; [20, 30) -> False, 0
         (touching is not overlapping); [12, 12) -> True, 0.
     """
-    before = np.concatenate([[0], np.cumsum(h1 - h0)])
-    ov = _covered(h0, h1, before, e) - _covered(h0, h1, before, s)
+    ov = length_before(h0, h1, e) - length_before(h0, h1, s)
     return np.searchsorted(h0, e, side="left") > np.searchsorted(h1, s, side="right"), ov
-
-
-def _covered(h0: np.ndarray, h1: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Summed length of the disjoint sorted intervals ``[h0, h1)`` before each ``t``
-    (``before``: their cumulative lengths, with a leading 0)."""
-    k = np.searchsorted(h0, t, side="right")
-    tail = np.where(k > 0, np.maximum(h1[np.maximum(k - 1, 0)] - t, 0), 0)
-    return before[k] - tail
 
 
 def host_sync_by_call(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceparse.analyses._arrays import seg_cummax
+from traceparse.analyses._arrays import length_before, seg_cummax
 from traceparse.links import launch_links
 from traceparse.timeline import Timeline
 
@@ -66,12 +66,9 @@ def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
     for r in np.unique(lr).tolist():
         a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
         e, c = ends[a:b], cums[a:b]
-        before = np.append(0, c[:-1])  # merged length before each interval of the rank
-        starts = e - (c - before)
+        starts = e - (c - np.append(0, c[:-1]))  # each interval's length off its end
         sel = np.flatnonzero(rank == r)
-        k = np.searchsorted(starts, t[sel], side="right") - 1  # last interval started
-        kk = np.maximum(k, 0)
-        out[sel] = np.where(k >= 0, before[kk] + np.minimum(e[kk], t[sel]) - starts[kk], 0)
+        out[sel] = length_before(starts, e, t[sel])
     return out
 
 
