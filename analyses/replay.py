@@ -121,36 +121,53 @@ def profiler_instants(p: _Prep, rows: np.ndarray) -> np.ndarray:
 def _build_prep(tl: Timeline) -> _Prep:
     idx = launch_links(tl)["api_row"]
     # kinds compared and the graph-launch regex run on codes (a String copy of every api
-    # name and gpu kind was ~0.6 GB at 10M kernels, the replay's peak)
+    # name and gpu kind was ~0.6 GB at 10M kernels, the replay's peak); each column is
+    # gathered through the kept rows' indices on its own (a filtered frame of all of them
+    # was ~0.9 GB at 10M kernels, held beside the arrays taken from it)
     keep = tl.gpu.select(pl.col("kind") != "sync").to_series().fill_null(False)
-    calls = tl.api.select(pl.col("start_ns").gather(idx).alias("api_start_ns"),
-                          pl.col("end_ns").gather(idx).alias("api_end_ns"),
-                          matches(tl.api["name"], GRAPH_LAUNCH_RE).gather(idx)
-                          .fill_null(False).alias("_graph"))
-    f = (pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id", "category",
-                                  "start_ns", "end_ns", "dur_ns"), calls], how="horizontal")
-         .with_row_index("_i").filter(keep))
-    gi = f["_i"].to_numpy().astype(_I64)
-    rank = f["rank"].to_numpy().astype(_I64)
-    pid = f["process_id"].fill_null(0).to_numpy().astype(_I64)
-    dev = f["device_id"].cast(pl.Int64)
+    gi = np.flatnonzero(keep.to_numpy()).astype(_I64)
+    rows = pl.Series(gi)
+
+    def col(name: str, fill: int | None = None) -> np.ndarray:
+        s = tl.gpu.get_column(name).gather(rows)
+        return (s if fill is None else s.fill_null(fill)).to_numpy().astype(_I64)
+
+    call = idx.gather(rows)
+    at = call.fill_null(0).to_numpy().astype(_I64)
+    launched = call.is_not_null().to_numpy()
+    if launched.any() and tl.api["start_ns"].null_count():
+        launched &= tl.api["start_ns"].is_not_null().to_numpy()[at]
+
+    def api(name: str, fill: int) -> np.ndarray:
+        if not launched.any():
+            return np.full(gi.size, fill, _I64)
+        v = tl.api.get_column(name)
+        return np.where(launched, (v.fill_null(fill) if v.null_count() else v)
+                        .to_numpy()[at], fill).astype(_I64)
+
+    graph = (tl.api.select(matches(tl.api["name"], GRAPH_LAUNCH_RE)).to_series()
+             .to_numpy()[at] & launched) if launched.any() else np.zeros(gi.size, bool)
+    rank = col("rank")
+    pid = col("process_id", 0)
+    dev = tl.gpu.get_column("device_id").gather(rows).cast(pl.Int64)
     dev_first = dev.fill_null(int(dev.min() or 0) - 1).to_numpy()  # type: ignore[arg-type]
     dev_run = dev.fill_null(-1).to_numpy()
-    stream = f["stream_id"].fill_null(-1).to_numpy().astype(_I64)
-    launched = f["api_start_ns"].is_not_null().to_numpy()
-    api_s = f["api_start_ns"].fill_null(0).to_numpy().astype(_I64)
-    start = f["start_ns"].to_numpy().astype(_I64)
+    stream = col("stream_id", -1)
+    api_s = api("start_ns", 0)
+    start = col("start_ns")
     proc = lex_codes(rank, pid)
-    procs = (pl.DataFrame({"rank": f["rank"], "process_id": pid, "_p": proc})
+    procs = (pl.DataFrame({"rank": pl.Series(rank).cast(tl.gpu.schema["rank"]),
+                           "process_id": pid, "_p": proc})
              .unique(subset="_p"))
+    comm = (tl.gpu.get_column("category").gather(rows) == "communication"
+            ).fill_null(False).to_numpy()
     return _Prep(
         gi=gi, rank=rank, proc=proc, procs=procs,
         sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
-        comm=(f["category"] == "communication").fill_null(False).to_numpy(),
-        launched=launched, graph=f["_graph"].to_numpy() & launched,
-        api_s=api_s, api_e=f["api_end_ns"].fill_null(_NEG).to_numpy().astype(_I64),
-        start=start, end=f["end_ns"].to_numpy().astype(_I64),
-        dur=f["dur_ns"].to_numpy().astype(_I64), host=np.where(launched, api_s, start),
+        comm=comm, launched=launched, graph=graph,
+        api_s=api_s, api_e=api("end_ns", _NEG),
+        start=start, end=col("end_ns"), dur=col("dur_ns"),
+        host=np.where(launched, api_s, start),
         by_start=np.argsort(start, kind="stable"),
         cand=_sync_candidates(tl, procs), memo={})
 

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from traceparse.derived import cached
+from traceparse.derived import cached, released
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -96,7 +96,10 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
     """
     if breakdown is None:
         # one computation per timeline: the summary, launches and report sections share it
-        return cached(tl, "savings", ("gpu", "api", "ranges"), lambda: _savings(tl, None))
+        # the replays' shared preparation is released with the result cached: nothing
+        # later in a command needs it, and it is the largest value a replay keeps
+        return cached(tl, "savings", ("gpu", "api", "ranges"),
+                      lambda: released(tl, ("replay_prep",), lambda: _savings(tl, None)))
     return _savings(tl, breakdown)
 
 

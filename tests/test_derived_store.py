@@ -206,3 +206,35 @@ def test_unreadable_table_of_a_lazy_entry_parses_the_input_again(trace: Path,
     assert_frame_equal(summary_mod.summarize(lazy)["sections"]["window"],
                        summary_mod.summarize(traceparse.load(trace))["sections"]["window"])
     assert isinstance(traceparse.load(trace, cache=cache), Timeline) and entry.exists()
+
+
+def test_released_drops_only_what_the_computation_stored() -> None:
+    """``derived.released``: a value the computation stored is dropped when it returns, one
+    stored before is kept, and the savings engine leaves no replay preparation behind
+    (a later replay computes it again, with the same answer)."""
+    from traceparse import derived
+    from traceparse.analyses import replay, savings
+    from traceparse.loader import load
+
+    tl = load(SAMPLES / "launch_bound.sqlite", cache=None)
+    built: list[int] = []
+
+    def value(name: str) -> int:
+        built.append(1)
+        return len(built)
+
+    kept = derived.cached(tl, "kept", ("gpu",), lambda: value("kept"))
+    got = derived.released(tl, ("kept", "inner"), lambda: (
+        derived.cached(tl, "inner", ("gpu",), lambda: value("inner"))
+        + derived.cached(tl, "kept", ("gpu",), lambda: value("kept"))))
+    assert (kept, got, len(built)) == (1, 2 + 1, 2)
+    store = tl.__dict__["_derived"]
+    assert "kept" in store and "inner" not in store
+
+    sv = savings.savings(tl)
+    assert sv.height > 0 and "replay_prep" not in store and "savings" in store
+    again = replay.predicted(tl, no_launch_overhead=True)
+    assert "replay_prep" in store
+    w = savings.windows(again).filter(pl.col("rank") == sv["rank"][0])
+    row = sv.filter(pl.col("change") == "no_launch_overhead").row(0, named=True)
+    assert w["measured_ns"][0] == row["measured_ns"]

@@ -60,3 +60,26 @@ def cached(tl: Timeline, name: str, tables: Sequence[str], compute: Callable[[],
     if disk is not None:
         disk.write(name, value)
     return value
+
+
+def released(tl: Timeline, names: Sequence[str], compute: Callable[[], T]) -> T:
+    """``compute()``, then drop the derived values ``names`` that it stored on ``tl``
+    (values stored before the call are kept).
+
+    For a large intermediate that only one computation needs: the replay's preparation
+    (~1.4 GB at 10M kernels) serves every what-if replay of the savings engine, whose
+    result is cached; holding it until the command ends only raised the peak of what came
+    after (docs/performance.md, "Release what only one result needs").
+
+    Example:
+        ``released(tl, ("replay_prep",), lambda: _savings(tl))``: a later replay computes
+        its preparation again.
+    """
+    store: dict[str, Any] = tl.__dict__.setdefault(_SLOT, {})
+    before = {n for n in names if n in store}
+    try:
+        return compute()
+    finally:
+        for n in names:
+            if n not in before:
+                store.pop(n, None)
