@@ -44,12 +44,21 @@ def seg_cummax(v: np.ndarray, first: np.ndarray) -> np.ndarray:
     lifted apart by a per-run offset when that fits in int64, else one run at a time)."""
     if v.size == 0:
         return v.copy()
-    run = np.cumsum(first) - 1
+    runs = int(np.count_nonzero(first)) or 1
     lo = int(v.min())
     span = int(v.max()) - lo + 1
-    if span * (int(run[-1]) + 1) < (1 << 62):
-        off = run.astype(np.int64) * span
-        return np.maximum.accumulate((v - lo) + off) - off + lo
+    if span * runs < (1 << 62):
+        # in place: two arrays of v's size, not five (each ~80 MB at 10M rows)
+        off = np.cumsum(first, dtype=np.int64)
+        off -= 1
+        off *= span
+        w = v.astype(np.int64)  # a copy
+        w -= lo
+        w += off
+        np.maximum.accumulate(w, out=w)
+        w -= off
+        w += lo
+        return w
     out = np.empty_like(v)
     bounds = [*np.flatnonzero(first).tolist(), v.size]
     for a, b in pairwise(bounds):

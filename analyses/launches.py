@@ -68,23 +68,34 @@ def _launch_rows(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
     """:func:`launch_table` with ``api_name`` still the api table's dictionary codes (the
     analyses that only test it read no per-row string; 10M launches as strings are
     ~0.4 GB)."""
+    return _launch_base(tl, unique_calls=unique_calls).select(
+        "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
+        "api_name", "api_start_ns", "api_end_ns", "start_ns", "end_ns",
+        *(e.alias(c) for c, e in _METRICS.items()), "graph_id")
+
+
+#: The launch decomposition of a launch row, as expressions over :func:`_launch_base`'s
+#: (or :func:`launch_table`'s) columns.
+_METRICS = {
+    "launch_ns": pl.col("api_end_ns") - pl.col("api_start_ns"),
+    "queue_ns": pl.col("start_ns") - pl.col("api_end_ns"),
+    "kernel_ns": pl.col("kernel_ns"),
+    "total_ns": pl.max_horizontal("end_ns", "api_end_ns") - pl.col("api_start_ns"),
+}
+
+
+def _launch_base(tl: Timeline, *, unique_calls: bool = True) -> pl.DataFrame:
+    """The launch rows' measured columns (``kernel_ns`` = the kernel's ``dur_ns``), without
+    the derived launch/queue/total times (:data:`_METRICS`), which a summary computes one at
+    a time (three int64 columns are ~0.25 GB at 10M kernels)."""
     if unique_calls:
         # the linked rows of every gpu row cost nothing (the links are computed once); the
         # filter then copies only the columns kept, not every gpu column
         k = launch_join(tl).select(_TABLE_COLS)
     else:
         k = launch_join(tl, kinds=("kernel",), unique_calls=False).select(_TABLE_COLS)
-    k = k.filter((pl.col("kind") == "kernel")
-                 & pl.col("api_start_ns").is_not_null())
-    return k.select(
-        "rank", "process_id", "api_thread_id", "device_id", "stream_id", "name",
-        "api_name", "api_start_ns", "api_end_ns", "start_ns", "end_ns",
-        (pl.col("api_end_ns") - pl.col("api_start_ns")).alias("launch_ns"),
-        (pl.col("start_ns") - pl.col("api_end_ns")).alias("queue_ns"),
-        pl.col("dur_ns").alias("kernel_ns"),
-        (pl.max_horizontal("end_ns", "api_end_ns") - pl.col("api_start_ns")).alias("total_ns"),
-        "graph_id",
-    )
+    return (k.filter((pl.col("kind") == "kernel") & pl.col("api_start_ns").is_not_null())
+            .drop("kind").rename({"dur_ns": "kernel_ns"}))
 
 
 def kern_exec_sum(tl: Timeline) -> pl.DataFrame:
@@ -183,20 +194,26 @@ def graph_recoverable(tl: Timeline, *, graph_gap_ns: int = GRAPH_GAP_NS,
     codes = [(c.is_null().to_numpy(), c.cast(pl.Int64).fill_null(0).to_numpy())
              for c in keys.iter_columns()]
     code = lex_codes(*(k for null, val in codes for k in (~null, val)))
+    del codes  # (each temporary is ~80 MB at 10M kernels: dropped once read)
     start = t["start_ns"].to_numpy()
     o = np.argsort(start, kind="stable")
     o = o[np.argsort(code[o], kind="stable")]
     n = o.size
-    st, en, api = start[o], t["end_ns"].to_numpy()[o], t["api_start_ns"].to_numpy()[o]
+    code = code[o]
     first = np.ones(n, bool)
-    first[1:] = code[o][1:] != code[o][:-1]
+    first[1:] = code[1:] != code[:-1]
+    del code
+    st, en, api = start[o], t["end_ns"].to_numpy()[o], t["api_start_ns"].to_numpy()[o]
     # prev_end: the latest end of the stream's earlier kernels
     prev = np.zeros(n, np.int64)
     prev[1:] = seg_cummax(en, first)[:-1]
+    del en
     gap = np.clip(st - prev, 0, None)
     bound = ~first & (api >= prev)
+    del prev
     node = in_graph(t).to_numpy()[o]
     latency = np.minimum(gap, np.clip(st - api, 0, None))
+    del st, api
     rec = np.where(bound & ~node, np.clip(latency - graph_gap_ns, 0, None), 0)
     rf = np.flatnonzero(first)
     sums = [np.add.reduceat(v, rf) if n else np.zeros(0, np.int64)
@@ -253,13 +270,14 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
     # the savings' what-if replays first: their peak then does not hold the launch rows
     # (~1 GB at 10M kernels) as well
     sv = savings_mod.savings(tl) if savings is None else savings
-    t_all = _launch_rows(tl) if table is None else table
+    t_all = _launch_base(tl) if table is None else table
     g = in_graph(t_all)
     t = t_all.filter(~g)
-    out = pl.concat([_dist(t, c, c) for c in ("launch_ns", "queue_ns", "kernel_ns",
-                                                  "total_ns")], how="vertical_relaxed")
+    # each time computed, summarised and dropped in turn (never all four at once)
+    out = pl.concat([_dist(t.select(e.alias(c)), c, c) for c, e in _METRICS.items()],
+                    how="vertical_relaxed")
     n = t.height
-    short = int(t.filter(pl.col("kernel_ns") < pl.col("launch_ns")).height)
+    short = int(t.select((pl.col("kernel_ns") < _METRICS["launch_ns"]).sum()).item())
     rec = graph_recoverable(tl, graph_gap_ns=graph_gap_ns, table=t_all)
     top = savings_mod.best(sv, "no_launch_overhead")
     extra = pl.DataFrame({
@@ -271,7 +289,7 @@ def _launch_summary(tl: Timeline, graph_gap_ns: int, table: pl.DataFrame | None,
     }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64,
                          "rank": pl.Int32})
     graphs = (t_all.filter(g).group_by("rank", "process_id", "api_start_ns")
-              .agg(pl.col("launch_ns").first(), pl.len().alias("_nodes")))
+              .agg(_METRICS["launch_ns"].first().alias("launch_ns"), pl.len().alias("_nodes")))
     if graphs.height:  # per call: count the calls, mean/sum their nodes
         extra = pl.concat([extra, _dist(graphs, "graph_launches", "launch_ns", count=pl.len(),
                                         mean=pl.col("_nodes").mean(),

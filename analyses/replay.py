@@ -92,6 +92,7 @@ class _Prep:
     procs: pl.DataFrame  #: ``rank, process_id, _p`` (the proc codes)
     sid: np.ndarray  #: code of (rank, process, device (null first), stream): stream order
     rid: np.ndarray  #: code of (rank, process, device (null as -1), stream): replay runs
+    #: (the same array as ``sid`` when no device is null: both orders are then one)
     comm: np.ndarray  #: category is communication
     launched: np.ndarray  #: a launch call is known
     graph: np.ndarray  #: launched by a graph launch (``*GraphLaunch``)
@@ -101,7 +102,6 @@ class _Prep:
     end: np.ndarray
     dur: np.ndarray
     host: np.ndarray  #: call entry, or the activity's start without a call
-    by_start: np.ndarray  #: stable argsort of ``start``
     cand: pl.DataFrame  #: sync candidates ``_p, sync_start, sync_end`` (deduplicated)
     memo: dict[bool, _Stage]  #: :func:`_stage` per lane mode
 
@@ -150,9 +150,12 @@ def _build_prep(tl: Timeline) -> _Prep:
     rank = col("rank")
     pid = col("process_id", 0)
     dev = tl.gpu.get_column("device_id").gather(rows).cast(pl.Int64)
-    dev_first = dev.fill_null(int(dev.min() or 0) - 1).to_numpy()  # type: ignore[arg-type]
-    dev_run = dev.fill_null(-1).to_numpy()
     stream = col("stream_id", -1)
+    sid = lex_codes(rank, pid, dev.fill_null(int(dev.min() or 0) - 1)  # type: ignore[arg-type]
+                    .to_numpy(), stream)
+    rid = (sid if not dev.null_count() else
+           lex_codes(rank, pid, dev.fill_null(-1).to_numpy(), stream))
+    del dev
     api_s = api("start_ns", 0)
     start = col("start_ns")
     proc = lex_codes(rank, pid)
@@ -163,12 +166,11 @@ def _build_prep(tl: Timeline) -> _Prep:
             ).fill_null(False).to_numpy()
     return _Prep(
         gi=gi, rank=rank, proc=proc, procs=procs,
-        sid=lex_codes(rank, pid, dev_first, stream), rid=lex_codes(rank, pid, dev_run, stream),
+        sid=sid, rid=rid,
         comm=comm, launched=launched, graph=graph,
         api_s=api_s, api_e=api("end_ns", _NEG),
         start=start, end=col("end_ns"), dur=col("dur_ns"),
         host=np.where(launched, api_s, start),
-        by_start=np.argsort(start, kind="stable"),
         cand=_sync_candidates(tl, procs), memo={})
 
 
@@ -306,9 +308,12 @@ def solve_runs(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: n
     rf = np.flatnonzero(new)
     run = np.cumsum(new) - 1
     step = g + d
-    cs = np.cumsum(step)
-    c = cs - (cs[rf] - step[rf])[run]
-    m = seg_cummax(base_h + d - c, new)
+    c = np.cumsum(step)  # then less each run's sum before it, in place
+    c -= (c[rf] - step[rf])[run]
+    del step
+    m = base_h + d
+    m -= c
+    m = seg_cummax(m, new)
     cm = c + m
     rl = np.append(rf[1:], n) - 1
     ss = syncs[0] if syncs is not None else []
@@ -434,7 +439,9 @@ def _build_stage(tl: Timeline, p: _Prep, overlap_comm: bool) -> _Stage:
     # stream's other work
     lane = p.sid * 2 + p.comm if overlap_comm else p.sid
     run_key = p.rid * 2 + p.comm if overlap_comm else p.rid
-    o = p.by_start[np.argsort(lane[p.by_start], kind="stable")]  # stream order
+    by_start = np.argsort(p.start, kind="stable")
+    o = by_start[np.argsort(lane[by_start], kind="stable")]  # stream order
+    del by_start
     g1, lat1 = _stream_gaps(tl, p, o, lane, overlap_comm)
     g, lat = np.empty(n, _I64), np.empty(n, _I64)
     g[o], lat[o] = g1, lat1
