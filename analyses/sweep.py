@@ -208,8 +208,7 @@ def attribute(keys: pl.DataFrame, sets: Sequence[tuple[np.ndarray, pl.Series, pl
          *(pl.Series(label, np.concatenate([f[3][i] for f in free]), pl.Int32)
            for i, label in enumerate(host_labels))])], how="horizontal")
     del free, fg
-    return {"sums": out_sums, "parts": _part_runs(keys, _join_runs(runs), parts),
-            "free": out_free}
+    return {"sums": out_sums, "parts": _part_runs(keys, runs, parts), "free": out_free}
 
 
 def chunk_segments(sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]], chunk: int
@@ -331,23 +330,36 @@ def _join_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def _part_runs(keys: pl.DataFrame,
-               runs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+               runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
                parts: Sequence[str]) -> pl.DataFrame:
     """The merged intervals of every part from the runs of consecutive segments of one
-    group and part (:func:`_runs`; segments tile each group's window in group then time
-    order, so a part's intervals are its runs: two runs of one part never touch, another
-    part's segment lies between). Sorted by group, part name, start. ``_part`` is an Enum of
-    ``parts``: one byte a row (as a String column it was 16 bytes a row, 0.4 GB at 27M runs)."""
-    rg, rp, rs, re_ = runs
+    group and part (:func:`_runs` per chunk, joined by :func:`_join_runs`; segments tile
+    each group's window in group then time order, so a part's intervals are its runs: two
+    runs of one part never touch, another part's segment lies between). Sorted by group,
+    part name, start. ``_part`` is an Enum of ``parts``: one byte a row (as a String column
+    it was 16 bytes a row, 0.4 GB at 27M runs).
+
+    ``runs`` is emptied: the per-chunk arrays are dropped once joined, and each joined
+    array once its column is gathered (at 27M runs each is 0.1-0.2 GB, and all of them
+    were held beside the frame being built, the attribution's peak)."""
+    rg, rp, rs, re_ = _join_runs(runs)
+    runs.clear()
     # part names in string order, as sorting by the _part column does
     rank = np.argsort(np.argsort(np.array(parts)))
     # the runs are in group then time order: a stable sort by (group, part) keeps time order
     key = rg * len(parts) + rank[rp]
     order = np.argsort(key.astype(np.int16) if key.size and key.max() < 2**15 else key,
                        kind="stable")
-    return pl.concat([keys[rg[order]], pl.DataFrame(
-        [pl.Series("_part", list(parts), dtype=pl.Enum(list(parts))).gather(rp[order]),
-         _take("start_ns", rs, order), _take("end_ns", re_, order)])], how="horizontal")
+    del key
+    group = keys[rg[order]]
+    del rg
+    part = pl.Series("_part", list(parts), dtype=pl.Enum(list(parts))).gather(rp[order])
+    del rp
+    start = _take("start_ns", rs, order)
+    del rs
+    end = _take("end_ns", re_, order)
+    del re_, order
+    return pl.concat([group, pl.DataFrame([part, start, end])], how="horizontal")
 
 
 def _take(name: str, values: np.ndarray, rows: np.ndarray) -> pl.Series:
