@@ -229,14 +229,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             n_timed = sum(timed)
             mask = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
             good = evs if all(mask) else list(compress(evs, mask))
-        if table == "ranges":
-            ks = [("profiler_step" if isinstance(n := e.name, str)
-                   and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
-                   else kind) for e in good]
-        else:
-            ks = [kind] * len(good)
         picked[table] += good
-        kinds[table] += ks
+        kinds[table] += [kind] * len(good)  # ranges_frame marks ProfilerStep#N ranges
         cols[table][0].append(ts_col if mask is None else times.take(ts_col, mask))
         cols[table][1].append(dur_col if mask is None else times.take(dur_col, mask))
         ingest += ingest_rows(rank, table, source, len(good),
