@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,6 +44,7 @@ _NO_ARGS = msgspec.Raw()
 #: Events whose ``args`` :func:`decode_args` decodes per orjson call.
 ARGS_CHUNK = 4096
 _NULL = b"null"
+_ARGS = attrgetter("args")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -138,7 +140,9 @@ def decode_args(events: list[Event], path: Path | str = "") -> list[Any]:
     """
     out: list[Any] = []
     for i in range(0, len(events), ARGS_CHUNK):
-        parts = [e.args or _NULL for e in events[i:i + ARGS_CHUNK]]  # empty Raw is falsy
+        parts = list(map(_ARGS, events[i:i + ARGS_CHUNK]))
+        if not all(parts):  # an empty Raw (no args) is falsy: it becomes null
+            parts = [a or _NULL for a in parts]
         try:
             out += orjson.loads(b"[" + b",".join(parts) + b"]")
         except orjson.JSONDecodeError as exc:

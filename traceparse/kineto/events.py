@@ -116,8 +116,12 @@ def _name(events: list[Event]) -> pl.Series:
     """Event names as text; an event without one (malformed, but seen in fuzzing) is
     ``<unnamed>`` so the required ``name`` column stays filled."""
     names = list(map(_NAME, events))
-    if set(map(type, names)) <= {str}:  # the usual case, checked at C speed
-        return pl.Series("name", names, dtype=pl.String)
+    try:  # the usual case: every name a string (polars refuses any other type here)
+        col = pl.Series("name", names, dtype=pl.String, strict=True)
+        if not col.null_count():
+            return col
+    except TypeError:
+        pass
     return pl.Series("name", ["<unnamed>" if v is None else str(v) for v in names],
                      dtype=pl.String)
 
@@ -158,7 +162,7 @@ WAIT_ARGS = {"wait_on_cuda_event_id": "_wait_event",
              "wait_on_stream": "_wait_record_stream"}
 
 
-def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
@@ -167,7 +171,7 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     """
     args = _args(decoded_args)
     get = _getter(args)
-    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols: dict[str, Any] = {"kind": kinds}
     cols.update(_times(times))
     cols["name"] = _name(events)
     cols["device_id"] = _int(get("device"), "a").fill_null(
@@ -213,12 +217,12 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     ).drop("rocm_kind")
 
 
-def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def api_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
     args = _args(decoded_args)
     get = _getter(args)
-    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols: dict[str, Any] = {"kind": kinds}
     cols.update(_times(times))
     cols["name"] = _name(events)
     cols["process_id"] = _int(list(map(_PID, events)), "process_id")
@@ -229,7 +233,7 @@ def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
-def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
                  times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
@@ -240,8 +244,7 @@ def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     """
     args = _args(decoded_args)
     get = _getter(args)
-    name = _name(events)
-    kind = pl.Series("kind", kinds, dtype=pl.String)
+    name, kind = _name(events), kinds
     on_gpu = kind == "gpu_user_annotation"
     # a CPU range named ProfilerStep#N is a profiler step (column-wise: a non-string name
     # never starts so, its text is "<unnamed>" or a number, list or object)
@@ -254,7 +257,7 @@ def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     cols["name"] = name
     pid = _int(list(map(_PID, events)), "pid")
     tid = _int(list(map(_TID, events)), "tid")
-    none = pl.Series(dtype=pl.Int64).extend_constant(None, len(kinds))
+    none = pl.Series(dtype=pl.Int64).extend_constant(None, len(events))
     cols["process_id"] = pid.zip_with(~on_gpu, none)
     cols["thread_id"] = tid.zip_with(~on_gpu, none)
     dev = _int(get("device"), "d").fill_null(pid)

@@ -186,7 +186,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
 
     buckets = _bucket(events, path)
     picked: dict[str, list[Event]] = {"gpu": [], "api": [], "ranges": []}
-    kinds: dict[str, list[str]] = {"gpu": [], "api": [], "ranges": []}
+    kinds: dict[str, pl.Series] = {t: pl.Series("kind", [], dtype=pl.String) for t in picked}
     cols: dict[str, tuple[list[times.TimeColumn], list[times.TimeColumn]]] = {
         t: ([], []) for t in picked}
     ingest: list[dict[str, Any]] = []
@@ -230,7 +230,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             mask = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
             good = evs if all(mask) else list(compress(evs, mask))
         picked[table] += good
-        kinds[table] += [kind] * len(good)  # ranges_frame marks ProfilerStep#N ranges
+        # one run of the bucket's kind (ranges_frame marks the ProfilerStep#N ranges)
+        kinds[table] = kinds[table].extend_constant(kind, len(good))
         cols[table][0].append(ts_col if mask is None else times.take(ts_col, mask))
         cols[table][1].append(dur_col if mask is None else times.take(dur_col, mask))
         ingest += ingest_rows(rank, table, source, len(good),
