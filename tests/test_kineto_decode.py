@@ -227,3 +227,43 @@ def test_typed_times_equal_float_path_on_decimals(tmp_path: Path) -> None:
         for name in schema.TABLES:
             assert_frame_equal(typed.table(name), full.table(name), check_exact=True)
         assert typed.gpu["dur_ns"].to_list() == [2250, 0, 500]
+
+
+def test_events_decoded_by_phase_equal_orjson(tmp_path: Path) -> None:
+    """Events are decoded as structs of their phase (a flow keeps only ``cat``); a trace
+    with an event whose ``ph`` is missing or not a phase of the format is decoded with
+    every event alike. Both give the orjson decoder's tables: here 2 kernels, 1 runtime
+    call, 3 flow events counted as skipped (ac2g s + f), 1 metadata event."""
+    from traceparse.kineto.decode import FLOW_PHASES, RawEvent, decode_events
+
+    events = [
+        {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "python"}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10.5, "dur": 2, "args": {"correlation": 7, "External id": 3}},
+        {"ph": "s", "id": 7, "pid": 1, "tid": 1, "ts": 10.5, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "f", "id": 7, "pid": 0, "tid": 7, "ts": 20, "cat": "ac2g", "name": "ac2g",
+         "bp": "e"},
+        {"ph": "f", "id": 8, "pid": 0, "tid": 7, "ts": 21, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 20, "dur": 5.25,
+         "args": {"correlation": 7, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 30, "dur": 1,
+         "args": {"correlation": 8, "device": 0, "stream": 7}},
+    ]
+    for extra, by_phase in (([], True), ([{"cat": "x", "name": "no phase"}], False),
+                            ([{"ph": "Q", "cat": "x", "name": "unknown phase"}], False)):
+        path = tmp_path / "t.json"
+        raw = json.dumps({"traceEvents": events + extra}).encode()
+        path.write_bytes(raw)
+        _, decoded = decode_events(raw, path)
+        assert all((type(e) is RawEvent) != by_phase for e in decoded)
+        flows = [e for e in decoded if isinstance(e.ph, str) and e.ph in FLOW_PHASES]
+        assert len(flows) == 3
+        if by_phase:
+            assert all(type(e).__struct_fields__ == ("cat",) for e in flows)
+        typed, full = read(path), read(path, decoder="orjson")
+        for name in schema.TABLES:
+            assert_frame_equal(typed.table(name), full.table(name), check_exact=True)
+        assert typed.meta == full.meta
+        assert typed.gpu.sort("start_ns")["dur_ns"].to_list() == [5250, 1000]
+        ingest = typed.ingest.filter(pl.col("source") == "ac2g")
+        assert ingest["count"].sum() == 3

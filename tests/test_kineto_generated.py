@@ -13,6 +13,7 @@ import traceparse
 import traceparse.kineto.reader
 from traceparse.errors import TraceError
 from traceparse.kineto.reader import read, read_dir
+from traceparse.timeline import Timeline
 
 BASE = 1_735_632_360_000_000_000
 
@@ -226,3 +227,52 @@ def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
     (tmp_path / "rank_2.json").write_bytes(b'{"traceEvents": [')
     with pytest.raises(TraceError, match="invalid JSON"):
         read_dir(tmp_path, workers=2)
+
+
+def test_read_dir_shares_once_a_core_was_idle(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 1-minute load average says no core is free (idle_cores 0): the last file is
+    parsed here, and when a core was idle meanwhile (idle_since 1.0) the other four are
+    shared with one helper; when none was (0.0), all five stay in this process. Both give
+    the serial timeline."""
+    import os
+
+    reader = traceparse.kineto.reader
+    for k in range(5):
+        _write(tmp_path / f"rank_{k}.json", {"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
+             "dur": k + 1}]})
+    serial = read_dir(tmp_path, workers=1)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(reader, "idle_cores", lambda: 0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    shared_jobs: list[list[tuple[str, int]]] = []
+    real_shared = reader._read_shared
+
+    def spy(jobs: list[tuple[str, int]], helpers: int) -> list[Timeline]:
+        shared_jobs.append(jobs)
+        assert helpers == 1
+        return real_shared(jobs, helpers)
+
+    monkeypatch.setattr(reader, "_read_shared", spy)
+    for idle, want in ((1.0, [[0, 1, 2, 3]]), (0.0, [])):
+        shared_jobs.clear()
+        monkeypatch.setattr(reader, "idle_since", lambda mark, idle=idle: idle)
+        got = read_dir(tmp_path)
+        assert [[i for _p, i in jobs] for jobs in shared_jobs] == want
+        assert got.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
+        for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
+            assert getattr(got, table).equals(getattr(serial, table)), table
+        assert got.meta == serial.meta
+
+
+def test_idle_since_counts_idle_ticks_per_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """150 idle ticks over 1 s at 100 ticks/s: 1.5 cores were idle; no mark (no
+    /proc/stat) counts none."""
+    import os
+
+    reader = traceparse.kineto.reader
+    monkeypatch.setattr(reader, "_idle_mark", lambda: (1150, 11.0))
+    monkeypatch.setattr(os, "sysconf", lambda name: 100)
+    assert reader.idle_since((1000, 10.0)) == 1.5
+    assert reader.idle_since(None) == 0.0

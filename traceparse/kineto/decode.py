@@ -27,8 +27,9 @@ Example:
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Union, cast
 
 import msgspec
 import orjson
@@ -43,6 +44,7 @@ _NO_ARGS = msgspec.Raw()
 #: Events whose ``args`` :func:`decode_args` decodes per orjson call.
 ARGS_CHUNK = 4096
 _NULL = b"null"
+_ARGS = attrgetter("args")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -85,23 +87,56 @@ class _Doc(msgspec.Struct, gc=False):
 _DOC = msgspec.json.Decoder(_Doc)
 _LIST = msgspec.json.Decoder(list[RawEvent])
 
+#: Every phase of the Chrome trace event format (``ph``), flows last.
+PHASES = "BEXiICbneSTpFPNODMVvRc()stf"
+#: Flow events: only their number per (cat, ph) is read (links come from args.correlation).
+FLOW_PHASES = "stf"
+_RAW_FIELDS = [("cat", Any, None), ("name", Any, None), ("pid", Any, None), ("tid", Any, None),
+               ("ts", msgspec.Raw, _NO_ARGS), ("dur", msgspec.Raw, _NO_ARGS),
+               ("args", msgspec.Raw, _NO_ARGS)]
+
+
+def _phase_event(ph: str) -> Any:
+    """A :class:`RawEvent`-like struct for events of phase ``ph`` (the union's tag; read
+    back as the class attribute ``ph``). A flow event keeps only ``cat``: msgspec skips
+    its other fields instead of building a name, two ints and a raw time per event
+    (a quarter of a Kineto trace's events are flows)."""
+    fields = _RAW_FIELDS[:1] if ph in FLOW_PHASES else _RAW_FIELDS
+    return msgspec.defstruct(f"PhaseEvent{ord(ph)}", fields, tag_field="ph", tag=ph,
+                             gc=False, namespace={"ph": ph}, module=__name__)
+
+
+_BY_PHASE: Any = Union[tuple(_phase_event(ph) for ph in PHASES)]  # noqa: UP007
+_TAGGED_DOC = msgspec.defstruct(
+    "_TaggedDoc", [("traceEvents", list[_BY_PHASE]), *((k, Any, None) for k in HEADER_KEYS)],
+    gc=False, module=__name__)
+#: Decoders of the events by phase (tried first), then of every event alike.
+_DECODERS: tuple[tuple[Any, Any], ...] = (
+    (msgspec.json.Decoder(_TAGGED_DOC), msgspec.json.Decoder(list[_BY_PHASE])), (_DOC, _LIST))
+
 
 def decode_events(raw: bytes, path: Path | str) -> tuple[dict[str, Any], list[Event]]:
     """Decode JSON text into ``(header, events)`` with the typed decoder.
 
     ``header`` holds the :data:`HEADER_KEYS` the document has (empty for a bare list);
-    events are :class:`RawEvent`. Input the typed decoder refuses is decoded by orjson
-    instead, times quoted as text (same errors as before), into :class:`Event`.
+    events are structs of their phase (:func:`_phase_event`: the fields of
+    :class:`RawEvent`, only ``cat`` for flows), or :class:`RawEvent` where an event's
+    ``ph`` is missing or not a phase of the format. Input the typed decoders refuse is
+    decoded by orjson instead, times quoted as text (same errors as before), into
+    :class:`Event`.
     """
-    try:
-        if raw.lstrip()[:1] == b"[":
-            return {}, cast(list[Event], _LIST.decode(raw))
-        doc = _DOC.decode(raw)
-    except ValueError:  # msgspec's DecodeError/ValidationError, and invalid UTF-8
-        header, events = orjson_decode(raw, path, quote_times=True)
-        return header, from_dicts(events, path)
-    header = {k: v for k in HEADER_KEYS if (v := getattr(doc, k)) is not None}
-    return header, cast(list[Event], doc.traceEvents)
+    bare = raw.lstrip()[:1] == b"["
+    for doc_decoder, list_decoder in _DECODERS:
+        try:
+            if bare:
+                return {}, cast(list[Event], list_decoder.decode(raw))
+            doc = doc_decoder.decode(raw)
+        except ValueError:  # msgspec's DecodeError/ValidationError, and invalid UTF-8
+            continue  # (by phase: an event without a phase string, or an unknown one)
+        header = {k: v for k in HEADER_KEYS if (v := getattr(doc, k)) is not None}
+        return header, cast(list[Event], doc.traceEvents)
+    header, events = orjson_decode(raw, path, quote_times=True)
+    return header, from_dicts(events, path)
 
 
 def from_dicts(events: list[Any], path: Path | str) -> list[Event]:
@@ -138,7 +173,9 @@ def decode_args(events: list[Event], path: Path | str = "") -> list[Any]:
     """
     out: list[Any] = []
     for i in range(0, len(events), ARGS_CHUNK):
-        parts = [e.args or _NULL for e in events[i:i + ARGS_CHUNK]]  # empty Raw is falsy
+        parts = list(map(_ARGS, events[i:i + ARGS_CHUNK]))
+        if not all(parts):  # an empty Raw (no args) is falsy: it becomes null
+            parts = [a or _NULL for a in parts]
         try:
             out += orjson.loads(b"[" + b",".join(parts) + b"]")
         except orjson.JSONDecodeError as exc:

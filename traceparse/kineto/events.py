@@ -14,6 +14,7 @@ by the caller (:mod:`traceparse.kineto.times`) and passed in as ``times``;
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -47,7 +48,7 @@ CATEGORIES: dict[str, tuple[str, str]] = {
 FLOW_CATEGORIES = {"ac2g", "fwdbwd", "async", "async_gpu", "async_cpu_to_gpu"}
 
 _EXT = ("External id", "external id")
-_NAME = attrgetter("name")
+_NAME, _PID, _TID = attrgetter("name"), attrgetter("pid"), attrgetter("tid")
 #: cpu_op args that get their own column (everything else useful goes to ``payload``).
 _RANGE_OWN_ARGS = frozenset({
     "External id", "external id", "Sequence number", "flops", "Input Dims", "Input dims",
@@ -61,9 +62,8 @@ _COLL = (("coll_name", "Collective name"), ("coll_in_nelems", "In msg nelems"),
 
 def _get(args: list[dict[str, Any]], *keys: str) -> list[Any]:
     """Value of the first present key of each args dict (None if absent)."""
-    if len(keys) == 1:
-        k = keys[0]
-        return [a.get(k) for a in args]
+    if len(keys) == 1:  # ``dict.get`` mapped in C: no bytecode per event
+        return list(map(dict.get, args, repeat(keys[0])))
     out = []
     for a in args:
         v = None
@@ -116,8 +116,12 @@ def _name(events: list[Event]) -> pl.Series:
     """Event names as text; an event without one (malformed, but seen in fuzzing) is
     ``<unnamed>`` so the required ``name`` column stays filled."""
     names = list(map(_NAME, events))
-    if set(map(type, names)) <= {str}:  # the usual case, checked at C speed
-        return pl.Series("name", names, dtype=pl.String)
+    try:  # the usual case: every name a string (polars refuses any other type here)
+        col = pl.Series("name", names, dtype=pl.String, strict=True)
+        if not col.null_count():
+            return col
+    except TypeError:
+        pass
     return pl.Series("name", ["<unnamed>" if v is None else str(v) for v in names],
                      dtype=pl.String)
 
@@ -158,7 +162,7 @@ WAIT_ARGS = {"wait_on_cuda_event_id": "_wait_event",
              "wait_on_stream": "_wait_record_stream"}
 
 
-def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
 
@@ -167,13 +171,13 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     """
     args = _args(decoded_args)
     get = _getter(args)
-    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols: dict[str, Any] = {"kind": kinds}
     cols.update(_times(times))
     cols["name"] = _name(events)
     cols["device_id"] = _int(get("device"), "a").fill_null(
-        _int([e.pid for e in events], "b")).fill_null(0)
+        _int(list(map(_PID, events)), "b")).fill_null(0)
     cols["stream_id"] = _int(get("stream"), "a").fill_null(
-        _int([e.tid for e in events], "b"))
+        _int(list(map(_TID, events)), "b"))
     cols["context_id"] = _int(get("context"), "context_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
@@ -213,23 +217,23 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     ).drop("rocm_kind")
 
 
-def api_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def api_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``api`` table (without rank and clock base)."""
     args = _args(decoded_args)
     get = _getter(args)
-    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    cols: dict[str, Any] = {"kind": kinds}
     cols.update(_times(times))
     cols["name"] = _name(events)
-    cols["process_id"] = _int([e.pid for e in events], "process_id")
-    cols["thread_id"] = _int([e.tid for e in events], "thread_id")
+    cols["process_id"] = _int(list(map(_PID, events)), "process_id")
+    cols["thread_id"] = _int(list(map(_TID, events)), "thread_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
     frame = pl.DataFrame({k: v.alias(k) for k, v in cols.items()})
     return frame.with_columns(end_ns=pl.col("start_ns") + pl.col("dur_ns"))
 
 
-def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
+def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
                  times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``ranges`` table (without rank, depth, range_id and clock base).
 
@@ -240,22 +244,32 @@ def ranges_frame(events: list[Event], decoded_args: list[Any], kinds: list[str],
     """
     args = _args(decoded_args)
     get = _getter(args)
-    cols: dict[str, Any] = {"kind": pl.Series("kind", kinds, dtype=pl.String)}
+    name, kind = _name(events), kinds
+    on_gpu = kind == "gpu_user_annotation"
+    # a CPU range named ProfilerStep#N is a profiler step (column-wise: a non-string name
+    # never starts so, its text is "<unnamed>" or a number, list or object)
+    step = name.str.starts_with("ProfilerStep#") & ~on_gpu
+    if step.any():
+        kind = pl.select(pl.when(step).then(pl.lit("profiler_step")).otherwise(kind)
+                         ).to_series()
+    cols: dict[str, Any] = {"kind": kind}
     cols.update(_times(times))
-    cols["name"] = _name(events)
-    pid = _int([e.pid for e in events], "pid")
-    tid = _int([e.tid for e in events], "tid")
-    on_gpu = pl.Series([k == "gpu_user_annotation" for k in kinds], dtype=pl.Boolean)
-    cols["process_id"] = pid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
-    cols["thread_id"] = tid.zip_with(~on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    cols["name"] = name
+    pid = _int(list(map(_PID, events)), "pid")
+    tid = _int(list(map(_TID, events)), "tid")
+    none = pl.Series(dtype=pl.Int64).extend_constant(None, len(events))
+    cols["process_id"] = pid.zip_with(~on_gpu, none)
+    cols["thread_id"] = tid.zip_with(~on_gpu, none)
     dev = _int(get("device"), "d").fill_null(pid)
-    cols["device_id"] = dev.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
-    cols["stream_id"] = tid.zip_with(on_gpu, pl.Series([None] * len(kinds), dtype=pl.Int64))
+    cols["device_id"] = dev.zip_with(on_gpu, none)
+    cols["stream_id"] = tid.zip_with(on_gpu, none)
     cols["external_id"] = _int(get(*_EXT), "external_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["sequence_number"] = _int(get("Sequence number"), "sequence_number")
-    cols["flops"] = pl.Series("flops", [v if isinstance(v, (int, float)) else None
-                                        for v in get("flops")], dtype=pl.Float64)
+    flops = get("flops")
+    cols["flops"] = pl.Series("flops", flops if flops.count(None) == len(flops) else
+                              [v if isinstance(v, (int, float)) else None for v in flops],
+                              dtype=pl.Float64)
     cols["input_dims"] = _json(get("Input Dims", "Input dims"), "input_dims")
     cols["input_types"] = _json(get("Input type"), "input_types")
     cols["concrete_inputs"] = _json(get("Concrete Inputs"), "concrete_inputs")
@@ -300,8 +314,8 @@ def memory_frame(events: list[Event], decoded_args: list[Any],
         "allocated_bytes": _int(get("Total Allocated"), "allocated_bytes"),
         "reserved_bytes": _int(get("Total Reserved"), "reserved_bytes"),
         "address": _int(get("Addr"), "address"),
-        "process_id": _int([e.pid for e in events], "process_id"),
-        "thread_id": _int([e.tid for e in events], "thread_id"),
+        "process_id": _int(list(map(_PID, events)), "process_id"),
+        "thread_id": _int(list(map(_TID, events)), "thread_id"),
     })
     return frame.with_columns(
         device_id=pl.when(pl.col("device_type") == _CPU_DEVICE_TYPE).then(pl.lit(-1))

@@ -24,6 +24,7 @@ import gc
 import os
 import re
 import tempfile
+import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from itertools import compress
@@ -186,7 +187,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
 
     buckets = _bucket(events, path)
     picked: dict[str, list[Event]] = {"gpu": [], "api": [], "ranges": []}
-    kinds: dict[str, list[str]] = {"gpu": [], "api": [], "ranges": []}
+    kinds: dict[str, pl.Series] = {t: pl.Series("kind", [], dtype=pl.String) for t in picked}
     cols: dict[str, tuple[list[times.TimeColumn], list[times.TimeColumn]]] = {
         t: ([], []) for t in picked}
     ingest: list[dict[str, Any]] = []
@@ -229,14 +230,9 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
             n_timed = sum(timed)
             mask = [t and not n for t, n in zip(timed, times.negative(dur_col), strict=True)]
             good = evs if all(mask) else list(compress(evs, mask))
-        if table == "ranges":
-            ks = [("profiler_step" if isinstance(n := e.name, str)
-                   and n.startswith("ProfilerStep#") and kind != "gpu_user_annotation"
-                   else kind) for e in good]
-        else:
-            ks = [kind] * len(good)
         picked[table] += good
-        kinds[table] += ks
+        # one run of the bucket's kind (ranges_frame marks the ProfilerStep#N ranges)
+        kinds[table] = kinds[table].extend_constant(kind, len(good))
         cols[table][0].append(ts_col if mask is None else times.take(ts_col, mask))
         cols[table][1].append(dur_col if mask is None else times.take(dur_col, mask))
         ingest += ingest_rows(rank, table, source, len(good),
@@ -506,13 +502,55 @@ def idle_cores() -> int:
     return max(0, min(cores - 1, round(cores - load)))
 
 
+def _idle_mark() -> tuple[int, float] | None:
+    """(idle + iowait clock ticks of all CPUs since boot, monotonic seconds) from Linux's
+    ``/proc/stat``; None where it cannot be read (then no core counts as idle)."""
+    try:
+        with open("/proc/stat", "rb") as fh:
+            fields = fh.readline().split()
+        return int(fields[4]) + int(fields[5]), time.monotonic()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def idle_since(mark: tuple[int, float] | None) -> float:
+    """Cores that were idle on average since ``mark`` (:func:`_idle_mark`): the idle ticks
+    counted meanwhile over the elapsed ticks. This process's own core is busy parsing, so
+    it counts the others."""
+    now = _idle_mark()
+    if mark is None or now is None or now[1] <= mark[1]:
+        return 0.0
+    return (now[0] - mark[0]) / (os.sysconf("SC_CLK_TCK") * (now[1] - mark[1]))
+
+
+def _read_then_share(jobs: list[tuple[str, int]]) -> list[Timeline]:
+    """Parse ``jobs`` here, from the last, while :func:`idle_cores` (the 1-minute load
+    average) says no core is free; after each file, if a core stayed idle while it was
+    parsed, share the rest with that many helpers (:func:`_read_shared`).
+
+    The load average lags: right after a burst of work (another tool, a previous run) it
+    still counts cores that are idle now. Measured over this process's own parse instead,
+    idle CPU time says what a helper would get now.
+    """
+    done: list[Timeline] = []
+    todo = list(jobs)
+    while todo:
+        mark = _idle_mark()
+        done.append(_read_indexed(todo.pop()))
+        helpers = min(int(idle_since(mark) + 0.5), (os.cpu_count() or 1) - 1, len(todo) - 1)
+        if helpers >= 1:
+            return [*_read_shared(todo, helpers), *reversed(done)]
+    return list(reversed(done))
+
+
 def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Timeline:
     """Parse a directory of per-rank Kineto traces into one multi-rank timeline.
 
     Each file's rank comes from ``distributedInfo.rank``, else its name, else its position
     in name order (``sources.rank_source`` says which). Files are parsed in parallel in a
     process pool when there are several, they are large enough to repay it, and cores
-    are idle (:func:`idle_cores`; ``workers`` sets the number of processes instead).
+    are idle (:func:`idle_cores`, else measured while the first files are parsed here:
+    :func:`_read_then_share`; ``workers`` sets the number of processes instead).
 
     Raises:
         TraceError: no trace files, a bad file, or two files claiming the same rank.
@@ -528,6 +566,8 @@ def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Tim
     n = min(len(files), workers or 1 + idle_cores())
     if n > 1 and total >= PARALLEL_MIN_BYTES:
         parts = _read_shared(jobs, n - 1)
+    elif workers is None and len(jobs) > 2 and total >= PARALLEL_MIN_BYTES:
+        parts = _read_then_share(jobs)
     else:
         parts = [_read_indexed(j) for j in jobs]
     ranks = [int(t.sources["rank"][0]) for t in parts]
