@@ -145,14 +145,25 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     # link's, not the SMs'
     # GEMMs keep the grid their library's heuristics chose for the shape (see the module
     # docstring: more blocks measured slower)
+    # the columns read selected before the filters (a filter of every gpu column copied
+    # them all: +1.7 GB at 10.3M kernels, the report's peak); kinds compared as codes, and
+    # names kept as codes: the class and the row-op test run on the distinct names
     k = (tl.gpu.with_row_index("_i")
-         .filter((pl.col("kind").cast(pl.String) == "kernel")
-                 & (pl.col("category").cast(pl.String) == "compute"))
-         .with_columns(class_expr()).filter(pl.col("kclass") != "gemm").drop("kclass"))
+         .select("_i", "kind", "category", "rank", "device_id", "name", "dur_ns",
+                 "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+         .filter((pl.col("kind") == "kernel") & (pl.col("category") == "compute"))
+         .drop("kind", "category"))
+    names = k.select(pl.col("name").unique()).with_columns(
+        pl.lit("compute").alias("category")).with_columns(class_expr())
+    gemm = names.filter(pl.col("kclass") == "gemm")["name"]
+    row_op = names.filter(pl.col("name").cast(pl.String).str.contains(ROW_OPS.pattern)
+                          .fill_null(False))["name"]
+    k = k.filter(~pl.col("name").is_in(gemm.implode()).fill_null(False))
     sms = _sm_counts(tl)
     if k.height == 0 or sms.height == 0:
         return pl.DataFrame(schema=_COLS)
-    win = (tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    win = (tl.gpu.select("kind", "rank", "device_id", "start_ns", "end_ns")
+           .filter(pl.col("kind") != "sync")
            .group_by("rank", "device_id")
            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("window_ns")))
     dims = [pl.col(c).cast(pl.Int64) for c in ("grid_x", "grid_y", "grid_z")]
@@ -163,9 +174,8 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                        pl.all_horizontal(*(t.is_not_null() for t in tdims)).alias("_has_t"),
                        (tdims[0].fill_null(1) * tdims[1].fill_null(1) * tdims[2].fill_null(1))
                        .alias("_threads"),
-                       pl.format("{}x{}x{}", *dims).alias("_grid"),
-                       pl.format("{}x{}x{}", *tdims).alias("_block"),
-                       pl.col("name").cast(pl.String).alias("_name")))
+                       pl.col("name").is_in(row_op.implode()).fill_null(False).alias("_rowop"))
+         .rename({"name": "_name"}))
     if k.height == 0:
         return pl.DataFrame(schema=_COLS)
     # the device's shortest kernel: the fixed cost of any launch, which more blocks cannot
@@ -178,7 +188,7 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     # without the op's shape (nsys, graph replays), a norm kernel's grid is its rows: the
     # one-block-per-row launch every framework's row-wise kernel uses
     rows_of = (pl.when(pl.col("_rows").is_not_null()).then(pl.col("_rows"))
-               .when(pl.col("_name").str.contains(ROW_OPS.pattern)).then(pl.col("_blocks"))
+               .when(pl.col("_rowop")).then(pl.col("_blocks"))
                .otherwise(pl.col("sm_count")))
     k = k.join(_row_counts(tl, cand), on="_i", how="left").with_columns(
         pl.min_horizontal(pl.col("sm_count"), rows_of).alias("_reach"))
@@ -194,11 +204,16 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                 stake.filter(under).sum().round(0).cast(pl.Int64).alias("at_stake_ns"),
                 pl.col("_blocks").filter(under).min().alias("min_blocks"),
                 pl.col("_blocks").filter(under).max().alias("max_blocks"),
-                pl.concat_str("_grid", "_block", separator=" ").filter(under).n_unique()
-                .alias("configs"),
                 pl.col("sm_count").first(), pl.col("_rows").filter(under).max()
                 .alias("rows")))
-    top_cfg = (k.filter(under)
+    # the configurations as text on the under-filled launches only (two strings a row
+    # over every kernel were ~0.3 GB at 10M kernels); a name without them is not reported
+    u = k.filter(under).with_columns(pl.format("{}x{}x{}", *dims).alias("_grid"),
+                                     pl.format("{}x{}x{}", *tdims).alias("_block"))
+    per = per.join(u.group_by("rank", "device_id", "_name").agg(
+        pl.concat_str("_grid", "_block", separator=" ").n_unique().alias("configs")),
+        on=["rank", "device_id", "_name"], how="left")
+    top_cfg = (u
                .group_by("rank", "device_id", "_name", "_grid", "_block", "_blocks", "_threads")
                .agg(pl.col("dur_ns").sum().alias("_t"))
                .sort(["_t", "_grid", "_block"], descending=[True, False, False])
@@ -209,7 +224,7 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                    & (pl.col("time_ns") >= min_share * pl.col("window_ns")))
            .join(top_cfg, on=["rank", "device_id", "_name"], how="left")
            .select(pl.col("rank").cast(pl.Int32), pl.col("device_id").cast(pl.Int32),
-                   pl.col("_name").alias("name"), "launches", "time_ns",
+                   pl.col("_name").cast(pl.String).alias("name"), "launches", "time_ns",
                    "underfilled_launches", "underfilled_ns", pl.col("_grid").alias("grid"),
                    pl.col("_block").alias("block"), pl.col("_blocks").alias("blocks"),
                    pl.col("_threads").alias("threads_per_block"), "sm_count",

@@ -83,8 +83,10 @@ def tiny_memory_kernels(tl: Timeline, *, max_ns: int = TINY_KERNEL_NS,
 
     Returns count, total_ns, and the ``top`` names by count (name, count, total_ns).
     """
-    k = tl.kernels.filter((pl.col("category").cast(pl.String) == "compute")
-                          & (pl.col("dur_ns") < max_ns))
+    # the columns read selected before the filter (tl.kernels copies every gpu column)
+    k = tl.gpu.select("kind", "category", "rank", "name", "dur_ns").filter(
+        (pl.col("kind") == "kernel") & (pl.col("category") == "compute")
+        & (pl.col("dur_ns") < max_ns))
     # the name pattern on the distinct names (hundreds), not on every kernel (millions)
     names = k.select(pl.col("name").cast(pl.String).unique())["name"]
     hits = names.filter(names.str.contains(MEMORY_BOUND_RE))
