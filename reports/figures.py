@@ -93,8 +93,16 @@ def to_svg(fig: Figure, *, tight: bool = True) -> str:
     return text.strip()
 
 
-def _ms(ns: float) -> float:
-    return ns / 1e6
+def time_unit(span_ns: float) -> tuple[float, str]:
+    """(ns per unit, unit) for a time axis spanning ``span_ns``: milliseconds, or seconds
+    from 10 s on, so tick labels stay short numbers (a 73-minute capture drawn in ms read
+    "4.0" under a "1e6" offset).
+
+    Example:
+        >>> time_unit(5e9), time_unit(4.4e12)
+        ((1000000.0, 'ms'), (1000000000.0, 's'))
+    """
+    return (1e9, "s") if span_ns >= 1e10 else (1e6, "ms")
 
 
 def attribution_bars(rows: Sequence[dict[str, Any]], parts: Sequence[str]) -> str:
@@ -105,17 +113,19 @@ def attribution_bars(rows: Sequence[dict[str, Any]], parts: Sequence[str]) -> st
         parts: the parts in drawing order (e.g. compute, memory, communication,
             launch_overhead, idle).
     """
+    scale, unit = time_unit(max((sum(float(r.get(f"{p}_ns") or 0) for p in parts)
+                                 for r in rows), default=0.0))
     with _style():
         fig, ax = plt.subplots(figsize=(9, 0.5 + 0.45 * max(len(rows), 1)))
         labels = [r["label"] for r in rows]
         left = [0.0] * len(rows)
         for part in parts:
-            vals = [_ms(float(r.get(f"{part}_ns") or 0)) for r in rows]
+            vals = [float(r.get(f"{part}_ns") or 0) / scale for r in rows]
             ax.barh(labels, vals, left=left, color=COLORS.get(part, "#999999"),
                     label=part.replace("_", " "), height=0.6)
             left = [a + b for a, b in zip(left, vals, strict=True)]
         ax.invert_yaxis()
-        ax.set_xlabel("time in window (ms)")
+        ax.set_xlabel(f"time in window ({unit})")
         ax.legend(ncol=len(parts), loc="lower left", bbox_to_anchor=(0, 1.0), frameon=False,
                   fontsize=8)
         return to_svg(fig)
@@ -127,18 +137,20 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
     cats = lanes["categories"]
     rows = lanes["lanes"]
     multi = len({r["rank"] for r in rows}) > 1
+    scale, unit = time_unit(lanes["window_ns"])
     with _style():
         # up to 12 lanes at 0.24 in; more share ~3.4 in (at least 0.14 in, one label line)
         n = max(len(rows), 1)
         per = 0.24 if n <= 12 else max(0.14, 3.4 / n)
         fig, axes = lane_figure(1, per * n, top_in=0.3, bottom_in=0.45, sharex=False)
         ax = axes[0, 0]
-        min_w = _ms(lanes["window_ns"]) / 1500  # keep sub-pixel activities visible
+        min_w = lanes["window_ns"] / scale / 1500  # keep sub-pixel activities visible
         for y, lane in enumerate(rows):
             groups: dict[tuple[int, float], list[tuple[float, float]]] = {}
             for start, dur, ci, level in lane["segments"]:
                 # a segment narrower than the line width still shows as a sliver
-                groups.setdefault((ci, level), []).append((_ms(start), max(_ms(dur), min_w)))
+                groups.setdefault((ci, level), []).append((start / scale,
+                                                           max(dur / scale, min_w)))
             for (ci, level), spans in sorted(groups.items()):
                 ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=COLORS.get(cats[ci]),
                                alpha=level, linewidth=0)
@@ -146,8 +158,8 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
                   for r in rows]
         ax.set_yticks(range(len(rows)), labels)
         ax.set_ylim(len(rows) - 0.5, -0.5)
-        ax.set_xlim(0, max(_ms(lanes["window_ns"]), 1e-6))
-        ax.set_xlabel("time since first GPU activity (ms)")
+        ax.set_xlim(0, max(lanes["window_ns"] / scale, 1e-6))
+        ax.set_xlabel(f"time since first GPU activity ({unit})")
         handles = [matplotlib.patches.Patch(color=COLORS[c], label=c) for c in cats]
         ax.legend(handles=handles, ncol=len(cats), loc="lower left", bbox_to_anchor=(0, 1.0),
                   frameon=False, fontsize=8, borderaxespad=0.1)

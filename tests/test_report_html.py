@@ -228,7 +228,8 @@ def test_binned_timeline_shows_notice() -> None:
                                      options=ReportOptions(timeline_budget=10,
                                                            timeline_bins=20)))
     assert 'id="downsample-notice"' in html
-    assert "Downsampled: 50 GPU activities exceed the drawing budget of 10" in html
+    assert ("Downsampled: the 50 GPU activities of the lanes shown exceed the drawing budget"
+            " of 10, so each lane is drawn as 20 time bins of 248 ns:") in html
     lanes = _payload_json(html)["timeline"]
     # window [0, 4960): 20 bins of 248 ns; each bin is 60% busy +-, so shade 0.75 or 1.0
     assert lanes["mode"] == "binned" and lanes["bin_ns"] == 248
@@ -253,7 +254,7 @@ def test_million_kernel_report_under_5mb() -> None:
     html = render_html(build_payload(tl))
     size = len(html.encode())
     assert size < 5 * 1024 * 1024, size
-    assert "Downsampled: 1,000,000 GPU activities" in html
+    assert "Downsampled: the 1,000,000 GPU activities of the lanes shown" in html
     assert "other (4,950 kernels)" in html
 
 
@@ -387,3 +388,18 @@ def test_torch_trace_without_device_info_renders() -> None:
     html = report_html(files)
     assert "No ceilings: the GPU is not known" in html
     assert '<section id="roofline">' in html
+
+
+def test_time_axes_read_in_seconds_for_long_captures() -> None:
+    """A chart spanning 10 s or more labels its time axis in seconds (a 73-minute capture
+    drawn in ms read "4.0" under a "1e6" offset); shorter ones stay in ms."""
+    from traceparse.reports import figures
+
+    long_ = [("k", "compute", i * 2_000_000_000, i * 2_000_000_000 + 10**9, 7)
+             for i in range(10)]
+    short = [("k", "compute", i * 1000, i * 1000 + 600, 7) for i in range(10)]
+    assert figures.time_unit(19e9) == (1e9, "s") and figures.time_unit(9.9e9) == (1e6, "ms")
+    html = render_html(build_payload(timeline(gpu_rows(long_))))
+    assert "time since first GPU activity (s)" in html and "time in window (s)" in html
+    html = render_html(build_payload(timeline(gpu_rows(short))))
+    assert "time since first GPU activity (ms)" in html and "time in window (ms)" in html
