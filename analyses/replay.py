@@ -91,8 +91,9 @@ class _Prep:
     proc: np.ndarray  #: code of (rank, process_id)
     procs: pl.DataFrame  #: ``rank, process_id, _p`` (the proc codes)
     sid: np.ndarray  #: code of (rank, process, device (null first), stream): stream order
-    rid: np.ndarray  #: code of (rank, process, device (null as -1), stream): replay runs
-    #: (the same array as ``sid`` when no device is null: both orders are then one)
+    #: code of (rank, process, device (null as -1), stream): replay runs (the same array
+    #: as ``sid`` when no device is null: both orders are then one)
+    rid: np.ndarray
     comm: np.ndarray  #: category is communication
     launched: np.ndarray  #: a launch call is known
     graph: np.ndarray  #: launched by a graph launch (``*GraphLaunch``)

@@ -201,12 +201,8 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
         return None, []
     prof = profiler(tl)
     rows = []
-    # the three columns read, the kind compared as a code (a filter of every gpu column
-    # copied them all)
-    acts = (tl.gpu.select("rank", "kind", "start_ns", "end_ns").filter(pl.col("kind") != "sync")
-            .group_by("rank").agg(pl.col("start_ns").min().alias("s"),
-                                  pl.col("end_ns").max().alias("e")))
-    spans = {int(r): (int(a), int(b)) for r, a, b in acts.iter_rows()}
+    sp = _spans(tl)
+    spans = {int(r): (int(a), int(b)) for r, a, b in sp.iter_rows()}
     for (rank,), g in st.sort("start_ns").group_by(["rank"] if "rank" in st.columns else
                                                    [pl.lit(0).alias("rank")]):
         flags = g["outlier"].to_list()
@@ -246,7 +242,7 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
             rows.append((int(rank), lead, excess, ex_u, busy))
     if not rows:
         return None, []
-    w = windows_of(tl)
+    w = _measured(sp)
     ex = pl.DataFrame({"rank": [r[0] for r in rows], "_ex": [r[2] for r in rows],
                        "_exu": [r[3] for r in rows], "_busy": [r[4] for r in rows]},
                       schema={"rank": w.schema["rank"], "_ex": pl.Int64, "_exu": pl.Int64,
@@ -293,12 +289,22 @@ def _warm_evidence(tl: Timeline, steps: pl.DataFrame) -> int:
 
 def windows_of(tl: Timeline) -> pl.DataFrame:
     """Per rank: the measured window of the non-sync GPU activity (``measured_ns``)."""
-    # the three columns read, selected before the filter copies them; kind as a code; in
-    # rank order (a group_by's order varies from run to run, and whatif's rows with it)
+    return _measured(_spans(tl))
+
+
+def _spans(tl: Timeline) -> pl.DataFrame:
+    """Per rank, in rank order (a group_by's order varies from run to run, and whatif's
+    rows with it): ``rank, start_ns, end_ns``, the first start and last end of its non-sync
+    GPU activity."""
+    # the three columns read, selected before the filter copies them; kind as a code
     return (tl.gpu.select("rank", "kind", "start_ns", "end_ns")
             .filter(pl.col("kind") != "sync").group_by("rank")
-            .agg((pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"))
-            .sort("rank"))
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max()).sort("rank"))
+
+
+def _measured(spans: pl.DataFrame) -> pl.DataFrame:
+    """``rank, measured_ns`` of :func:`_spans`' rows."""
+    return spans.select("rank", (pl.col("end_ns") - pl.col("start_ns")).alias("measured_ns"))
 
 
 def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:

@@ -67,9 +67,9 @@ def released(tl: Timeline, names: Sequence[str], compute: Callable[[], T]) -> T:
     (values stored before the call are kept).
 
     For a large intermediate that only one computation needs: the replay's preparation
-    (~1.4 GB at 10M kernels) serves every what-if replay of the savings engine, whose
-    result is cached; holding it until the command ends only raised the peak of what came
-    after (docs/performance.md, "Release what only one result needs").
+    (~1 GB at 10M kernels) serves every what-if replay of the savings engine, whose result
+    is cached; holding it until the command ends only raised the peak of what came after
+    (docs/performance.md, "Rule for a large intermediate only one result needs").
 
     Example:
         ``released(tl, ("replay_prep",), lambda: _savings(tl))``: a later replay computes
