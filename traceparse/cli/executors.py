@@ -1,5 +1,6 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
-(:mod:`traceparse.executor`): ``kernels``, ``breakdown --gpu-only`` and ``gaps``."""
+(:mod:`traceparse.executor`): ``kernels``, ``breakdown --gpu-only``, ``gaps`` and
+``launches --report graphs``."""
 
 from __future__ import annotations
 

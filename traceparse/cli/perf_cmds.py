@@ -14,8 +14,13 @@ from traceparse.cli.common import (
     trace_start,
     traces_argument,
 )
-from traceparse.cli.inputs import load_traces
+from traceparse.cli.executors import chunked_input, executor_options, split_executor
+from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
+from traceparse.errors import UsageError
+
+_NO_LAUNCH = ("no kernel is linked to a launch call (the trace has no kernels, or no "
+              "runtime/driver API calls with correlation ids)")
 
 
 @main.command("launches")
@@ -24,13 +29,29 @@ from traceparse.cli.main import main
               default="summary", show_default=True,
               help="summary: distributions; kernels: one row per kernel; kern_exec_sum: the "
                    "nsys report (CSV identical to nsys stats); graphs: what replaying the "
-                   "launches as a CUDA graph (HIP graph on AMD) could recover.")
+                   "launches as a CUDA graph (HIP graph on AMD) could recover (runs on "
+                   "--executor chunks/dask).")
+@executor_options
 @output_options
 def launches_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
-                 force: bool) -> None:
+                 force: bool, executor: str, chunk_rows: int, workers: int) -> None:
     """Kernel launch cost, queueing latency and what CUDA/HIP graphs could recover."""
     from traceparse.analyses import launches
 
+    kind, address = split_executor(executor)
+    if kind != "memory":
+        if report != "graphs":
+            raise UsageError(None, f"--executor {kind} computes --report graphs only: the "
+                                   "distributions' savings row needs the what-if replay, "
+                                   "which is not read in pieces yet")
+        from traceparse import launch_chunks
+
+        found = launch_chunks.graph_recoverable(
+            chunked_input(resolve(traces), kind), executor=kind, chunk_rows=chunk_rows,
+            workers=workers, scheduler=address)
+        if found is not None:  # None: no GPU row; the whole timeline words it
+            emit_frame(found, fmt, output, empty=_NO_LAUNCH)
+            return
     tl = load_traces(traces)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
@@ -47,11 +68,8 @@ def launches_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | N
     linked = launches.launch_table(tl).height if report == "summary" else frame.height
     if not linked:
         frame = frame.clear()
-    emit_frame(frame, fmt, output,
-               empty="no kernel is linked to a launch call (the trace has no kernels, or "
-                     "no runtime/driver API calls with correlation ids)",
-               decimals=decimals, nsys_csv=report == "kern_exec_sum",
-               start_ns=trace_start(tl))
+    emit_frame(frame, fmt, output, empty=_NO_LAUNCH, decimals=decimals,
+               nsys_csv=report == "kern_exec_sum", start_ns=trace_start(tl))
 
 
 @main.command("comm")
