@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from traceparse.analyses.launches import GRAPH_GAP_NS, in_graph
@@ -132,3 +133,113 @@ def graph_recoverable_from_part(part: LaunchPart, *, graph_gap_ns: int = GRAPH_G
     out = _add(part.streams, settled)
     return (out.sort(STREAM, nulls_last=False, maintain_order=True)
             .select(*STREAM, *(pl.col(c).cast(pl.Int64) for c in SUMS)))
+
+
+#: The launch distributions of :func:`traceparse.analyses.launches.launch_summary`, in
+#: its row order.
+METRICS = ("launch_ns", "queue_ns", "kernel_ns", "total_ns")
+_QS = (0.5, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class StatsPart:
+    """What pieces contribute to the launch distributions: ``hist`` (exact histograms:
+    ``metric`` index into :data:`METRICS`, ``value``, ``n``) of the kernels not replayed
+    from a graph, ``short`` (how many of them ran shorter than their launch call) and
+    ``graphs`` (per graph launch call ``rank, process_id, api_start_ns``: its duration
+    ``launch_ns`` and the ``nodes`` it replayed in the pieces)."""
+
+    hist: pl.DataFrame
+    short: int
+    graphs: pl.DataFrame
+
+
+def stats_part(rows: pl.DataFrame) -> StatsPart:
+    """The distribution partial of a piece's launched kernels (the launch table's
+    ``rank, process_id, start_ns, end_ns, dur_ns, api_start_ns, api_end_ns, api_name,
+    graph_id``)."""
+    from traceparse.analyses.launches import _METRICS
+
+    rows = rows.rename({"dur_ns": "kernel_ns"})
+    g = in_graph(rows)
+    t = rows.filter(~g)
+    hist = pl.concat([
+        t.select(pl.lit(i, pl.Int8).alias("metric"), _METRICS[m].alias("value"))
+        .drop_nulls("value").group_by("metric", "value").agg(pl.len().cast(pl.Int64).alias("n"))
+        for i, m in enumerate(METRICS)])
+    short = int(t.select((pl.col("kernel_ns") < _METRICS["launch_ns"]).sum()).item())
+    graphs = (rows.filter(g).group_by("rank", "process_id", "api_start_ns")
+              .agg(_METRICS["launch_ns"].first().alias("launch_ns"),
+                   pl.len().cast(pl.Int64).alias("nodes")))
+    return StatsPart(hist, short, graphs)
+
+
+def merge_stats_parts(parts: Sequence[StatsPart]) -> StatsPart:
+    """The distribution partial of several pieces (in any order)."""
+    hist = pl.concat([p.hist for p in parts]).group_by("metric", "value").agg(
+        pl.col("n").sum())
+    graphs = pl.concat([p.graphs for p in parts]).group_by(
+        "rank", "process_id", "api_start_ns").agg(pl.col("launch_ns").first(),
+                                                  pl.col("nodes").sum())
+    return StatsPart(hist, sum(p.short for p in parts), graphs)
+
+
+def _quantile(values: np.ndarray, cum: np.ndarray, q: float) -> float:
+    """The linear-interpolated quantile ``q`` of the sorted distinct ``values`` with
+    cumulative counts ``cum`` (the formula of polars' ``quantile(interpolation="linear")``:
+    ``a + (b - a) * f`` at the float rank ``(n - 1) * q``)."""
+    n = int(cum[-1])
+    rank = (n - 1) * q
+    lo = int(rank)
+    hi = min(lo + 1, n - 1) if rank > lo else lo
+    a = float(values[np.searchsorted(cum, lo, side="right")])
+    if hi == lo:
+        return a
+    b = float(values[np.searchsorted(cum, hi, side="right")])
+    return a + (b - a) * (rank - lo)
+
+
+def launch_summary_from_part(part: StatsPart, *, launch_bound_kernels: int,
+                             saving: dict[str, object] | None) -> pl.DataFrame:
+    """:func:`traceparse.analyses.launches.launch_summary`'s frame from the partial of
+    every piece; ``launch_bound_kernels`` (all ranks, :func:`graph_recoverable_from_part`)
+    and ``saving`` (the savings engine's best ``no_launch_overhead`` row, or None) fill
+    its ``graph_recoverable_ns`` row."""
+    from traceparse.analyses.launches import _dist
+
+    rows = []
+    n_kernels = 0
+    for i, metric in enumerate(METRICS):
+        h = part.hist.filter(pl.col("metric") == i).sort("value")
+        values = h["value"].to_numpy()
+        counts = h["n"].to_numpy()
+        n = int(counts.sum())
+        n_kernels = n
+        if n == 0:
+            rows.append({"metric": metric, "count": 0, "mean": None, "p50": None, "p95": None,
+                         "p99": None, "min": None, "max": None, "sum": 0.0})
+            continue
+        cum = np.cumsum(counts)
+        total = int((values.astype(object) * counts.astype(object)).sum())
+        rows.append({"metric": metric, "count": n, "mean": float(total) / n,
+                     **{f"p{round(q * 100)}": _quantile(values, cum, q) for q in _QS},
+                     "min": float(values[0]), "max": float(values[-1]),
+                     "sum": float(total)})
+    schema = {"metric": pl.String, "count": pl.Int64, "mean": pl.Float64,
+              **{f"p{round(q * 100)}": pl.Float64 for q in _QS}, "min": pl.Float64,
+              "max": pl.Float64, "sum": pl.Float64}
+    out = pl.DataFrame(rows, schema=schema)
+    extra = pl.DataFrame({
+        "metric": ["kernels_shorter_than_launch", "graph_recoverable_ns"],
+        "count": [part.short, launch_bound_kernels],
+        "mean": [part.short / n_kernels if n_kernels else None, None],
+        "sum": [None, float(saving["saving_ns"]) if saving else 0.0],  # type: ignore[arg-type]
+        "rank": [None, saving["rank"] if saving else None],
+    }, schema_overrides={"count": pl.Int64, "mean": pl.Float64, "sum": pl.Float64,
+                         "rank": pl.Int32})
+    if part.graphs.height:
+        extra = pl.concat([extra, _dist(part.graphs, "graph_launches", "launch_ns",
+                                        count=pl.len(), mean=pl.col("nodes").mean(),
+                                        total=pl.col("nodes").sum())],
+                          how="diagonal_relaxed")
+    return pl.concat([out, extra], how="diagonal_relaxed")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from conftest import ids, shared_files
@@ -21,7 +22,8 @@ from polars.testing import assert_frame_equal
 
 from traceparse import launch_chunks
 from traceparse.analyses import chunked_launches as cl
-from traceparse.analyses.launches import _launch_rows, graph_recoverable
+from traceparse.analyses import savings
+from traceparse.analyses.launches import _launch_rows, graph_recoverable, launch_summary
 from traceparse.cli import main
 from traceparse.nsys.reader import read
 from traceparse.samplegen import sqlite as samplegen_sqlite
@@ -78,15 +80,44 @@ def test_merge_in_order_and_pairwise(tmp_path: Path) -> None:
         cl.graph_recoverable_from_part(cl.merge_launch_parts(parts[::-1]))
 
 
+def _summary_from_parts(parts: launch_chunks.Parts, tl: object) -> object:
+    """The chunked distributions, the CUDA-graph saving taken from the memory engine (the
+    replay is not read in pieces yet)."""
+    rec = cl.graph_recoverable_from_part(parts[0])
+    best = savings.best(savings.savings(tl), "no_launch_overhead")  # type: ignore[arg-type]
+    return cl.launch_summary_from_part(
+        parts[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()), saving=best)
+
+
 @pytest.mark.shared
 @pytest.mark.parametrize("path", NSYS + SAMPLES, ids=ids(NSYS + SAMPLES))
 def test_exports_chunks_equal_memory(path: Path) -> None:
-    mem = graph_recoverable(read(path))
-    got = launch_chunks.graph_recoverable(str(path), chunk_rows=300)
-    if got is None:  # no GPU activity: the CLI falls back to the whole timeline
+    tl = read(path)
+    mem = graph_recoverable(tl)
+    parts = launch_chunks.launch_parts(str(path), chunk_rows=300)
+    if parts is None:  # no GPU activity: the CLI falls back to the whole timeline
         assert mem.height == 0
-    else:
-        assert_frame_equal(got, mem, check_exact=True)
+        return
+    assert_frame_equal(cl.graph_recoverable_from_part(parts[0]), mem, check_exact=True)
+    # the distributions: exact percentiles, mean and sums from the merged histograms
+    assert_frame_equal(_summary_from_parts(parts, tl), launch_summary(tl),  # type: ignore[arg-type]
+                       check_exact=True)
+
+
+def test_distributions_hand_computed(tmp_path: Path) -> None:
+    path = str(_export(tmp_path / "edges.sqlite"))
+    tl = read(path)
+    parts = launch_chunks.launch_parts(path, chunk_rows=1)
+    assert parts is not None
+    got = _summary_from_parts(parts, tl)
+    assert_frame_equal(got, launch_summary(tl), check_exact=True)  # type: ignore[arg-type]
+    # five kernels of their own call: launch 4, 8, 8, 1, 1 us -> p50 4 us, mean 4.4 us;
+    # p95 at rank 3.8 between 8 and 8 us; one graph launch call (1 us) with one node
+    row = got.row(0, named=True)  # type: ignore[attr-defined]
+    assert (row["count"], row["mean"], row["p50"], row["p95"], row["min"], row["max"]) == \
+        (5, 4400.0, 4000.0, 8000.0, 1000.0, 8000.0)
+    graphs = got.filter(pl.col("metric") == "graph_launches").row(0, named=True)  # type: ignore[attr-defined]
+    assert (graphs["count"], graphs["sum"], graphs["p50"]) == (1, 1.0, 1000.0)
 
 
 def _cli(*args: str) -> tuple[int, str]:

@@ -13,6 +13,8 @@ order (:func:`~traceparse.analyses.chunked_launches.merge_launch_parts`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from traceparse.analyses import chunked_launches as cl
@@ -23,9 +25,9 @@ _KEY = ["rank", "process_id", "correlation_id"]
 
 
 def launch_rows(plan: chunks.Plan, window: tuple[int, int]) -> pl.DataFrame:
-    """The launch-table rows (``rank, device_id, stream_id, start_ns, end_ns,
-    api_start_ns, api_name, graph_id``) of the kernels that start in ``window``, in table
-    order."""
+    """The launch-table rows (``rank, process_id, device_id, stream_id, start_ns, end_ns,
+    dur_ns, api_start_ns, api_end_ns, api_name, graph_id``) of the kernels that start in
+    ``window``, in table order."""
     from traceparse.nsys.spans import calls_by_correlation
 
     t0, t1 = window
@@ -38,31 +40,50 @@ def launch_rows(plan: chunks.Plan, window: tuple[int, int]) -> pl.DataFrame:
     first = (api.filter(pl.all_horizontal(pl.col(_KEY).is_not_null())
                         & pl.col("start_ns").is_not_null())
              .select(*_KEY, pl.col("start_ns").alias("api_start_ns"),
-                     pl.col("name").alias("api_name"))
+                     pl.col("end_ns").alias("api_end_ns"), pl.col("name").alias("api_name"))
              .sort("api_start_ns", maintain_order=True)
              .unique(subset=_KEY, keep="first", maintain_order=True))
-    return (k.select(*_KEY, "device_id", "stream_id", "start_ns", "end_ns", "graph_id")
+    return (k.select(*_KEY, "device_id", "stream_id", "start_ns", "end_ns", "dur_ns",
+                     "graph_id")
             .join(first.cast({c: k.schema[c] for c in _KEY}), on=_KEY, how="inner",
                   maintain_order="left")
-            .select("rank", "device_id", "stream_id", "start_ns", "end_ns", "api_start_ns",
-                    "api_name", "graph_id"))
+            .select("rank", "process_id", "device_id", "stream_id", "start_ns", "end_ns",
+                    "dur_ns", "api_start_ns", "api_end_ns", "api_name", "graph_id"))
 
 
-def launch_task(plan: chunks.Plan, window: tuple[int, int]) -> cl.LaunchPart:
-    """The launch partial of one time window (runs on a worker)."""
-    return cl.launch_part(launch_rows(plan, window))
+Parts = tuple[cl.LaunchPart, cl.StatsPart]
 
 
-def graph_recoverable(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
-                      workers: int = 4, scheduler: str | None = None) -> pl.DataFrame | None:
-    """:func:`traceparse.analyses.launches.graph_recoverable` of one nsys export on a
-    chunked executor; None when it has no GPU activity."""
+def launch_task(plan: chunks.Plan, window: tuple[int, int]) -> Parts:
+    """The launch-bound and distribution partials of one time window (runs on a worker)."""
+    rows = launch_rows(plan, window)
+    return cl.launch_part(rows), cl.stats_part(rows)
+
+
+def _merge(parts: Sequence[Parts]) -> Parts:
+    return (cl.merge_launch_parts([p[0] for p in parts]),
+            cl.merge_stats_parts([p[1] for p in parts]))
+
+
+def launch_parts(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
+                 workers: int = 4, scheduler: str | None = None) -> Parts | None:
+    """Both partials of every launched kernel of one nsys export, read one time window at
+    a time; None when it has no GPU activity. :func:`graph_recoverable` finishes the
+    first; :func:`~traceparse.analyses.chunked_launches.launch_summary_from_part` the
+    second, given the savings engine's CUDA-graph saving."""
     from traceparse.nsys.spans import span_plan
 
     plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part = _reduce(executor, plan, launch_task, wins, (), cl.merge_launch_parts, workers,
-                   scheduler)
-    return cl.graph_recoverable_from_part(part)
+    return _reduce(executor, plan, launch_task, wins, (), _merge, workers, scheduler)
+
+
+def graph_recoverable(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
+                      workers: int = 4, scheduler: str | None = None) -> pl.DataFrame | None:
+    """:func:`traceparse.analyses.launches.graph_recoverable` of one nsys export on a
+    chunked executor; None when it has no GPU activity."""
+    parts = launch_parts(path, executor=executor, chunk_rows=chunk_rows, workers=workers,
+                         scheduler=scheduler)
+    return None if parts is None else cl.graph_recoverable_from_part(parts[0])
