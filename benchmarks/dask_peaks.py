@@ -1,14 +1,14 @@
 """Issue 28: peaks of the Dask executor, client and workers apart.
 
 Starts ``LocalCluster(n_workers=W, threads_per_worker=1)`` (the scheduler runs in this, the
-client's, process, as under ``traceparse ... --executor dask``), runs ``kernels`` or
-``breakdown --gpu-only`` of one nsys export on it (:mod:`traceparse.executor`) and prints
-one JSON line: wall and CPU seconds of the client, the workers' CPU seconds (summed,
-including their start), the client's peak RSS and each
+client's, process, as under ``traceparse ... --executor dask``), runs ``kernels``,
+``breakdown --gpu-only``, ``gaps`` or ``launches --report graphs`` of one nsys export on it
+(:mod:`traceparse.executor`) and prints one JSON line: wall and CPU seconds of the client,
+the workers' CPU seconds (summed, including their start), the client's peak RSS and each
 worker's peak RSS (``getrusage`` in each worker after the run), and the md5 of the CSV of
 the result (to compare with the other executors' output).
 
-Usage: ``python3 benchmarks/dask_peaks.py EXPORT kernels|breakdown [--workers 4]
+Usage: ``python3 benchmarks/dask_peaks.py EXPORT kernels|breakdown|gaps|launches [--workers 4]
 [--chunk-rows N]``
 """
 
@@ -34,7 +34,7 @@ def _cpu_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("export")
-    ap.add_argument("what", choices=["kernels", "breakdown", "gaps"])
+    ap.add_argument("what", choices=["kernels", "breakdown", "gaps", "launches"])
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--chunk-rows", type=int, default=1 << 18)
     args = ap.parse_args()
@@ -52,6 +52,12 @@ def main() -> None:
                                        chunk_rows=args.chunk_rows,
                                        scheduler=cluster.scheduler_address)
             frame = None if found is None else found[0]
+        elif args.what == "launches":
+            from traceparse import launch_chunks
+
+            frame = launch_chunks.graph_recoverable(args.export, executor="dask",
+                                                    chunk_rows=args.chunk_rows,
+                                                    scheduler=cluster.scheduler_address)
         else:
             fn = executor.kern_sum if args.what == "kernels" else executor.gpu_breakdown
             frame = fn(args.export, executor="dask", chunk_rows=args.chunk_rows,
