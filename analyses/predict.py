@@ -339,17 +339,23 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         # change is capped there at the GPU's non-busy time)
         from traceparse.analyses.savings import savings
 
-        sv = savings(tl).filter(pl.col("change") == FIXES[fix]).select(
-            "rank", pl.col("predicted_ns").alias("_p"), *_UNPROF)
-        win = pl.col("scope") == "window"
-        out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
-                       maintain_order="left").with_columns(
-            pl.when(win & pl.col("_p").is_not_null())
-            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
-            *(pl.when(win).then(pl.col(c)).alias(c) for c in _UNPROF_COLS))
-        out = out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
-            (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
+        out = with_fix_windows(out, savings(tl).filter(pl.col("change") == FIXES[fix]))
     return out
+
+
+def with_fix_windows(out: pl.DataFrame, sv: pl.DataFrame) -> pl.DataFrame:
+    """``whatif --fix``'s rows: :func:`summarize`'s ``out`` whose window rows take the
+    savings engine's prediction and profiler-free windows (``sv``: its rows of the fix's
+    change, :func:`traceparse.analyses.savings.savings`), the error recomputed."""
+    sv = sv.select("rank", pl.col("predicted_ns").alias("_p"), *_UNPROF)
+    win = pl.col("scope") == "window"
+    out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
+                   maintain_order="left").with_columns(
+        pl.when(win & pl.col("_p").is_not_null())
+        .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
+        *(pl.when(win).then(pl.col(c)).alias(c) for c in _UNPROF_COLS))
+    return out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
+        (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
 
 
 #: ``whatif --fix``'s window rows also give the savings engine's profiler-free replay

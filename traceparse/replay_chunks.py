@@ -12,6 +12,7 @@ is folded into :func:`traceparse.analyses.predict.summary_parts` per piece.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import pairwise
 
 import polars as pl
@@ -20,32 +21,47 @@ from traceparse.analyses.predict import merge_summary_parts, summary_parts
 from traceparse.analyses.replay_pieces import NotOrdered, State, replay_piece
 from traceparse.nsys import chunks
 
-__all__ = ["NotOrdered", "replay_summary"]
+__all__ = ["CHUNKED_FIXES", "NotOrdered", "pieces", "replay_summary", "whatif"]
 
 
-def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
-                   drop_syncs: bool = False) -> pl.DataFrame | None:
-    """:func:`traceparse.analyses.predict.summary_parts` of the replay of ``path``
-    (measured durations; ``drop_syncs``: every blocking sync no longer waits), computed
-    piece by piece; None when the export has no GPU activity.
+def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool = False
+           ) -> Iterator[pl.DataFrame]:
+    """The replayed activities of ``path``, one frame per piece in time order
+    (:func:`traceparse.analyses.replay_pieces.replay_piece`'s columns); measured
+    durations, and with ``drop_syncs`` every blocking sync no longer waits.
 
     Raises:
-        NotOrdered: a piece could not continue the carried state exactly (the caller
-            replays the file in memory instead).
+        NotOrdered: a piece could not continue the carried state exactly, or the pieces
+            did not replay every GPU activity of the file once (the caller replays the
+            file in memory instead).
     """
     from traceparse.nsys.spans import read_span, span_plan
 
     plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
-        return None
+        return
     edges = [-chunks.END, *(w[0] for w in wins[1:]), chunks.END]
     state = State()
-    acc: list[pl.DataFrame] = []
     for t0, t1 in pairwise(edges):
         tl, _ = read_span(plan, t0, t1)
-        rows = replay_piece(tl, t0, t1, state, drop_syncs=drop_syncs)
+        yield replay_piece(tl, t0, t1, state, drop_syncs=drop_syncs)
         del tl
+    total = sum(b.rows for b in plan.blocks)
+    if state.rows != total:
+        raise NotOrdered(f"{state.rows:,} GPU activities replayed of {total:,} in the file")
+
+
+def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
+                   drop_syncs: bool = False) -> pl.DataFrame | None:
+    """:func:`traceparse.analyses.predict.summary_parts` of the replay of ``path``
+    (:func:`pieces`), folded piece by piece; None when the export has no GPU activity.
+
+    Raises:
+        NotOrdered: as :func:`pieces`.
+    """
+    acc: list[pl.DataFrame] = []
+    for rows in pieces(path, chunk_rows=chunk_rows, drop_syncs=drop_syncs):
         rep = rows.with_columns(
             pl.col("host_ns").alias("api_start_ns"),
             (pl.col("pred_end_ns") - pl.col("dur_ns")).alias("pred_start_ns"),
@@ -53,7 +69,44 @@ def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
         acc.append(summary_parts(rep))
         if len(acc) >= 8:
             acc = [merge_summary_parts(acc)]
-    total = sum(b.rows for b in plan.blocks)
-    if state.rows != total:
-        raise NotOrdered(f"{state.rows:,} GPU activities replayed of {total:,} in the file")
-    return merge_summary_parts(acc)
+    return merge_summary_parts(acc) if acc else None
+
+
+#: ``whatif`` changes the chunked replay makes: the savings-engine change of each fix.
+CHUNKED_FIXES = {"host-sync": "host_sync"}
+
+
+def whatif(path: str, *, fix: str, chunk_rows: int = chunks.BLOCK_ROWS
+           ) -> pl.DataFrame | None:
+    """``whatif --fix FIX`` (:func:`traceparse.analyses.predict.whatif`) of one nsys
+    export, read in pieces: the replay piece by piece (:func:`replay_summary`) and the
+    window rows the savings engine's, capped at the GPU's busy time
+    (:func:`traceparse.analyses.savings.host_capped`) with each rank's non-busy time from
+    the chunked GPU-only breakdown (:func:`traceparse.executor.gpu_breakdown`: window less
+    the union of busy activities per device, what the attribution's launch-overhead,
+    warm-up, host-sync and idle parts sum to). None without GPU activity.
+
+    Raises:
+        NotOrdered: as :func:`replay_summary`.
+    """
+    from traceparse.analyses.predict import summary_from_parts, with_fix_windows
+    from traceparse.analyses.savings import host_capped
+    from traceparse.executor import gpu_breakdown
+
+    parts = replay_summary(path, chunk_rows=chunk_rows,
+                           drop_syncs=CHUNKED_FIXES[fix] == "host_sync")
+    if parts is None:
+        return None
+    out = summary_from_parts(parts)
+    bd = gpu_breakdown(path, executor="chunks", chunk_rows=chunk_rows)
+    bound = (bd.group_by("rank").agg(pl.col("no_gpu_activity_ns").sum().alias("bound_ns"))
+             if bd is not None else pl.DataFrame(schema={"rank": pl.Int32,
+                                                         "bound_ns": pl.Int64}))
+    win = out.filter(pl.col("scope") == "window").select("rank", "measured_ns",
+                                                         "predicted_ns")
+    sv = (win.join(bound.cast({"rank": win.schema["rank"]}), on="rank", how="left")
+          .with_columns(pl.col("bound_ns").fill_null(0))
+          .select("rank", host_capped("predicted_ns").alias("predicted_ns"),
+                  pl.lit(None, pl.Int64).alias("window_unprofiled_ns"),
+                  pl.lit(None, pl.Int64).alias("saving_unprofiled_ns")))
+    return with_fix_windows(out, sv)

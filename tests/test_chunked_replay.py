@@ -1,0 +1,169 @@
+"""The what-if replay over time-ordered pieces of an nsys export
+(analyses/replay_pieces.py, traceparse/replay_chunks.py, ``whatif --executor chunks``)
+against the in-memory replay.
+
+* a generated export whose pieces (one GPU row each) cut a blocking sync (entered in the
+  first piece, returned in the second), a queued kernel and a launch-bound kernel (each
+  launched in one piece and started in the next): hand-computed replayed ends with and
+  without the sync, and ``whatif --fix host-sync`` on both executors;
+* every shared nsys export and every bundled sample, pieces of 300 (samples: 3) GPU rows:
+  every replayed end equal to the in-memory replay's to the nanosecond, unchanged (each
+  measured end reproduced) and with every blocking sync dropped, or the one reasoned
+  fallback (``NotOrdered``); the counts are asserted so a new fallback fails;
+* ``whatif --fix host-sync --executor chunks`` byte-identical to ``--executor memory``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import ids, shared_files
+
+from traceparse.analyses.replay import predicted
+from traceparse.cli import main
+from traceparse.nsys import chunks
+from traceparse.nsys.reader import read
+from traceparse.replay_chunks import NotOrdered, pieces
+from traceparse.samplegen import sqlite as samplegen_sqlite
+from traceparse.samplegen.scenarios import SCENARIOS, Activity, Call, Scenario, write_sqlite
+
+US = 1000
+LAUNCH = "cudaLaunchKernel_v7000"
+NSYS = shared_files("nsys", "*.sqlite")
+#: shared exports replayed in memory instead, and why (see replay_pieces.NotOrdered)
+FALLBACK = {"nsys-ai__mfu_2gpu_before.sqlite": "launched after the edge starts before"}
+#: shared exports without any GPU activity (nothing to replay)
+NO_GPU = {"qcu__report10.sqlite"}
+
+
+def _k(start_us: int, end_us: int) -> Activity:
+    return Activity("kernel", 7, start_us * US, (end_us - start_us) * US, name="gemm")
+
+
+def _edge_export(path: Path) -> Path:
+    """One stream: A (call 0-5 us, runs 10-50, the stream's first: host-bound), B (call
+    6-8, runs 50-90: queued behind A, gap 0), a stream sync entered at 9 that returns at
+    95 (blocking: it waits for B, tail 5 us), C (call 100-103, runs 108-118: the stream
+    idle since 90, launch-bound, latency 8 us) and D (call 104-106, runs 118-128: queued
+    behind C)."""
+    calls = (Call(LAUNCH, 0, 5 * US, _k(10, 50)),
+             Call(LAUNCH, 6 * US, 8 * US, _k(50, 90)),
+             Call("cudaStreamSynchronize_v3020", 9 * US, 95 * US, sync="stream",
+                  sync_stream=7),
+             Call(LAUNCH, 100 * US, 103 * US, _k(108, 118)),
+             Call(LAUNCH, 104 * US, 106 * US, _k(118, 128)))
+    return samplegen_sqlite.write(Scenario("edges", "replay across piece edges", calls), path)
+
+
+def _rows(path: str, rows: int, drop: bool) -> pl.DataFrame | None:
+    got = list(pieces(path, chunk_rows=rows, drop_syncs=drop))
+    return pl.concat(got) if got else None
+
+
+def test_generated_pieces_cut_a_sync_a_queue_and_a_launch(tmp_path: Path) -> None:
+    path = str(_edge_export(tmp_path / "edges.sqlite"))
+    # pieces: host time [-inf, 50), [50, 108), [108, 118), [118, inf): A, B and the sync
+    # in the first (B runs in the second, the sync returns in it), C and D in the second
+    # (C runs in the third, D in the fourth: read there again without their calls)
+    assert [w[0] for w in chunks.plan(path, block_rows=1).windows(1)] == [
+        10 * US, 50 * US, 108 * US, 118 * US]
+    per = [f.height for f in pieces(path, chunk_rows=1)]
+    assert per == [2, 2, 0, 0]
+    same = pl.concat(list(pieces(path, chunk_rows=1))).sort("start_ns")
+    assert same["pred_end_ns"].to_list() == [50 * US, 90 * US, 118 * US, 128 * US]
+    # the sync no longer waits: the host goes on at its entry (9 us), 86 us earlier than
+    # its return; C's call (100 -> 14) plus its latency (8) is 22 + 10 < B's end 90, so C
+    # runs 90..100 and D (queued, gap 0) 100..110
+    dropped = pl.concat(list(pieces(path, chunk_rows=1, drop_syncs=True))).sort("start_ns")
+    assert dropped["pred_end_ns"].to_list() == [50 * US, 90 * US, 100 * US, 110 * US]
+    tl = read(path)
+    for drop, got in ((False, same), (True, dropped)):
+        mem = predicted(tl, drop_syncs=drop).sort("start_ns")
+        assert got["pred_end_ns"].to_list() == mem["pred_end_ns"].to_list()
+    # whatif --fix host-sync: window 118 us measured, 100 us replayed (the 18 us the GPU
+    # sat idle between B and C, all of its non-busy time): the same on both executors
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, ["whatif", path, "--fix", "host-sync", "--format", "csv",
+                                      "--executor", ex, "--chunk-rows", "1"])
+        assert r.exit_code == 0, r.output
+        out[ex] = r.stdout
+    assert out["memory"] == out["chunks"]
+    assert out["chunks"].splitlines()[1].startswith("window,0,all,4,118000,100000,")
+
+
+def _compare(path: str, rows: int) -> str:
+    """'chunks' when every replayed end equals memory's (unchanged and without syncs),
+    else the fallback's reason."""
+    tl = read(path)
+    key = ["rank", "start_ns", "end_ns", "pred_end_ns"]
+    for drop in (False, True):
+        try:
+            got = _rows(path, rows, drop)
+        except NotOrdered as exc:
+            return exc.why
+        mem = predicted(tl, drop_syncs=drop)
+        if got is None:
+            assert mem.height == 0
+            return "no GPU activity"
+        assert got.height == mem.height
+        if not drop:  # the unchanged replay reproduces every measured end
+            assert (got["pred_end_ns"] == got["end_ns"]).all()
+        a = got.select(pl.col(c).cast(pl.Int64) for c in key).sort(key)
+        b = mem.select(pl.col(c).cast(pl.Int64) for c in key).sort(key)
+        assert np.array_equal(a.to_numpy(), b.to_numpy()), (path, drop)
+    return "chunks"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_samples_pieces_equal_memory(tmp_path: Path, name: str) -> None:
+    path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
+    assert _compare(path, 3) == "chunks"
+
+
+@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+def test_shared_exports_pieces_equal_memory(path: Path) -> None:
+    why = _compare(str(path), 300)
+    if path.name in FALLBACK:
+        assert FALLBACK[path.name] in why
+    else:
+        assert why == ("no GPU activity" if path.name in NO_GPU else "chunks")
+
+
+@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+def test_shared_exports_whatif_cli_byte_identical(path: Path) -> None:
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, ["whatif", str(path), "--fix", "host-sync", "--format", "csv",
+                                      "--executor", ex, "--chunk-rows", "300"])
+        assert r.exit_code == 0, r.output
+        out[ex] = (r.stdout, r.stderr)
+    assert out["chunks"][0] == out["memory"][0]
+    if path.name in FALLBACK:
+        assert out["chunks"][1].count("\n") == 1
+        assert f"{path}: whatif replayed in memory, not in chunks" in out["chunks"][1]
+    else:
+        assert out["chunks"][1] == ""
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_cli_formats_byte_identical(tmp_path: Path, fmt: str) -> None:
+    path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
+    out = [CliRunner().invoke(main, ["whatif", path, "--fix", "host-sync", "--format", fmt,
+                                     *ex]).stdout
+           for ex in ([], ["--executor", "chunks", "--chunk-rows", "2"])]
+    assert out[0] == out[1] and "window" in out[0]
+
+
+def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
+    path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
+    for args in (["--no-launch-overhead"], ["--fix", "cuda-graphs"],
+                 ["--fix", "host-sync", "--speedup", "gemm=2"]):
+        r = CliRunner().invoke(main, ["whatif", path, *args, "--executor", "chunks"])
+        assert r.exit_code == 2
+        assert "only --executor chunks with --fix host-sync" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
