@@ -45,6 +45,16 @@ so they are computed for every run (process, epoch, stream) of the trace at once
 only the runs are looped (a few scalars each: the shift of the next sync needs the
 previous epoch's predicted ends, which are ``max(E_-1 + max c, s + max(c + cummax))``).
 
+**In pieces** (:mod:`traceparse.analyses.replay_pieces`, docs/performance.md "Chunked
+replay"): everything a row's replay reads lies before it in host time (the syncs that
+returned before its call, the work launched before a sync's entry, the stream's previous
+activity), so host-time pieces replayed in order are exact when each starts from the
+state the earlier ones leave: per lane the previous activity's end and the latest end
+(:func:`_stream_gaps`' ``before``), per process the latest end launched so far
+(:func:`_blocking`'s ``before``), the blocking syncs in flight and :class:`Carry` (the
+epoch's shift, the epochs' predicted maxima, each stream's predicted end). A run cut by
+an edge continues from the carried stream end. The whole trace is the one-piece case.
+
 The work both what-ifs share (the activities with their launch calls, the stream and
 process codes, the sync candidates) is prepared once per timeline
 (:func:`traceparse.derived.cached`), so ``savings`` runs two replays for little more than
