@@ -66,8 +66,9 @@ class Proc:
 
     t0: int  #: the origin its replayed times are counted from (its first host instant)
     end: int | None = None  #: latest end of its activities launched so far
-    #: blocking syncs not yet passed: ``(sync_start, sync_end, w, tail)`` by (end, start)
-    syncs: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: blocking syncs not yet passed: ``(sync_start, sync_end, w, tail, dropped)`` by
+    #: (end, start); ``dropped`` (1): it no longer waits
+    syncs: list[tuple[int, ...]] = field(default_factory=list)
     carry: Carry = field(default_factory=Carry)
 
 
@@ -84,11 +85,13 @@ class State:
 
 
 #: The columns of a piece's result (:func:`replay_piece`).
-COLUMNS = ("rank", "category", "host_ns", "start_ns", "end_ns", "dur_ns", "pred_end_ns")
+COLUMNS = ("rank", "category", "host_ns", "start_ns", "end_ns", "dur_ns", "pred_dur_ns",
+           "pred_end_ns")
 
 
 def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
-                 drop_syncs: bool = False) -> pl.DataFrame:
+                 drop_syncs: bool = False, rates: dict[str, float] | None = None
+                 ) -> pl.DataFrame:
     """Replay the piece ``[t0, t1)`` of a trace whose timeline around it is ``tl`` (every
     row overlapping the span or starting in it, and the GPU rows its calls launched),
     continuing ``state`` (updated in place). Returns the piece's activities:
@@ -96,6 +99,9 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     replayed end; the replayed start is that less ``dur_ns``).
 
     ``drop_syncs``: every blocking sync no longer waits (``whatif --fix host-sync``).
+    ``rates``: copies from pageable memory run at these rates (GB/s per direction) and
+    the blocking calls that issued them no longer wait (``whatif --fix pinned-memory``,
+    :func:`traceparse.analyses.mechanisms.pinned_rates`: whole-trace sums).
 
     Raises:
         NotOrdered: the piece does not continue the state exactly (module docstring).
@@ -173,6 +179,7 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
                                        np.append(qa[1:], o.size)[:qa.size].tolist(),
                                        strict=True)}
     found = _blocking(p, o, pb, False, before)
+    d, paged = _pinned(tl, p, rates)
     pred = np.zeros(sel.size, _I64)
     for q, key in by_code.items():
         a, b = pb.get(q, (0, 0))
@@ -184,20 +191,44 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
             st = state.procs[key] = Proc(int(min(p.host[rows].min(), p.start[rows].min())))
         new = found.get(q)
         if new is not None:
-            st.syncs = sorted([*st.syncs, *zip(*new, strict=True)],
+            off = paged.get(q, set())
+            st.syncs = sorted([*st.syncs, *((*x, int(drop_syncs or x[0] in off))
+                                            for x in zip(*new, strict=True))],
                               key=lambda s: (s[1], s[0]))
         if rows.size:
-            pred[rows] = _solve_proc(p, rows, g, lat, st, drop_syncs)
+            pred[rows] = _solve_proc(p, rows, g, lat, d, st)
             end = int(p.end[rows].max())
             st.end = end if st.end is None else max(st.end, end)
     out = pl.DataFrame({"rank": p.rank, "category": tl.gpu["category"].gather(p.gi),
                         "host_ns": p.host, "start_ns": p.start, "end_ns": p.end,
-                        "dur_ns": p.dur, "pred_end_ns": pred})
+                        "dur_ns": p.dur, "pred_dur_ns": d, "pred_end_ns": pred})
     return out.cast({"rank": tl.gpu.schema["rank"]})
 
 
-def _solve_proc(p: _Prep, rows: np.ndarray, g: np.ndarray, lat: np.ndarray, st: Proc,
-                drop_syncs: bool) -> np.ndarray:
+def _pinned(tl: Timeline, p: _Prep, rates: dict[str, float] | None
+            ) -> tuple[np.ndarray, dict[int, set[int]]]:
+    """The piece's durations with its pageable copies at ``rates`` (the measured ones
+    without), and per process code the entries of the calls that issued them (as
+    :func:`traceparse.analyses.mechanisms._pageable_calls` lists them)."""
+    from traceparse.analyses.mechanisms import host_copies, pinned_durations
+
+    if not rates:
+        return p.dur, {}
+    at = np.full(tl.gpu.height, -1, _I64)
+    at[p.gi] = np.arange(p.gi.size)
+    cp = host_copies(tl.gpu.select("kind", "copy_kind", "src_kind", "dst_kind", "bytes",
+                                   "dur_ns"))
+    cp = cp.with_columns(pl.Series("_i", at[cp["_i"].to_numpy()])).filter(pl.col("_i") >= 0)
+    i = cp.filter(pl.col("_host") == "Pageable")["_i"].to_numpy()
+    i = i[p.launched[i]]
+    paged: dict[int, set[int]] = {}
+    for q, t in zip(p.proc[i].tolist(), p.api_s[i].tolist(), strict=True):
+        paged.setdefault(q, set()).add(t)
+    return pinned_durations(cp, p.dur, rates), paged
+
+
+def _solve_proc(p: _Prep, rows: np.ndarray, g: np.ndarray, lat: np.ndarray, d: np.ndarray,
+                st: Proc) -> np.ndarray:
     """Replayed ends of one process's rows of the piece (any order), continuing ``st``."""
     ss, se, w, tail = ([s[i] for s in st.syncs] for i in range(4))
     # epochs counted from the first sync not yet passed
@@ -205,13 +236,11 @@ def _solve_proc(p: _Prep, rows: np.ndarray, g: np.ndarray, lat: np.ndarray, st: 
     oe = np.argsort(ep, kind="stable")
     rows, ep = rows[oe], ep[oe]
     sy: tuple[list[int], ...] | None = None
-    if st.syncs:
-        sy = (ss, se, w, tail)
-        if drop_syncs:
-            sy = (*sy, [0] * len(ss), [1] * len(ss))  # no time removed; all dropped
+    if st.syncs:  # no host time removed; the dropped syncs no longer wait
+        sy = (ss, se, w, tail, [0] * len(ss), [s[4] for s in st.syncs])
     base_h = p.host[rows] - st.t0 + lat[rows]
     before = st.carry.cur
-    ends = solve_runs(rows, ep, p.rid[rows], p, g[rows], p.dur[rows], base_h, sy, st.t0,
+    ends = solve_runs(rows, ep, p.rid[rows], p, g[rows], d[rows], base_h, sy, st.t0,
                       carry=st.carry)[0] + st.t0
     del st.syncs[:st.carry.cur - before]
     out = np.empty(rows.size, _I64)

@@ -7,10 +7,12 @@ against the in-memory replay.
   launched in one piece and started in the next): hand-computed replayed ends with and
   without the sync, and ``whatif --fix host-sync`` on both executors;
 * every shared nsys export and every bundled sample, pieces of 300 (samples: 3) GPU rows:
-  every replayed end equal to the in-memory replay's to the nanosecond, unchanged (each
-  measured end reproduced) and with every blocking sync dropped, or the one reasoned
-  fallback (``NotOrdered``); the counts are asserted so a new fallback fails;
-* ``whatif --fix host-sync --executor chunks`` byte-identical to ``--executor memory``.
+  every replayed start and end equal to the in-memory replay's to the nanosecond,
+  unchanged (each measured end reproduced), with every blocking sync dropped and with the
+  pageable copies pinned, or the one reasoned fallback (``NotOrdered``); the files are
+  named so a new fallback fails;
+* ``whatif --fix host-sync|pinned-memory --executor chunks`` byte-identical to
+  ``--executor memory``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ids, shared_files
 
+from traceparse.analyses.mechanisms import replay_args
 from traceparse.analyses.replay import predicted
 from traceparse.cli import main
 from traceparse.nsys import chunks
@@ -59,8 +62,9 @@ def _edge_export(path: Path) -> Path:
     return samplegen_sqlite.write(Scenario("edges", "replay across piece edges", calls), path)
 
 
-def _rows(path: str, rows: int, drop: bool) -> pl.DataFrame | None:
-    got = list(pieces(path, chunk_rows=rows, drop_syncs=drop))
+def _rows(path: str, rows: int, change: str) -> pl.DataFrame | None:
+    got = list(pieces(path, chunk_rows=rows, drop_syncs=change == "host_sync",
+                      pinned=change == "pinned_memory"))
     return pl.concat(got) if got else None
 
 
@@ -97,25 +101,27 @@ def test_generated_pieces_cut_a_sync_a_queue_and_a_launch(tmp_path: Path) -> Non
 
 
 def _compare(path: str, rows: int) -> str:
-    """'chunks' when every replayed end equals memory's (unchanged and without syncs),
-    else the fallback's reason."""
+    """'chunks' when every replayed start and end equals memory's (unchanged, without
+    syncs, pageable copies pinned), else the fallback's reason."""
     tl = read(path)
-    key = ["rank", "start_ns", "end_ns", "pred_end_ns"]
-    for drop in (False, True):
+    key = ["rank", "start_ns", "end_ns", "pred_start_ns", "pred_end_ns"]
+    for change in ("none", "host_sync", "pinned_memory"):
         try:
-            got = _rows(path, rows, drop)
+            got = _rows(path, rows, change)
         except NotOrdered as exc:
             return exc.why
-        mem = predicted(tl, drop_syncs=drop)
+        args = replay_args(tl, change)[0] or {} if change != "none" else {}
+        mem = predicted(tl, **args)
         if got is None:
             assert mem.height == 0
             return "no GPU activity"
         assert got.height == mem.height
-        if not drop:  # the unchanged replay reproduces every measured end
+        if change == "none":  # the unchanged replay reproduces every measured end
             assert (got["pred_end_ns"] == got["end_ns"]).all()
+        got = got.with_columns(pred_start_ns=pl.col("pred_end_ns") - pl.col("pred_dur_ns"))
         a = got.select(pl.col(c).cast(pl.Int64) for c in key).sort(key)
         b = mem.select(pl.col(c).cast(pl.Int64) for c in key).sort(key)
-        assert np.array_equal(a.to_numpy(), b.to_numpy()), (path, drop)
+        assert np.array_equal(a.to_numpy(), b.to_numpy()), (path, change)
     return "chunks"
 
 
@@ -134,11 +140,12 @@ def test_shared_exports_pieces_equal_memory(path: Path) -> None:
         assert why == ("no GPU activity" if path.name in NO_GPU else "chunks")
 
 
+@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory"])
 @pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
-def test_shared_exports_whatif_cli_byte_identical(path: Path) -> None:
+def test_shared_exports_whatif_cli_byte_identical(path: Path, fix: str) -> None:
     out = {}
     for ex in ("memory", "chunks"):
-        r = CliRunner().invoke(main, ["whatif", str(path), "--fix", "host-sync", "--format", "csv",
+        r = CliRunner().invoke(main, ["whatif", str(path), "--fix", fix, "--format", "csv",
                                       "--executor", ex, "--chunk-rows", "300"])
         assert r.exit_code == 0, r.output
         out[ex] = (r.stdout, r.stderr)
@@ -150,10 +157,11 @@ def test_shared_exports_whatif_cli_byte_identical(path: Path) -> None:
         assert out["chunks"][1] == ""
 
 
+@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory"])
 @pytest.mark.parametrize("fmt", ["table", "json"])
-def test_cli_formats_byte_identical(tmp_path: Path, fmt: str) -> None:
+def test_cli_formats_byte_identical(tmp_path: Path, fmt: str, fix: str) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
-    out = [CliRunner().invoke(main, ["whatif", path, "--fix", "host-sync", "--format", fmt,
+    out = [CliRunner().invoke(main, ["whatif", path, "--fix", fix, "--format", fmt,
                                      *ex]).stdout
            for ex in ([], ["--executor", "chunks", "--chunk-rows", "2"])]
     assert out[0] == out[1] and "window" in out[0]
@@ -165,5 +173,5 @@ def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
                  ["--fix", "host-sync", "--speedup", "gemm=2"]):
         r = CliRunner().invoke(main, ["whatif", path, *args, "--executor", "chunks"])
         assert r.exit_code == 2
-        assert "only --executor chunks with --fix host-sync" in r.stderr
+        assert "only --executor chunks with --fix host-sync / pinned-memory" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
