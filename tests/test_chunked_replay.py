@@ -12,8 +12,8 @@ against the in-memory replay.
   unchanged (each measured end reproduced), with every blocking sync dropped and with the
   pageable copies pinned, or the one reasoned fallback (``NotOrdered``); the files are
   named so a new fallback fails;
-* ``whatif --fix host-sync|pinned-memory --executor chunks`` byte-identical to
-  ``--executor memory``.
+* ``whatif --fix host-sync|pinned-memory`` and ``predict`` (the measured durations) with
+  ``--executor chunks`` byte-identical to ``--executor memory``.
 """
 
 from __future__ import annotations
@@ -148,19 +148,25 @@ def test_shared_exports_pieces_equal_memory(path: Path) -> None:
         assert why == ("no GPU activity" if path.name in NO_GPU else "chunks")
 
 
-@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory"])
+COMMANDS = {"host-sync": ["whatif", "--fix", "host-sync"],
+            "pinned-memory": ["whatif", "--fix", "pinned-memory"],
+            "replay": ["predict"]}
+
+
+@pytest.mark.parametrize("cmd", list(COMMANDS))
 @pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
-def test_shared_exports_whatif_cli_byte_identical(path: Path, fix: str) -> None:
+def test_shared_exports_cli_byte_identical(path: Path, cmd: str) -> None:
     out = {}
+    args = COMMANDS[cmd]
     for ex in ("memory", "chunks"):
-        r = CliRunner().invoke(main, ["whatif", str(path), "--fix", fix, "--format", "csv",
+        r = CliRunner().invoke(main, [args[0], str(path), *args[1:], "--format", "csv",
                                       "--executor", ex, "--chunk-rows", "300"])
         assert r.exit_code == 0, r.output
         out[ex] = (r.stdout, r.stderr)
     assert out["chunks"][0] == out["memory"][0]
     if path.name in FALLBACK:
         assert out["chunks"][1].count("\n") == 1
-        assert f"{path}: whatif replayed in memory, not in chunks" in out["chunks"][1]
+        assert f"{path}: {args[0]} replayed in memory, not in chunks" in out["chunks"][1]
     else:
         assert out["chunks"][1] == ""
 
@@ -177,6 +183,8 @@ def test_cli_formats_byte_identical(tmp_path: Path, fmt: str, fix: str) -> None:
 
 def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
+    r = CliRunner().invoke(main, ["predict", path, "--steps", "step", "--executor", "chunks"])
+    assert r.exit_code == 2 and "replays the measured durations only" in r.stderr
     for args in (["--no-launch-overhead"], ["--fix", "cuda-graphs"],
                  ["--fix", "host-sync", "--speedup", "gemm=2"]):
         r = CliRunner().invoke(main, ["whatif", path, *args, "--executor", "chunks"])

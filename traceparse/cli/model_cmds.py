@@ -80,16 +80,28 @@ def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
 @gpu_option
 @click.option("--allow-other-gpu", is_flag=True,
               help="Use a calibration measured on another GPU (warns; refused otherwise).")
+@chunks_options
 @output_options
 def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
                 scale: str | None, batch_size: int | None, steps: str | None,
-                gpu: str | None, allow_other_gpu: bool, fmt: str, output: str | None,
-                force: bool) -> None:
+                gpu: str | None, allow_other_gpu: bool, executor: str, chunk_rows: int,
+                fmt: str, output: str | None, force: bool) -> None:
     """Replay TRACE... with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md); with --scale batch=F, the profiler-free step time
-    at F times the batch (docs/calibration.md)."""
+    at F times the batch (docs/calibration.md). --executor chunks replays the measured
+    durations of one nsys export a piece at a time (no other option)."""
     from traceparse.analyses import calibrate as cal_mod
     from traceparse.analyses import predict as pr
+
+    if executor != "memory":
+        if calibration or holdout_steps is not None or scale or batch_size or steps or gpu:
+            raise UsageError(None, f"predict --executor {executor} replays the measured "
+                                   "durations only (no --calibration, --holdout, --scale, "
+                                   "--steps or --gpu); use --executor memory")
+        frame = _chunked_replay(traces, executor, chunk_rows)
+        if frame is not None:
+            _emit_frame(frame, fmt, output)
+            return
 
     if scale is not None:
         _predict_scaled(traces, calibration, scale, holdout_steps, batch_size, steps, gpu,
@@ -205,6 +217,23 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
     frame = pr.whatif(tl, no_launch_overhead=no_launch_overhead,
                       overlap_comm=overlap_comm, speedups=sp, step_regex=steps, fix=fix)
     _emit_frame(frame, fmt, output)
+
+
+def _chunked_replay(traces: tuple[str, ...], executor: str, chunk_rows: int
+                    ) -> pl.DataFrame | None:
+    """``predict`` without a calibration on the chunked replay; None: in memory (as
+    :func:`_chunked_whatif`)."""
+    from traceparse import replay_chunks as rc
+    from traceparse.analyses.predict import summary_from_parts
+
+    path = chunked_input(resolve(traces), executor)
+    try:
+        parts = rc.replay_summary(path, chunk_rows=chunk_rows)
+    except rc.NotOrdered as exc:
+        click.echo(f"traceparse: {path}: predict replayed in memory, not in chunks: "
+                   f"{exc.why}", err=True)
+        return None
+    return None if parts is None else summary_from_parts(parts)
 
 
 def _chunked_whatif(traces: tuple[str, ...], executor: str, chunk_rows: int,
