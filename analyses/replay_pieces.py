@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from traceparse.analyses._arrays import lex_codes
 from traceparse.analyses.replay import (
     Carry,
     _blocking,
@@ -77,9 +78,10 @@ class State:
     """Everything a piece needs from the pieces before it (bounded: per lane, per
     process, the queue of activities already replayed that start later)."""
 
-    lanes: dict[tuple[int, int, int, int], tuple[int, int, int]] = field(default_factory=dict)
-    codes: dict[tuple[int, int, int, int], int] = field(default_factory=dict)
-    procs: dict[tuple[int, int], Proc] = field(default_factory=dict)
+    #: per lane ``(rank, process, device, stream)``: its last start, last end, latest end
+    lanes: dict[tuple[int, ...], tuple[int, int, int]] = field(default_factory=dict)
+    codes: dict[tuple[int, ...], int] = field(default_factory=dict)  #: lane -> run key
+    procs: dict[tuple[int, ...], Proc] = field(default_factory=dict)  #: (rank, process)
     queued: set[tuple[int, ...]] = field(default_factory=set)
     rows: int = 0
 
@@ -112,24 +114,27 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
                            pl.col("device_id").fill_null(-1).cast(pl.Int64),
                            pl.col("stream_id").fill_null(-1).cast(pl.Int64),
                            pl.col("correlation_id").fill_null(-1).cast(pl.Int64)))
-    keys = list(ident.iter_rows())
+    cols = [ident[c].to_numpy().astype(_I64) for c in _KEY]
+
+    def keys_at(idx: np.ndarray) -> list[tuple[int, ...]]:
+        return list(zip(*(c[idx].tolist() for c in cols), strict=True))
+
     state.queued = {k for k in state.queued if k[5] >= t0}
-    again = np.fromiter((k in state.queued for k in keys), bool, len(keys))
-    mine = (full.host >= t0) & (full.host < t1) & ~(again & ~full.launched)
-    if (again & mine).any():
-        raise NotOrdered("an activity replayed in an earlier piece is launched again")
+    mine = (full.host >= t0) & (full.host < t1)
+    # an activity replayed before and queued past the edge is read here without its call
+    maybe = np.flatnonzero(mine & ~full.launched) if state.queued else np.zeros(0, _I64)
+    mine[[i for i, k in zip(maybe.tolist(), keys_at(maybe), strict=True)
+          if k in state.queued]] = False
     sel = np.flatnonzero(mine)
     p = _sub(full, sel)
     state.rows += sel.size
-    for i in sel[full.start[sel] >= t1].tolist():
-        state.queued.add(keys[i])
-    lane_keys = [(k[0], k[1], k[2], k[3]) for k in (keys[i] for i in sel.tolist())]
-    lane = np.fromiter((state.codes.setdefault(k, len(state.codes)) for k in lane_keys),
-                       _I64, sel.size)
-    pk = list(zip(p.rank.tolist(), ident["process_id"].to_numpy()[sel].tolist(),
-                  strict=True))
-    pcode_of: dict[tuple[int, int], int] = {}
-    proc = np.fromiter((pcode_of.setdefault(k, len(pcode_of)) for k in pk), _I64, sel.size)
+    state.queued.update(keys_at(sel[full.start[sel] >= t1]))
+    # the piece's lanes and processes, each distinct one coded once
+    lane_keys, linv = _distinct([c[sel] for c in cols[:4]])
+    lane = np.asarray([state.codes.setdefault(k, len(state.codes)) for k in lane_keys],
+                      _I64)[linv]
+    pkeys, proc = _distinct([c[sel] for c in cols[:2]])
+    pcode_of = {k: i for i, k in enumerate(pkeys)}
     for k in state.procs:  # processes seen before: their syncs in the piece count too
         pcode_of.setdefault(k, len(pcode_of))
     codes = pl.DataFrame({"_r": [k[0] for k in pcode_of], "_q": [k[1] for k in pcode_of],
@@ -154,7 +159,7 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     prev0 = np.zeros(o.size, _I64)
     busy0 = np.zeros(o.size, _I64)
     for j in np.flatnonzero(first).tolist():
-        got = state.lanes.get(lane_keys[o[j]])
+        got = state.lanes.get(lane_keys[linv[o[j]]])
         if got is not None:
             if p.start[o[j]] <= got[0]:
                 raise NotOrdered("a lane's activity launched after the edge starts before "
@@ -167,7 +172,7 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     heads = np.flatnonzero(first)
     for a, b in zip(heads.tolist(), (np.append(heads[1:], o.size)[:heads.size] - 1).tolist(),
                     strict=True):
-        k = lane_keys[o[b]]
+        k = lane_keys[linv[o[b]]]
         hi = int(p.end[o[a:b + 1]].max())
         got = state.lanes.get(k)
         state.lanes[k] = (int(p.start[o[b]]), int(p.end[o[b]]),
@@ -246,6 +251,16 @@ def _solve_proc(p: _Prep, rows: np.ndarray, g: np.ndarray, lat: np.ndarray, d: n
     out = np.empty(rows.size, _I64)
     out[oe] = ends
     return out
+
+
+def _distinct(cols: list[np.ndarray]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """The distinct rows of the columns ``cols`` (as tuples) and each row's number among
+    them."""
+    if cols[0].size == 0:
+        return [], np.zeros(0, _I64)
+    _, at, inv = np.unique(lex_codes(*cols), return_index=True, return_inverse=True)
+    return (list(zip(*(c[at].tolist() for c in cols), strict=True)),
+            inv.reshape(-1).astype(_I64))
 
 
 def _sub(p: _Prep, sel: np.ndarray) -> _Prep:
