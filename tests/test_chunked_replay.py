@@ -126,10 +126,19 @@ def _compare(path: str, rows: int) -> str:
     return "chunks"
 
 
+BUNDLED = sorted((Path(__file__).parent.parent / "sample_traces").glob("*.sqlite"))
+
+
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_samples_pieces_equal_memory(tmp_path: Path, name: str) -> None:
     path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
     assert _compare(path, 3) == "chunks"
+
+
+@pytest.mark.parametrize("path", BUNDLED, ids=ids(BUNDLED))
+def test_bundled_samples_pieces_equal_memory(path: Path) -> None:
+    assert len(BUNDLED) >= 5  # the repository's sample exports
+    assert _compare(str(path), 3) == "chunks"
 
 
 def _piece_rows(path: Path) -> int:
