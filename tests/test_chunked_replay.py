@@ -200,3 +200,36 @@ def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
         assert r.exit_code == 2
         assert "only --executor chunks with --fix host-sync / pinned-memory" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_out_of_order_lane_falls_back_to_memory(tmp_path: Path) -> None:
+    """Stream 7: A launched at 0 us runs 50-60; B has no launch call (its runtime row is
+    deleted), so its host instant is its start, 20 us: B belongs to a later piece than A
+    but starts before it. The pieces cannot continue the lane in stream order: the CLI
+    says so on one stderr line and prints what memory prints."""
+    import sqlite3
+
+    calls = (Call(LAUNCH, 0, 5 * US, _k(50, 60)),
+             Call(LAUNCH, 1 * US, 2 * US, Activity("kernel", 8, 10 * US, 5 * US, name="g")),
+             Call(LAUNCH, 3 * US, 4 * US, _k(20, 30)))
+    path = samplegen_sqlite.write(Scenario("order", "out of order", calls),
+                                  tmp_path / "order.sqlite")
+    with sqlite3.connect(path) as db:
+        assert db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE start = ?",
+                          (3 * US,)).rowcount == 1
+    assert [w[0] for w in chunks.plan(str(path), block_rows=1).windows(1)] == [
+        10 * US, 20 * US, 50 * US]
+    with pytest.raises(NotOrdered, match="starts before one launched before it"):
+        list(pieces(str(path), chunk_rows=1))
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, ["whatif", str(path), "--fix", "host-sync",
+                                      "--executor", ex, "--chunk-rows", "1"])
+        assert r.exit_code == 0, r.output
+        out[ex] = (r.stdout, r.stderr)
+    assert out["chunks"][0] == out["memory"][0]
+    assert out["chunks"][1].splitlines() == [
+        f"traceparse: {path}: whatif replayed in memory, not in chunks: a lane's activity "
+        "launched after the edge starts before one launched before it"]
+    # with one piece for the whole file, the same export replays in chunks
+    assert _compare(str(path), 1000) == "chunks"
