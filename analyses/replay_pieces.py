@@ -97,8 +97,9 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     """Replay the piece ``[t0, t1)`` of a trace whose timeline around it is ``tl`` (every
     row overlapping the span or starting in it, and the GPU rows its calls launched),
     continuing ``state`` (updated in place). Returns the piece's activities:
-    :data:`COLUMNS` (``host_ns``: the call entry, else the start; ``pred_end_ns``: the
-    replayed end; the replayed start is that less ``dur_ns``).
+    :data:`COLUMNS` (``host_ns``: the call entry, else the start; ``pred_dur_ns``: the
+    replayed duration; ``pred_end_ns``: the replayed end, the replayed start being that
+    less ``pred_dur_ns``).
 
     ``drop_syncs``: every blocking sync no longer waits (``whatif --fix host-sync``).
     ``rates``: copies from pageable memory run at these rates (GB/s per direction) and
