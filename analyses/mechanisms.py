@@ -131,10 +131,17 @@ def _graph_cuts(tl: Timeline) -> list[str]:
 
 
 def _pageable(tl: Timeline) -> pl.DataFrame:
+    return host_copies(tl.gpu)
+
+
+def host_copies(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The host-device copies of ``gpu`` (``kind`` memcpy, ``copy_kind`` HtoD or DtoH,
+    cast to a string) with ``_i`` (the row's index) and ``_host``, the host side's memory
+    kind (``Pageable``, ``Pinned``, ...)."""
     host = pl.when(pl.col("copy_kind").cast(pl.String) == "HtoD").then(
         pl.col("src_kind").cast(pl.String)).otherwise(pl.col("dst_kind").cast(pl.String))
     # the kind compared as a code; the copies alone have their copy kind cast
-    return (tl.gpu.with_row_index("_i").filter(pl.col("kind") == "memcpy")
+    return (gpu.with_row_index("_i").filter(pl.col("kind") == "memcpy")
             .filter(pl.col("copy_kind").cast(pl.String).is_in(["HtoD", "DtoH"]))
             .with_columns(host.alias("_host"), pl.col("copy_kind").cast(pl.String)))
 
@@ -150,34 +157,63 @@ def link_gbps(tl: Timeline) -> float | None:
     return None
 
 
+#: Per direction (HtoD, DtoH): the pinned copies' summed bytes and durations (those of
+#: positive duration) and the number of pageable copies; sums of pieces add up.
+CopySums = dict[str, tuple[int, int, int]]
+
+
+def copy_sums(copies: pl.DataFrame) -> CopySums:
+    """:data:`CopySums` of :func:`host_copies` rows."""
+    out: CopySums = {}
+    for d in ("HtoD", "DtoH"):
+        mine = copies.filter(pl.col("copy_kind") == d)
+        pn = mine.filter((pl.col("_host") == "Pinned") & (pl.col("dur_ns") > 0))
+        out[d] = (int(pn["bytes"].sum() or 0), int(pn["dur_ns"].sum() or 0),
+                  mine.filter(pl.col("_host") == "Pageable").height)
+    return out
+
+
+def pinned_rates(sums: CopySums, link: float | None) -> tuple[dict[str, float], list[str]]:
+    """The rate (GB/s = bytes/ns) a pageable copy of each direction would reach pinned:
+    the trace's pinned copies' rate, else the host link's nominal rate (only for a
+    direction with pageable copies), and the notes saying which."""
+    rate: dict[str, float] = {}
+    notes = []
+    for d in ("HtoD", "DtoH"):
+        if sums[d][1]:
+            rate[d] = float(sums[d][0]) / float(sums[d][1])
+            notes.append(f"{d} at {rate[d]:.1f} GB/s, the rate this trace's pinned {d} "
+                         "copies reached")
+    for d in ("HtoD", "DtoH"):
+        if d not in rate and link and sums[d][2]:
+            rate[d] = link
+            notes.append(f"{d} at {link:g} GB/s, the host link's nominal rate (no pinned "
+                         f"{d} copy in the trace to measure)")
+    return rate, notes
+
+
+def pinned_durations(copies: pl.DataFrame, dur: np.ndarray, rate: dict[str, float]
+                     ) -> np.ndarray:
+    """``dur`` (one per row the copies' ``_i`` index) with each pageable copy's duration
+    no longer than its bytes at ``rate`` of its direction."""
+    dur = dur.copy()
+    for d, gbps in rate.items():
+        rows = copies.filter((pl.col("_host") == "Pageable") & (pl.col("copy_kind") == d))
+        new = np.ceil(rows["bytes"].fill_null(0).to_numpy() / gbps).astype(np.int64)
+        idx = rows["_i"].to_numpy()
+        dur[idx] = np.minimum(dur[idx], new)
+    return dur
+
+
 def _pinned(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
     m = _pageable(tl)
     pg = m.filter(pl.col("_host") == "Pageable")
     if pg.height == 0:
         return None, []
-    rate: dict[str, float] = {}
-    notes = []
-    for d in ("HtoD", "DtoH"):
-        pn = m.filter((pl.col("_host") == "Pinned") & (pl.col("copy_kind") == d)
-                      & (pl.col("dur_ns") > 0))
-        if pn.height and int(pn["dur_ns"].sum()):
-            rate[d] = float(pn["bytes"].sum()) / float(pn["dur_ns"].sum())
-            notes.append(f"{d} at {rate[d]:.1f} GB/s, the rate this trace's pinned {d} "
-                         "copies reached")
-    link = link_gbps(tl)
-    for d in ("HtoD", "DtoH"):
-        if d not in rate and link and pg.filter(pl.col("copy_kind") == d).height:
-            rate[d] = link
-            notes.append(f"{d} at {link:g} GB/s, the host link's nominal rate (no pinned "
-                         f"{d} copy in the trace to measure)")
+    rate, notes = pinned_rates(copy_sums(m), link_gbps(tl))
     if not rate:
         return None, ["no pinned copy in the trace and no known host link for its GPU"]
-    dur = tl.gpu["dur_ns"].to_numpy().copy()
-    for d, gbps in rate.items():
-        rows = pg.filter(pl.col("copy_kind") == d)
-        new = np.ceil(rows["bytes"].fill_null(0).to_numpy() / gbps).astype(np.int64)
-        idx = rows["_i"].to_numpy()
-        dur[idx] = np.minimum(dur[idx], new)
+    dur = pinned_durations(m, tl.gpu["dur_ns"].to_numpy(), rate)
     calls = _pageable_calls(tl, pg)
     return {"durations": pl.Series("dur_ns", dur), "drop_syncs": calls}, notes
 

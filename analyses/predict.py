@@ -179,24 +179,51 @@ def summarize(rep: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFr
         A replay of one rank whose activities span 100..300 measured and 100..250
         predicted gives a window row with measured 200, predicted 150, error -25 %.
     """
-    span = [pl.len().alias("activities"),
-            (pl.col("end_ns").max() - pl.col("start_ns").min()).alias("measured_ns"),
-            (pl.col("pred_end_ns").max() - pl.col("pred_start_ns").min()).alias("predicted_ns")]
-    win = rep.group_by("rank").agg(*span).with_columns(
+    return summary_from_parts(summary_parts(rep, steps))
+
+
+def summary_parts(rep: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """What :func:`summarize` reads of ``rep``, per ``scope, rank, name``: ``activities``
+    and the extremes and sums it takes differences of (``_s``, ``_e``, ``_ps``, ``_pe``:
+    first start, last end, first and last replayed ones; ``_d``, ``_pd``: summed
+    durations). Parts of pieces of a replay merge by :func:`merge_summary_parts`."""
+    agg = [pl.len().cast(pl.Int64).alias("activities"),
+           pl.col("start_ns").min().cast(pl.Int64).alias("_s"),
+           pl.col("end_ns").max().cast(pl.Int64).alias("_e"),
+           pl.col("pred_start_ns").min().cast(pl.Int64).alias("_ps"),
+           pl.col("pred_end_ns").max().cast(pl.Int64).alias("_pe"),
+           pl.col("dur_ns").sum().cast(pl.Int64).alias("_d"),
+           pl.col("pred_dur_ns").sum().cast(pl.Int64).alias("_pd")]
+    win = rep.group_by("rank").agg(*agg).with_columns(
         pl.lit("window").alias("scope"), pl.lit("all").alias("name"))
     parts = [win]
     if steps is not None and steps.height:
         s = _assign_steps(rep, steps).filter(pl.col("step").is_not_null())
-        parts.append(s.group_by("rank", "step").agg(*span).with_columns(
+        parts.append(s.group_by("rank", "step").agg(*agg).with_columns(
             pl.lit("step").alias("scope")).rename({"step": "name"}))
-    cat = rep.group_by("rank", pl.col("category").cast(pl.String).alias("name")).agg(
-        pl.len().alias("activities"), pl.col("dur_ns").sum().alias("measured_ns"),
-        pl.col("pred_dur_ns").sum().alias("predicted_ns")).with_columns(
-        pl.lit("category").alias("scope"))
-    parts.append(cat)
-    cols = ["scope", "rank", "name", "activities", "measured_ns", "predicted_ns"]
-    out = pl.concat([p.select(cols).cast({"activities": pl.Int64, "measured_ns": pl.Int64,
-                                          "predicted_ns": pl.Int64}) for p in parts])
+    parts.append(rep.group_by("rank", pl.col("category").cast(pl.String).alias("name"))
+                 .agg(*agg).with_columns(pl.lit("category").alias("scope")))
+    cols = ["scope", "rank", "name", "activities", "_s", "_e", "_ps", "_pe", "_d", "_pd"]
+    return pl.concat([p.select(cols) for p in parts])
+
+
+def merge_summary_parts(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """:func:`summary_parts` of several pieces of one replay as one (counts and sums
+    added, extremes taken)."""
+    return pl.concat(parts).group_by("scope", "rank", "name").agg(
+        pl.col("activities").sum(), pl.col("_s").min(), pl.col("_e").max(),
+        pl.col("_ps").min(), pl.col("_pe").max(), pl.col("_d").sum(), pl.col("_pd").sum())
+
+
+def summary_from_parts(parts: pl.DataFrame) -> pl.DataFrame:
+    """:func:`summarize`'s rows from :func:`summary_parts`."""
+    cat = pl.col("scope") == "category"
+    out = parts.select(
+        "scope", "rank", "name", "activities",
+        pl.when(cat).then(pl.col("_d")).otherwise(pl.col("_e") - pl.col("_s"))
+        .alias("measured_ns"),
+        pl.when(cat).then(pl.col("_pd")).otherwise(pl.col("_pe") - pl.col("_ps"))
+        .alias("predicted_ns"))
     out = out.with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
         (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
     order = {"window": 0, "step": 1, "category": 2}
@@ -312,17 +339,23 @@ def whatif(tl: Timeline, *, no_launch_overhead: bool = False, overlap_comm: bool
         # change is capped there at the GPU's non-busy time)
         from traceparse.analyses.savings import savings
 
-        sv = savings(tl).filter(pl.col("change") == FIXES[fix]).select(
-            "rank", pl.col("predicted_ns").alias("_p"), *_UNPROF)
-        win = pl.col("scope") == "window"
-        out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
-                       maintain_order="left").with_columns(
-            pl.when(win & pl.col("_p").is_not_null())
-            .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
-            *(pl.when(win).then(pl.col(c)).alias(c) for c in _UNPROF_COLS))
-        out = out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
-            (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
+        out = with_fix_windows(out, savings(tl).filter(pl.col("change") == FIXES[fix]))
     return out
+
+
+def with_fix_windows(out: pl.DataFrame, sv: pl.DataFrame) -> pl.DataFrame:
+    """``whatif --fix``'s rows: :func:`summarize`'s ``out`` whose window rows take the
+    savings engine's prediction and profiler-free windows (``sv``: its rows of the fix's
+    change, :func:`traceparse.analyses.savings.savings`), the error recomputed."""
+    sv = sv.select("rank", pl.col("predicted_ns").alias("_p"), *_UNPROF)
+    win = pl.col("scope") == "window"
+    out = out.join(sv.cast({"rank": out.schema["rank"]}), on="rank", how="left",
+                   maintain_order="left").with_columns(
+        pl.when(win & pl.col("_p").is_not_null())
+        .then(pl.col("_p")).otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
+        *(pl.when(win).then(pl.col(c)).alias(c) for c in _UNPROF_COLS))
+    return out.drop("_p").with_columns(error_pct=pl.when(pl.col("measured_ns") > 0).then(
+        (pl.col("predicted_ns") - pl.col("measured_ns")) * 100.0 / pl.col("measured_ns")))
 
 
 #: ``whatif --fix``'s window rows also give the savings engine's profiler-free replay

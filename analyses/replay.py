@@ -45,6 +45,16 @@ so they are computed for every run (process, epoch, stream) of the trace at once
 only the runs are looped (a few scalars each: the shift of the next sync needs the
 previous epoch's predicted ends, which are ``max(E_-1 + max c, s + max(c + cummax))``).
 
+**In pieces** (:mod:`traceparse.analyses.replay_pieces`, docs/performance.md "Chunked
+replay"): everything a row's replay reads lies before it in host time (the syncs that
+returned before its call, the work launched before a sync's entry, the stream's previous
+activity), so host-time pieces replayed in order are exact when each starts from the
+state the earlier ones leave: per lane the previous activity's end and the latest end
+(:func:`_stream_gaps`' ``before``), per process the latest end launched so far
+(:func:`_blocking`'s ``before``), the blocking syncs in flight and :class:`Carry` (the
+epoch's shift, the epochs' predicted maxima, each stream's predicted end). A run cut by
+an edge continues from the carried stream end. The whole trace is the one-piece case.
+
 The work both what-ifs share (the activities with their launch calls, the stream and
 process codes, the sync candidates) is prepared once per timeline
 (:func:`traceparse.derived.cached`), so ``savings`` runs two replays for little more than
@@ -61,6 +71,7 @@ import polars as pl
 from traceparse.analyses._arrays import lex_codes, seg_cummax
 from traceparse.analyses.codes import matches
 from traceparse.analyses.profiler_cost import GRAPH_LAUNCH_RE
+from traceparse.analyses.replay_carry import _NEG, Carry, _carry
 from traceparse.analyses.replay_removed import (
     Profiler,
     _cum_at,
@@ -76,7 +87,6 @@ from traceparse.timeline import Timeline
 #: API calls that block the host until GPU work is done.
 SYNC_RE = (r"(?i)synchroni[sz]e|^cudaMemcpy(_v\d+)?$|^cuMemcpy[DH]to[DH](_v\d+)?$"
            r"|^cudaMemcpy[23]D(_v\d+)?$|^hipMemcpy$")
-_NEG = -(1 << 62)
 _PROC = ["rank", "process_id"]
 _I64 = np.int64
 
@@ -228,9 +238,13 @@ def _comm_overlap(acts: pl.DataFrame) -> pl.Series:
 
 
 def _stream_gaps(tl: Timeline, p: _Prep, o: np.ndarray, lane: np.ndarray,
-                 overlap_comm: bool) -> tuple[np.ndarray, np.ndarray]:
+                 overlap_comm: bool, before: tuple[np.ndarray, ...] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """In stream order ``o``: the gap each activity keeps (``_g``: 0 when host-bound) and
-    its host latency (``_lat``: start - call entry when host-bound and launched)."""
+    its host latency (``_lat``: start - call entry when host-bound and launched).
+    ``before``: per row of ``o`` (read at each lane's first row), whether its lane had
+    activities earlier in the trace, the end of the last and the latest end among them
+    (a piece of the trace replayed in time order); None: the trace starts here."""
     n = o.size
     first = np.ones(n, bool)
     s1 = lane[o]
@@ -242,6 +256,14 @@ def _stream_gaps(tl: Timeline, p: _Prep, o: np.ndarray, lane: np.ndarray,
     cm = seg_cummax(e1, first)
     busy = np.zeros(n, _I64)
     busy[1:] = cm[:-1]
+    if before is not None:
+        seen, prev0, busy0 = before
+        at = np.flatnonzero(first)
+        lens = np.diff(np.append(at, n))
+        sb, b0 = np.repeat(seen[at], lens), np.repeat(busy0[at], lens)
+        busy = np.where(sb, np.maximum(np.where(first, _NEG, busy), b0), busy)
+        prev = np.where(first & seen, prev0, prev)
+        first = first & ~seen
     # host-bound: the launch call was still in progress when the stream went idle (it began
     # after, or returned after, the previous activity ended): the host, not the stream
     # order, decided the start
@@ -258,20 +280,23 @@ def _stream_gaps(tl: Timeline, p: _Prep, o: np.ndarray, lane: np.ndarray,
     return g, lat
 
 
-def _blocking(p: _Prep, o: np.ndarray, pb: dict[int, tuple[int, int]], overlap_comm: bool
-              ) -> dict[int, tuple[list[int], ...]]:
+def _blocking(p: _Prep, o: np.ndarray, pb: dict[int, tuple[int, int]], overlap_comm: bool,
+              before: dict[int, int] | None = None) -> dict[int, tuple[list[int], ...]]:
     """Blocking sync calls per process code: ``(sync_start, sync_end, w, tail)`` lists in
     ``sync_end`` order, ``w`` the measured end of the work launched before the call
     (communication left out under ``overlap_comm``), ``tail`` = return - w (>= 0). A call
     is blocking when it was entered before ``w`` and returned at or after it (a stream sync
-    on an idle stream, or one that returned before other streams' work ended, is not)."""
+    on an idle stream, or one that returned before other streams' work ended, is not).
+    ``before``: per process code, the latest end of its activities launched earlier in
+    the trace (a piece replayed in time order; every call before the piece is before
+    every call in it)."""
     cp = p.cand["_p"].to_numpy()
     css = p.cand["sync_start"].to_numpy().astype(_I64)
     cse = p.cand["sync_end"].to_numpy().astype(_I64)
     out: dict[int, tuple[list[int], ...]] = {}
     for q in np.unique(cp).tolist():
         a, b = np.searchsorted(cp, q), np.searchsorted(cp, q, side="right")
-        i = o[slice(*pb[q])]
+        i = o[slice(*pb[q])] if q in pb else o[:0]
         if overlap_comm:
             i = i[~p.comm[i]]
         oh = np.argsort(p.host[i], kind="stable")
@@ -279,6 +304,9 @@ def _blocking(p: _Prep, o: np.ndarray, pb: dict[int, tuple[int, int]], overlap_c
         ss, se = css[a:b], cse[a:b]
         k = np.searchsorted(hs, ss, side="right") - 1
         w = em[np.maximum(k, 0)] if em.size else np.zeros(ss.size, _I64)
+        if before is not None and q in before:
+            w = np.where(k >= 0, np.maximum(w, before[q]), before[q])
+            k = np.zeros(ss.size, _I64)
         ok = (k >= 0) & (w > ss) & (se >= w)
         if ok.any():
             out[q] = (ss[ok].tolist(), se[ok].tolist(), w[ok].tolist(),
@@ -297,12 +325,14 @@ def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.nd
 
 def solve_runs(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.ndarray,
                d: np.ndarray, base_h: np.ndarray, syncs: tuple[list[int], ...] | None,
-               t0: int, ss_adj: list[int] | None = None
+               t0: int, ss_adj: list[int] | None = None, carry: Carry | None = None
                ) -> tuple[np.ndarray, list[int], list[int]]:
     """:func:`_solve`'s predicted ends, with the host shift of each run and its epoch.
     ``ss_adj``: the syncs' entry times as replayed (a host with time removed,
     :mod:`traceparse.analyses.replay_host`); which rows a sync waits for is still decided
-    by the measured entries ``syncs[0]``."""
+    by the measured entries ``syncs[0]``. ``carry``: the process's state before these
+    rows (a piece of a trace replayed in time order, :class:`Carry`); it is updated to
+    the state after them. None: the process starts here (the whole trace)."""
     n = rows.size
     new = np.ones(n, bool)
     new[1:] = (ep[1:] != ep[:-1]) | (key[1:] != key[:-1])
@@ -319,7 +349,9 @@ def solve_runs(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: n
     rl = np.append(rf[1:], n) - 1
     ss = syncs[0] if syncs is not None else []
     # rows of epoch e that the (e+1)-th sync waits for: launched before it was entered
-    thr = np.append(np.asarray(ss, _I64) - t0, _NEG)
+    # (the rows of the last epoch wait for no known sync: all of them count for the next
+    # one, which a later piece of the trace may hold)
+    thr = np.append(np.asarray(ss, _I64) - t0, -_NEG)
     sel = (p.host[rows] - t0) <= thr[ep]
     c_all, cm_all = np.maximum.reduceat(c, rf), np.maximum.reduceat(cm, rf)
     c_sel = np.maximum.reduceat(np.where(sel, c, _NEG), rf)
@@ -330,65 +362,10 @@ def solve_runs(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: n
         sy = (ss_adj, *syncs[1:])
     shifts, inits = _carry(
         ep[rf].tolist(), key[rf].tolist(), c_all.tolist(), cm_all.tolist(), c_sel.tolist(),
-        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(), sy, t0)
+        cm_sel.tolist(), any_sel.tolist(), c[rl].tolist(), m[rl].tolist(), sy, t0,
+        Carry() if carry is None else carry)
     ends = c + np.maximum(np.asarray(inits, _I64)[run], np.asarray(shifts, _I64)[run] + m)
     return ends, shifts, ep[rf].tolist()
-
-
-def _carry(eps: list[int], keys: list[int], c_all: list[int], cm_all: list[int],
-           c_sel: list[int], cm_sel: list[int], any_sel: list[bool], c_last: list[int],
-           m_last: list[int], syncs: tuple[list[int], ...], t0: int
-           ) -> tuple[list[int], list[int]]:
-    """Per run (in epoch order): the host shift of its epoch and its stream's predicted
-    end before it (``_NEG``: none), carried from run to run and sync to sync. A run's
-    predicted ends are ``c + max(init, shift + m)``, so their maximum (what the next sync
-    waits for) is ``max(init + max c, shift + max(c + m))`` over its rows (``*_sel``: over
-    those launched before that sync was entered)."""
-    ss, se, w, tail = syncs[:4]
-    adv = syncs[4] if len(syncs) > 4 else [0] * len(ss)
-    drop = syncs[5] if len(syncs) > 5 else [False] * len(ss)
-    shifts: list[int] = []
-    inits: list[int] = []
-    state: dict[int, int] = {}
-    pending: list[tuple[int, int]] = []
-    shift = cur = 0
-    older = ep_all = ep_sel = None
-    get = state.get
-    for e, k, ca, cma, csl, cmsl, anys, cl, ml in zip(
-            eps, keys, c_all, cm_all, c_sel, cm_sel, any_sel, c_last, m_last, strict=True):
-        while cur < e:  # the sync that ends epoch `cur` returns
-            state.update(pending)
-            pending = []
-            w_pred = older
-            if ep_sel is not None:
-                w_pred = ep_sel if w_pred is None or ep_sel > w_pred else w_pred
-            if ep_all is not None:
-                older = ep_all if older is None or ep_all > older else older
-            wv = w_pred if w_pred is not None else w[cur] - t0
-            h = ss[cur] - t0 + shift - adv[cur]
-            # a dropped sync no longer waits: the host goes on at its entry
-            shift = (h if drop[cur] else (h if h > wv else wv) + tail[cur]) - (se[cur] - t0)
-            ep_all = ep_sel = None
-            cur += 1
-        init = get(k)
-        if init is None:
-            inits.append(_NEG)
-            r_all, r_sel, last = shift + cma, shift + cmsl, cl + shift + ml
-        else:
-            inits.append(init)
-            x, y = init + ca, shift + cma
-            r_all = x if x > y else y
-            x, y = init + csl, shift + cmsl
-            r_sel = x if x > y else y
-            y = shift + ml
-            last = cl + (init if init > y else y)
-        shifts.append(shift)
-        pending.append((k, last))
-        if ep_all is None or r_all > ep_all:
-            ep_all = r_all
-        if anys and (ep_sel is None or r_sel > ep_sel):
-            ep_sel = r_sel
-    return shifts, inits
 
 
 def predicted(tl: Timeline, *, durations: pl.Series | None = None,

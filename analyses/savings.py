@@ -160,18 +160,23 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
     # replay reads a cross-stream wait as host latency it would claim more, so it is capped
     host = pl.col("change").is_in(list(HOST_CHANGES))
     # (the GPU's busy time, measured - bound, is the same with or without the profiler)
-    floor = pl.col("measured_ns") - pl.col("bound_ns")
     res = res.with_columns(
-        pl.when(host).then(pl.max_horizontal("predicted_ns", floor))
+        pl.when(host).then(host_capped("predicted_ns"))
         .otherwise(pl.col("predicted_ns")).alias("predicted_ns"),
-        pl.when(host).then(pl.max_horizontal("_pu", floor)).otherwise(pl.col("_pu"))
-        .alias("_pu"))
+        pl.when(host).then(host_capped("_pu")).otherwise(pl.col("_pu")).alias("_pu"))
     res = res.with_columns(
         (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
         (pl.col("window_unprofiled_ns") - pl.col("_pu")).alias("saving_unprofiled_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
+
+
+def host_capped(predicted: str) -> pl.Expr:
+    """A host change's replayed window ``predicted`` no shorter than the GPU's busy time
+    (``measured_ns - bound_ns``, the bound being the rank's non-busy parts): removing host
+    time gives back at most the time the GPU was not busy."""
+    return pl.max_horizontal(predicted, pl.col("measured_ns") - pl.col("bound_ns"))
 
 
 def profiler(tl: Timeline) -> Profiler | None:

@@ -1,6 +1,7 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
 (:mod:`traceparse.executor`): ``kernels``, ``breakdown --gpu-only``, ``gaps`` and
-``launches --report graphs``."""
+``launches --report graphs``; and ``whatif`` (:mod:`traceparse.replay_chunks`, in this
+process only)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,22 @@ def executor_options(func: F) -> F:
              "on a local Dask cluster, dask=ADDRESS on a running one (its workers must "
              "read TRACE at the same path; needs traceparse[dask]). Same output on "
              "each.")(func)
+    return func
+
+
+def chunks_options(func: F) -> F:
+    """``--executor memory|chunks`` and ``--chunk-rows``, for a command that runs on the
+    pieces of one export in this process only (``whatif``: the replay is sequential in
+    time, so there is nothing for Dask workers to share)."""
+    func = click.option(
+        "--chunk-rows", "chunk_rows", type=click.IntRange(min=1), default=1 << 18,
+        show_default=True, help="--executor chunks: GPU activities per piece.")(func)
+    func = click.option(
+        "--executor", "executor", type=click.Choice(["memory", "chunks"]), default="memory",
+        show_default=True,
+        help="memory: build the whole timeline; chunks: read one nsys SQLite export a piece "
+             "at a time in time order (memory follows the piece, not the trace). Same "
+             "output on each.")(func)
     return func
 
 

@@ -17,6 +17,7 @@ from traceparse.cli.common import (
     traces_argument,
     wrote,
 )
+from traceparse.cli.executors import chunked_input, chunks_options
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -79,16 +80,28 @@ def _emit_frame(frame: pl.DataFrame, fmt: str, output: str | None) -> None:
 @gpu_option
 @click.option("--allow-other-gpu", is_flag=True,
               help="Use a calibration measured on another GPU (warns; refused otherwise).")
+@chunks_options
 @output_options
 def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps: int | None,
                 scale: str | None, batch_size: int | None, steps: str | None,
-                gpu: str | None, allow_other_gpu: bool, fmt: str, output: str | None,
-                force: bool) -> None:
+                gpu: str | None, allow_other_gpu: bool, executor: str, chunk_rows: int,
+                fmt: str, output: str | None, force: bool) -> None:
     """Replay TRACE... with a calibrated model: predicted vs measured window, step and
     category times (docs/modeling.md); with --scale batch=F, the profiler-free step time
-    at F times the batch (docs/calibration.md)."""
+    at F times the batch (docs/calibration.md). --executor chunks replays the measured
+    durations of one nsys export a piece at a time (no other option)."""
     from traceparse.analyses import calibrate as cal_mod
     from traceparse.analyses import predict as pr
+
+    if executor != "memory":
+        if calibration or holdout_steps is not None or scale or batch_size or steps or gpu:
+            raise UsageError(None, f"predict --executor {executor} replays the measured "
+                                   "durations only (no --calibration, --holdout, --scale, "
+                                   "--steps or --gpu); use --executor memory")
+        frame = _chunked_replay(traces, executor, chunk_rows)
+        if frame is not None:
+            _emit_frame(frame, fmt, output)
+            return
 
     if scale is not None:
         _predict_scaled(traces, calibration, scale, holdout_steps, batch_size, steps, gpu,
@@ -176,22 +189,72 @@ def check_speedups(tl: Timeline, speedups: list[tuple[str, float]]) -> None:
                    "nothing is an error).")
 @steps_option
 @gpu_option
+@chunks_options
 @output_options
 def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: bool,
                fix: str | None, speedups: tuple[str, ...], steps: str | None,
-               gpu: str | None, fmt: str, output: str | None, force: bool) -> None:
-    """Projected window and step time of TRACE... under the chosen changes."""
+               gpu: str | None, executor: str, chunk_rows: int, fmt: str,
+               output: str | None, force: bool) -> None:
+    """Projected window and step time of TRACE... under the chosen changes.
+
+    --executor chunks replays one nsys export a piece at a time (--fix host-sync; the
+    same output as memory, docs/performance.md "Chunked replay")."""
     from traceparse.analyses import predict as pr
 
     if not (no_launch_overhead or overlap_comm or speedups or fix):
         raise UsageError(None, "whatif needs --fix NAME, --no-launch-overhead, "
                                "--overlap-comm or --speedup REGEX=FACTOR")
+    if executor != "memory":
+        frame = _chunked_whatif(traces, executor, chunk_rows, fix, no_launch_overhead
+                                or overlap_comm or bool(speedups) or bool(steps)
+                                or gpu is not None)
+        if frame is not None:
+            _emit_frame(frame, fmt, output)
+            return
     sp = [pr.parse_speedup(s) for s in speedups]
     tl = load_traces(traces, gpu=gpu)
     check_speedups(tl, sp)
     frame = pr.whatif(tl, no_launch_overhead=no_launch_overhead,
                       overlap_comm=overlap_comm, speedups=sp, step_regex=steps, fix=fix)
     _emit_frame(frame, fmt, output)
+
+
+def _chunked_replay(traces: tuple[str, ...], executor: str, chunk_rows: int
+                    ) -> pl.DataFrame | None:
+    """``predict`` without a calibration on the chunked replay; None: in memory (as
+    :func:`_chunked_whatif`)."""
+    from traceparse import replay_chunks as rc
+    from traceparse.analyses.predict import summary_from_parts
+
+    path = chunked_input(resolve(traces), executor)
+    try:
+        parts = rc.replay_summary(path, chunk_rows=chunk_rows)
+    except rc.NotOrdered as exc:
+        click.echo(f"traceparse: {path}: predict replayed in memory, not in chunks: "
+                   f"{exc.why}", err=True)
+        return None
+    return None if parts is None else summary_from_parts(parts)
+
+
+def _chunked_whatif(traces: tuple[str, ...], executor: str, chunk_rows: int,
+                    fix: str | None, other: bool) -> pl.DataFrame | None:
+    """``whatif`` on the chunked replay (:mod:`traceparse.replay_chunks`); None: compute
+    it in memory (no GPU activity, or a piece that could not continue the replay exactly:
+    one stderr line says why)."""
+    from traceparse import replay_chunks as rc
+
+    if other or fix not in rc.CHUNKED_FIXES:
+        raise UsageError(None, f"whatif --executor {executor}: only --executor chunks with "
+                               f"--fix {' / '.join(rc.CHUNKED_FIXES)} alone (no other "
+                               "change, --steps or --gpu) is replayed in pieces; use "
+                               "--executor memory")
+    path = chunked_input(resolve(traces), executor)
+    try:
+        return rc.whatif(path, fix=fix, chunk_rows=chunk_rows)
+    except rc.NotOrdered as exc:
+        click.echo(f"traceparse: {path}: whatif replayed in memory, not in chunks: "
+                   f"{exc.why}", err=True)
+        return None
 
 
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
