@@ -33,6 +33,7 @@ from traceparse.analyses.callparts import CallState
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
+from traceparse.timeline import Timeline
 
 P = TypeVar("P")
 EXECUTORS = ("memory", "chunks", "dask")
@@ -96,6 +97,47 @@ class NotLocal(Exception):
 WindowPart = tuple[pl.DataFrame, CallState, int]
 
 
+Span = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def local_span(plan: chunks.Plan, span: Span,
+               explain: pl.DataFrame | Callable[[Timeline], pl.DataFrame], state: CallState
+               ) -> Timeline:
+    """The timeline of the first span of ``span`` (its candidate starts and ends, as
+    :func:`_earlier` and :func:`_later` give them) that holds every row the rules read
+    for the stretches of ``explain`` (``rank``, ``device_id``, ``start_ns``, ``end_ns``,
+    or a function of the span's timeline giving them;
+    :func:`traceparse.nsys.spancheck.why_not_local`), with the trace-wide call ``state``
+    in :data:`~traceparse.analyses.callparts.STATE_SLOT`. A lookup that reaches
+    backwards (forwards) is retried on a span starting earlier (ending later).
+
+    Raises:
+        NotLocal: no candidate span holds them.
+    """
+    from traceparse.analyses.callparts import STATE_SLOT
+    from traceparse.nsys.spancheck import BACKWARD, FORWARD, WIDER, why_not_local
+    from traceparse.nsys.spans import read_span
+
+    lows, highs = span
+    k = m = 0
+    while True:
+        lo, hi = lows[k], highs[m]
+        tl, _ = read_span(plan, lo, hi)
+        why = why_not_local(plan, tl, explain if isinstance(explain, pl.DataFrame)
+                            else explain(tl), lo, hi)
+        moved = False
+        if why in BACKWARD + WIDER and k + 1 < len(lows):
+            k, moved = k + 1, True
+        if why in FORWARD + WIDER and m + 1 < len(highs):
+            m, moved = m + 1, True
+        if not moved:
+            break
+    if why is not None:
+        raise NotLocal(why)
+    tl.__dict__[STATE_SLOT] = state
+    return tl
+
+
 def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> WindowPart:
     """The idle-gap partial of one time window, the call-state partial of the GPU rows
     that start in it and their deepest queue (runs on a worker)."""
@@ -135,42 +177,26 @@ def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
     return call_state(j, BLOCKING_API_RE), max(0, int(depth or 0))
 
 
-def _merge_windows(parts: Sequence[WindowPart], min_ns: int) -> WindowPart:
+def merge_with_state(parts: Sequence[tuple[P, CallState, int]],
+                     merge: Callable[[Sequence[P]], P]) -> tuple[P, CallState, int]:
+    """Pass-1 partials (an analysis' partial, the call state and the deepest queue, as
+    :func:`gap_window_task` gives them) merged: the first by ``merge``, the call states
+    by :func:`~traceparse.analyses.callparts.merge_call_states`, the queues by max."""
     from traceparse.analyses.callparts import merge_call_states
 
-    return (chunked_gaps.merge_gaps([p[0] for p in parts], min_ns),
-            merge_call_states([p[1] for p in parts]), max(p[2] for p in parts))
+    return (merge([p[0] for p in parts]), merge_call_states([p[1] for p in parts]),
+            max(p[2] for p in parts))
 
 
-def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], tuple[int, ...]],
-                   gaps: pl.DataFrame,
+def gap_cause_task(plan: chunks.Plan, span: Span, gaps: pl.DataFrame,
                    opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
     end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
     with the trace-wide call state, and that timeline's first event (runs on a worker)."""
-    from traceparse.analyses.callparts import STATE_SLOT
     from traceparse.analyses.gaps import idle_gaps as memory_gaps
-    from traceparse.nsys.spancheck import BACKWARD, FORWARD, WIDER, why_not_local
-    from traceparse.nsys.spans import read_span
 
     min_ns, state = opts
-    lows, highs = span
-    # a lookup that reaches backwards (forwards) may be met by a span reaching further
-    k = m = 0
-    while True:
-        lo, hi = lows[k], highs[m]
-        tl, _ = read_span(plan, lo, hi)
-        why = why_not_local(plan, tl, gaps, lo, hi)
-        moved = False
-        if why in BACKWARD + WIDER and k + 1 < len(lows):
-            k, moved = k + 1, True
-        if why in FORWARD + WIDER and m + 1 < len(highs):
-            m, moved = m + 1, True
-        if not moved:
-            break
-    if why is not None:
-        raise NotLocal(why)
-    tl.__dict__[STATE_SLOT] = state
+    tl = local_span(plan, span, gaps, state)
     first = tl.span_ns()
     rows = memory_gaps(tl, min_ns=min_ns)
     keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
@@ -208,14 +234,15 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part, state, depth = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
-                                 partial(_merge_windows, min_ns=min_ns), workers, scheduler)
+    merge = partial(merge_with_state, merge=partial(chunked_gaps.merge_gaps, min_ns=min_ns))
+    part, state, depth = _reduce(executor, plan, gap_window_task, wins, (min_ns,), merge,
+                                 workers, scheduler)
     found = chunked_gaps.gap_list(part)
     starts = [w[0] for w in wins]
     owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
                             found["start_ns"].to_numpy(), side="right") - 1
     found = found.with_columns(pl.Series("_w", owner, pl.Int64))
-    jobs: list[tuple[tuple[tuple[int, ...], tuple[int, ...]], pl.DataFrame]] = []
+    jobs: list[tuple[Span, pl.DataFrame]] = []
     for i in sorted({0, *owner.tolist()}):
         mine = found.filter(pl.col("_w") == i).drop("_w")
         lo = wins[i][0] if i > 0 else -chunks.END
