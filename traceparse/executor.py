@@ -1,6 +1,7 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels``, ``breakdown --gpu-only`` and ``gaps``):
+Executors (``--executor`` of ``kernels``, ``breakdown`` and ``gaps``; the full
+``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process

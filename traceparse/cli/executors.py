@@ -1,5 +1,6 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
-(:mod:`traceparse.executor`): ``kernels``, ``breakdown --gpu-only`` and ``gaps``."""
+(:mod:`traceparse.executor`): ``kernels``, ``breakdown`` (each device's own window; also
+``--gpu-only``) and ``gaps``."""
 
 from __future__ import annotations
 
