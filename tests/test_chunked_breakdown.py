@@ -177,3 +177,29 @@ def test_dask_executor_equals_memory(tmp_path: Path) -> None:
     got = _cli("breakdown", "--executor", "dask", "--workers", "2", "--chunk-rows", "1",
                path, "--format", "csv")
     assert mem[0] == 0 and got == mem
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_overlap_lookup_equals_pairwise(seed: int) -> None:
+    # spancheck._over finds the rows that overlap a stretch of their group by one as-of
+    # join on the merged stretches (a span has as many free stretches as kernels); the
+    # same rows as testing every (row, stretch) pair, for disjoint stretches per device
+    # and overlapping ones (rank only: several devices' stretches)
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    n, m = 300, 120
+    rows = pl.DataFrame({"rank": rng.integers(0, 2, n).astype(np.int32),
+                         "device_id": rng.integers(0, 2, n).astype(np.int32),
+                         "start_ns": (s := rng.integers(0, 10_000, n)),
+                         "end_ns": s + rng.integers(1, 300, n)})
+    gs = rng.integers(0, 10_000, m)
+    g = pl.DataFrame({"rank": rng.integers(0, 2, m).astype(np.int32),
+                      "device_id": rng.integers(0, 2, m).astype(np.int32),
+                      "start_ns": gs, "end_ns": gs + rng.integers(1, 200, m)})
+    for on in (["rank", "device_id"], ["rank"], []):
+        want = [any((not on or all(r[c] == x[c] for c in on))
+                    and r["start_ns"] < x["end_ns"] and r["end_ns"] > x["start_ns"]
+                    for x in g.iter_rows(named=True)) for r in rows.iter_rows(named=True)]
+        assert spancheck._over(rows, g, on).equals(rows.filter(pl.Series(want))), on

@@ -78,15 +78,36 @@ def _rank(p: Plan, pid: int) -> int:
     return p.ranks.get(pid, 0) if p.ranks else 0
 
 
+def _hits(rows: pl.DataFrame, g: pl.DataFrame, on: list[str], lo: str = "start_ns",
+          hi: str = "end_ns") -> pl.Series:
+    """Per row of ``rows``: does some stretch of ``g`` with the same ``on`` values start
+    before its ``hi`` and end after its ``lo`` (overlap ``[lo, hi)``)? The stretches are
+    merged per ``on`` first (a row overlaps one of them iff it overlaps their union), so
+    the last merged stretch starting before ``hi`` decides: one as-of join, never a row
+    per (row, stretch) pair (a span has as many free stretches as kernels: that join
+    held 15 GB on a 262,144-kernel window)."""
+    from traceparse.analyses import intervals
+
+    if rows.height == 0 or g.height == 0:
+        return pl.Series("_hit", [False] * rows.height, pl.Boolean)
+    u = intervals.union(g.select(*on, "start_ns", "end_ns"), by=on)
+    u = u.select(*on, (pl.col("start_ns") + 1).alias("_gs1"), pl.col("end_ns").alias("_ge"))
+    left = rows.select(*on, pl.col(lo).alias("_lo"), pl.col(hi).alias("_hi")) \
+        .with_row_index("_i").cast({c: u.schema[c] for c in on})
+    # the last merged stretch with start < hi, i.e. start + 1 <= hi
+    j = left.filter(pl.col("_hi").is_not_null()).sort("_hi").join_asof(
+        u.sort("_gs1"), left_on="_hi", right_on="_gs1", by=on or None, strategy="backward",
+        check_sortedness=False)
+    hit = j.filter(pl.col("_ge") > pl.col("_lo"))["_i"]
+    out = pl.Series("_hit", [False] * rows.height, pl.Boolean)
+    return out.scatter(hit, True) if hit.len() else out
+
+
 def _over(rows: pl.DataFrame, g: pl.DataFrame, on: list[str]) -> pl.DataFrame:
     """The rows of ``rows`` that overlap some gap of ``g`` with the same ``on`` values."""
     if rows.height == 0:
         return rows
-    j = rows.with_row_index("_i").join(
-        g.select(*on, pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")),
-        on=on, how="inner")
-    hit = j.filter((pl.col("start_ns") < pl.col("_ge")) & (pl.col("end_ns") > pl.col("_gs")))
-    return rows[hit["_i"].unique().sort()]
+    return rows.filter(_hits(rows, g, on))
 
 
 def _processes(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
@@ -106,9 +127,7 @@ def _threads(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | 
     rows = tl.ranges.filter(kinds.is_in(["osrt", "cpu_sample"]) & pl.col("end_ns").is_not_null())
     if rows.height == 0:
         return None
-    near = rows.filter(pl.any_horizontal(*(
-        (pl.col("start_ns") < e) & (pl.col("end_ns") > s)
-        for s, e in g.select("start_ns", "end_ns").iter_rows()))) if g.height < 64 else rows
+    near = rows.filter(_hits(rows, g, []))
     seen = set(tl.api.select("process_id", "thread_id").unique().iter_rows())
     for pid, tid in near.select("process_id", "thread_id").unique().iter_rows():
         if (pid, tid) in p.threads and (pid, tid) not in seen:
@@ -160,10 +179,9 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
          & waited)
         | ((pl.col("_cs") == pl.col("_cs").min().over("rank", "process_id", "_tid"))
            & waiter))
-    j = first.cast({"rank": pl.Int32, "device_id": pl.Int32}).join(
-        g.select(*_RANK_DEV, pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")),
-        on=_RANK_DEV)
-    if j.filter((pl.col("_ce") < pl.col("_ge")) & (pl.col("start_ns") > pl.col("_gs"))).height:
+    # queued across a gap: some gap starts before the activity and ends after its call
+    first = first.cast({"rank": pl.Int32, "device_id": pl.Int32})
+    if _hits(first, g, _RANK_DEV, lo="_ce", hi="start_ns").any():
         return HELD_BACK
     return None
 
