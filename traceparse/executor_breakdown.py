@@ -29,11 +29,11 @@ from functools import partial
 import polars as pl
 
 from traceparse.analyses import chunked
-from traceparse.analyses.callparts import CallState
 from traceparse.executor import (
     CHUNK_ROWS,
     NotLocal,
     Span,
+    TraceState,
     WindowPart,
     _earlier,
     _later,
@@ -55,7 +55,7 @@ def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowP
     of :func:`~traceparse.analyses.chunked.window_parts`, the call-state partial of the
     GPU rows starting in it and their deepest queue (runs on a worker)."""
     rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
-    return (chunked.window_parts(rows, *window), *window_call_state(plan, rows, *window))
+    return chunked.window_parts(rows, *window), window_call_state(plan, rows, *window)
 
 
 def free_stretches(tl: Timeline, wins: pl.DataFrame) -> pl.DataFrame:
@@ -72,7 +72,7 @@ def free_stretches(tl: Timeline, wins: pl.DataFrame) -> pl.DataFrame:
     return intervals.subtract(w, busy.cast(w.schema), by=GROUP)  # type: ignore[arg-type]
 
 
-def span_parts_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: CallState
+def span_parts_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
                     ) -> tuple[pl.DataFrame, int | None]:
     """:func:`~traceparse.analyses.attribution.breakdown_windows` of the device windows
     ``wins`` (one time window's part of each device's window) on the timeline of ``span``
@@ -117,9 +117,10 @@ def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_RO
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part, state, depth = _reduce(executor, plan, breakdown_window_task, wins, (),
-                                 partial(merge_with_state, merge=chunked.merge_parts),
-                                 workers, scheduler)
+    part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
+                          partial(merge_with_state, merge=chunked.merge_parts), workers,
+                          scheduler)
+    depth = state.depth
     devices = part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
                                                                     "last_ns")
     if devices.height == 0:

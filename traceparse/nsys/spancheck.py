@@ -143,7 +143,6 @@ def _cpu_ops(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | 
 
 
 def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
-    from traceparse import links
     from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
 
     if lo <= -END:
@@ -151,8 +150,18 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
     sw = _over(stream_waits(tl).cast({"rank": pl.Int32, "device_id": pl.Int32}), g, _RANK_DEV)
     if sw.height and (sw["event"].null_count() or (sw["producer"] == NO_PRODUCER).any()):
         return NO_RECORD
-    # a wait before the span holds back the first activity a stream or a thread launches
-    # in it: such an activity must not be queued across a gap
+    if _held(p, tl, g).height:
+        return HELD_BACK
+    return None
+
+
+def _held(p: Plan, tl: Timeline, g: pl.DataFrame) -> pl.DataFrame:
+    """The first activity a waited stream (``_waited``) or a waiting thread (``_waiter``)
+    launches in the span, where it is queued across a gap: a wait before the span may
+    hold it back. Columns ``rank, process_id, device_id, stream_id, _tid`` and the two
+    flags."""
+    from traceparse import links
+
     idx = links.launch_links(tl)["api_row"]
     acts = pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id",
                                     "start_ns", "category"),
@@ -161,8 +170,6 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
                                     pl.col("thread_id").gather(idx).alias("_tid"))],
                      how="horizontal").filter(
         (pl.col("category").cast(pl.String) != "sync") & pl.col("_cs").is_not_null())
-    if acts.height == 0:
-        return None
     # only threads that call a wait (the stream inferred) and streams of a synchronization
     # record (the stream recorded) can be held by one
     waiter = pl.struct(pl.col("process_id"), pl.col("_tid")).is_in(
@@ -174,16 +181,43 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
     acts = acts.with_columns(pl.col("process_id").cast(pl.Int64), pl.col("_tid").cast(pl.Int64),
                              pl.col("device_id").cast(pl.Int64),
                              pl.col("stream_id").cast(pl.Int64))
-    first = acts.filter(
+    first = acts.with_columns(
         ((pl.col("_cs") == pl.col("_cs").min().over("rank", "device_id", "stream_id"))
-         & waited)
-        | ((pl.col("_cs") == pl.col("_cs").min().over("rank", "process_id", "_tid"))
-           & waiter))
+         & waited).alias("_waited"),
+        ((pl.col("_cs") == pl.col("_cs").min().over("rank", "process_id", "_tid"))
+         & waiter).alias("_waiter")).filter(pl.col("_waited") | pl.col("_waiter"))
     # queued across a gap: some gap starts before the activity and ends after its call
     first = first.cast({"rank": pl.Int32, "device_id": pl.Int32})
-    if _hits(first, g, _RANK_DEV, lo="_ce", hi="start_ns").any():
-        return HELD_BACK
-    return None
+    return first.filter(_hits(first, g, _RANK_DEV, lo="_ce", hi="start_ns")).select(
+        "rank", "process_id", "device_id", "stream_id", "_tid", "_waited", "_waiter")
+
+
+def held_back_start(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int,
+                    launches: pl.DataFrame) -> int:
+    """Where a span starting at ``lo`` that fails :data:`HELD_BACK` must start instead:
+    just before the latest launch call before ``lo`` on each held stream or thread
+    (``launches``: :attr:`traceparse.executor.TraceState.launches`, the latest launch
+    call per window; the largest of them below ``lo`` is at most that launch's start).
+    A wait that holds the span's first launch on a stream (thread) comes after the
+    previous launch on it, so it ends inside the new span; and that previous launch,
+    queued at most the deepest queue, starts before every gap the span explains. The
+    file's beginning when a held stream or thread has no launch before ``lo``."""
+    held = _held(p, tl, g)
+    out = lo
+    for kind, a, b, flag in (("stream", "device_id", "stream_id", "_waited"),
+                             ("thread", "process_id", "_tid", "_waiter")):
+        keys = held.filter(pl.col(flag)).select(
+            "rank", pl.col(a).cast(pl.Int64).alias("a"), pl.col(b).cast(pl.Int64).alias("b")
+        ).unique()
+        if keys.height == 0:
+            continue
+        before = launches.filter((pl.col("kind") == kind) & (pl.col("cs") < lo)).group_by(
+            "rank", "a", "b").agg(pl.col("cs").max())
+        got = keys.join(before, on=["rank", "a", "b"], how="left", nulls_equal=True)
+        if got["cs"].null_count():
+            return -END
+        out = min(out, int(got["cs"].min()) - 1)  # type: ignore[arg-type]
+    return out
 
 
 def _spawns(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
