@@ -203,3 +203,39 @@ def test_overlap_lookup_equals_pairwise(seed: int) -> None:
                     and r["start_ns"] < x["end_ns"] and r["end_ns"] > x["start_ns"]
                     for x in g.iter_rows(named=True)) for r in rows.iter_rows(named=True)]
         assert spancheck._over(rows, g, on).equals(rows.filter(pl.Series(want))), on
+
+
+def test_held_back_span_starts_at_the_previous_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nsys-ai mfu_2gpu_after at 300 rows: a span's first launch on a waited stream is
+    # queued across a free stretch, so a wait before the span might hold it back; the span
+    # is widened to just before that stream's (thread's) previous launch, taken from the
+    # latest launch per window of pass 1 (not to the file's start), and the frame is
+    # still memory's. Checked: the widened start is below the span's and above the
+    # file's start, and the previous launch it names is a launch call of the export
+    path = _shared("nsys-ai__mfu_2gpu_after.sqlite")
+    seen: list[tuple[int, int]] = []
+    orig = spancheck.held_back_start
+
+    def spy(*a: object) -> int:
+        got = orig(*a)  # type: ignore[arg-type]
+        seen.append((int(a[3]), got))  # type: ignore[call-overload]
+        return got
+
+    monkeypatch.setattr(spancheck, "held_back_start", spy)
+    got = eb.breakdown(str(path), chunk_rows=300)
+    assert got is not None
+    assert_frame_equal(got[0], attribution.breakdown(read(path)), check_exact=True)
+    targeted = [(lo, new) for lo, new in seen if -chunks.END < new < lo]
+    assert targeted, seen
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    for lo, new in targeted:
+        # new + 1 is a call start below lo that launched GPU work (a kernel's call)
+        (n,) = con.execute(
+            "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN "
+            "CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+            "AND (k.globalPid >> 24) = (r.globalTid >> 24) WHERE r.start = ?",
+            (new + 1,)).fetchone()
+        assert n >= 1 and new + 1 < lo
+    con.close()
