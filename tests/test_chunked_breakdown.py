@@ -51,19 +51,23 @@ def _c(api: str, start_us: int, end_us: int, act: Activity | None = None, tid: i
 
 
 def _edge_export(path: Path) -> Path:
-    """One process. Device 0: kernels ``a`` [0, 10) and [1100, 1110) us, ``w`` [1200,
-    1210); in the free time between them the launch call of the second ``a`` [100, 300),
-    a cudaDeviceSynchronize [400, 600) and the first launch of ``w`` [700, 1000) (300 us:
-    at least 100 us and ten times the process's median launch call, 1 us: lazy loading).
-    Device 1 (launched from thread 1): kernels ``e`` at 200, 500 and 800 us, 10 us each,
-    whose starts are window edges at one GPU row per window: each of the three calls
-    crosses one."""
-    a1, a2, w = _k("a", 0), _k("a", 1100), _k("w", 1200)
+    """One process. Device 0: kernels ``a`` [0, 10) and [310, 320) us, ``w`` [1010,
+    1020), ``a`` [1020, 1030); in the free time between them the launch call of the
+    second ``a`` [100, 300), a cudaDeviceSynchronize [400, 600), the first launch of
+    ``w`` [700, 1000) (300 us: at least 100 us and ten times the process's median launch
+    call, 1 us: lazy loading) and, from thread 1, the launch of the third ``a``
+    [820, 990) (170 us, not the name's first launch: launch overhead, which wins over
+    the warm-up it overlaps). Device 1 (launched from thread 1): kernels ``e`` at 200,
+    500 and 800 us, 10 us each, whose starts are window edges at one GPU row per
+    window: the first three calls each cross one. The span of the window [800, 1010)
+    reaches back the deepest queue (310 us) only: it holds neither the first ``a`` nor
+    enough short calls for the median, so its parts need the carried call state."""
+    a1, a2, w, a3 = _k("a", 0), _k("a", 310), _k("w", 1010), _k("a", 1020)
     e = [_k("e", t, dev=1) for t in (200, 500, 800)]
     calls = (_c(LAUNCH, -5, -4, a1), _c(LAUNCH, 100, 300, a2),
              _c(LAUNCH, 190, 191, e[0], tid=1), _c(SYNC, 400, 600, sync="context"),
              _c(LAUNCH, 490, 491, e[1], tid=1), _c(LAUNCH, 700, 1000, w),
-             _c(LAUNCH, 790, 791, e[2], tid=1))
+             _c(LAUNCH, 790, 791, e[2], tid=1), _c(LAUNCH, 820, 990, a3, tid=1))
     pid = 4242
     return samplegen_sqlite.write(
         Scenario("edges", "calls across window edges", calls,
@@ -72,10 +76,11 @@ def _edge_export(path: Path) -> Path:
 
 #: (device) -> parts in us, by hand (module docstring of traceparse/analyses/attribution.py)
 WANT = {
-    # window [0, 1210): compute 30; free [10, 1100) and [1110, 1200): launch [100, 300),
-    # host sync [400, 600), warm-up [700, 1000), the rest idle (1180 - 700)
-    0: {"window_ns": 1210, "compute_ns": 30, "launch_overhead_ns": 200, "host_sync_ns": 200,
-        "warmup_ns": 300, "idle_ns": 480},
+    # window [0, 1030): compute 40; free [10, 310) and [320, 1010): launch [100, 300)
+    # and [820, 990), host sync [400, 600), warm-up [700, 1000) less the launch inside
+    # it, the rest idle (990 - 370 - 130 - 200)
+    0: {"window_ns": 1030, "compute_ns": 40, "launch_overhead_ns": 370, "host_sync_ns": 200,
+        "warmup_ns": 130, "idle_ns": 290},
     # window [200, 810): compute 30; the sync call counts on device 1 too (same process):
     # [400, 500) and [510, 600) less the launch window [490, 491) inside it; launch windows
     # [490, 491) and [790, 791) (the first, [190, 191), is before the window)
@@ -84,7 +89,8 @@ WANT = {
 }
 
 
-def test_generated_calls_across_window_edges(tmp_path: Path) -> None:
+def test_generated_calls_across_window_edges(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(_edge_export(tmp_path / "edges.sqlite"))
     mem = attribution.breakdown(read(path))
     for dev, parts in WANT.items():
@@ -99,6 +105,19 @@ def test_generated_calls_across_window_edges(tmp_path: Path) -> None:
         assert got is not None
         assert_frame_equal(got[0], mem, check_exact=True)
         assert got[1] == B - 5 * US  # the first event: a1's launch call
+    # the spans' own first launches and median call are not the trace's: without the
+    # carried state the warm-up of device 0 is lost
+    from traceparse import executor
+    from traceparse.analyses.callparts import STATE_SLOT
+
+    def stateless(*a: object) -> object:
+        tl = executor.local_span(*a)  # type: ignore[arg-type]
+        del tl.__dict__[STATE_SLOT]
+        return tl
+
+    monkeypatch.setattr(eb, "local_span", stateless)
+    got = eb.breakdown(path, chunk_rows=1)
+    assert got is not None and not got[0].equals(mem)
 
 
 def _rows(path: Path) -> int:
