@@ -541,7 +541,18 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
             sets[label] = _clip_to_windows(frame, w, group)
         sums = _part_sums(intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0),
                           ["_wid"])
-    out = w.join(sums, on="_wid", how="left").with_columns(
+    return finish_rows(w.join(sums, on="_wid", how="left"), group)
+
+
+def finish_rows(sums: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:
+    """Attribution rows from their part sums: ``sums`` has the group columns, optionally
+    ``window_name``, ``window_start_ns``, ``window_end_ns``, the :data:`PARTS` and
+    ``overlapped_comm_ns`` (null: 0); adds ``window_ns`` and ``comm_overlap_pct`` and
+    gives :func:`breakdown_windows`' columns and order (the chunked breakdown, which sums
+    the parts of time windows, finishes its rows here too)."""
+    group = list(group)
+    named = "window_name" in sums.columns
+    out = sums.with_columns(
         *(pl.col(c).fill_null(0).cast(pl.Int64) for c in (*PARTS, "overlapped_comm_ns")),
         (pl.col("window_end_ns") - pl.col("window_start_ns")).alias("window_ns"))
     denom = pl.col("overlapped_comm_ns") + pl.col("communication_ns")

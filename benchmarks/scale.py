@@ -12,7 +12,8 @@ Rows (each a separate process, run under ``/usr/bin/time -v``):
   prints its time ratio to the reference row of its workload (HTA, the bare read) and its
   goal.
 * both nsys exports: ``kernels`` and ``breakdown --gpu-only`` on the ``memory``, ``chunks``
-  and ``dask`` executors (issue 28; :func:`executor_rows`).
+  and ``dask`` executors, ``gaps`` and the full ``breakdown`` in chunks (issue 28;
+  :func:`executor_rows`).
 * nsys, 1.03M-kernel export: ``traceparse --no-cache kernels``; ``nsys stats -r
   cuda_gpu_kern_sum`` on a fresh copy (nsys alters its input; the copy is made before the
   timer starts; ``--nsys`` or ``$NSYS``); the bare Arrow read (``bare_nsys_read.py``);
@@ -163,13 +164,14 @@ EXECUTOR_ROWS = (
     ("kernels", "--executor chunks"), ("kernels", "--executor dask --workers 4"),
     ("breakdown --gpu-only", ""), ("breakdown --gpu-only", "--executor chunks"),
     ("breakdown --gpu-only", "--executor dask --workers 4"),
-    ("gaps", "--executor chunks --chunk-rows 65536"))
+    ("gaps", "--executor chunks --chunk-rows 65536"),
+    ("breakdown", ""), ("breakdown", "--executor chunks"))
 
 
 def executor_rows(workload: str, n: str, tp: list[str]
                   ) -> list[tuple[str, str, list[str], object]]:
-    """``kernels``, ``breakdown --gpu-only`` and ``gaps`` on the ``memory`` (default),
-    ``chunks`` and
+    """``kernels``, ``breakdown --gpu-only``, ``gaps`` and ``breakdown`` on the ``memory``
+    (default), ``chunks`` and
     ``dask`` executors (the dask rows start a local cluster of 4 worker processes, one
     thread each, on whatever cores the machine has; the tree RSS column sums client and
     workers, ``benchmarks/dask_peaks.py`` gives each process's peak)."""

@@ -183,7 +183,8 @@ def test_cli_bad_input_one_line(tmp_path: Path) -> None:
                  ["breakdown", "--gpu-only", str(cut), "--executor", "chunks"],
                  ["kernels", str(other), "--executor", "chunks"],
                  ["kernels", str(good), str(good), "--executor", "chunks"],
-                 ["breakdown", str(good), "--executor", "chunks"],
+                 ["breakdown", "--by-stream", str(good), "--executor", "chunks"],
+                 ["breakdown", "--window", "0:9", str(good), "--executor", "chunks"],
                  ["breakdown", "--gpu-only", "--by-stream", str(good)]):
         rc, out = _cli(*args)
         assert rc == 2, args

@@ -1,6 +1,7 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels``, ``breakdown --gpu-only`` and ``gaps``):
+Executors (``--executor`` of ``kernels``, ``breakdown`` and ``gaps``; the full
+``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import polars as pl
@@ -33,6 +34,7 @@ from traceparse.analyses.callparts import CallState
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
+from traceparse.timeline import Timeline
 
 P = TypeVar("P")
 EXECUTORS = ("memory", "chunks", "dask")
@@ -93,7 +95,79 @@ class NotLocal(Exception):
         self.why = why
 
 
-WindowPart = tuple[pl.DataFrame, CallState, int]
+class TraceState(NamedTuple):
+    """What the second pass's spans need from the whole trace (pass 1, merged exactly):
+    ``calls``: the call rules' state (:class:`~traceparse.analyses.callparts.CallState`);
+    ``depth``: the deepest launch queue (a call's start to its activity's start; a span
+    reaching back this far holds the call of every activity that starts in it);
+    ``launches``: per time window (``_t0``) the latest launch call start ``cs`` per
+    waited stream (``kind`` ``stream``: ``rank``, ``a`` device, ``b`` stream) and per
+    launching thread (``thread``: ``rank``, ``a`` process, ``b`` thread), from which a
+    span held back by a stream wait finds how far back to start
+    (:func:`traceparse.nsys.spancheck.held_back_start`)."""
+
+    calls: CallState
+    depth: int
+    launches: pl.DataFrame
+
+
+WindowPart = tuple[pl.DataFrame, TraceState]
+
+
+Span = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def local_span(plan: chunks.Plan, span: Span,
+               explain: pl.DataFrame | Callable[[Timeline], pl.DataFrame], state: TraceState
+               ) -> Timeline:
+    """The timeline of the first span of ``span`` (its candidate starts and ends, as
+    :func:`_earlier` and :func:`_later` give them) that holds every row the rules read
+    for the stretches of ``explain`` (``rank``, ``device_id``, ``start_ns``, ``end_ns``,
+    or a function of the span's timeline giving them;
+    :func:`traceparse.nsys.spancheck.why_not_local`), with the trace-wide call state in
+    :data:`~traceparse.analyses.callparts.STATE_SLOT`. A lookup that reaches backwards
+    (forwards) is retried on a span starting earlier (ending later); a span whose first
+    launch on a waited stream or thread may be held back by a wait before it starts just
+    before that stream's or thread's previous launch
+    (:func:`traceparse.nsys.spancheck.held_back_start`).
+
+    Raises:
+        NotLocal: no candidate span holds them.
+    """
+    from traceparse.analyses.callparts import STATE_SLOT
+    from traceparse.nsys.spancheck import (
+        BACKWARD,
+        FORWARD,
+        HELD_BACK,
+        WIDER,
+        held_back_start,
+        why_not_local,
+    )
+    from traceparse.nsys.spans import read_span
+
+    lows, highs = span
+    k = m = 0
+    lo, hi = lows[0], highs[0]
+    while True:
+        tl, _ = read_span(plan, lo, hi)
+        g = explain if isinstance(explain, pl.DataFrame) else explain(tl)
+        why = why_not_local(plan, tl, g, lo, hi)
+        wider = (lo, hi)
+        if why == HELD_BACK:
+            wider = (min(lo, held_back_start(plan, tl, g, lo, state.launches)), hi)
+        elif why in BACKWARD + WIDER and k + 1 < len(lows):
+            k += 1
+            wider = (min(lo, lows[k]), hi)
+        if why in FORWARD + WIDER and m + 1 < len(highs):
+            m += 1
+            wider = (wider[0], max(hi, highs[m]))
+        if wider == (lo, hi):
+            break
+        lo, hi = wider
+    if why is not None:
+        raise NotLocal(why)
+    tl.__dict__[STATE_SLOT] = state.calls
+    return tl
 
 
 def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> WindowPart:
@@ -101,17 +175,18 @@ def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> 
     that start in it and their deepest queue (runs on a worker)."""
     rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
     return (chunked_gaps.window_gaps(rows, *window, min_ns),
-            *window_call_state(plan, rows, *window))
+            window_call_state(plan, rows, *window))
 
 
 def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
-                      ) -> tuple[CallState, int]:
-    """:func:`traceparse.analyses.callparts.call_state` of the busy GPU rows of ``rows``
-    that start in ``[t0, t1)``, each joined to its call as the attribution joins them
+                      ) -> TraceState:
+    """The :class:`TraceState` partial of the busy GPU rows of ``rows`` that start in
+    ``[t0, t1)``, each joined to its call as the attribution joins them
     (:func:`traceparse.analyses.attribution.classify_calls`; the calls read by
-    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`), and the
-    longest time from a call's start (the earliest call of its key) to its activity's
-    start (0 without any)."""
+    correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`): their
+    :func:`~traceparse.analyses.callparts.call_state`, the longest time from a call's
+    start (the earliest call of its key) to its activity's start (0 without any), and
+    the latest launch call per stream and per thread."""
     from traceparse.analyses.attribution import BLOCKING_API_RE
     from traceparse.analyses.callparts import call_state
     from traceparse.nsys.spans import calls_by_correlation
@@ -126,51 +201,53 @@ def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
     depth = own.join(early, on=key, how="inner").select(
         (pl.col("start_ns") - pl.col("_cs")).max()).item()
     api = (api
-           .select(*key, pl.col("name").alias("call_name"),
+           .select(*key, pl.col("name").alias("call_name"), "thread_id",
                    pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"))
            .unique(subset=key, keep="first", maintain_order=True))
     j = own.select("rank", "process_id", "correlation_id", "name", "kind", "start_ns",
+                   "device_id", "stream_id",
                    *(c for c in ("src_kind", "dst_kind") if c in own.columns)
                    ).join(api, on=key, how="inner", maintain_order="left")
-    return call_state(j, BLOCKING_API_RE), max(0, int(depth or 0))
+    return TraceState(call_state(j, BLOCKING_API_RE), max(0, int(depth or 0)),
+                      _latest_launches(j, t0))
 
 
-def _merge_windows(parts: Sequence[WindowPart], min_ns: int) -> WindowPart:
+def _latest_launches(j: pl.DataFrame, t0: int) -> pl.DataFrame:
+    """:attr:`TraceState.launches` of the joined launches ``j`` of the window at ``t0``."""
+    cs = pl.col("api_start_ns").max().cast(pl.Int64).alias("cs")
+    parts = [j.group_by("rank", a, b).agg(cs).select(
+        pl.lit(t0, pl.Int64).alias("_t0"), pl.lit(kind).alias("kind"),
+        pl.col("rank").cast(pl.Int32), pl.col(a).cast(pl.Int64).alias("a"),
+        pl.col(b).cast(pl.Int64).alias("b"), "cs")
+        for kind, a, b in (("stream", "device_id", "stream_id"),
+                           ("thread", "process_id", "thread_id"))]
+    return pl.concat(parts)
+
+
+def merge_with_state(parts: Sequence[tuple[P, TraceState]],
+                     merge: Callable[[Sequence[P]], P]) -> tuple[P, TraceState]:
+    """Pass-1 partials (an analysis' partial and the :class:`TraceState`, as
+    :func:`gap_window_task` gives them) merged: the first by ``merge``, the call states
+    by :func:`~traceparse.analyses.callparts.merge_call_states`, the queues by max, the
+    latest launches kept per window."""
     from traceparse.analyses.callparts import merge_call_states
 
-    return (chunked_gaps.merge_gaps([p[0] for p in parts], min_ns),
-            merge_call_states([p[1] for p in parts]), max(p[2] for p in parts))
+    states = [p[1] for p in parts]
+    return (merge([p[0] for p in parts]),
+            TraceState(merge_call_states([s.calls for s in states]),
+                       max(s.depth for s in states),
+                       pl.concat([s.launches for s in states])))
 
 
-def gap_cause_task(plan: chunks.Plan, span: tuple[tuple[int, ...], tuple[int, ...]],
-                   gaps: pl.DataFrame,
-                   opts: tuple[int, CallState]) -> tuple[pl.DataFrame, int | None]:
+def gap_cause_task(plan: chunks.Plan, span: Span, gaps: pl.DataFrame,
+                   opts: tuple[int, TraceState]) -> tuple[pl.DataFrame, int | None]:
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
     end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
     with the trace-wide call state, and that timeline's first event (runs on a worker)."""
-    from traceparse.analyses.callparts import STATE_SLOT
     from traceparse.analyses.gaps import idle_gaps as memory_gaps
-    from traceparse.nsys.spancheck import BACKWARD, FORWARD, WIDER, why_not_local
-    from traceparse.nsys.spans import read_span
 
     min_ns, state = opts
-    lows, highs = span
-    # a lookup that reaches backwards (forwards) may be met by a span reaching further
-    k = m = 0
-    while True:
-        lo, hi = lows[k], highs[m]
-        tl, _ = read_span(plan, lo, hi)
-        why = why_not_local(plan, tl, gaps, lo, hi)
-        moved = False
-        if why in BACKWARD + WIDER and k + 1 < len(lows):
-            k, moved = k + 1, True
-        if why in FORWARD + WIDER and m + 1 < len(highs):
-            m, moved = m + 1, True
-        if not moved:
-            break
-    if why is not None:
-        raise NotLocal(why)
-    tl.__dict__[STATE_SLOT] = state
+    tl = local_span(plan, span, gaps, state)
     first = tl.span_ns()
     rows = memory_gaps(tl, min_ns=min_ns)
     keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
@@ -208,14 +285,16 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part, state, depth = _reduce(executor, plan, gap_window_task, wins, (min_ns,),
-                                 partial(_merge_windows, min_ns=min_ns), workers, scheduler)
+    merge = partial(merge_with_state, merge=partial(chunked_gaps.merge_gaps, min_ns=min_ns))
+    part, state = _reduce(executor, plan, gap_window_task, wins, (min_ns,), merge, workers,
+                          scheduler)
+    depth = state.depth
     found = chunked_gaps.gap_list(part)
     starts = [w[0] for w in wins]
     owner = np.searchsorted(np.asarray(starts, dtype=np.int64),
                             found["start_ns"].to_numpy(), side="right") - 1
     found = found.with_columns(pl.Series("_w", owner, pl.Int64))
-    jobs: list[tuple[tuple[tuple[int, ...], tuple[int, ...]], pl.DataFrame]] = []
+    jobs: list[tuple[Span, pl.DataFrame]] = []
     for i in sorted({0, *owner.tolist()}):
         mine = found.filter(pl.col("_w") == i).drop("_w")
         lo = wins[i][0] if i > 0 else -chunks.END

@@ -64,7 +64,7 @@ def _window(text: str | None) -> tuple[int, int] | None:
 @click.option("--gpu-only", "gpu_only", is_flag=True,
               help="Only what the GPU activities decide: compute, exposed communication, "
               "memory and the time without GPU activity (launch overhead, warm-up, host "
-              "sync and idle together); runs on --executor chunks/dask.")
+              "sync and idle together).")
 @output_options
 @executor_options
 def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
@@ -75,9 +75,19 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
     --steps, one row per step range."""
     from traceparse.analyses import attribution as at
 
-    if gpu_only or executor != "memory":
-        _gpu_breakdown(traces, window, steps, by_stream, gpu_only, fmt, output, executor,
-                       chunk_rows, workers)
+    if gpu_only:
+        _gpu_breakdown(traces, window, steps, by_stream, fmt, output, executor, chunk_rows,
+                       workers)
+        return
+    found = None
+    if executor != "memory":
+        found = _chunked_breakdown(traces, window, steps, by_stream, executor, chunk_rows,
+                                   workers)
+    if found is not None:
+        frame, first = found
+        emit_frame(at.check_attribution(frame), fmt, output,
+                   empty="no GPU activity in the window", decimals=_PCT,
+                   start_ns=first)
         return
     tl = load_traces(traces)
     if (why := no_events(tl, traces)) is not None:
@@ -95,18 +105,36 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
                start_ns=trace_start(tl))
 
 
+def _chunked_breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
+                       by_stream: bool, executor: str, chunk_rows: int, workers: int
+                       ) -> tuple[pl.DataFrame, int | None] | None:
+    """``breakdown`` (each device's own window) on a chunked executor: the frame and the
+    trace's first event; None when the memory path must compute it (no GPU activity, or
+    a span that may not hold what its free stretches' rules read: stderr says so)."""
+    from traceparse import executor_breakdown as eb
+
+    kind, address = split_executor(executor)
+    if window is not None or steps is not None or by_stream:
+        raise UsageError(None, f"--executor {kind} gives each device's own window: it "
+                               "takes no --window, --steps or --by-stream")
+    path = chunked_input(resolve(traces), kind)
+    try:
+        return eb.breakdown(path, executor=kind, chunk_rows=chunk_rows, workers=workers,
+                            scheduler=address)
+    except eb.NotLocal as exc:  # exact in memory; the chunked spans may not be
+        click.echo(f"traceparse: {path}: breakdown computed in memory, not in chunks: "
+                   f"{exc.why}", err=True)
+    return None
+
+
 def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
-                   by_stream: bool, gpu_only: bool, fmt: str, output: str | None,
-                   executor: str, chunk_rows: int, workers: int) -> None:
+                   by_stream: bool, fmt: str, output: str | None, executor: str,
+                   chunk_rows: int, workers: int) -> None:
     """``breakdown --gpu-only`` on any executor (table times count from the first GPU
     activity: the one start every executor knows without the host tables)."""
     from traceparse.analyses import chunked
 
     kind, address = split_executor(executor)
-    if not gpu_only:
-        raise UsageError(None, f"--executor {kind} needs --gpu-only: launch overhead, "
-                               "warm-up and host sync need the host calls, which are not "
-                               "read in pieces yet")
     if window is not None or steps is not None or by_stream:
         raise UsageError(None, "--gpu-only gives each device's own window: it takes no "
                                "--window, --steps or --by-stream")

@@ -78,15 +78,36 @@ def _rank(p: Plan, pid: int) -> int:
     return p.ranks.get(pid, 0) if p.ranks else 0
 
 
+def _hits(rows: pl.DataFrame, g: pl.DataFrame, on: list[str], lo: str = "start_ns",
+          hi: str = "end_ns") -> pl.Series:
+    """Per row of ``rows``: does some stretch of ``g`` with the same ``on`` values start
+    before its ``hi`` and end after its ``lo`` (overlap ``[lo, hi)``)? The stretches are
+    merged per ``on`` first (a row overlaps one of them iff it overlaps their union), so
+    the last merged stretch starting before ``hi`` decides: one as-of join, never a row
+    per (row, stretch) pair (a span has as many free stretches as kernels: that join
+    held 15 GB on a 262,144-kernel window)."""
+    from traceparse.analyses import intervals
+
+    if rows.height == 0 or g.height == 0:
+        return pl.Series("_hit", [False] * rows.height, pl.Boolean)
+    u = intervals.union(g.select(*on, "start_ns", "end_ns"), by=on)
+    u = u.select(*on, (pl.col("start_ns") + 1).alias("_gs1"), pl.col("end_ns").alias("_ge"))
+    left = rows.select(*on, pl.col(lo).alias("_lo"), pl.col(hi).alias("_hi")) \
+        .with_row_index("_i").cast({c: u.schema[c] for c in on})
+    # the last merged stretch with start < hi, i.e. start + 1 <= hi
+    j = left.filter(pl.col("_hi").is_not_null()).sort("_hi").join_asof(
+        u.sort("_gs1"), left_on="_hi", right_on="_gs1", by=on or None, strategy="backward",
+        check_sortedness=False)
+    hit = j.filter(pl.col("_ge") > pl.col("_lo"))["_i"]
+    out = pl.Series("_hit", [False] * rows.height, pl.Boolean)
+    return out.scatter(hit, True) if hit.len() else out
+
+
 def _over(rows: pl.DataFrame, g: pl.DataFrame, on: list[str]) -> pl.DataFrame:
     """The rows of ``rows`` that overlap some gap of ``g`` with the same ``on`` values."""
     if rows.height == 0:
         return rows
-    j = rows.with_row_index("_i").join(
-        g.select(*on, pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")),
-        on=on, how="inner")
-    hit = j.filter((pl.col("start_ns") < pl.col("_ge")) & (pl.col("end_ns") > pl.col("_gs")))
-    return rows[hit["_i"].unique().sort()]
+    return rows.filter(_hits(rows, g, on))
 
 
 def _processes(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
@@ -106,9 +127,7 @@ def _threads(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | 
     rows = tl.ranges.filter(kinds.is_in(["osrt", "cpu_sample"]) & pl.col("end_ns").is_not_null())
     if rows.height == 0:
         return None
-    near = rows.filter(pl.any_horizontal(*(
-        (pl.col("start_ns") < e) & (pl.col("end_ns") > s)
-        for s, e in g.select("start_ns", "end_ns").iter_rows()))) if g.height < 64 else rows
+    near = rows.filter(_hits(rows, g, []))
     seen = set(tl.api.select("process_id", "thread_id").unique().iter_rows())
     for pid, tid in near.select("process_id", "thread_id").unique().iter_rows():
         if (pid, tid) in p.threads and (pid, tid) not in seen:
@@ -124,7 +143,6 @@ def _cpu_ops(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | 
 
 
 def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
-    from traceparse import links
     from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
 
     if lo <= -END:
@@ -132,8 +150,18 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
     sw = _over(stream_waits(tl).cast({"rank": pl.Int32, "device_id": pl.Int32}), g, _RANK_DEV)
     if sw.height and (sw["event"].null_count() or (sw["producer"] == NO_PRODUCER).any()):
         return NO_RECORD
-    # a wait before the span holds back the first activity a stream or a thread launches
-    # in it: such an activity must not be queued across a gap
+    if _held(p, tl, g).height:
+        return HELD_BACK
+    return None
+
+
+def _held(p: Plan, tl: Timeline, g: pl.DataFrame) -> pl.DataFrame:
+    """The first activity a waited stream (``_waited``) or a waiting thread (``_waiter``)
+    launches in the span, where it is queued across a gap: a wait before the span may
+    hold it back. Columns ``rank, process_id, device_id, stream_id, _tid`` and the two
+    flags."""
+    from traceparse import links
+
     idx = links.launch_links(tl)["api_row"]
     acts = pl.concat([tl.gpu.select("rank", "process_id", "device_id", "stream_id",
                                     "start_ns", "category"),
@@ -142,8 +170,6 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
                                     pl.col("thread_id").gather(idx).alias("_tid"))],
                      how="horizontal").filter(
         (pl.col("category").cast(pl.String) != "sync") & pl.col("_cs").is_not_null())
-    if acts.height == 0:
-        return None
     # only threads that call a wait (the stream inferred) and streams of a synchronization
     # record (the stream recorded) can be held by one
     waiter = pl.struct(pl.col("process_id"), pl.col("_tid")).is_in(
@@ -155,17 +181,43 @@ def _stream_waits(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> s
     acts = acts.with_columns(pl.col("process_id").cast(pl.Int64), pl.col("_tid").cast(pl.Int64),
                              pl.col("device_id").cast(pl.Int64),
                              pl.col("stream_id").cast(pl.Int64))
-    first = acts.filter(
+    first = acts.with_columns(
         ((pl.col("_cs") == pl.col("_cs").min().over("rank", "device_id", "stream_id"))
-         & waited)
-        | ((pl.col("_cs") == pl.col("_cs").min().over("rank", "process_id", "_tid"))
-           & waiter))
-    j = first.cast({"rank": pl.Int32, "device_id": pl.Int32}).join(
-        g.select(*_RANK_DEV, pl.col("start_ns").alias("_gs"), pl.col("end_ns").alias("_ge")),
-        on=_RANK_DEV)
-    if j.filter((pl.col("_ce") < pl.col("_ge")) & (pl.col("start_ns") > pl.col("_gs"))).height:
-        return HELD_BACK
-    return None
+         & waited).alias("_waited"),
+        ((pl.col("_cs") == pl.col("_cs").min().over("rank", "process_id", "_tid"))
+         & waiter).alias("_waiter")).filter(pl.col("_waited") | pl.col("_waiter"))
+    # queued across a gap: some gap starts before the activity and ends after its call
+    first = first.cast({"rank": pl.Int32, "device_id": pl.Int32})
+    return first.filter(_hits(first, g, _RANK_DEV, lo="_ce", hi="start_ns")).select(
+        "rank", "process_id", "device_id", "stream_id", "_tid", "_waited", "_waiter")
+
+
+def held_back_start(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int,
+                    launches: pl.DataFrame) -> int:
+    """Where a span starting at ``lo`` that fails :data:`HELD_BACK` must start instead:
+    just before the latest launch call before ``lo`` on each held stream or thread
+    (``launches``: :attr:`traceparse.executor.TraceState.launches`, the latest launch
+    call per window; the largest of them below ``lo`` is at most that launch's start).
+    A wait that holds the span's first launch on a stream (thread) comes after the
+    previous launch on it, so it ends inside the new span; and that previous launch,
+    queued at most the deepest queue, starts before every gap the span explains. The
+    file's beginning when a held stream or thread has no launch before ``lo``."""
+    held = _held(p, tl, g)
+    out = lo
+    for kind, a, b, flag in (("stream", "device_id", "stream_id", "_waited"),
+                             ("thread", "process_id", "_tid", "_waiter")):
+        keys = held.filter(pl.col(flag)).select(
+            "rank", pl.col(a).cast(pl.Int64).alias("a"), pl.col(b).cast(pl.Int64).alias("b")
+        ).unique()
+        if keys.height == 0:
+            continue
+        before = launches.filter((pl.col("kind") == kind) & (pl.col("cs") < lo)).group_by(
+            "rank", "a", "b").agg(pl.col("cs").max())
+        got = keys.join(before, on=["rank", "a", "b"], how="left", nulls_equal=True)
+        if got["cs"].null_count():
+            return -END
+        out = min(out, int(got["cs"].min()) - 1)  # type: ignore[arg-type]
+    return out
 
 
 def _spawns(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:

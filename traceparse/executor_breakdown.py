@@ -1,0 +1,150 @@
+"""The full ``breakdown`` of one nsys export on a chunked executor (time windows, two passes).
+
+``traceparse breakdown TRACE --executor chunks|dask`` (default group: one row per
+``(rank, device_id)``, each device's default window) without building the timeline
+(docs/performance.md, "Chunked breakdown"):
+
+1. **Pass 1** over the time windows of about ``chunk_rows`` GPU activities, as the chunked
+   ``gaps`` do (:func:`traceparse.executor.idle_gaps`): each device's window (first start,
+   last end of its busy activities: :func:`traceparse.analyses.chunked.window_parts`), the
+   trace-wide call state (each name's first launch, each process's median call) and the
+   deepest launch queue (:func:`traceparse.executor.window_call_state`).
+2. **Pass 2**, per time window ``[t0, t1)``: the timeline of a span reaching back at least
+   the deepest queue (:func:`traceparse.nsys.spans.read_span`), checked to hold every row
+   the attribution's host sets read for each **free** stretch of each device's part of the
+   window (every nanosecond no busy activity covers: only there do the host sets decide a
+   part; :func:`traceparse.nsys.spancheck.why_not_local`, widened as the gaps widen), then
+   the in-memory :func:`traceparse.analyses.attribution.breakdown_windows` on it with the
+   carried call state, per device over ``[max(t0, first), min(t1, last))``.
+
+The windows do not overlap and tile each device's window, so the integer parts add up
+exactly; the rows are finished as the memory path finishes them
+(:func:`traceparse.analyses.attribution.finish_rows`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import polars as pl
+
+from traceparse.analyses import chunked
+from traceparse.executor import (
+    CHUNK_ROWS,
+    NotLocal,
+    Span,
+    TraceState,
+    WindowPart,
+    _earlier,
+    _later,
+    _map,
+    _reduce,
+    local_span,
+    merge_with_state,
+    window_call_state,
+)
+from traceparse.nsys import chunks
+from traceparse.timeline import Timeline
+
+GROUP = chunked.GROUP
+__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "span_parts_task"]
+
+
+def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowPart:
+    """Pass 1 of one time window: the devices' first start and last end (and unions)
+    of :func:`~traceparse.analyses.chunked.window_parts`, the call-state partial of the
+    GPU rows starting in it and their deepest queue (runs on a worker)."""
+    rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
+    return chunked.window_parts(rows, *window), window_call_state(plan, rows, *window)
+
+
+def free_stretches(tl: Timeline, wins: pl.DataFrame) -> pl.DataFrame:
+    """The stretches of each device window of ``wins`` (``rank``, ``device_id``,
+    ``window_start_ns``, ``window_end_ns``) that no busy activity of ``tl`` covers
+    (``rank``, ``device_id``, ``start_ns``, ``end_ns``): where the host sets decide the
+    attribution (busy time goes to compute, communication or memory first)."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities
+
+    w = wins.select(*GROUP, pl.col("window_start_ns").alias("start_ns"),
+                    pl.col("window_end_ns").alias("end_ns"))
+    busy = busy_activities(tl).select(*GROUP, "start_ns", "end_ns")
+    return intervals.subtract(w, busy.cast(w.schema), by=GROUP)  # type: ignore[arg-type]
+
+
+def span_parts_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
+                    ) -> tuple[pl.DataFrame, int | None]:
+    """:func:`~traceparse.analyses.attribution.breakdown_windows` of the device windows
+    ``wins`` (one time window's part of each device's window) on the timeline of ``span``
+    with the trace-wide call ``state``, and that timeline's first event (runs on a worker).
+
+    Raises:
+        NotLocal: no span of ``span`` holds what the free stretches' rules read, or a
+            device has a window here and no activity in the span.
+    """
+    from traceparse.analyses.attribution import breakdown_windows, busy_activities
+
+    tl = local_span(plan, span, lambda t: free_stretches(t, wins), state)
+    first = tl.span_ns()
+    if wins.height == 0:
+        return wins, None if first is None else first[0]
+    have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
+    missing = wins.join(have, on=GROUP, how="anti", nulls_equal=True)  # type: ignore[arg-type]
+    if missing.height:
+        r = missing.row(0, named=True)
+        raise NotLocal(f"device {r['device_id']} (rank {r['rank']}) has no activity in a "
+                       "span its window crosses (its processes' host calls count there)")
+    rows = breakdown_windows(tl, wins, group=GROUP)
+    return rows, None if first is None else first[0]
+
+
+def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
+              workers: int = 4, scheduler: str | None = None
+              ) -> tuple[pl.DataFrame, int | None] | None:
+    """``breakdown`` of one nsys export on a chunked executor: the frame of
+    :func:`traceparse.analyses.attribution.breakdown` (default window and group) and the
+    trace's first event; None when no device has busy GPU activity (the caller words it
+    from the timeline).
+
+    Raises:
+        NotLocal: a span may not hold every row the attribution reads for its free
+            stretches; the caller computes the file in memory instead.
+    """
+    from traceparse.analyses.attribution import PARTS, finish_rows
+    from traceparse.nsys.spans import span_plan
+
+    plan = span_plan(path, block_rows=chunk_rows)
+    wins = plan.windows(chunk_rows)
+    if not wins:
+        return None
+    part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
+                          partial(merge_with_state, merge=chunked.merge_parts), workers,
+                          scheduler)
+    depth = state.depth
+    devices = part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
+                                                                    "last_ns")
+    if devices.height == 0:
+        return None
+    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
+    jobs: list[tuple[Span, pl.DataFrame]] = []
+    for i, (t0, t1) in enumerate(wins):
+        mine = (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
+                .select(*GROUP,
+                        pl.max_horizontal("first_ns", pl.lit(t0, pl.Int64))
+                        .alias("window_start_ns"),
+                        pl.min_horizontal("last_ns", pl.lit(t1, pl.Int64))
+                        .alias("window_end_ns")))
+        if mine.height == 0 and i > 0:
+            continue
+        # back at least the deepest queue, as the gaps' spans (spancheck relies on it);
+        # the first span from the file's beginning (the trace's first event)
+        lo = max(-chunks.END, t0 - depth - 1) if i > 0 else -chunks.END
+        jobs.append(((_earlier(lo, starts), _later(t1, ends)), mine))
+    results = _map(executor, plan, span_parts_task, jobs, state, workers, scheduler)
+    firsts = [r[1] for r in results if r[1] is not None]
+    rows = pl.concat([r[0] for r in results if r[0].height], how="vertical_relaxed")
+    sums = rows.group_by(GROUP).agg(pl.col(c).sum() for c in (*PARTS, "overlapped_comm_ns"))
+    out = devices.join(sums.cast({c: devices.schema[c] for c in GROUP}), on=GROUP,
+                       how="left", nulls_equal=True).rename(
+        {"first_ns": "window_start_ns", "last_ns": "window_end_ns"})
+    return finish_rows(out, GROUP), min(firsts) if firsts else None
