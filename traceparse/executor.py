@@ -1,6 +1,6 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels``, ``breakdown`` and ``gaps``; the full
+Executors (``--executor`` of ``kernels``, ``breakdown``, ``gaps`` and ``launches``; the full
 ``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
