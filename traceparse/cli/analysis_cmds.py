@@ -32,7 +32,12 @@ from traceparse.cli.common import (
     trace_start,
     traces_argument,
 )
-from traceparse.cli.executors import chunked_input, executor_options, split_executor
+from traceparse.cli.executors import (
+    chunked_input,
+    computed_in_memory,
+    executor_options,
+    split_executor,
+)
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -122,8 +127,7 @@ def _chunked_breakdown(traces: tuple[str, ...], window: str | None, steps: str |
         return eb.breakdown(path, executor=kind, chunk_rows=chunk_rows, workers=workers,
                             scheduler=address)
     except eb.NotLocal as exc:  # exact in memory; the chunked spans may not be
-        click.echo(f"traceparse: {path}: breakdown computed in memory, not in chunks: "
-                   f"{exc.why}", err=True)
+        computed_in_memory(path, "breakdown computed", exc.why)
     return None
 
 
@@ -180,8 +184,7 @@ def gaps(traces: tuple[str, ...], min_gap_us: float | None, top: int | None, fmt
             found = ex.idle_gaps(path, executor=kind, min_ns=min_gap_ns(min_gap_us),
                                  chunk_rows=chunk_rows, workers=workers, scheduler=address)
         except ex.NotLocal as exc:  # exact in memory; the chunked spans may not be
-            click.echo(f"traceparse: {path}: gaps computed in memory, not in chunks: "
-                       f"{exc.why}", err=True)
+            computed_in_memory(path, "gaps computed", exc.why)
     if found is None:  # the memory executor, or no GPU row: the whole timeline words it
         tl = load_traces(traces)
         if (why := no_events(tl, traces)) is not None:

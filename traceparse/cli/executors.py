@@ -83,3 +83,10 @@ def chunked_input(paths: Sequence[str], executor: str) -> str:
         raise UsageError(paths[0], f"--executor {executor} reads nsys SQLite exports only "
                                    f"(this is {kind}); use --executor memory")
     return paths[0]
+
+
+def computed_in_memory(path: str, what: str, why: str) -> None:
+    """The one stderr line of a chunked command that falls back to the whole timeline
+    (``what``: e.g. ``"gaps computed"``, ``"whatif replayed"``): the output is then the
+    memory path's, never a chunked guess."""
+    click.echo(f"traceparse: {path}: {what} in memory, not in chunks: {why}", err=True)

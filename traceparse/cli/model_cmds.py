@@ -17,7 +17,7 @@ from traceparse.cli.common import (
     traces_argument,
     wrote,
 )
-from traceparse.cli.executors import chunked_input, chunks_options
+from traceparse.cli.executors import chunked_input, chunks_options, computed_in_memory
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
@@ -197,8 +197,8 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
                output: str | None, force: bool) -> None:
     """Projected window and step time of TRACE... under the chosen changes.
 
-    --executor chunks replays one nsys export a piece at a time (--fix host-sync; the
-    same output as memory, docs/performance.md "Chunked replay")."""
+    --executor chunks replays one nsys export a piece at a time (--fix host-sync or
+    pinned-memory; the same output as memory, docs/performance.md "Chunked replay")."""
     from traceparse.analyses import predict as pr
 
     if not (no_launch_overhead or overlap_comm or speedups or fix):
@@ -230,8 +230,7 @@ def _chunked_replay(traces: tuple[str, ...], executor: str, chunk_rows: int
     try:
         parts = rc.replay_summary(path, chunk_rows=chunk_rows)
     except rc.NotOrdered as exc:
-        click.echo(f"traceparse: {path}: predict replayed in memory, not in chunks: "
-                   f"{exc.why}", err=True)
+        computed_in_memory(path, "predict replayed", exc.why)
         return None
     return None if parts is None else summary_from_parts(parts)
 
@@ -252,8 +251,7 @@ def _chunked_whatif(traces: tuple[str, ...], executor: str, chunk_rows: int,
     try:
         return rc.whatif(path, fix=fix, chunk_rows=chunk_rows)
     except rc.NotOrdered as exc:
-        click.echo(f"traceparse: {path}: whatif replayed in memory, not in chunks: "
-                   f"{exc.why}", err=True)
+        computed_in_memory(path, "whatif replayed", exc.why)
         return None
 
 
