@@ -236,7 +236,10 @@ def worker_cmd(a: argparse.Namespace, scenario: str, variant: str,
 
 def nsys_cmds(nsys: str, rep: Path, sqlite: Path, worker: list[str]) -> list[list[str]]:
     """``nsys profile`` of ``worker`` into ``rep`` (.nsys-rep), then the SQLite export."""
-    return [[nsys, "profile", *NSYS_FLAGS, "-o", str(rep.with_suffix("")), *worker],
+    flags = NSYS_FLAGS
+    if os.environ.get("SCENARIOS_NSYS_GPU_METRICS") == "off":  # nsys_scenarios.sh's fallback
+        flags = [f for f in flags if not f.startswith("--gpu-metrics")]
+    return [[nsys, "profile", *flags, "-o", str(rep.with_suffix("")), *worker],
             [nsys, "export", "--type", "sqlite", "--force-overwrite", "true",
              "--output", str(sqlite), str(rep)]]
 
