@@ -34,7 +34,7 @@ torch.cuda.cudart().cudaProfilerStop()
 EOF
 smoke() {  # smoke NAME FLAGS...: profile and export the two-kernel program
   local name=$1; shift
-  timeout 150 "$NSYS" profile "$@" --trace=cuda,nvtx,osrt --capture-range=cudaProfilerApi \
+  timeout 150 "$NSYS" profile "$@" --trace=cuda,nvtx,osrt --capture-range=cudaProfilerApi --capture-range-end=stop \
     --force-overwrite=true -o "$SMOKE/$name" python3 "$SMOKE/two.py" > "$SMOKE/$name.log" 2>&1 &&
   timeout 120 "$NSYS" export --type sqlite --force-overwrite true \
     --output "$SMOKE/$name.sqlite" "$SMOKE/$name.nsys-rep" >> "$SMOKE/$name.log" 2>&1
