@@ -6,7 +6,8 @@ Detection looks at content, not only the extension:
 * ``*.nsys-rep`` / ``*.qdrep`` -> an Nsight Systems report, exported to SQLite with the
   user's nsys (:mod:`traceparse.nsys.rep`);
 * any other directory -> per-rank Kineto traces (``*.json``, ``*.json.gz``);
-* ``SQLite format 3`` magic -> Nsight Systems SQLite export;
+* ``SQLite format 3`` magic -> Nsight Systems SQLite export; gzipped, decompressed once
+  into the cache directory (:mod:`traceparse.nsys.gz`);
 * ``*.csv.gz`` -> gzipped Nsight Compute CSV;
 * gzip magic, or text starting with ``{`` / ``[`` -> Kineto (PyTorch profiler) JSON;
 * other text -> Nsight Compute CSV.
@@ -34,8 +35,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 def detect(path: str | os.PathLike[str]) -> str:
     """Return ``"timeline"``, ``"kineto-dir"``, ``"nsys-rep"``, ``"nsys-sqlite"``,
-    ``"kineto-json"`` or ``"ncu-csv"`` for ``path``; raise :class:`TraceError` if it
-    cannot be read or is empty."""
+    ``"nsys-sqlite-gz"``, ``"kineto-json"`` or ``"ncu-csv"`` for ``path``; raise
+    :class:`TraceError` if it cannot be read or is empty."""
     p = Path(path)
     if not p.exists():
         raise TraceError(p, "no such file or directory")
@@ -53,6 +54,10 @@ def detect(path: str | os.PathLike[str]) -> str:
     if is_report(p):
         return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
+        from traceparse.nsys.gz import is_gzipped_sqlite
+
+        if is_gzipped_sqlite(p):
+            return "nsys-sqlite-gz"
         return "ncu-csv" if p.name.lower().endswith(".csv.gz") else "kineto-json"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text[:1] in (b"{", b"[") or p.name.lower().endswith((".json", ".json.gz")):
@@ -93,19 +98,21 @@ def load(path: str | os.PathLike[str], *, cache: CacheArg = None,
             hit.__dict__["_lazy_fallback"] = lambda: _reparse(hit, store, key, path, kind)
             return hit
     report = None
-    if kind == "nsys-rep":
+    if kind in ("nsys-rep", "nsys-sqlite-gz"):
         from traceparse.cache import default_dir
+        from traceparse.nsys.gz import gunzip_sqlite
         from traceparse.nsys.rep import to_sqlite
 
         report = Path(path)
-        path = to_sqlite(path, store.directory if store is not None else default_dir())
-        kind = "nsys-sqlite"
+        convert = to_sqlite if kind == "nsys-rep" else gunzip_sqlite
+        path = convert(path, store.directory if store is not None else default_dir())
+        exported_from, kind = kind, "nsys-sqlite"
     with Progress(f"reading {Path(path).name}", nbytes=_input_bytes(path)):
         tl = _parse(path, kind, tables if store is None else None)
     if report is not None:  # name the user's file, not the export in the cache
         tl.sources = tl.sources.with_columns(pl.lit(report.name).alias("file"))
         tl.meta["file"] = report.name
-        tl.meta["exported_from"] = "nsys-rep"
+        tl.meta["exported_from"] = exported_from
     if store is not None and key is not None:
         store.store(key, tl)
     return tl
