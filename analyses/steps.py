@@ -4,6 +4,12 @@ Steps come from ``ProfilerStep#N`` ranges (Kineto, kind ``profiler_step``) or, w
 ``step_regex``, from any host range whose name matches (NVTX ranges in nsys captures,
 e.g. ``r"^step \\d+$"``). Each step is a window ``[start, end)`` on its rank.
 
+Without ``ProfilerStep`` ranges and without ``step_regex``, NVTX ranges and
+``record_function`` annotations named as a numbered step (:data:`AUTO_STEP_RE`: ``step 3``,
+``train_step_3``, ``iteration 12``, ``iter#4``) are the steps, when each rank has at least
+two of them and they follow one another without overlapping (a nested or concurrent range
+so named is not a step loop): this is how an nsys capture marks its steps.
+
 * ``wall_ns`` = end - start.
 * ``gpu_busy_ns`` = length of the union of the rank's non-sync GPU activities (kernels,
   copies, sets; all devices and streams of the rank) clipped to the window.
@@ -31,6 +37,10 @@ from traceparse.timeline import Timeline
 
 #: Default: Kineto's profiler step ranges.
 PROFILER_STEP_KIND = "profiler_step"
+#: Without profiler steps: host annotations named as a numbered step (module docstring).
+AUTO_STEP_RE = r"(?i)^(?:train(?:ing)?[_ ]?)?(?:step|iteration|iter)[ _#:=-]*\d+$"
+#: The annotation kinds :data:`AUTO_STEP_RE` is matched against.
+AUTO_STEP_KINDS = ("nvtx_push_pop", "nvtx_start_end", "user_annotation")
 
 
 def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
@@ -43,13 +53,29 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
     """
     r = tl.ranges.filter(pl.col("end_ns").is_not_null())
     if step_regex is None:
-        r = r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND)
+        prof = r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND)
+        r = prof if prof.height else _auto_steps(r)
     else:
         r = r.filter((pl.col("kind").cast(pl.String) != "gpu_user_annotation")
                      & pl.col("name").cast(pl.String).str.contains(step_regex))
     return (r.select("rank", pl.col("name").cast(pl.String).alias("step"), "start_ns",
                      "end_ns")
             .unique(maintain_order=True).sort("rank", "start_ns"))
+
+
+def _auto_steps(r: pl.DataFrame) -> pl.DataFrame:
+    """The ranges of ``r`` that :data:`AUTO_STEP_RE` calls steps, or none: each rank needs
+    two or more, one after another (no range starts before the previous one ended)."""
+    from traceparse.analyses.codes import matches
+
+    kinds = r["kind"].cast(pl.String).is_in(AUTO_STEP_KINDS)
+    c = r.filter(kinds & matches(r["name"], AUTO_STEP_RE)).sort("rank", "start_ns")
+    if c.height < 2:
+        return c.clear()
+    overlap = pl.col("start_ns") < pl.col("end_ns").shift(1).over("rank")
+    ok = (c.with_columns(overlap.fill_null(False).alias("_ov")).group_by("rank")
+          .agg(((pl.len() >= 2) & ~pl.col("_ov").any()).alias("_ok")))
+    return c.filter(pl.col("rank").is_in(ok.filter(pl.col("_ok"))["rank"].implode()))
 
 
 def step_ends(tl: Timeline, end: np.ndarray | None = None, *,

@@ -209,3 +209,43 @@ def test_steps_hand_made() -> None:
     assert (summ["steps"], summ["outliers"], summ["p50"], summ["max"]) == (5, 1, 100.0, 300.0)
     # the regex path picks NVTX ranges instead
     assert step_table(tl, step_regex=r"#1$", attribution=False)["wall_ns"].to_list() == [300]
+
+
+def _nvtx_steps(bounds: list[tuple[int, int]], names: list[str] | None = None,
+                kind: str = "nvtx_push_pop") -> traceparse.Timeline:
+    names = names or [f"step {i}" for i in range(len(bounds))]
+    return timeline(
+        ranges=ranges([{"name": n, "kind": kind, "start_ns": s, "end_ns": e}
+                       for n, (s, e) in zip(names, bounds, strict=True)]),
+        gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30}]))
+
+
+def test_nvtx_step_ranges_are_the_steps_without_profiler_steps() -> None:
+    """No ProfilerStep: NVTX ranges named as numbered steps, one after another, are the
+    steps (an nsys capture's loop); walls [100, 300, 100]."""
+    tl = _nvtx_steps([(0, 100), (100, 400), (400, 500)])
+    s = step_table(tl, attribution=False)
+    assert s["step"].to_list() == ["step 0", "step 1", "step 2"]
+    assert s["wall_ns"].to_list() == [100, 300, 100]
+    for name in ("train_step_7", "iteration 12", "iter#4", "Step 3", "training step 2"):
+        got = step_table(_nvtx_steps([(0, 50), (50, 90)], [name, name]), attribution=False)
+        assert got.height == 2, name
+    # record_function annotations so named count too
+    assert step_table(_nvtx_steps([(0, 50), (50, 90)], kind="user_annotation"),
+                      attribution=False).height == 2
+
+
+def test_nvtx_step_ranges_that_overlap_or_stand_alone_are_not_steps() -> None:
+    """A nested or concurrent 'step' range is not a step loop; one range is not a loop; a
+    name with more than a step number (``step 3 backward``) is not a step; ProfilerStep
+    ranges win when present."""
+    assert step_table(_nvtx_steps([(0, 100), (50, 80)]), attribution=False).height == 0
+    assert step_table(_nvtx_steps([(0, 100)]), attribution=False).height == 0
+    assert step_table(_nvtx_steps([(0, 50), (50, 90)], ["step 3 backward"] * 2),
+                      attribution=False).height == 0
+    both = timeline(ranges=ranges(
+        [{"name": "step 0", "kind": "nvtx_push_pop", "start_ns": 0, "end_ns": 50},
+         {"name": "step 1", "kind": "nvtx_push_pop", "start_ns": 50, "end_ns": 90},
+         {"name": "ProfilerStep#5", "kind": "profiler_step", "start_ns": 0, "end_ns": 90}]),
+        gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30}]))
+    assert step_table(both, attribution=False)["step"].to_list() == ["ProfilerStep#5"]
