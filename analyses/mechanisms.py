@@ -29,8 +29,9 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   chain's distinct bytes (a run of kernels on data of one size moves its first kernel's
   bytes) at the median rate its memory-bound kernels reached, and no shorter than its
   longest kernel below that rate; without shapes, as long as the chain's longest kernel
-  (about the traffic of its largest step); the host issuing time between the chain's
-  launches goes away with the launches.
+  (about the traffic of its largest step), and a kernel chains only when it lasted longer
+  than a kernel's fixed cost (:data:`FIXED_KERNEL_NS`) or than its own launch call; the
+  host issuing time between the chain's launches goes away with the launches.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ from traceparse.timeline import Timeline
 #: Memory-bound kernels a compiler fuses (elementwise, normalisation, softmax, casts).
 FUSIBLE_RE = (r"(?i)elementwise|pointwise|vectorized|unrolled|triton_poi|triton_per|"
               r"norm|softmax|dropout|cast|convert|fill|reduce_kernel|reduction")
+#: A kernel's fixed cost on the GPU (ns): an empty or one-element kernel lasts about 1-2 µs
+#: in CUPTI's timestamps on Volta to Hopper GPUs (0.8-1.1 µs for the one-element adds of
+#: the launch-bound scenario on H100/H200); a kernel longer than this moved or computed
+#: something a fused kernel need not repeat.
+FIXED_KERNEL_NS = 2_000
 #: Nominal host-link rate per direction (GB/s) by GPU name, for a trace without pinned
 #: copies of its own: PCIe 5.0 x16 63, PCIe 4.0 x16 31.5, PCIe 3.0 x16 15.75 (spec
 #: figures), NVLink-C2C (GH200/GB200) 450. First match wins.
@@ -308,14 +314,18 @@ def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
                & pl.col("_mb").is_not_null())
         seed = pl.col("_mb").fill_null(False)
     else:
-        # no shapes: a kernel shorter than its own launch call is bound by fixed launch
-        # costs, not by bytes (that is a CUDA-graph problem), so it does not chain
+        # no shapes: a kernel no longer than a kernel's fixed cost (:data:`FIXED_KERNEL_NS`)
+        # and shorter than its own launch call is bound by fixed launch costs, not by bytes
+        # (that is a CUDA-graph problem), so it does not chain. A longer one did work
+        # beyond the fixed cost even when a profiler's launch call outlasts it (nsys and
+        # torch.profiler both lengthen launch calls, not kernels)
         from traceparse.links import launch_links
 
         rows = launch_links(tl)["api_row"].gather(k["_i"])
         call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(rows)
         k = k.with_columns(call.alias("_call"))
-        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call")))
+        fus = fus & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call"))
+                     | (pl.col("dur_ns") > FIXED_KERNEL_NS))
         seed = pl.lit(True)
     k = k.with_columns(fus.alias("_f"), seed.alias("_g"), pl.Series("_s", step))
     same = same & (pl.col("_s") == pl.col("_s").shift(1))

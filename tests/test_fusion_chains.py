@@ -108,3 +108,27 @@ def test_kernels_below_the_rate_only_make_no_chain() -> None:
     tl = _tl([(EW, M, 100, 104, 5), (GEMM, M, 104, 200, 5), (RED, M, 200, 210, 5),
               (RED, M, 210, 220, 5)])
     assert fusion_chains(tl).height == 0
+
+
+def _noshape(kernels: list[tuple[str, float, float, float]]) -> Timeline:
+    """As :func:`_tl` without the ops (no shapes: an nsys capture): (name, start, end, call)."""
+    tl = _tl([(name, 1, start, end, call) for name, start, end, call in kernels])
+    return Timeline(gpu=tl.gpu, api=tl.api).validate()
+
+
+def test_without_shapes_kernels_longer_than_a_fixed_cost_chain() -> None:
+    """Three 3.5 µs elementwise kernels behind 6 µs launch calls (the unfused scenario under
+    nsys on H100): each outlasts a kernel's fixed cost (2 µs), so they chain although the
+    profiled launch calls outlast them; the fused kernel is as long as the longest (3.5 µs)."""
+    tl = _noshape([(EW, 100, 103.5, 6), (EW, 103.5, 107, 6), (EW, 107, 110.5, 6)])
+    assert fusion_chains(tl)["_i"].to_list() == [0, 1, 2]
+    args, _ = replay_args(tl, "fusion")
+    assert args is not None and args["durations"].to_list() == [0, 0, 3_500]
+
+
+def test_without_shapes_fixed_cost_kernels_behind_longer_calls_do_not_chain() -> None:
+    """1.5 µs kernels behind 5 µs launch calls are launch-bound (CUDA graphs' ground); the
+    same kernels behind 1 µs calls outlast their launches and chain."""
+    short = [(EW, 100, 101.5), (EW, 101.5, 103), (EW, 103, 104.5)]
+    assert fusion_chains(_noshape([(*k, 5) for k in short])).height == 0
+    assert fusion_chains(_noshape([(*k, 1) for k in short]))["_i"].to_list() == [0, 1, 2]
