@@ -118,6 +118,19 @@ def measure() -> list[dict[str, Any]]:
         else:
             measured = 1 - statistics.median(st) / statistics.median(sb)
         rows.append(_pair_row(name, fix, tb, tt, measured, f"{len(sb)}/{len(st)}"))
+    # the same scenarios captured under Nsight Systems (sample_traces/h100_captures has
+    # them): NVTX "step N" ranges are the steps (found without a regex)
+    for name, b, t, fix, _regex, total in PAIRS[:6]:
+        nb, nt = (GPU / "scenarios_nsys" / Path(x).name.replace(".json.gz", ".sqlite.gz")
+                  for x in (b, t))
+        if not (nb.is_file() and nt.is_file()):
+            continue
+        tb, tt = traceparse.load(nb), traceparse.load(nt)
+        sb, st = _steps(tb, None), _steps(tt, None)
+        measured = (1 - sum(st) / sum(sb) if total
+                    else 1 - statistics.median(st) / statistics.median(sb))
+        rows.append(_pair_row(f"{name} (nsys)", fix, tb, tt, measured,
+                              f"{len(sb)}/{len(st)}"))
     from traceparse.analyses.steps import gpu_periods
 
     regex = r"^decode_step_\d+$"

@@ -61,8 +61,13 @@ CAPTURE = REPO / "sample_traces" / "capture"
 #: Default: the shared corpus's H200 captures, read in place (../shared/traces/gpu/scenarios;
 #: TRACEPARSE_SHARED moves it); TRACEPARSE_SCENARIO_DIR checks another capture (e.g. the
 #: held-out H100 run in sample_traces/h100_captures/scenarios).
-GPU_DIR = Path(os.environ.get("TRACEPARSE_SCENARIO_DIR") or TRACES / "gpu" / "scenarios")
-GEMM_DIR = GPU_DIR
+#: Every capture checked, by id: the shared H200 run (Kineto only: nsys could not record
+#: there) and the held-out H100 run of the same runner with its nsys exports
+#: (sample_traces/h100_captures/scenarios_nsys), unless TRACEPARSE_SCENARIO_DIR names one.
+SCENARIO_DIRS = ({"env": Path(os.environ["TRACEPARSE_SCENARIO_DIR"])}
+                 if os.environ.get("TRACEPARSE_SCENARIO_DIR") else
+                 {"h200": TRACES / "gpu" / "scenarios",
+                  "h100": REPO / "sample_traces" / "h100_captures" / "scenarios_nsys"})
 sys.path.insert(0, str(CAPTURE))
 import planted  # noqa: E402  (standard library only)
 
@@ -128,40 +133,51 @@ def test_todays_verdict_wording_matches_the_table(cause: str) -> None:
 
 def test_metric_in_ranges_reads_inline_and_registered_nvtx_text(tmp_path: Path) -> None:
     """The sqlite3 helper of the tensor-activity check on a hand-made export: samples every
-    100 ns; ``gemm_bf16_64`` [200, 450) inline text, ``gemm_fp32_64`` [600, 800) via
-    ``textId`` -> ``StringIds``; an 'SM Active' metric that must not be read."""
+    100 ns; ``gemm_bf16_64`` [200, 450) inline text launches at 210 a kernel that runs
+    [300, 520); ``gemm_fp32_64`` [600, 800) via ``textId`` -> ``StringIds`` launches at 610
+    a kernel that runs [650, 880); a launch at 900 outside both ranges (kernel [900, 1000))
+    and an 'SM Active' metric must not be read."""
     db = tmp_path / "m.sqlite"
     con = sqlite3.connect(db)
     con.executescript("""
         CREATE TABLE TARGET_INFO_GPU_METRICS (typeId INT, sourceId INT, typeName TEXT,
                                               metricId INT, metricName TEXT);
         CREATE TABLE GPU_METRICS (timestamp INT, typeId INT, metricId INT, value INT);
-        CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT);
+        CREATE TABLE NVTX_EVENTS (start INT, end INT, text TEXT, textId INT, globalTid INT);
         CREATE TABLE StringIds (id INT, value TEXT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INT, end INT, globalTid INT,
+                                                  correlationId INT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, correlationId INT);
         INSERT INTO TARGET_INFO_GPU_METRICS VALUES (1, 0, 'GPU', 5, 'SM Active'),
                                                    (1, 0, 'GPU', 14, 'Tensor Active');
-        INSERT INTO NVTX_EVENTS VALUES (200, 450, 'gemm_bf16_64', NULL),
-                                       (600, 800, NULL, 7);
+        INSERT INTO NVTX_EVENTS VALUES (200, 450, 'gemm_bf16_64', NULL, 1),
+                                       (600, 800, NULL, 7, 1);
         INSERT INTO StringIds VALUES (7, 'gemm_fp32_64');
+        INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (210, 220, 1, 1), (610, 620, 1, 2),
+                                                      (900, 905, 1, 3);
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (300, 520, 1), (650, 880, 2),
+                                                     (900, 1000, 3);
     """)
     for t in range(100, 1000, 100):
         con.execute("INSERT INTO GPU_METRICS VALUES (?, 1, 14, ?)", (t, t // 10))
         con.execute("INSERT INTO GPU_METRICS VALUES (?, 1, 5, 99)", (t,))
     con.commit()
     con.close()
-    assert _metric_in_ranges(db, "Tensor Active%", "gemm_bf16_%") == [20.0, 30.0, 40.0]
-    assert _metric_in_ranges(db, "Tensor Active%", "gemm_fp32_%") == [60.0, 70.0]
+    assert _metric_in_ranges(db, "Tensor Active%", "gemm_bf16_%") == [30.0, 40.0, 50.0]
+    assert _metric_in_ranges(db, "Tensor Active%", "gemm_fp32_%") == [70.0, 80.0]
     assert _metric_in_ranges(db, "SM Active%", "gemm_fp32_%") == [99.0, 99.0]
 
 
 # ---------------------------------------------------------------- 2. real captures
 
-def _sidecars() -> dict[tuple[str, str], dict[str, Any]]:
+def _sidecars() -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(capture id, scenario, variant) -> the runner's sidecar, with its folder as ``_dir``."""
     out = {}
-    for p in sorted(GPU_DIR.glob("*.meta.json")) if GPU_DIR.is_dir() else []:
-        m = json.loads(p.read_text())
-        if m.get("tool") == "sample_traces/capture/scenarios.py":
-            out[(m["scenario"], m["variant"])] = m
+    for cap, d in SCENARIO_DIRS.items():
+        for p in sorted(d.glob("*.meta.json")) if d.is_dir() else []:
+            m = json.loads(p.read_text())
+            if m.get("tool") == "sample_traces/capture/scenarios.py":
+                out[(cap, m["scenario"], m["variant"])] = {**m, "_dir": d}
     return out
 
 
@@ -174,30 +190,33 @@ SOURCES = ["torch", "nsys"]
 
 
 def _params() -> list[Any]:
-    if not SIDECARS:
-        return [pytest.param(None, None, id="none", marks=pytest.mark.skip(reason=NO_CAPTURE))]
-    return [pytest.param(c, s, id=f"{c}-{s}") for c in TWINNED for s in SOURCES]
+    caps = sorted({k[0] for k in SIDECARS})
+    if not caps:
+        return [pytest.param(None, None, None, id="none",
+                             marks=pytest.mark.skip(reason=NO_CAPTURE))]
+    return [pytest.param(k, c, s, id=f"{k}-{c}-{s}") for k in caps for c in TWINNED
+            for s in SOURCES]
 
 
 def _load(meta: dict[str, Any], source: str, tmp: Path) -> traceparse.Timeline | None:
     """The run's torch trace, or its nsys export (decompressed into ``tmp``); None if absent."""
     if source == "torch":
-        return traceparse.load(GPU_DIR / meta["files"]["torch"])
+        return traceparse.load(meta["_dir"] / meta["files"]["torch"])
     name = meta["files"].get("nsys_sqlite")
     if not name:
         return None
     db = tmp / name.removesuffix(".gz")
     if not db.exists():
-        db.write_bytes(gzip.decompress((GPU_DIR / name).read_bytes()))
+        db.write_bytes(gzip.decompress((meta["_dir"] / name).read_bytes()))
     return traceparse.load(db)
 
 
 @pytest.fixture(scope="module")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], Any]:
-    """(cause, variant, source) -> what traceparse concluded (computed once per run)."""
-    tmp = tmp_path_factory.mktemp("gpu")
-    cache: dict[tuple[str, str, str], Any] = {}
-    for (cause, variant), meta in SIDECARS.items():
+def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Any]:
+    """(capture, cause, variant, source) -> what traceparse concluded (once per run)."""
+    cache: dict[tuple[str, ...], Any] = {}
+    for (cap, cause, variant), meta in SIDECARS.items():
+        tmp = tmp_path_factory.mktemp(cap)
         for source in SOURCES:
             tl = _load(meta, source, tmp)
             if tl is None:
@@ -205,29 +224,29 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str
             bd = breakdown(tl)
             sums = {p: int(bd[p].sum()) for p in PARTS}
             recs = build_payload(tl)["recommendations"]["items"]
-            cache[(cause, variant, source)] = {
+            cache[(cap, cause, variant, source)] = {
                 "meta": meta, "tl": tl, "verdict": summarize(tl)["verdict"],
                 "largest": max(PARTS, key=lambda p: sums[p]), "gaps": idle_gaps(tl),
                 "top": recs[0] if recs else None}
     return cache
 
 
-def _pair(judged: dict[tuple[str, str, str], Any], cause: str, source: str
+def _pair(judged: dict[tuple[str, ...], Any], cap: str, cause: str, source: str
           ) -> tuple[dict[str, Any], dict[str, Any]]:
-    b = judged.get((cause, planted.BOTTLENECK, source))
-    t = judged.get((cause, planted.TWIN, source))
+    b = judged.get((cap, cause, planted.BOTTLENECK, source))
+    t = judged.get((cap, cause, planted.TWIN, source))
     if b is None or t is None:
-        pytest.skip(f"{cause}: no {source} capture of both variants in sample_traces/gpu")
+        pytest.skip(f"{cause}: no {source} capture of both variants in {cap}")
     assert b["meta"]["diagnosable"], (cause, b["meta"]["skipped"])
     assert t["meta"]["diagnosable"], (cause, t["meta"]["skipped"])
     return b, t
 
 
-@pytest.mark.parametrize(("cause", "source"), _params())
+@pytest.mark.parametrize(("cap", "cause", "source"), _params())
 def test_verdict_names_the_planted_cause_and_the_twins_does_not(
-        judged: dict[tuple[str, str, str], Any], cause: str, source: str) -> None:
+        judged: dict[tuple[str, ...], Any], cap: str, cause: str, source: str) -> None:
     e = planted.EXPECTATIONS[cause]
-    b, t = _pair(judged, cause, source)
+    b, t = _pair(judged, cap, cause, source)
     if e.verdict_re:
         assert re.search(e.verdict_re, b["verdict"]), (cause, b["verdict"])
         assert not re.search(e.verdict_re, t["verdict"]), (cause, t["verdict"])
@@ -236,13 +255,13 @@ def test_verdict_names_the_planted_cause_and_the_twins_does_not(
         assert t["largest"] != e.verdict_part, (cause, t["largest"], t["verdict"])
 
 
-@pytest.mark.parametrize(("cause", "source"), _params())
-def test_gap_cause_is_the_planted_one(judged: dict[tuple[str, str, str], Any], cause: str,
-                                      source: str) -> None:
+@pytest.mark.parametrize(("cap", "cause", "source"), _params())
+def test_gap_cause_is_the_planted_one(judged: dict[tuple[str, ...], Any], cap: str,
+                                      cause: str, source: str) -> None:
     e = planted.EXPECTATIONS[cause]
     if not e.gap_cause:
         pytest.skip(f"{cause}: the planted cause is not an idle-gap cause")
-    b, _t = _pair(judged, cause, source)
+    b, _t = _pair(judged, cap, cause, source)
     g = b["gaps"]
     by = g.group_by("cause").agg(pl.col("dur_ns").sum()).sort("dur_ns", descending=True)
     assert by.height and by["cause"][0] == e.gap_cause, by
@@ -251,11 +270,11 @@ def test_gap_cause_is_the_planted_one(judged: dict[tuple[str, str, str], Any], c
         assert top["cause_name"][0] == e.gap_cause_name, top.head(3)
 
 
-@pytest.mark.parametrize(("cause", "source"), _params())
+@pytest.mark.parametrize(("cap", "cause", "source"), _params())
 def test_top_recommendation_names_the_planted_cause(
-        judged: dict[tuple[str, str, str], Any], cause: str, source: str) -> None:
+        judged: dict[tuple[str, ...], Any], cap: str, cause: str, source: str) -> None:
     e = planted.EXPECTATIONS[cause]
-    b, t = _pair(judged, cause, source)
+    b, t = _pair(judged, cap, cause, source)
     top = b["top"]
     assert top is not None, (cause, b["verdict"])
     text = " ".join([top["title"], *top["evidence"]])
@@ -265,12 +284,12 @@ def test_top_recommendation_names_the_planted_cause(
     assert t["top"] is None or t["top"]["id"] not in e.rec_ids, (cause, t["top"])
 
 
-@pytest.mark.parametrize(("cause", "source"), _params())
-def test_first_step_outlier_only_with_warmup(judged: dict[tuple[str, str, str], Any],
+@pytest.mark.parametrize(("cap", "cause", "source"), _params())
+def test_first_step_outlier_only_with_warmup(judged: dict[tuple[str, ...], Any], cap: str,
                                              cause: str, source: str) -> None:
     if not planted.EXPECTATIONS[cause].first_step_outlier:
         pytest.skip(f"{cause}: no warm-up planted")
-    b, t = _pair(judged, cause, source)
+    b, t = _pair(judged, cap, cause, source)
     rx = None if source == "torch" else r"^step \d+$"
     sb, st = step_table(b["tl"], step_regex=rx), step_table(t["tl"], step_regex=rx)
     assert sb.height == st.height == b["meta"]["steps"]["profiled"]
@@ -287,17 +306,16 @@ def test_first_step_outlier_only_with_warmup(judged: dict[tuple[str, str, str], 
                                                     st["wall_ns"].to_list())
 
 
-def _gemm_sidecar() -> dict[str, Any] | None:
-    if ("gemm_roofline", planted.SWEEP) in SIDECARS:
-        return SIDECARS[("gemm_roofline", planted.SWEEP)]
-    p = GEMM_DIR / "gemm_roofline-sweep.meta.json"
-    if not p.is_file():
-        return None
-    meta: dict[str, Any] = json.loads(p.read_text())
-    return meta
+def _gemm_sidecar(file: str) -> dict[str, Any] | None:
+    """The first capture's GEMM-sweep sidecar that lists ``file`` (ncu CSV, nsys export),
+    else the first GEMM-sweep sidecar (its tests then skip with the sidecar's reason)."""
+    metas = [m for (_c, s, v), m in SIDECARS.items() if (s, v) == ("gemm_roofline",
+                                                                     planted.SWEEP)]
+    return next((m for m in metas if m["files"].get(file)), metas[0] if metas else None)
 
 
-GEMM = _gemm_sidecar()
+GEMM = _gemm_sidecar("ncu_raw_csv")
+GEMM_NSYS = _gemm_sidecar("nsys_sqlite")
 NO_GEMM = pytest.mark.skipif(GEMM is None, reason=NO_CAPTURE)
 
 
@@ -315,7 +333,7 @@ def ncu_rows(tmp_path_factory: pytest.TempPathFactory) -> pl.DataFrame:
     if not name:
         pytest.skip("gemm_roofline was captured without ncu (see its sidecar's skipped list)")
     csv = tmp_path_factory.mktemp("ncu") / name.removesuffix(".gz")
-    csv.write_bytes(gzip.decompress((GEMM_DIR / name).read_bytes()))
+    csv.write_bytes(gzip.decompress((GEMM["_dir"] / name).read_bytes()))
     nc: pl.DataFrame = traceparse.load(csv).ncu
     return nc
 
@@ -333,32 +351,41 @@ def test_ncu_tensor_flops_agree_with_the_shape(ncu_rows: pl.DataFrame,
 
 
 def _metric_in_ranges(db: Path, metric_like: str, range_like: str) -> list[float]:
-    """Samples of the first GPU metric named like ``metric_like`` whose timestamps fall in
-    an NVTX range named like ``range_like`` (read with sqlite3, independent of traceparse)."""
+    """Samples of the first GPU metric named like ``metric_like`` taken while the kernels
+    launched inside an NVTX range named like ``range_like`` ran (read with sqlite3,
+    independent of traceparse). The host range only brackets the launch calls (the GEMMs run
+    asynchronously: the H100 capture's ``gemm_fp32_4096`` range lasts 50 µs on the host), so
+    the range is projected onto its kernels' GPU span, as nsys's own NVTX projection does."""
     con = sqlite3.connect(db)
     try:
         ids = con.execute("SELECT metricId FROM TARGET_INFO_GPU_METRICS WHERE metricName "
                           "LIKE ? ORDER BY metricId LIMIT 1", (metric_like,)).fetchall()
         assert ids, f"{db.name}: no GPU metric like {metric_like!r}"
-        # NVTX text is inline (nvtxRangePushA) or, when registered, in StringIds.
+        # NVTX text is inline (nvtxRangePushA) or, when registered, in StringIds; a launch
+        # belongs to the range its runtime call started in (same thread)
         rows = con.execute(
-            "SELECT m.value FROM GPU_METRICS m JOIN NVTX_EVENTS n ON m.timestamp >= n.start "
-            "AND m.timestamp < n.end LEFT JOIN StringIds s ON s.id = n.textId "
-            "WHERE m.metricId = ? AND COALESCE(n.text, s.value) LIKE ? ORDER BY m.timestamp",
-            (ids[0][0], range_like)).fetchall()
+            "WITH spans AS (SELECT MIN(k.start) AS s, MAX(k.end) AS e "
+            "FROM NVTX_EVENTS n LEFT JOIN StringIds t ON t.id = n.textId "
+            "JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.start >= n.start AND r.start < n.end "
+            "AND r.globalTid = n.globalTid "
+            "JOIN CUPTI_ACTIVITY_KIND_KERNEL k ON k.correlationId = r.correlationId "
+            "WHERE COALESCE(n.text, t.value) LIKE ? GROUP BY n.rowid) "
+            "SELECT m.value FROM GPU_METRICS m JOIN spans ON m.timestamp >= spans.s "
+            "AND m.timestamp < spans.e WHERE m.metricId = ? ORDER BY m.timestamp",
+            (range_like, ids[0][0])).fetchall()
     finally:
         con.close()
     return [float(r[0]) for r in rows]
 
 
-@NO_GEMM
+@pytest.mark.skipif(GEMM_NSYS is None, reason=NO_CAPTURE)
 def test_gpu_metrics_show_tensor_activity_for_bf16(tmp_path: Path) -> None:
-    assert GEMM is not None
-    name = GEMM["files"].get("nsys_sqlite")
+    assert GEMM_NSYS is not None
+    name = GEMM_NSYS["files"].get("nsys_sqlite")
     if not name:
         pytest.skip("gemm_roofline was captured without nsys (see its sidecar)")
     db = tmp_path / name.removesuffix(".gz")
-    db.write_bytes(gzip.decompress((GEMM_DIR / name).read_bytes()))
+    db.write_bytes(gzip.decompress((GEMM_NSYS["_dir"] / name).read_bytes()))
     bf16 = _metric_in_ranges(db, "Tensor Active%", "gemm_bf16_%")
     fp32 = _metric_in_ranges(db, "Tensor Active%", "gemm_fp32_%")
     assert bf16 and fp32, "no GPU metric sample inside the GEMM ranges"
