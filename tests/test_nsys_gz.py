@@ -51,3 +51,17 @@ def test_truncated_gzip_is_one_line_exit_2(gz: Path, tmp_path: Path) -> None:
     msg = res.output.strip()
     assert msg.splitlines() == [msg] and "cut.sqlite.gz" in msg and "Traceback" not in msg
     assert not list((tmp_path / "c").rglob("*.sqlite"))  # no partial copy left behind
+
+
+def test_gzip_bomb_is_refused_without_a_copy(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """An SQLite header followed by 80 MiB of zeros inflates ~1000x: refused once 64 MiB are
+    out, and no partial copy is left in the cache directory."""
+    import traceparse.nsys.gz as gzmod
+
+    bomb = tmp_path / "bomb.sqlite.gz"
+    bomb.write_bytes(gzip.compress(gzmod.SQLITE_MAGIC + bytes(80 << 20), mtime=0))
+    monkeypatch.setenv("TRACEPARSE_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(TraceError, match="refusing a possible gzip bomb"):
+        traceparse.load(bomb)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]

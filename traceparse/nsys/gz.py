@@ -4,7 +4,9 @@ SQLite reads only files, so :func:`gunzip_sqlite` decompresses the export once i
 cache directory (``<cache dir>/nsys-gunzip/<hash of path, size, mtime>/<stem>.sqlite``,
 written to a temporary name and renamed, so a half-written copy is never read) and returns
 it; the input itself is only read. A truncated or corrupt stream is a :class:`TraceError`
-naming the file.
+naming the file, and so is one that inflates more than the Kineto reader's gzip-bomb ratio
+(:data:`traceparse.kineto.io.MAX_RATIO` once 64 MiB are out; the H100 scenario exports
+compress 4.6-10x).
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import shutil
 import zlib
 from pathlib import Path
 
 from traceparse.errors import TraceError
+from traceparse.kineto.io import MAX_RATIO, RATIO_MIN_BYTES
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -44,8 +46,18 @@ def gunzip_sqlite(path: str | os.PathLike[str], cache_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / f".{out.name}.{os.getpid()}.tmp"
     try:
-        with gzip.open(src, "rb") as fh, open(tmp, "wb") as dst:
-            shutil.copyfileobj(fh, dst, 1 << 20)
+        with open(src, "rb") as raw, gzip.GzipFile(fileobj=raw) as fh, open(tmp, "wb") as dst:
+            out_bytes = 0
+            while chunk := fh.read(1 << 20):
+                dst.write(chunk)
+                out_bytes += len(chunk)
+                if out_bytes > RATIO_MIN_BYTES and out_bytes > MAX_RATIO * max(raw.tell(), 1):
+                    raise TraceError(src, f"gzip inflates {out_bytes // max(raw.tell(), 1)}x "
+                                          f"(real exports stay under {MAX_RATIO}x): refusing "
+                                          "a possible gzip bomb")
+    except TraceError:
+        tmp.unlink(missing_ok=True)
+        raise
     except (OSError, EOFError, zlib.error) as exc:
         tmp.unlink(missing_ok=True)
         why = "truncated gzip stream" if isinstance(exc, EOFError) else f"corrupt gzip: {exc}"
