@@ -131,6 +131,15 @@ def measure() -> list[dict[str, Any]]:
                     else 1 - statistics.median(st) / statistics.median(sb))
         rows.append(_pair_row(f"{name} (nsys)", fix, tb, tt, measured,
                               f"{len(sb)}/{len(st)}"))
+    for b in (1, 64):  # the decoder under nsys (sample_traces/capture/nsys_decode.sh)
+        pair = [GPU / "decode_nsys" / f"decode_b{b}_{v}.sqlite.gz" for v in ("eager", "graph")]
+        if not all(p.is_file() for p in pair):
+            continue
+        tb, tt = (traceparse.load(p) for p in pair)
+        sb, st = _steps(tb, None), _steps(tt, None)
+        rows.append(_pair_row(f"decode b{b} (nsys)", "cuda-graphs", tb, tt,
+                              1 - statistics.median(st) / statistics.median(sb),
+                              f"{len(sb)}/{len(st)}"))
     from traceparse.analyses.steps import gpu_periods
 
     regex = r"^decode_step_\d+$"

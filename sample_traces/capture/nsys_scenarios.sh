@@ -12,12 +12,8 @@ set -uo pipefail
 DEST=${1:?usage: nsys_scenarios.sh DEST [DEBS]}
 DEBS=${2:-.dw}
 HERE=$(cd "$(dirname "$0")" && pwd)
-LIBROOT=$(mktemp -d)
-for f in "$DEBS"/*.deb; do dpkg -x "$f" "$LIBROOT"; done
-export LD_LIBRARY_PATH="$LIBROOT/usr/lib/x86_64-linux-gnu:$LIBROOT/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-NSYS=${NSYS:-$(command -v nsys || find /opt /usr/local -name nsys -type f -perm -u+x 2>/dev/null | head -1)}
-[ -x "$NSYS" ] || { echo "nsys_scenarios.sh: no nsys found" >&2; exit 3; }
-echo "nsys: $NSYS"; "$NSYS" --version
+# shellcheck source=nsys_env.sh
+. "$HERE/nsys_env.sh" "$DEBS" || exit 3
 for imp in $(find "$(dirname "$(dirname "$NSYS")")" -name 'QdstrmImporter*' -type f 2>/dev/null); do
   echo "importer $imp, missing libraries:"; ldd "$imp" | grep 'not found' || echo "  none"
 done

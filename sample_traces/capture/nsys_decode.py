@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""The sweep's decoder for Nsight Systems: eager against one CUDA-graph replay per step.
+
+usage: nsys_decode.py --batch B --variant eager|graph [--steps 20] [--out SIDECAR.json]
+
+The decoder is the sweep's (``sweep_models.decoder``: 12 layers, d 1024, bf16, static KV
+cache 1024, each step ending in ``tok[0].item()``). After 5 warm-up steps it times 30 steps
+(one drain each, as the sweep's truth files do) before the capture range, then runs
+``--steps`` steps between ``cudaProfilerStart``/``Stop``, each inside an NVTX range
+``step N`` (what an nsys user marks; traceparse finds such ranges without ``--steps``).
+Run it under ``nsys profile --capture-range=cudaProfilerApi --capture-range-end=stop``
+(``nsys_decode.sh``). The sidecar holds the batch, variant, GPU and the step times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_models import decoder, timed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--variant", choices=("eager", "graph"), required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    eager, graph = decoder(a.batch)
+    step = eager if a.variant == "eager" else graph
+    before = timed(step, 30, warm=5)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for i in range(a.steps):
+        torch.cuda.nvtx.range_push(f"step {i}")
+        step()
+        torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    side = {"tool": "sample_traces/capture/nsys_decode.py", "batch": a.batch,
+            "variant": a.variant, "profiled_steps": a.steps,
+            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "step_ms_before_capture": before,
+            "step_ms_before_capture_median": statistics.median(before)}
+    if a.out:
+        a.out.write_text(json.dumps(side, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in side.items() if k != "step_ms_before_capture"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
