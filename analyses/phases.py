@@ -10,6 +10,9 @@
 3. Model-runner frames (``python_function``, with_stack): SGLang ``forward_extend`` /
    ``forward_decode`` / ``forward_mixed``, vLLM ``execute_model`` (outermost only).
 4. ``ProfilerStep#N`` ranges.
+5. NVTX ranges and ``record_function`` annotations named as numbered steps (``step 3``,
+   ``iteration 12``: :data:`traceparse.analyses.steps.AUTO_STEP_RE`, the rule of
+   :func:`traceparse.analyses.steps.step_windows`), source ``step_annotation``.
 
 A step's **GPU end** is the end of the last GPU activity launched (launch call start) inside
 its host window; ``wall_ns = max(end_ns, gpu_end_ns) - start_ns``, so asynchronous work
@@ -150,6 +153,12 @@ def find_steps(tl: Timeline, *, steps: str | None = None) -> tuple[pl.DataFrame,
             w = r if source == "regex" else _outermost(r)
             return (w.select("rank", pl.col("name").alias("step"), "start_ns", "end_ns")
                     .unique(maintain_order=True).sort("rank", "start_ns"), source)
+    if steps is None:
+        from traceparse.analyses.steps import step_windows
+
+        auto = step_windows(tl)  # no profiler steps here: the numbered step annotations
+        if auto.height:
+            return auto.cast({"rank": pl.Int32}), "step_annotation"
     return pl.DataFrame(schema={"rank": pl.Int32, "step": pl.String, "start_ns": pl.Int64,
                                 "end_ns": pl.Int64}), "none"
 
