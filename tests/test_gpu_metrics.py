@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+import traceparse
 from tests.conftest import TRACES
 from tests.nsys_extra import KERNEL_SAMPLES_SQL, PEAK_BW, TYPE_ID, add_metrics, write_base
 from traceparse.analyses import metrics as M
@@ -78,6 +79,32 @@ def test_variant_bracket_units_and_two_gpus(tmp_path: Path) -> None:
     assert clock["value"].to_list() == [1.5e9, 1.4e9]
     assert set(m["device_id"].to_list()) == {0, 1}
     assert set(m.filter(pl.col("metric") == "SM Active")["unit"].to_list()) == {"%"}
+
+
+def test_a_mhz_tagged_clock_written_in_hz_stays_in_hz(tmp_path: Path) -> None:
+    """nsys 2025.3 writes 1.98e9 under 'GPC Clock Frequency [MHz]': 1.98e15 Hz would be no
+    GPU's clock, so the samples are taken as Hz; a tagged clock in MHz is still converted."""
+    p = write_base(tmp_path / "hz.sqlite", [("gemm", 1_000, 1_100)])
+    add_metrics(p, {"GPC Clock Frequency [MHz]": [(1_000, 1_980_004_750), (1_100, 1_873_434_750)],
+                    "SYS Clock Frequency [MHz]": [(1_000, 1665), (1_100, 1659)]})
+    m = read(p).metrics.with_columns(pl.col("metric").cast(pl.String))
+    gpc = m.filter(pl.col("metric") == "GPC Clock Frequency")["value"].to_list()
+    sys_ = m.filter(pl.col("metric") == "SYS Clock Frequency")["value"].to_list()
+    assert gpc == [1_980_004_750.0, 1_873_434_750.0]
+    assert sys_ == [1.665e9, 1.659e9]
+
+
+def test_h100_nsys_capture_clock_is_its_listed_boost() -> None:
+    """The H100 warm-up scenario under nsys 2025.3 (GPU metrics at 2 kHz): the SM clock
+    during kernels is the H100's 1,980 MHz boost, not a million times it."""
+    cap = (Path(__file__).resolve().parent.parent / "sample_traces" / "h100_captures"
+           / "scenarios_nsys" / "warmup-bottleneck.sqlite.gz")
+    tl = traceparse.load(cap)
+    m = tl.metrics.filter(pl.col("metric").cast(pl.String) == "GPC Clock Frequency")
+    assert 1.8e9 <= float(m["value"].median()) <= 2.0e9  # type: ignore[arg-type]
+    (line,) = M.clock_lines(tl)
+    assert line.startswith("rank 0 GPU 0: SM clock 1,976 MHz during kernels"), line
+    assert "= 1.00x the listed 1,980 MHz" in line, line
 
 
 def test_variant_two_views_of_one_counter_and_old_names(tmp_path: Path) -> None:

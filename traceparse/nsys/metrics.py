@@ -14,7 +14,10 @@ Schema variants handled (each has a generated export in the tests):
    "GPC Clock Frequency" in Hz, "DRAM Read Throughput" in % of peak);
 2. newer names carry the unit in brackets ("SM Active [Throughput %]",
    "GPC Clock Frequency [MHz]", "DRAM Read Bandwidth [Throughput %]"): the bracket sets the
-   unit (MHz/GHz/kHz are converted to Hz) and the bare name becomes ``metric``;
+   unit (MHz/GHz/kHz are converted to Hz) and the bare name becomes ``metric``; except
+   that nsys 2025.3 writes its clocks in Hz under the "[MHz]" tag (1,980,004,750 on an
+   H100: sample_traces/h100_captures/scenarios_nsys), so a clock whose converted median
+   would exceed :data:`MAX_CLOCK_HZ` (100 GHz) is kept in Hz;
 3. no ``typeId`` in ``GPU_METRICS``: names join on ``metricId``;
 4. no ``TARGET_INFO_GPU_METRICS``: samples cannot be named and are counted as skipped.
 
@@ -43,6 +46,9 @@ SOURCE = "nsys GPU_METRICS"
 _BRACKET = re.compile(r"^(?P<name>.*?)\s*\[(?P<unit>[^\]]*)\]\s*$")
 _GPU_N = re.compile(r"\bGPU\s*(\d+)\b", re.IGNORECASE)
 _HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
+#: Above any GPU or memory clock (Hz): a clock metric whose unit tag would put it here was
+#: written in Hz despite its tag (see :func:`read_metrics`).
+MAX_CLOCK_HZ = 1e11
 
 
 def split_unit(raw: str) -> tuple[str, str, float]:
@@ -112,8 +118,14 @@ def read_metrics(db: NsysDB, devices: pl.DataFrame, rank: int
             skipped[reason] = n
             raw = raw.filter(~bad | bad.is_null())
     dev_map = _device_map(names, devices)
+    # a clock tagged [MHz] whose samples are already in Hz (nsys 2025.3 writes 1.98e9 under
+    # "GPC Clock Frequency [MHz]" on an H100): no GPU clock reaches MAX_CLOCK_HZ, so a
+    # metric whose median scaled sample would is taken as Hz (per metric and device)
+    over = (pl.col("value").median() * pl.col("_scale").first()).over("_tid", "_mid")
+    scale = (pl.when((pl.col("unit") == "Hz") & (over > MAX_CLOCK_HZ)).then(1.0)
+             .otherwise(pl.col("_scale")))
     frame = raw.with_columns(
-        (pl.col("value") * pl.col("_scale")).alias("value"),
+        (pl.col("value") * scale).alias("value"),
         pl.col("_tid").replace_strict(dev_map, default=0, return_dtype=pl.Int32)
         .alias("device_id"),
     ).sort("device_id", "metric", "start_ns")
