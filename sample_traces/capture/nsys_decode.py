@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,16 +27,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sweep_models import decoder, timed
 
 
-def main() -> int:
+def main(argv: list[str] | None = None,
+         build: Callable[[int], tuple[Callable[[], None], Callable[[], None]]] = decoder,
+         tool: str = "sample_traces/capture/nsys_decode.py", steps: int = 20,
+         timed_steps: int = 30) -> int:
+    """Build (eager, graph) steps with ``build(batch)``, time ``timed_steps`` of the chosen
+    one, then run ``--steps`` in NVTX ``step N`` ranges inside the capture range."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--variant", choices=("eager", "graph"), required=True)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args()
-    eager, graph = decoder(a.batch)
+    a = ap.parse_args(argv)
+    eager, graph = build(a.batch)
     step = eager if a.variant == "eager" else graph
-    before = timed(step, 30, warm=5)
+    before = timed(step, timed_steps, warm=5)
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStart()
     for i in range(a.steps):
@@ -44,7 +50,7 @@ def main() -> int:
         torch.cuda.nvtx.range_pop()
     torch.cuda.synchronize()
     torch.cuda.cudart().cudaProfilerStop()
-    side = {"tool": "sample_traces/capture/nsys_decode.py", "batch": a.batch,
+    side = {"tool": tool, "batch": a.batch,
             "variant": a.variant, "profiled_steps": a.steps,
             "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
             "step_ms_before_capture": before,
