@@ -142,6 +142,15 @@ def measure() -> list[dict[str, Any]]:
                               f"{len(sb)}/{len(st)}"))
     from traceparse.analyses.steps import gpu_periods
 
+    for b in (2, 8):  # training under nsys: no per-step sync, so GPU periods, not host ranges
+        pair = [GPU / "train_nsys" / f"train_gpt2s_b{b}_{v}.sqlite.gz" for v in ("eager", "graph")]
+        if not all(p.is_file() for p in pair):
+            continue
+        tb, tt = (traceparse.load(p) for p in pair)
+        pb, pt = gpu_periods(tb), gpu_periods(tt)
+        rows.append(_pair_row(f"train gpt2s b{b} (nsys)", "cuda-graphs", tb, tt,
+                              1 - statistics.median(pt) / statistics.median(pb),
+                              f"{len(pb) + 1}/{len(pt) + 1}"))
     regex = r"^decode_step_\d+$"
     for name, b, t, _, _ in sync_pairs():
         tb, tt = traceparse.load(b), traceparse.load(t)
