@@ -38,7 +38,7 @@ from traceparse.timeline import Timeline
 #: Default: Kineto's profiler step ranges.
 PROFILER_STEP_KIND = "profiler_step"
 #: Without profiler steps: host annotations named as a numbered step (module docstring).
-AUTO_STEP_RE = r"(?i)^(?:train(?:ing)?[_ ]?)?(?:step|iteration|iter)[ _#:=-]*\d+$"
+AUTO_STEP_RE = r"(?i)^(?:train(?:ing)?[ _-]?)?(?:step|iteration|iter)[ _#:=-]*\d+$"
 #: The annotation kinds :data:`AUTO_STEP_RE` is matched against.
 AUTO_STEP_KINDS = ("nvtx_push_pop", "nvtx_start_end", "user_annotation")
 

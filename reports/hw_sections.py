@@ -126,16 +126,13 @@ _METRIC_COLS = [_col("sm_active_pct", "SM active", "pct"), _col("sm_issue_pct", 
 
 
 def _window_tables(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
-    """Time-weighted metrics per step (ProfilerStep ranges, else the report's step regex)
+    """Time-weighted metrics per step (ProfilerStep ranges, else numbered step annotations)
     and per NVTX range name."""
     from traceparse.analyses.metrics import range_metrics, window_metrics
     from traceparse.analyses.steps import step_windows
-    from traceparse.reports.options import STEP_REGEX
 
     out: dict[str, Any] = {}
-    wins = step_windows(tl)
-    if wins.height == 0:
-        wins = step_windows(tl, step_regex=STEP_REGEX)
+    wins = step_windows(tl)  # ProfilerStep ranges, else the numbered step annotations
     sm = window_metrics(tl, wins, label="step") if wins.height else pl.DataFrame()
     if sm.height:
         cols = [_col("rank", "rank", "int"), _col("step", "step"),

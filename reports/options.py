@@ -56,6 +56,3 @@ def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = clean(cast.to_dicts())
     return out
 
-
-#: Host ranges taken as steps when a trace has no ProfilerStep#N ranges.
-STEP_REGEX = r"(?i)^(train[ _-]?)?(step|iter|iteration)[ _#:-]*\d+$"

@@ -20,7 +20,7 @@ from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
 from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
-from traceparse.reports.options import STEP_REGEX, rows
+from traceparse.reports.options import rows
 from traceparse.timeline import Timeline
 from traceparse.vendor import speak_vendor
 
@@ -315,15 +315,12 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
                      "known, and cross-rank skew (who arrives last) for multi-rank inputs.")}
 
 
-#: Fallback step ranges when no ``ProfilerStep#N`` exists (NVTX step ranges in nsys).
-
-
 def _steps(tl: Timeline) -> dict[str, Any] | None:
+    # ProfilerStep ranges, else the numbered step annotations (steps.step_windows)
     st: pl.DataFrame = steps_mod.step_table(tl)
-    source = "ProfilerStep ranges"
-    if st.height == 0:
-        st = steps_mod.step_table(tl, step_regex=STEP_REGEX)
-        source = f"host ranges matching {STEP_REGEX}"
+    prof = (tl.ranges["kind"].cast(pl.String) == steps_mod.PROFILER_STEP_KIND).any()
+    source = ("ProfilerStep ranges" if prof else "NVTX / record_function ranges named as "
+              f"numbered steps ({steps_mod.AUTO_STEP_RE})")
     summ: pl.DataFrame = steps_mod.step_summary(st)
     wall = rows(summ.filter(pl.col("metric") == "wall_ns"))
     stats = wall[0] if wall else {}

@@ -380,10 +380,16 @@ def test_cli_predict_scale_bad_input_exits_2(tmp_path: Path) -> None:
                       ([*c, "--scale", "batch=0"], "F > 0"),
                       ([*c, "--scale", "seq=2"], "batch=F"),
                       ([*c, "--scale", "batch=2", "--holdout", "1"], "cannot be combined"),
-                      ([*c, "--batch-size", "4"], "--batch-size needs --scale"),
-                      # an nsys capture has no ProfilerStep ranges
-                      ([*c, "--scale", "batch=2"], "needs step ranges")):
+                      ([*c, "--batch-size", "4"], "--batch-size needs --scale")):
         res = _cli("predict", str(trace), *args)
+        assert res.exit_code == 2, res.output
+        assert msg in res.output and "Traceback" not in res.output
+        assert len(res.output.strip().splitlines()) == 1
+    # mini_train's NVTX "step N" ranges are its steps; compute_bound has neither those nor
+    # ProfilerStep ranges
+    bare = trace.with_name("compute_bound.sqlite")
+    for args, msg in (([*c, "--scale", "batch=2"], "needs step ranges"),):
+        res = _cli("predict", str(bare), *args)
         assert res.exit_code == 2, res.output
         assert msg in res.output and "Traceback" not in res.output
         assert len(res.output.strip().splitlines()) == 1

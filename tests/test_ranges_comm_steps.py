@@ -227,7 +227,8 @@ def test_nvtx_step_ranges_are_the_steps_without_profiler_steps() -> None:
     s = step_table(tl, attribution=False)
     assert s["step"].to_list() == ["step 0", "step 1", "step 2"]
     assert s["wall_ns"].to_list() == [100, 300, 100]
-    for name in ("train_step_7", "iteration 12", "iter#4", "Step 3", "training step 2"):
+    for name in ("train_step_7", "iteration 12", "iter#4", "Step 3", "training step 2",
+                 "train-step 3"):
         got = step_table(_nvtx_steps([(0, 50), (50, 90)], [name, name]), attribution=False)
         assert got.height == 2, name
     # record_function annotations so named count too

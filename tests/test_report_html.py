@@ -61,8 +61,12 @@ def test_top_kernels_and_other_row() -> None:
     # saving 205 - 156 = 49 us <= 61 us.
     # (issue 24: CUDA graphs remove all the host's issuing time of the region, so the nine
     # kernels run back to back: the window shrinks to its 40 us of compute, 63 us saved =
-    # launch overhead 61 + idle 2)
-    ("launch_bound", "cuda-graphs", 63_000, 103_000),
+    # launch overhead 61 + idle 2.) No shapes: the ten 3 us elementwise kernels on stream 7
+    # each outlast a kernel's fixed cost (2 us), so they are one fusion chain too, fused
+    # into one kernel as long as the longest (3 us) with the host's issuing between their
+    # launches gone: it starts at 112 and the window is [102, 115) = 13 us, 90 us saved:
+    # fusion first, cuda-graphs (63 us) second
+    ("launch_bound", "fusion", 90_000, 103_000),
     # comm_bound: NCCL [250,700) vs compute [100,300) + [700,800): exposed [300,700) = 400 us.
     # whatif --overlap-comm: K2 no longer waits for the NCCL kernel and runs [300,400), but
     # the NCCL kernel still ends at 700 and the copy at 720: window 100..720, saving 80 us
