@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 import traceparse
 from traceparse.cli import main
 from traceparse.errors import TraceError
-from traceparse.loader import detect
+from traceparse.loader import SQLITE_MAGIC, detect
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "mini_train.sqlite"
 
@@ -57,10 +57,8 @@ def test_gzip_bomb_is_refused_without_a_copy(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """An SQLite header followed by 80 MiB of zeros inflates ~1000x: refused once 64 MiB are
     out, and no partial copy is left in the cache directory."""
-    import traceparse.nsys.gz as gzmod
-
     bomb = tmp_path / "bomb.sqlite.gz"
-    bomb.write_bytes(gzip.compress(gzmod.SQLITE_MAGIC + bytes(80 << 20), mtime=0))
+    bomb.write_bytes(gzip.compress(SQLITE_MAGIC + bytes(80 << 20), mtime=0))
     monkeypatch.setenv("TRACEPARSE_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(TraceError, match="refusing a possible gzip bomb"):
         traceparse.load(bomb)

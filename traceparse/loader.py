@@ -54,9 +54,7 @@ def detect(path: str | os.PathLike[str]) -> str:
     if is_report(p):
         return "nsys-rep"
     if head.startswith(GZIP_MAGIC):
-        from traceparse.nsys.gz import is_gzipped_sqlite
-
-        if is_gzipped_sqlite(p):
+        if _gzipped_sqlite(p):
             return "nsys-sqlite-gz"
         return "ncu-csv" if p.name.lower().endswith(".csv.gz") else "kineto-json"
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -65,6 +63,19 @@ def detect(path: str | os.PathLike[str]) -> str:
     if p.suffix.lower() in (".sqlite", ".db", ".sqlite3"):
         raise TraceError(p, "not an SQLite database (bad header)")
     return "ncu-csv"
+
+
+def _gzipped_sqlite(path: Path) -> bool:
+    """True when ``path`` is a gzip stream whose content starts with SQLite's header (an
+    unreadable stream is left to the reader that refuses it)."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, EOFError, zlib.error):
+        return False
 
 
 def load(path: str | os.PathLike[str], *, cache: CacheArg = None,

@@ -140,10 +140,20 @@ def _check_inflated(path: Path, inflated: int, consumed: int, limit: int) -> Non
         raise TraceError(path, f"gzip inflates beyond {limit} bytes (limit; set "
                                "TRACEPARSE_MAX_JSON_BYTES to raise it): refusing a possible "
                                "gzip bomb")
-    if inflated > RATIO_MIN_BYTES and inflated > MAX_RATIO * max(consumed, 1):
-        raise TraceError(path, f"gzip inflates {inflated // max(consumed, 1)}x ({consumed} "
+    if (ratio := bomb_ratio(inflated, consumed)) is not None:
+        raise TraceError(path, f"gzip inflates {ratio}x ({consumed} "
                                f"bytes -> {inflated} so far; real traces stay under "
                                f"{MAX_RATIO}x): refusing a possible gzip bomb")
+
+
+def bomb_ratio(inflated: int, consumed: int) -> int | None:
+    """The inflation ratio ``inflated // consumed`` when it marks a possible gzip bomb
+    (more than :data:`RATIO_MIN_BYTES` out at over :data:`MAX_RATIO` times the compressed
+    bytes read), else None. Shared by every gzip reader (Kineto JSON here, gzipped nsys
+    exports in :mod:`traceparse.nsys.gz`)."""
+    if inflated > RATIO_MIN_BYTES and inflated > MAX_RATIO * max(consumed, 1):
+        return inflated // max(consumed, 1)
+    return None
 
 def needs_decimal_text(raw: bytes) -> bool:
     """True when the first :data:`DECIMAL_PROBE_BYTES` hold an absolute ``ts`` with decimals

@@ -18,18 +18,7 @@ import zlib
 from pathlib import Path
 
 from traceparse.errors import TraceError
-from traceparse.kineto.io import MAX_RATIO, RATIO_MIN_BYTES
-
-SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def is_gzipped_sqlite(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` is a gzip stream whose content starts with SQLite's header."""
-    try:
-        with gzip.open(path, "rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except (OSError, EOFError, zlib.error):
-        return False
+from traceparse.kineto.io import MAX_RATIO, bomb_ratio
 
 
 def gunzip_sqlite(path: str | os.PathLike[str], cache_dir: Path) -> Path:
@@ -51,10 +40,9 @@ def gunzip_sqlite(path: str | os.PathLike[str], cache_dir: Path) -> Path:
             while chunk := fh.read(1 << 20):
                 dst.write(chunk)
                 out_bytes += len(chunk)
-                if out_bytes > RATIO_MIN_BYTES and out_bytes > MAX_RATIO * max(raw.tell(), 1):
-                    raise TraceError(src, f"gzip inflates {out_bytes // max(raw.tell(), 1)}x "
-                                          f"(real exports stay under {MAX_RATIO}x): refusing "
-                                          "a possible gzip bomb")
+                if (ratio := bomb_ratio(out_bytes, raw.tell())) is not None:
+                    raise TraceError(src, f"gzip inflates {ratio}x (real exports stay under "
+                                          f"{MAX_RATIO}x): refusing a possible gzip bomb")
     except TraceError:
         tmp.unlink(missing_ok=True)
         raise
