@@ -106,51 +106,49 @@ def _window(r: dict[str, Any]) -> int:
     return int(r.get("window_ns") or round(r["saving_ns"] * 100 / r["saving_pct"]))
 
 
+def _saving(base: list[int], twin: list[int], total: bool) -> float:
+    """The measured saving of a pair: 1 - twin / bottleneck, of the steps' totals (warm-up:
+    the leading steps' excess counts) or of their medians."""
+    if total:
+        return 1 - sum(twin) / sum(base)
+    return 1 - statistics.median(twin) / statistics.median(base)
+
+
+def nsys_pairs() -> list[tuple[str, Path, Path, str, bool, bool]]:
+    """``(pair, bottleneck, twin, fix, total?, GPU periods?)`` of the Nsight Systems captures
+    present (sample_traces/h100_captures): the scenarios under nsys, whose NVTX ``step N``
+    ranges are found without a regex, then the decoder (each step ends in a sync) and the
+    training step (no per-step sync: its steps are GPU periods, not host ranges)."""
+    def sqlite(name: str) -> str:
+        return Path(name).name.replace(".json.gz", ".sqlite.gz")
+
+    scn, dec, trn = GPU / "scenarios_nsys", GPU / "decode_nsys", GPU / "train_nsys"
+    out = [(f"{name} (nsys)", scn / sqlite(b), scn / sqlite(t), fix, total, False)
+           for name, b, t, fix, _regex, total in PAIRS[:6]]
+    out += [(f"decode b{b} (nsys)", dec / f"decode_b{b}_eager.sqlite.gz",
+             dec / f"decode_b{b}_graph.sqlite.gz", "cuda-graphs", False, False)
+            for b in (1, 64)]
+    out += [(f"train gpt2s b{b} (nsys)", trn / f"train_gpt2s_b{b}_eager.sqlite.gz",
+             trn / f"train_gpt2s_b{b}_graph.sqlite.gz", "cuda-graphs", False, True)
+            for b in (2, 8)]
+    return [p for p in out if p[1].is_file() and p[2].is_file()]
+
+
 def measure() -> list[dict[str, Any]]:
     import traceparse
+    from traceparse.analyses.steps import gpu_periods
 
     rows = []
     for name, b, t, fix, regex, total in PAIRS:
         tb, tt = traceparse.load(GPU / b), traceparse.load(GPU / t)
         sb, st = _steps(tb, regex), _steps(tt, regex)
-        if total:
-            measured = 1 - sum(st) / sum(sb)
-        else:
-            measured = 1 - statistics.median(st) / statistics.median(sb)
-        rows.append(_pair_row(name, fix, tb, tt, measured, f"{len(sb)}/{len(st)}"))
-    # the same scenarios captured under Nsight Systems (sample_traces/h100_captures has
-    # them): NVTX "step N" ranges are the steps (found without a regex)
-    for name, b, t, fix, _regex, total in PAIRS[:6]:
-        nb, nt = (GPU / "scenarios_nsys" / Path(x).name.replace(".json.gz", ".sqlite.gz")
-                  for x in (b, t))
-        if not (nb.is_file() and nt.is_file()):
-            continue
-        tb, tt = traceparse.load(nb), traceparse.load(nt)
-        sb, st = _steps(tb, None), _steps(tt, None)
-        measured = (1 - sum(st) / sum(sb) if total
-                    else 1 - statistics.median(st) / statistics.median(sb))
-        rows.append(_pair_row(f"{name} (nsys)", fix, tb, tt, measured,
+        rows.append(_pair_row(name, fix, tb, tt, _saving(sb, st, total),
                               f"{len(sb)}/{len(st)}"))
-    for b in (1, 64):  # the decoder under nsys (sample_traces/capture/nsys_decode.sh)
-        pair = [GPU / "decode_nsys" / f"decode_b{b}_{v}.sqlite.gz" for v in ("eager", "graph")]
-        if not all(p.is_file() for p in pair):
-            continue
-        tb, tt = (traceparse.load(p) for p in pair)
-        sb, st = _steps(tb, None), _steps(tt, None)
-        rows.append(_pair_row(f"decode b{b} (nsys)", "cuda-graphs", tb, tt,
-                              1 - statistics.median(st) / statistics.median(sb),
-                              f"{len(sb)}/{len(st)}"))
-    from traceparse.analyses.steps import gpu_periods
-
-    for b in (2, 8):  # training under nsys: no per-step sync, so GPU periods, not host ranges
-        pair = [GPU / "train_nsys" / f"train_gpt2s_b{b}_{v}.sqlite.gz" for v in ("eager", "graph")]
-        if not all(p.is_file() for p in pair):
-            continue
-        tb, tt = (traceparse.load(p) for p in pair)
-        pb, pt = gpu_periods(tb), gpu_periods(tt)
-        rows.append(_pair_row(f"train gpt2s b{b} (nsys)", "cuda-graphs", tb, tt,
-                              1 - statistics.median(pt) / statistics.median(pb),
-                              f"{len(pb) + 1}/{len(pt) + 1}"))
+    for name, bp, tp, fix, total, periods in nsys_pairs():
+        tb, tt = traceparse.load(bp), traceparse.load(tp)
+        sb, st = (gpu_periods(x) if periods else _steps(x, None) for x in (tb, tt))
+        rows.append(_pair_row(name, fix, tb, tt, _saving(sb, st, total),
+                              f"{len(sb) + periods}/{len(st) + periods}"))
     regex = r"^decode_step_\d+$"
     for name, b, t, _, _ in sync_pairs():
         tb, tt = traceparse.load(b), traceparse.load(t)
