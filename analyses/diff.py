@@ -12,8 +12,22 @@ does not explain it:
 * both sides have at least ``min_n`` (default 3) instances (else ``insufficient``).
 
 ``delta_pct`` is the change of the median instance duration, ``total_delta_ns`` the change
-of the summed time (what a kernel costs the step). Flags: ``regression`` (slower),
-``improvement`` (faster), ``insufficient``, ``only base`` / ``only new``, or empty.
+of the summed time (what a kernel costs the step).
+
+A **category**'s instances are its time per step when both traces have at least
+``min_n`` steps (column ``per`` = ``step``): the summed duration of its activities launched
+in each step (an activity belongs to the step its launching call, else the activity
+itself, started in; a step without such activity counts 0). An activity's duration depends
+on how the work was recorded, not only on how long it took: a CUDA graph traced as one
+activity is hundreds of kernels' worth, so per instance a graph replay of the same kernels
+reads as a +20,000 % "compute regression". Per step, the granularity cancels. Without
+steps on both sides a category is compared per instance (``per`` = ``instance``), as
+kernels and ops always are. Even per step, a graph's span also holds the idle between its
+kernels, which a trace of the same kernels launched one by one counts as idle: when only
+one trace records whole-graph activities, the categories holding them are shown but
+flagged ``not comparable`` (never gated). Flags: ``regression`` (slower),
+``improvement`` (faster), ``insufficient``, ``not comparable`` (below), ``only base`` /
+``only new``, or empty.
 
 The rank test is implemented with numpy (:func:`mann_whitney_u`); its p-values match
 ``scipy.stats.mannwhitneyu(..., method="asymptotic")`` (checked in the tests when scipy is
@@ -73,23 +87,69 @@ def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
     return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2.0)))
 
 
+def category_per_step(tl: Timeline, walls: pl.DataFrame) -> pl.DataFrame:
+    """``level, name, dur_ns``: each GPU category's summed activity time in each step of
+    ``walls`` (``rank, start_ns, end_ns``), one row per (category, step), 0 where the step
+    launched none of it. An activity belongs to the step of its rank whose host window
+    ``[start_ns, end_ns)`` holds its launching call's start, else its own start; one
+    launched between steps belongs to none.
+
+    Example:
+        Steps [0, 100) and [100, 200); kernels of 30 and 20 ns launched at 10 and 50 and a
+        copy of 5 ns launched at 120: compute 50 and 0, memory 0 and 5.
+    """
+    from traceparse.links import launch_join
+
+    lj = (launch_join(tl).select("rank", "kind", "category", "api_start_ns", "start_ns",
+                                 "dur_ns")
+          .filter(pl.col("kind") != "sync"))
+    cats = sorted(set(lj["category"].cast(pl.String).unique().to_list()))
+    rows: list[pl.DataFrame] = []
+    for (rank,), w in walls.sort("rank", "start_ns").group_by("rank", maintain_order=True):
+        a = lj.filter(pl.col("rank") == rank)
+        t = a.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
+        starts, ends = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
+        k = np.searchsorted(starts, t, side="right") - 1
+        inside = (k >= 0) & (t < ends[np.maximum(k, 0)])
+        cat = a["category"].cast(pl.String).to_numpy()
+        dur = a["dur_ns"].to_numpy()
+        for c in cats:
+            m = inside & (cat == c)
+            per = np.bincount(k[m], weights=dur[m], minlength=starts.size).astype(np.int64)
+            rows.append(pl.DataFrame({"level": "category", "name": c, "dur_ns": per}))
+    if not rows:
+        return pl.DataFrame(schema={"level": pl.String, "name": pl.String,
+                                    "dur_ns": pl.Int64})
+    return pl.concat(rows)
+
+
+def graph_categories(tl: Timeline) -> set[str]:
+    """The categories of ``tl``'s whole-graph activities (kind ``graph``: a CUDA graph
+    traced as one activity, nsys ``--cuda-graph-trace=graph``)."""
+    g = tl.gpu.select("kind", "category").filter(pl.col("kind") == "graph")
+    return set(g["category"].cast(pl.String).unique().to_list())
+
+
 def instances(tl: Timeline, *, step_regex: str | None = None,
-              walls: pl.DataFrame | None = None) -> pl.DataFrame:
+              walls: pl.DataFrame | None = None, per_step: bool = False) -> pl.DataFrame:
     """Instance durations of every level: ``level, name, dur_ns``. Steps are the rows of
     :func:`traceparse.analyses.diff_tail.step_walls` (``walls`` when already computed), so
-    the step median here and the tail's P50 are one computation."""
+    the step median here and the tail's P50 are one computation. ``per_step``: categories
+    as :func:`category_per_step` of those steps, else per activity."""
     from traceparse.analyses.diff_tail import step_walls
 
     g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
+    st = walls if walls is not None else step_walls(tl, step_regex=step_regex)
+    cat = (category_per_step(tl, st) if per_step else
+           g.select(pl.lit("category").alias("level"),
+                    pl.col("category").cast(pl.String).alias("name"), "dur_ns"))
     parts = [
         g.filter(pl.col("kind") == "kernel").select(
             pl.lit("kernel").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
-        g.select(pl.lit("category").alias("level"),
-                 pl.col("category").cast(pl.String).alias("name"), "dur_ns"),
+        cat,
         tl.ranges.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
         .select(pl.lit("op").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
     ]
-    st = walls if walls is not None else step_walls(tl, step_regex=step_regex)
     if st.height:
         parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
                                pl.col("wall_ns").alias("dur_ns")))
@@ -103,12 +163,19 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     """Per-key comparison of two timelines (see the module docstring).
 
     Returns:
-        ``level, name, n_base, n_new, base_median_ns, new_median_ns, delta_pct,
+        ``level, name, per, n_base, n_new, base_median_ns, new_median_ns, delta_pct,
         base_total_ns, new_total_ns, total_delta_ns, p_value, flag`` sorted by level
-        (step, category, op, kernel) then |total_delta_ns| descending.
+        (step, category, op, kernel) then |total_delta_ns| descending; ``per`` says what
+        one instance is (``step`` for categories when both traces have ``min_n`` steps).
     """
-    ib = instances(base, step_regex=step_regex, walls=walls[0] if walls else None)
-    inew = instances(new, step_regex=step_regex, walls=walls[1] if walls else None)
+    from traceparse.analyses.diff_tail import step_walls
+
+    wb, wn = walls if walls else (step_walls(base, step_regex=step_regex),
+                                  step_walls(new, step_regex=step_regex))
+    per_step = wb.height >= min_n and wn.height >= min_n
+    mixed = graph_categories(base) ^ graph_categories(new)
+    ib = instances(base, walls=wb, per_step=per_step)
+    inew = instances(new, walls=wn, per_step=per_step)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
     gn = {k: v["dur_ns"].to_numpy() for k, v in inew.group_by("level", "name")}
     rows = []
@@ -123,6 +190,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             flag = "only new"
         elif not b.size:
             flag = "only base"
+        elif key[0] == "category" and key[1] in mixed:
+            flag = "not comparable"
         elif a.size < min_n or b.size < min_n:
             flag = "insufficient"
         else:
@@ -130,11 +199,13 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             big = delta is not None and abs(delta) >= min_effect_pct
             flag = ("regression" if delta > 0 else "improvement") if (  # type: ignore[operator]
                 p < alpha and big) else ""
-        rows.append({"level": key[0], "name": key[1], "n_base": int(a.size),
+        per = "step" if key[0] == "step" or (key[0] == "category" and per_step) else "instance"
+        rows.append({"level": key[0], "name": key[1], "per": per, "n_base": int(a.size),
                      "n_new": int(b.size), "base_median_ns": mb, "new_median_ns": mn,
                      "delta_pct": delta, "base_total_ns": int(a.sum()),
                      "new_total_ns": int(b.sum()), "p_value": p, "flag": flag})
-    schema = {"level": pl.String, "name": pl.String, "n_base": pl.Int64, "n_new": pl.Int64,
+    schema = {"level": pl.String, "name": pl.String, "per": pl.String, "n_base": pl.Int64,
+              "n_new": pl.Int64,
               "base_median_ns": pl.Float64, "new_median_ns": pl.Float64,
               "delta_pct": pl.Float64, "base_total_ns": pl.Int64, "new_total_ns": pl.Int64,
               "p_value": pl.Float64, "flag": pl.String}
@@ -226,6 +297,13 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
     note = dm.absent_note(base, new, *names)
     if note:
         notes.append(note)
+    one = [n for n, t in zip(names, (base, new), strict=True)
+           if graph_categories(t) and not graph_categories(new if t is base else base)]
+    if one:
+        notes.append(f"time: {one[0]} records each CUDA-graph replay as one activity (graph-"
+                     "level tracing): its span also holds the idle between the graph's "
+                     "kernels, so its categories are not comparable with kernels launched "
+                     "one by one (flag 'not comparable', not gated); the step rows compare")
     if not walls[0].height and not walls[1].height:
         notes.append("tail: not compared: neither trace has steps (ProfilerStep#N, serving "
                      "step annotations or --steps REGEX; graph-capture steps are left out)")

@@ -32,7 +32,9 @@ FLAGGED = ("regression", "improvement")
 def gated_rows(c: Comparison) -> pl.DataFrame:
     """Every compared quantity in one frame (the CSV, and JSON's ``rows``)."""
     t = c.time.select(
-        pl.lit("time").alias("section"), "level", "name", pl.lit("median_ns").alias("metric"),
+        pl.lit("time").alias("section"), "level", "name",
+        pl.when((pl.col("level") == "category") & (pl.col("per") == "step"))
+        .then(pl.lit("median_per_step_ns")).otherwise(pl.lit("median_ns")).alias("metric"),
         pl.lit(None, pl.Int32).alias("rank"), pl.lit(None, pl.Int32).alias("device_id"),
         "n_base", "n_new", pl.col("base_median_ns").alias("base"),
         pl.col("new_median_ns").alias("new"),
@@ -230,7 +232,9 @@ def _sections(c: Comparison, rows: pl.DataFrame, top: int
             .with_columns(pl.int_range(pl.len()).over("level").alias("_r")))
     shown = rest.filter(pl.col("_r") < top).drop("_r")
     hidden = rest.height - shown.height
-    out.append(("time (median per instance)",
+    per_step = time_rows.filter(pl.col("metric") == "median_per_step_ns").height > 0
+    out.append(("time (median per instance" + ("; categories: their time per step)"
+                                               if per_step else ")"),
                 human_rows(pl.concat([flagged, shown])),
                 f"{hidden} unflagged rows not shown." if hidden else ""))
     tail = rows.filter(pl.col("section") == "tail")

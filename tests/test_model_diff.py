@@ -140,7 +140,8 @@ def test_renderers_escape() -> None:
     from traceparse.analyses import diff_memory, diff_tail
     from traceparse.analyses.diff import Comparison, Thresholds
 
-    d = pl.DataFrame({"level": ["kernel"], "name": ["a<b>&|c"], "n_base": [3], "n_new": [3],
+    d = pl.DataFrame({"level": ["kernel"], "name": ["a<b>&|c"], "per": ["instance"],
+                      "n_base": [3], "n_new": [3],
                       "base_median_ns": [1.0], "new_median_ns": [2.0], "delta_pct": [100.0],
                       "base_total_ns": [3], "new_total_ns": [6], "total_delta_ns": [3],
                       "p_value": [0.001], "flag": ["regression"], "failed": [True]})
