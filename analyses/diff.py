@@ -2,7 +2,7 @@
 
 For every key (kernel name, torch op name, GPU category, step) both traces give a
 **distribution of instance durations** (every launch of a kernel, every call of an op,
-every activity of a category, every step). A change is only flagged when run-to-run noise
+every activity of a category or its time per step, every step). A change is only flagged when run-to-run noise
 does not explain it:
 
 * the two-sided **Mann-Whitney U test** (rank-sum; no normality assumption; ties get
@@ -26,7 +26,7 @@ kernels and ops always are. Even per step, a graph's span also holds the idle be
 kernels, which a trace of the same kernels launched one by one counts as idle: when only
 one trace records whole-graph activities, the categories holding them are shown but
 flagged ``not comparable`` (never gated). Flags: ``regression`` (slower),
-``improvement`` (faster), ``insufficient``, ``not comparable`` (below), ``only base`` /
+``improvement`` (faster), ``insufficient``, ``not comparable`` (above), ``only base`` /
 ``only new``, or empty.
 
 The rank test is implemented with numpy (:func:`mann_whitney_u`); its p-values match
