@@ -2,8 +2,8 @@
 
 For every key (kernel name, torch op name, GPU category, step) both traces give a
 **distribution of instance durations** (every launch of a kernel, every call of an op,
-every activity of a category or its time per step, every step). A change is only flagged when run-to-run noise
-does not explain it:
+every activity of a category or its time per step, every step). A change is only
+flagged when run-to-run noise does not explain it:
 
 * the two-sided **Mann-Whitney U test** (rank-sum; no normality assumption; ties get
   average ranks, the normal approximation uses the tie-corrected variance and a continuity
