@@ -15,7 +15,9 @@ range that was open, on the launching thread, when its launch call started:
 Ranges are merged by *path* (the names from the root down, as pyinstrument and flame graphs
 do): the 36 calls of ``aten::mm`` under the same parent are one node with ``calls = 36``.
 ``ProfilerStep#N`` ranges are named ``ProfilerStep#*``, and NVTX / ``record_function``
-step annotations (``step 3``: :data:`traceparse.analyses.steps.AUTO_STEP_RE`) ``step *``, so
+step annotations (``step 3``: :data:`traceparse.analyses.steps.AUTO_STEP_RE`) ``step *``
+where the step rule takes them as the steps (two or more per rank, one after another, no
+``ProfilerStep`` ranges: :func:`traceparse.analyses.steps.auto_step_ranks`), so
 every step's work merges into one subtree (``merge_steps=False`` keeps one node per step),
 and the per-call counters that
 ``torch.autograd.profiler.emit_nvtx`` appends to NVTX names (``aten::to, seq = 47933,
@@ -85,7 +87,7 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
     """The closed host ranges that take part in ``view`` (see the module docstring):
     ``rank, process_id, thread_id, kind, name, start_ns, end_ns`` as plain columns; with
     ``merge_steps`` profiler steps are all named ``ProfilerStep#*`` and numbered step
-    annotations ``step *``."""
+    annotations ``step *`` where they are the trace's steps (:mod:`.steps`)."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     kind = pl.col("kind").cast(pl.String)
@@ -100,9 +102,13 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
         r = r.filter(kind.is_in(["python_function", "profiler_step"]))
     name = name.str.replace_all(_EMIT_NVTX_COUNTERS, "")
     if merge_steps:
-        from traceparse.analyses.steps import AUTO_STEP_KINDS, AUTO_STEP_RE
+        from traceparse.analyses.steps import AUTO_STEP_KINDS, AUTO_STEP_RE, auto_step_ranks
 
-        numbered = kind.is_in(AUTO_STEP_KINDS) & name.str.contains(AUTO_STEP_RE)
+        # the annotations the step rule takes as steps (steps.step_windows: two or more
+        # per rank, one after another, no ProfilerStep ranges), not every name that looks
+        # like one
+        numbered = (kind.is_in(AUTO_STEP_KINDS) & name.str.contains(AUTO_STEP_RE)
+                    & pl.col("rank").is_in(auto_step_ranks(tl)))
         name = (pl.when(kind == "profiler_step")
                 .then(name.str.replace(r"#\d+$", "#*"))
                 .when(numbered).then(name.str.replace(r"\d+$", "*")).otherwise(name))

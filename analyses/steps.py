@@ -78,6 +78,15 @@ def _auto_steps(r: pl.DataFrame) -> pl.DataFrame:
     return c.filter(pl.col("rank").is_in(ok.filter(pl.col("_ok"))["rank"].implode()))
 
 
+def auto_step_ranks(tl: Timeline) -> list[int]:
+    """The ranks whose numbered step annotations are the steps (:func:`step_windows`
+    without ``step_regex``): none when the trace has ``ProfilerStep`` ranges."""
+    r = tl.ranges.filter(pl.col("end_ns").is_not_null())
+    if r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND).height:
+        return []
+    return sorted(_auto_steps(r)["rank"].unique().to_list())
+
+
 def step_ends(tl: Timeline, end: np.ndarray | None = None, *,
               step_regex: str | None = None) -> list[int]:
     """The last GPU end of each step that has GPU work, in step order: a GPU activity (sync

@@ -250,3 +250,22 @@ def test_nvtx_step_ranges_that_overlap_or_stand_alone_are_not_steps() -> None:
          {"name": "ProfilerStep#5", "kind": "profiler_step", "start_ns": 0, "end_ns": 90}]),
         gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30}]))
     assert step_table(both, attribution=False)["step"].to_list() == ["ProfilerStep#5"]
+
+
+def test_op_tree_merges_only_the_annotations_that_are_steps() -> None:
+    """The op tree names ``step N`` ranges ``step *`` only where the step rule takes them
+    as the steps: a loop merges into one node of 2 calls; a nested pair, or the same pair
+    beside ProfilerStep ranges, keeps its names."""
+    from traceparse.analyses.optree import view_ranges
+
+    def names(tl: traceparse.Timeline) -> list[str]:
+        return sorted(view_ranges(tl)["name"].to_list())
+
+    assert names(_nvtx_steps([(0, 50), (50, 90)])) == ["step *", "step *"]
+    assert names(_nvtx_steps([(0, 100), (50, 80)])) == ["step 0", "step 1"]
+    both = timeline(ranges=ranges(
+        [{"name": "step 0", "kind": "nvtx_push_pop", "start_ns": 0, "end_ns": 50},
+         {"name": "step 1", "kind": "nvtx_push_pop", "start_ns": 50, "end_ns": 90},
+         {"name": "ProfilerStep#5", "kind": "profiler_step", "start_ns": 0, "end_ns": 90}]),
+        gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30}]))
+    assert names(both) == ["ProfilerStep#*", "step 0", "step 1"]
