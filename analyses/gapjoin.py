@@ -58,11 +58,30 @@ def join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
 
 def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
                   ) -> pl.DataFrame:
-    """An ``issuing`` gap that no single candidate covered (the host issued it in several
-    ops or calls) is named by the host range or CUDA call overlapping it the most (ties:
-    the shorter, then the earlier); ``cause_detail`` says that it covers less than half."""
-    todo = gaps.with_row_index("_r").filter((pl.col("cause") == "issuing")
-                                            & pl.col("cause_name").is_null())
+    """An ``issuing`` gap is named on the thread that issued the work ending it: the
+    thread whose call launched the first activity after the gap. A gap that no single
+    candidate covered (the host issued it in several ops or calls), or whose covering
+    candidate is another thread's (the main thread waiting in ``pthread_cond_wait`` while
+    autograd's thread issues the backward), is named by that thread's host range or CUDA
+    call overlapping it the most (ties: the shorter, then the earlier); ``cause_detail``
+    says that it covers less than half."""
+    from traceparse.links import launch_join
+
+    iss = gaps.with_row_index("_r").filter(pl.col("cause") == "issuing")
+    if iss.height == 0:
+        return gaps
+    nxt = (launch_join(tl).select(*group, "kind", "start_ns", "api_thread_id")
+           .filter((pl.col("kind") != "sync") & pl.col("api_thread_id").is_not_null())
+           .select(*group, pl.col("start_ns").alias("end_ns"),
+                   pl.col("api_thread_id").cast(pl.Int64).alias("_ithr"))
+           .join(iss.select(*group, "end_ns").unique(), on=[*group, "end_ns"], how="semi")
+           .sort([*group, "end_ns", "_ithr"])
+           .unique([*group, "end_ns"], keep="first", maintain_order=True))
+    thr = iss.select("_r", *group, "end_ns").join(nxt, on=[*group, "end_ns"], how="left",
+                                                  nulls_equal=True).select("_r", "_ithr")
+    iss = iss.join(thr, on="_r", how="left")
+    other = (pl.col("cause_thread_id") != pl.col("_ithr")).fill_null(False)
+    todo = iss.filter(pl.col("cause_name").is_null() | other)
     if todo.height == 0:
         return gaps
     from traceparse.analyses.hostrows import per_group
@@ -75,6 +94,9 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
                      how="vertical_relaxed")
     j = join_gaps(todo.select(*group, "start_ns", "end_ns", pl.col("_r").alias("_gid")),
                    per_group(near_gaps(rows, todo), acts, group), group)
+    j = (j.join(todo.select(pl.col("_r").alias("_gid"), "_ithr"), on="_gid", how="left")
+         .filter(pl.col("_ithr").is_null() | (pl.col("thread_id") == pl.col("_ithr")))
+         .drop("_ithr"))
     if j.height == 0:
         return _unrecorded_names(tl, gaps, todo, None, group)
     best = (j.sort(["_gid", "_ov", "_d", "start_ns"], descending=[False, True, False, False])
@@ -85,15 +107,30 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
     un = unrecorded_ns(tl, best.select("rank", "thread_id", pl.col("_gs").alias("start_ns"),
                                        pl.col("_ge").alias("end_ns")))
     pct = (pl.col("_ov") * 100 / (pl.col("_ge") - pl.col("_gs"))).round(0).cast(pl.Int64)
-    best = best.with_columns(un).select(
+    upct = (pl.col("unrecorded_ns") * 100 / (pl.col("_ge") - pl.col("_gs"))).round(0) \
+        .cast(pl.Int64)
+    # the dispatch claim needs a thread that records its framework ops (the issuing rule's
+    # condition): there, time in no range is Python between ops; elsewhere (an nsys
+    # capture without op ranges) the trace cannot say what the thread ran
+    ops = host_ranges(tl).filter(pl.col("kind") == "cpu_op").select("rank", "thread_id") \
+        .unique()
+    best = best.with_columns(un).join(ops.with_columns(pl.lit(True).alias("_ops")),
+                                      on=["rank", "thread_id"], how="left").select(
         pl.col("_gid").alias("_r"), pl.col("name").alias("_in"),
         pl.col("thread_id").alias("_it"), pl.col("start_ns").alias("_is"),
         pl.col("end_ns").alias("_ie"),
-        pl.when(2 * (pl.col("_ov") + pl.col("unrecorded_ns")) >= pl.col("_ge") - pl.col("_gs"))
-        .then(pl.format("unrecorded dispatch: {}% of the gap lies in no recorded range of "
-                        "the thread (Python between two launches of one step); this one "
-                        "overlaps {}%", (pl.col("unrecorded_ns") * 100 / (pl.col("_ge")
-                        - pl.col("_gs"))).round(0).cast(pl.Int64), pct))
+        # it covers the gap (a candidate of the issuing thread, found here because the
+        # first one was another thread's): named without a caveat
+        pl.when(pl.col("_ov") >= COVER_FRACTION * (pl.col("_ge") - pl.col("_gs")))
+        .then(pl.lit(None, pl.String))
+        .when(2 * (pl.col("_ov") + pl.col("unrecorded_ns")) >= pl.col("_ge") - pl.col("_gs"))
+        .then(pl.when(pl.col("_ops").fill_null(False))
+              .then(pl.format("unrecorded dispatch: {}% of the gap lies in no recorded range "
+                              "of the thread (Python between two launches of one step); "
+                              "this one overlaps {}%", upct, pct))
+              .otherwise(pl.format("issued by this thread: {}% of the gap lies in no "
+                                   "recorded range of it (the trace records no framework "
+                                   "ops to say what ran); this one overlaps {}%", upct, pct)))
         .otherwise(pl.format("issued in several ops or calls; this one overlaps {}% of "
                              "the gap", pct)).alias("_id"))
     return _unrecorded_names(tl, gaps, todo, best, group)

@@ -149,6 +149,16 @@ def _kineto(path: Path) -> Raw:
 
 
 def read_raw(path: Path) -> Raw:
+    if path.name.endswith(".sqlite.gz"):  # the capture scripts' gzipped exports
+        import gzip
+        import shutil
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            plain = Path(tmp) / path.name.removesuffix(".gz")
+            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+            return _nsys(plain)
     return _nsys(path) if path.suffix == ".sqlite" else _kineto(path)
 
 

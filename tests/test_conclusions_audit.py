@@ -49,7 +49,12 @@ from conftest import TRACES, ids, shared_files
 NSYS = shared_files("nsys", "*.sqlite")
 TORCH = shared_files("torch", "*.json*")
 GPU = sorted((TRACES / "gpu").rglob("*.json.gz")) if (TRACES / "gpu").is_dir() else []
-ALL = NSYS + TORCH + GPU
+#: The H100 nsys captures of a known cause (the repository's own, scrubbed): a training
+#: step whose backward runs on autograd's thread, decode with NVTX steps.
+H100 = sorted(p for d in ("train_nsys", "decode_nsys") for p in
+              (Path(__file__).resolve().parent.parent / "sample_traces" / "h100_captures" / d)
+              .glob("*_eager.sqlite.gz"))
+ALL = NSYS + TORCH + GPU + H100
 #: Gaps audited per trace (largest first, as the report lists them).
 TOP_GAPS = 5
 #: Tolerance on shares (percentage points) and times (the payload rounds percentages to
@@ -207,6 +212,12 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
         s, e = hits[0][3], hits[0][4]
         cov = min(e, ge) - max(s, gs)
         detail = g.get("cause_detail") or ""
+        tid = g.get("cause_thread_id")
+        if cause == "issuing" and _OS_WAIT_RE.match(name) and not any(
+                c[1] == tid and c[3] < ge and c[4] > gs for c in raw.calls):
+            # a thread that waited in the OS through the gap and made no CUDA call in it
+            # issued nothing: another thread launched the work that ended the gap
+            out.append(f"{tag}: thread {tid} waited and made no CUDA call during the gap")
         if cov <= 0:
             out.append(f"{tag}: the named call [{s}, {e}) does not overlap the gap")
         elif detail.startswith("first CUDA call in the gap"):
@@ -217,9 +228,39 @@ def audit_gaps(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], De
                 out.append(f"{tag}: the sync starts at {s}, after the gap began")
         elif detail.startswith("unrecorded dispatch"):
             out += _audit_unrecorded(raw, g, gs, ge, cov, tag)
+        elif detail.startswith("issued by this thread"):
+            out += _audit_issued_by(raw, g, gs, ge, cov, tag)
         elif cov < COVER * length - TOL_NS:
             out.append(f"{tag}: the named call covers {cov} ns = {100 * cov / length:.1f}% "
                        "of the gap, less than half")
+    return out
+
+
+_OS_WAIT_RE = re.compile(r"^(pthread_cond_(timed)?wait|pthread_mutex_lock|futex|poll|ppoll|"
+                         r"epoll_wait|select|sem_(timed)?wait|nanosleep|usleep|sleep)")
+
+
+def _thread_unrecorded(raw: Raw, tid: Any, gs: int, ge: int) -> int:
+    """The time of ``[gs, ge)`` in no recorded range of thread ``tid`` (ProfilerStep aside)."""
+    mine = [(r[3], r[4]) for r in raw.ranges
+            if r[1] == tid and not r[2].startswith("ProfilerStep#")]
+    return (ge - gs) - _intersect([(gs, ge)], _union(mine))
+
+
+def _audit_issued_by(raw: Raw, g: dict[str, Any], gs: int, ge: int, cov: int, tag: str
+                     ) -> list[str]:
+    """An issuing gap named on the thread that issued the work ending it, in a trace that
+    records no framework ops: the named call plus that thread's time in no recorded range
+    cover half the gap, and the thread made a CUDA call inside the gap (the launch of what
+    ends it)."""
+    tid = g.get("cause_thread_id")
+    unrec = _thread_unrecorded(raw, tid, gs, ge)
+    out = []
+    if cov + unrec < COVER * (ge - gs) - TOL_NS:
+        out.append(f"{tag}: the named call ({cov} ns) and the thread's unrecorded time "
+                   f"({unrec} ns) cover less than half the gap")
+    if not any(c[1] == tid and gs <= c[3] < ge for c in raw.calls):
+        out.append(f"{tag}: thread {tid} made no CUDA call inside the gap")
     return out
 
 
