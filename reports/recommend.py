@@ -178,11 +178,15 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
         d.get("vendor") for d in payload.get("devices", []))
     graphs = "HIP graphs" if hip else "CUDA graphs"
     r = top["rank"]
-    ev = [f"Rank {r}: launch overhead {_ms(top['bound_ns'])} = "
-          f"{_pct(top['bound_ns'], top['measured_ns']):.1f}% of its {_ms(top['measured_ns'])} "
+    # the attribution's launch overhead (the figure the attribution table shows), and the
+    # engine's bound: all the time the rank's GPU was not busy, the most a graph gives back
+    lo = _by_rank(payload).get(r, {}).get("launch_overhead_ns", 0)
+    ev = [f"Rank {r}: launch overhead {_ms(lo)} = "
+          f"{_pct(lo, top['measured_ns']):.1f}% of its {_ms(top['measured_ns'])} "
           "window: the GPU was idle while the host was issuing the next kernel (in a "
           "launch call, or in the framework ops and Python that issue it; not blocked in "
-          "a synchronising call: that is host sync).",
+          "a synchronising call: that is host sync). In all, its GPU was not busy for "
+          f"{_ms(top['bound_ns'])}, the most a graph can give back.",
           f"Replaying rank {r} with its issuing time removed (whatif --fix cuda-graphs) "
           "shortens "
           f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved.",

@@ -377,6 +377,27 @@ def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Dev
     kernels = [g for g in raw.gpu if g[5] == "kernel"]
     for ev in fix.get("evidence", []):
         out += _audit_evidence(raw, kernels, fid, ev, saving, tag)
+    return out + _audit_launch_figure(payload, items)
+
+
+def _audit_launch_figure(payload: dict[str, Any], items: list[dict[str, Any]]) -> list[str]:
+    """A figure named "launch overhead" in a fix's evidence is the attribution's (one
+    computation, two places): the cuda-graphs evidence once quoted the engine's bound, all
+    the time the GPU was not busy, under that name."""
+    from traceparse.reports.recommend import _ms
+
+    out = []
+    for fix in items:
+        for ev in fix.get("evidence", []):
+            m = re.match(r"^Rank (\d+): launch overhead (.+?) = ", ev)
+            if not m:
+                continue
+            rank = int(m.group(1))
+            lo = sum(int(r["launch_overhead_ns"]) for r in payload["attribution"]["rows"]
+                     if int(r["rank"]) == rank)
+            if m.group(2) != _ms(lo):
+                out.append(f"{fix['id']}: evidence says launch overhead {m.group(2)} on rank "
+                           f"{rank}, the attribution {_ms(lo)}")
     return out
 
 
