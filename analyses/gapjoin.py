@@ -56,6 +56,26 @@ def join_gaps(gaps: pl.DataFrame, rows: pl.DataFrame, group: list[str], *,
         pl.Series("_d", e[ri] - s[ri], pl.Int64))
 
 
+def next_launch_threads(tl: Timeline, gaps: pl.DataFrame, group: list[str]
+                        ) -> pl.DataFrame:
+    """Per row of ``gaps`` (its first column an id, then ``group`` and ``end_ns``): the
+    id and ``_ithr``, the thread whose call launched the activity that ends the gap (the
+    smallest thread id when several start together; null when none was linked)."""
+    from traceparse.links import launch_join
+
+    gid = gaps.columns[0]
+    nxt = (launch_join(tl).select(*group, "kind", "start_ns", "api_thread_id")
+           .filter((pl.col("kind") != "sync") & pl.col("api_thread_id").is_not_null())
+           .select(*group, pl.col("start_ns").alias("end_ns"),
+                   pl.col("api_thread_id").cast(pl.Int64).alias("_ithr"))
+           .join(gaps.select(*group, "end_ns").unique(), on=[*group, "end_ns"], how="semi",
+                 nulls_equal=True)
+           .sort([*group, "end_ns", "_ithr"])
+           .unique([*group, "end_ns"], keep="first", maintain_order=True))
+    return gaps.select(gid, *group, "end_ns").join(
+        nxt, on=[*group, "end_ns"], how="left", nulls_equal=True).select(gid, "_ithr")
+
+
 def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
                   ) -> pl.DataFrame:
     """An ``issuing`` gap is named on the thread that issued the work ending it: the
@@ -65,20 +85,10 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
     autograd's thread issues the backward), is named by that thread's host range or CUDA
     call overlapping it the most (ties: the shorter, then the earlier); ``cause_detail``
     says that it covers less than half."""
-    from traceparse.links import launch_join
-
     iss = gaps.with_row_index("_r").filter(pl.col("cause") == "issuing")
     if iss.height == 0:
         return gaps
-    nxt = (launch_join(tl).select(*group, "kind", "start_ns", "api_thread_id")
-           .filter((pl.col("kind") != "sync") & pl.col("api_thread_id").is_not_null())
-           .select(*group, pl.col("start_ns").alias("end_ns"),
-                   pl.col("api_thread_id").cast(pl.Int64).alias("_ithr"))
-           .join(iss.select(*group, "end_ns").unique(), on=[*group, "end_ns"], how="semi")
-           .sort([*group, "end_ns", "_ithr"])
-           .unique([*group, "end_ns"], keep="first", maintain_order=True))
-    thr = iss.select("_r", *group, "end_ns").join(nxt, on=[*group, "end_ns"], how="left",
-                                                  nulls_equal=True).select("_r", "_ithr")
+    thr = next_launch_threads(tl, iss.select("_r", *group, "end_ns"), group)
     iss = iss.join(thr, on="_r", how="left")
     other = (pl.col("cause_thread_id") != pl.col("_ithr")).fill_null(False)
     todo = iss.filter(pl.col("cause_name").is_null() | other)

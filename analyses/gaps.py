@@ -87,6 +87,7 @@ from traceparse.analyses.gapjoin import COVER_FRACTION
 from traceparse.analyses.gapjoin import join_gaps as _join_gaps
 from traceparse.analyses.gapjoin import name_issuing as _name_issuing
 from traceparse.analyses.gapjoin import near_gaps as _near_gaps
+from traceparse.analyses.gapjoin import next_launch_threads as _next_launch_threads
 from traceparse.analyses.hostrows import per_group
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
@@ -320,6 +321,9 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
     code = sweep.group_codes(keys, fixed, group)
     order = np.argsort(code, kind="stable")
     fixed, code = fixed[order], code[order]
+    # the thread that launched the work ending each gap: its own host activity explains
+    # the gap before another thread's (docs/analyses.md, "Gap causes")
+    nxt = _next_launch_threads(tl, gaps.select("_gid", *group, "end_ns"), group)
     copied = api.height + tl.ranges.height
     step = max(1, CHUNK_ROWS // max(1, copied))
     out: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = []
@@ -333,7 +337,7 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
         cut = np.searchsorted(code, [lo, lo + step])
         calls = per_group(api, a, group)
         cands = _candidates(tl, a, group, calls, g, fixed.slice(cut[0], cut[1] - cut[0]))
-        best = _cover(g, cands, group)
+        best = _cover(g.join(nxt, on="_gid", how="left"), cands, group)
         held = _cover(g, cands.filter(pl.col("_cause") != "profiler"), group).select(
             "_gid", (pl.lit("profiler overhead; it held up ")
                      + pl.col("_cause") + pl.lit(": ") + pl.col("_name")
@@ -450,9 +454,16 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
             .rename({"name": "_name", "thread_id": "_tid"}))
 
 
+#: Candidates that issue nothing: one of another thread than the one that launched the
+#: work ending the gap comes after the launching thread's own (:func:`_cover`).
+_OTHER_THREAD_LAST = ("cpu_work", "os_wait", "cuda_api")
+
+
 def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:
     """Innermost candidate covering at least :data:`COVER_FRACTION` of each gap:
-    ``_gid, _cause, _name, _tid, _cs, _ce``."""
+    ``_gid, _cause, _name, _tid, _cs, _ce``. With ``_ithr`` on ``gaps`` (the thread that
+    launched the work ending the gap), a ``cpu_work``, ``os_wait`` or ``cuda_api``
+    candidate of another thread ranks after every other covering candidate."""
     schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_cause": pl.String(),
                                       "_name": pl.String(), "_tid": pl.Int64(),
                                       "_cs": pl.Int64(), "_ce": pl.Int64()}
@@ -470,8 +481,18 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
     j = j.with_columns(pl.when(pl.col("_cause") == "profiler").then(0)
                        .when(pl.col("_cause") == "stream_wait").then(1).otherwise(2)
                        .alias("_np"))
-    return (j.sort(["_gid", "_np", "_d", "_ov", "_o", "start_ns", "_name"],
-                   descending=[False, False, False, True, False, False, False],
+    # then a host activity that issues nothing (a range, an OS wait, another CUDA call) of
+    # the thread that launched the work ending the gap before one of another thread: the
+    # main thread's range before autograd's thread waiting for work
+    if "_ithr" in gaps.columns:
+        j = j.join(gaps.select("_gid", "_ithr"), on="_gid", how="left")
+        other = (pl.col("_cause").is_in(list(_OTHER_THREAD_LAST))
+                 & (pl.col("_tid") != pl.col("_ithr")).fill_null(False))
+    else:
+        other = pl.lit(False)
+    j = j.with_columns(other.cast(pl.Int8).alias("_oth"))
+    return (j.sort(["_gid", "_np", "_oth", "_d", "_ov", "_o", "start_ns", "_name"],
+                   descending=[False, False, False, False, True, False, False, False],
                    nulls_last=True)
             .group_by("_gid", maintain_order=True)
             .agg(pl.col("_cause").first(), pl.col("_name").first(), pl.col("_tid").first(),
