@@ -39,6 +39,11 @@ Nothing is dropped and nothing is counted twice: the root node ``[all kernels]``
 synthetic children of the root hold the activities the call tree cannot place:
 ``[no launch call]`` (no API row with the activity's correlation id, e.g. a trace window cut
 after the launch) and ``[outside any range]`` (a launch call with no enclosing range).
+A launch on a thread with no range open, inside a step of its process (the steps of
+:func:`traceparse.analyses.steps.step_windows`), goes under that step as
+``[thread without ranges]`` instead: NVTX ranges are per thread, so under nsys every kernel
+of the backward pass, launched by autograd's own thread, would otherwise sit outside the
+step whose host range (on the main thread) holds it.
 
 Views (which ranges take part; the rest are transparent):
 
@@ -73,6 +78,7 @@ from traceparse.timeline import Timeline
 ROOT = "[all kernels]"
 UNLINKED = "[no launch call]"
 OUTSIDE = "[outside any range]"
+OTHER_THREAD = "[thread without ranges]"
 VIEWS = ("full", "ops", "modules", "python")
 _HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_end",
                "cpu_op", "python_function", "other")
@@ -188,6 +194,38 @@ def _nest(ranges: pl.DataFrame) -> np.ndarray:
     return parent
 
 
+def _step_of_orphans(tl: Timeline, ranges: pl.DataFrame, linked: pl.DataFrame,
+                     owner: np.ndarray) -> np.ndarray:
+    """Per row of ``linked``: the index in ``ranges`` of the step of its rank and process
+    whose window holds its launch call, for rows without an owning range (``owner < 0``);
+    -1 elsewhere."""
+    from traceparse.analyses.steps import step_windows
+
+    out = np.full(linked.height, -1, dtype=np.int64)
+    orphan = owner < 0
+    if not orphan.any():
+        return out
+    w = step_windows(tl).select("rank", "start_ns", "end_ns")
+    steps = (ranges.with_row_index("_i").join(w, on=["rank", "start_ns", "end_ns"],
+                                              how="semi")
+             .unique(["rank", "process_id", "start_ns"], keep="first", maintain_order=True)
+             .sort("rank", "process_id", "start_ns"))
+    if steps.height == 0:
+        return out
+    rank = linked["rank"].to_numpy()
+    proc = linked["process_id"].to_numpy()
+    t = linked["api_start_ns"].to_numpy()
+    for (r, p), st in steps.group_by("rank", "process_id", maintain_order=True):
+        rows = np.flatnonzero(orphan & (rank == r) & (proc == p))
+        if rows.size == 0:
+            continue
+        starts, ends = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
+        k = np.searchsorted(starts, t[rows], side="right") - 1
+        ok = (k >= 0) & (t[rows] < ends[np.maximum(k, 0)])
+        out[rows[ok]] = st["_i"].to_numpy()[k[ok]]
+    return out
+
+
 def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             kinds: Sequence[str] = ("kernel",), keep_empty: bool = False,
             merge_steps: bool = True) -> pl.DataFrame:
@@ -241,13 +279,27 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             p_calls.append(0)
         p_calls[node] += 1
         r_path[i] = node
-    n = len(p_name)
     act_node = np.full(acts.height, 1, dtype=np.int64)
     is_linked = acts["api_start_ns"].is_not_null().to_numpy()
     if ranges.height:
-        act_node[is_linked] = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
+        linked_node = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
+        step = _step_of_orphans(tl, ranges, linked, owner)
+        for i in np.flatnonzero(step >= 0).tolist():
+            key = (int(r_path[step[i]]), OTHER_THREAD, "")
+            node = intern.get(key)
+            if node is None:
+                node = len(p_name)
+                intern[key] = node
+                p_parent.append(key[0])
+                p_name.append(OTHER_THREAD)
+                p_kind.append("")
+                p_depth.append(p_depth[key[0]] + 1)
+                p_calls.append(0)
+            linked_node[i] = node
+        act_node[is_linked] = linked_node
     else:
         act_node[is_linked] = 2
+    n = len(p_name)
     dur = acts["dur_ns"].to_numpy().astype(np.int64)
     excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
     kexcl = np.bincount(act_node, minlength=n).astype(np.int64)

@@ -232,3 +232,40 @@ def test_nvtx_serving_steps_nsys_style() -> None:
     t = optree.check_tree(optree.op_tree(tl))
     assert t.filter(pl.col("name") == "layer 0")["inclusive_ns"].to_list() == [500]
     assert t.filter(pl.col("name") == "step[DECODE bs=8]")["calls"].to_list() == [2]
+
+
+def test_tree_places_other_threads_launches_under_the_step() -> None:
+    """NVTX 'step 0' [0, 1000) and 'step 1' [1000, 2000) on main thread 5; a kernel of 40
+    launched by thread 5 at 100 and a kernel of 60 launched at 300 by thread 6, which has
+    no range (autograd's thread under nsys); in step 1 the same, plus a launch by thread 6
+    at 2500, after the last step (stays outside). Tree: step * (2 calls) 200 inclusive:
+    80 of its own, 120 under [thread without ranges]; [outside any range] 60; all 260."""
+    from traceparse import schema
+
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0, 0], "kind": ["nvtx_push_pop"] * 2, "name": ["step 0", "step 1"],
+        "start_ns": [0, 1_000], "end_ns": [1_000, 2_000], "dur_ns": [1_000, 1_000],
+        "thread_id": [5, 5], "process_id": [9, 9]}))
+    calls = [(100, 5), (300, 6), (1_100, 5), (1_300, 6), (2_500, 6)]
+    durs = [40, 60, 40, 60, 60]
+    api = schema.conform("api", pl.DataFrame({
+        "rank": [0] * 5, "kind": ["runtime"] * 5, "name": ["cudaLaunchKernel"] * 5,
+        "start_ns": [c[0] for c in calls], "end_ns": [c[0] + 10 for c in calls],
+        "dur_ns": [10] * 5, "process_id": [9] * 5, "thread_id": [c[1] for c in calls],
+        "correlation_id": list(range(1, 6))}))
+    gpu = schema.conform("gpu", pl.DataFrame({
+        "rank": [0] * 5, "kind": ["kernel"] * 5, "category": ["compute"] * 5,
+        "start_ns": [c[0] + 50 for c in calls],
+        "end_ns": [c[0] + 50 + d for c, d in zip(calls, durs, strict=True)], "dur_ns": durs,
+        "device_id": [0] * 5, "stream_id": [7] * 5, "process_id": [9] * 5,
+        "correlation_id": list(range(1, 6)), "name": ["k"] * 5}))
+    tl = Timeline(gpu=gpu, api=api, ranges=ranges).validate()
+    t = optree.check_tree(optree.op_tree(tl))
+    by = {r["name"]: r for r in t.iter_rows(named=True)}
+    assert (by["step *"]["calls"], by["step *"]["inclusive_ns"],
+            by["step *"]["exclusive_ns"]) == (2, 200, 80)
+    other = by[optree.OTHER_THREAD]
+    assert (other["parent_id"], other["inclusive_ns"], other["kernels"]) == (
+        by["step *"]["node_id"], 120, 2)
+    assert by[optree.OUTSIDE]["inclusive_ns"] == 60
+    assert by[optree.ROOT]["inclusive_ns"] == 260
