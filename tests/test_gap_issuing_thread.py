@@ -62,23 +62,10 @@ def _two_threads() -> Timeline:
     [920, 930). Autograd thread 2: launch [200, 205) -> kernel [210, 220), launch [600,
     605) -> kernel [610, 620). GPU idle [220, 610) = 390 us; the kernel ending it was
     launched by thread 2, which records nothing else."""
-    acts = [(20, 25, 1), (210, 220, 2), (610, 620, 3), (920, 930, 4)]
-    calls = [(10, 15, 1, 1), (200, 205, 2, 2), (600, 605, 3, 2), (910, 915, 4, 1)]
-    gpu = pl.DataFrame([{"rank": 0, "kind": "kernel", "category": "compute",
-                         "start_ns": s * US, "end_ns": e * US, "dur_ns": (e - s) * US,
-                         "device_id": 0, "stream_id": 7, "process_id": 1,
-                         "correlation_id": c, "name": f"k{c}"} for s, e, c in acts])
-    api = pl.DataFrame([{"rank": 0, "kind": "runtime", "name": "cudaLaunchKernel",
-                         "start_ns": s * US, "end_ns": e * US, "dur_ns": (e - s) * US,
-                         "process_id": 1, "thread_id": t, "correlation_id": c}
-                        for s, e, c, t in calls])
-    rng = pl.DataFrame([{"rank": 0, "kind": k, "name": n, "start_ns": s * US,
-                         "end_ns": e * US, "dur_ns": (e - s) * US, "process_id": 1,
-                         "thread_id": 1}
-                        for k, n, s, e in (("nvtx_push_pop", "forward", 0, 1000),
-                                           ("osrt", "pthread_cond_wait", 100, 900))])
-    return Timeline(gpu=schema.conform("gpu", gpu), api=schema.conform("api", api),
-                    ranges=schema.conform("ranges", rng)).validate()
+    return _tl([(20, 25, 1), (210, 220, 2), (610, 620, 3), (920, 930, 4)],
+               [(10, 15, 1, 1), (200, 205, 2, 2), (600, 605, 3, 2), (910, 915, 4, 1)],
+               [("nvtx_push_pop", "forward", 0, 1000, 1),
+                ("osrt", "pthread_cond_wait", 100, 900, 1)])
 
 
 def test_issuing_gap_is_named_on_the_launching_thread() -> None:
