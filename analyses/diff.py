@@ -159,8 +159,10 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
 def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
          min_effect_pct: float = 5.0, min_n: int = 3,
          step_regex: str | None = None,
-         walls: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """Per-key comparison of two timelines (see the module docstring).
+         walls: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+         graphs: tuple[set[str], set[str]] | None = None) -> pl.DataFrame:
+    """Per-key comparison of two timelines (see the module docstring). ``walls`` and
+    ``graphs`` (:func:`graph_categories` of both) when the caller already has them.
 
     Returns:
         ``level, name, per, n_base, n_new, base_median_ns, new_median_ns, delta_pct,
@@ -173,7 +175,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     wb, wn = walls if walls else (step_walls(base, step_regex=step_regex),
                                   step_walls(new, step_regex=step_regex))
     per_step = wb.height >= min_n and wn.height >= min_n
-    mixed = graph_categories(base) ^ graph_categories(new)
+    gb_cats, gn_cats = graphs or (graph_categories(base), graph_categories(new))
+    mixed = gb_cats ^ gn_cats
     ib = instances(base, walls=wb, per_step=per_step)
     inew = instances(new, walls=wn, per_step=per_step)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
@@ -288,8 +291,9 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
     th = thresholds or Thresholds()
     walls = (dt.step_walls(base, step_regex=step_regex),
              dt.step_walls(new, step_regex=step_regex))
+    graphs = (graph_categories(base), graph_categories(new))
     d = diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
-             step_regex=step_regex, walls=walls)
+             step_regex=step_regex, walls=walls, graphs=graphs)
     t = dt.tail_diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
                      walls=walls)
     m = dm.memory_diff(base, new, walls, min_effect_pct=min_effect_pct)
@@ -297,8 +301,8 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
     note = dm.absent_note(base, new, *names)
     if note:
         notes.append(note)
-    one = [n for n, t in zip(names, (base, new), strict=True)
-           if graph_categories(t) and not graph_categories(new if t is base else base)]
+    one = [n for n, mine, other in zip(names, graphs, graphs[::-1], strict=True)
+           if mine and not other]
     if one:
         notes.append(f"time: {one[0]} records each CUDA-graph replay as one activity (graph-"
                      "level tracing): its span also holds the idle between the graph's "

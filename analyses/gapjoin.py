@@ -60,16 +60,20 @@ def next_launch_threads(tl: Timeline, gaps: pl.DataFrame, group: list[str]
                         ) -> pl.DataFrame:
     """Per row of ``gaps`` (its first column an id, then ``group`` and ``end_ns``): the
     id and ``_ithr``, the thread whose call launched the activity that ends the gap (the
-    smallest thread id when several start together; null when none was linked)."""
-    from traceparse.links import launch_join
+    smallest thread id when several start together; null when none was linked). Only the
+    activities starting where a gap ends get their call's thread (one gather of the
+    cached launch links, not a launch join of every activity)."""
+    from traceparse.links import launch_links
 
     gid = gaps.columns[0]
-    nxt = (launch_join(tl).select(*group, "kind", "start_ns", "api_thread_id")
-           .filter((pl.col("kind") != "sync") & pl.col("api_thread_id").is_not_null())
-           .select(*group, pl.col("start_ns").alias("end_ns"),
-                   pl.col("api_thread_id").cast(pl.Int64).alias("_ithr"))
-           .join(gaps.select(*group, "end_ns").unique(), on=[*group, "end_ns"], how="semi",
-                 nulls_equal=True)
+    ends = (tl.gpu.select(*group, "kind", pl.col("start_ns").alias("end_ns"),
+                          launch_links(tl)["api_row"].alias("_row"))
+            .filter((pl.col("kind") != "sync") & pl.col("_row").is_not_null())
+            .join(gaps.select(*group, "end_ns").unique(), on=[*group, "end_ns"],
+                  how="semi", nulls_equal=True))
+    nxt = (ends.select(*group, "end_ns",
+                       tl.api["thread_id"].gather(ends["_row"]).cast(pl.Int64).alias("_ithr"))
+           .filter(pl.col("_ithr").is_not_null())
            .sort([*group, "end_ns", "_ithr"])
            .unique([*group, "end_ns"], keep="first", maintain_order=True))
     return gaps.select(gid, *group, "end_ns").join(
@@ -84,12 +88,11 @@ def name_issuing(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: li
     candidate is another thread's (the main thread waiting in ``pthread_cond_wait`` while
     autograd's thread issues the backward), is named by that thread's host range or CUDA
     call overlapping it the most (ties: the shorter, then the earlier); ``cause_detail``
-    says that it covers less than half."""
+    says that it covers less than half. ``gaps`` carries ``_ithr``
+    (:func:`next_launch_threads`)."""
     iss = gaps.with_row_index("_r").filter(pl.col("cause") == "issuing")
     if iss.height == 0:
         return gaps
-    thr = next_launch_threads(tl, iss.select("_r", *group, "end_ns"), group)
-    iss = iss.join(thr, on="_r", how="left")
     other = (pl.col("cause_thread_id") != pl.col("_ithr")).fill_null(False)
     todo = iss.filter(pl.col("cause_name").is_null() | other)
     if todo.height == 0:

@@ -163,7 +163,11 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
             .when(pl.col("host_sync_ns") == top).then(pl.lit("host_sync"))
             .otherwise(pl.lit("idle")))
     gaps = gaps.with_columns(kind.alias("kind"))
-    best, held, first_warm = _causes(tl, acts, gaps, group)
+    # the thread that launched the work ending each gap: its own host activity explains
+    # the gap before another thread's (docs/analyses.md, "Gap causes"), and an issuing gap
+    # is named on it
+    launchers = _next_launch_threads(tl, gaps.select("_gid", *group, "end_ns"), group)
+    best, held, first_warm = _causes(tl, acts, gaps, group, launchers)
     out = (gaps.join(best, on="_gid", how="left")
            .join(first_warm, on="_gid", how="left", suffix="_w")
            .join(held, on="_gid", how="left"))
@@ -186,6 +190,7 @@ def _idle_gaps(tl: Timeline, min_ns: int, window: tuple[int, int] | None, group:
         pl.when(warm).then(detail)
         .when(pl.col("_cause") == "profiler").then(pl.col("_held"))
         .otherwise(None).cast(pl.String).alias("cause_detail"))
+    out = out.join(launchers, on="_gid", how="left")
     return sort_gaps(_host_classes(tl, acts, out, group), group)
 
 
@@ -298,11 +303,12 @@ def is_issuing() -> pl.Expr:
 CHUNK_ROWS = 4_000_000
 
 
-def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str]
-            ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[str],
+            launchers: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Per gap: the covering cause (``_gid, _cause, _name, _tid, _cs, _ce``, CPU samples
-    filling in where no candidate covers), the call a profiler range held up (``_held``)
-    and the warm-up first call (:func:`_first_call_warmup`), batch by batch of groups.
+    filling in where no candidate covers; ``launchers``: ``_gid, _ithr`` for
+    :func:`_cover`), the call a profiler range held up (``_held``) and the warm-up first
+    call (:func:`_first_call_warmup`), batch by batch of groups.
 
     Only host rows that overlap some gap (:func:`_near_gaps`) are copied to their groups
     (:func:`per_group`), and only to the groups of one batch (:data:`CHUNK_ROWS`): every
@@ -321,9 +327,6 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
     code = sweep.group_codes(keys, fixed, group)
     order = np.argsort(code, kind="stable")
     fixed, code = fixed[order], code[order]
-    # the thread that launched the work ending each gap: its own host activity explains
-    # the gap before another thread's (docs/analyses.md, "Gap causes")
-    nxt = _next_launch_threads(tl, gaps.select("_gid", *group, "end_ns"), group)
     copied = api.height + tl.ranges.height
     step = max(1, CHUNK_ROWS // max(1, copied))
     out: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = []
@@ -337,7 +340,7 @@ def _causes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: list[st
         cut = np.searchsorted(code, [lo, lo + step])
         calls = per_group(api, a, group)
         cands = _candidates(tl, a, group, calls, g, fixed.slice(cut[0], cut[1] - cut[0]))
-        best = _cover(g.join(nxt, on="_gid", how="left"), cands, group)
+        best = _cover(g, cands, group, launchers)
         held = _cover(g, cands.filter(pl.col("_cause") != "profiler"), group).select(
             "_gid", (pl.lit("profiler overhead; it held up ")
                      + pl.col("_cause") + pl.lit(": ") + pl.col("_name")
@@ -459,11 +462,12 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
 _OTHER_THREAD_LAST = ("cpu_work", "os_wait", "cuda_api")
 
 
-def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str],
+           launchers: pl.DataFrame | None = None) -> pl.DataFrame:
     """Innermost candidate covering at least :data:`COVER_FRACTION` of each gap:
-    ``_gid, _cause, _name, _tid, _cs, _ce``. With ``_ithr`` on ``gaps`` (the thread that
-    launched the work ending the gap), a ``cpu_work``, ``os_wait`` or ``cuda_api``
-    candidate of another thread ranks after every other covering candidate."""
+    ``_gid, _cause, _name, _tid, _cs, _ce``. With ``launchers`` (``_gid, _ithr``: the
+    thread that launched the work ending the gap), a ``cpu_work``, ``os_wait`` or
+    ``cuda_api`` candidate of another thread ranks after every other covering candidate."""
     schema: dict[str, pl.DataType] = {"_gid": pl.UInt32(), "_cause": pl.String(),
                                       "_name": pl.String(), "_tid": pl.Int64(),
                                       "_cs": pl.Int64(), "_ce": pl.Int64()}
@@ -484,8 +488,8 @@ def _cover(gaps: pl.DataFrame, cands: pl.DataFrame, group: list[str]) -> pl.Data
     # then a host activity that issues nothing (a range, an OS wait, another CUDA call) of
     # the thread that launched the work ending the gap before one of another thread: the
     # main thread's range before autograd's thread waiting for work
-    if "_ithr" in gaps.columns:
-        j = j.join(gaps.select("_gid", "_ithr"), on="_gid", how="left")
+    if launchers is not None:
+        j = j.join(launchers, on="_gid", how="left")
         other = (pl.col("_cause").is_in(list(_OTHER_THREAD_LAST))
                  & (pl.col("_tid") != pl.col("_ithr")).fill_null(False))
     else:

@@ -260,23 +260,28 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     p_depth = [0, 1, 1]
     p_calls = [0, 0, 0]
     intern: dict[tuple[int, str, str], int] = {}
+
+    def child(pp: int, name: str, kind: str) -> int:
+        """The node of path ``pp`` + ``name`` (kind ``kind``), made on first use."""
+        key = (pp, name, kind)
+        node = intern.get(key)
+        if node is None:
+            node = len(p_name)
+            intern[key] = node
+            p_parent.append(pp)
+            p_name.append(name)
+            p_kind.append(kind)
+            p_depth.append(p_depth[pp] + 1)
+            p_calls.append(0)
+        return node
+
     r_path = np.zeros(ranges.height, dtype=np.int64)
     order = np.argsort(ranges["start_ns"].to_numpy(), kind="stable")
     names = ranges["name"].to_list()
     rkinds = ranges["kind"].to_list()
     for i in order.tolist():
         par = int(parent[i])
-        pp = int(r_path[par]) if par >= 0 else 0
-        key = (pp, names[i], rkinds[i])
-        node = intern.get(key)
-        if node is None:
-            node = len(p_name)
-            intern[key] = node
-            p_parent.append(pp)
-            p_name.append(names[i])
-            p_kind.append(rkinds[i])
-            p_depth.append(p_depth[pp] + 1)
-            p_calls.append(0)
+        node = child(int(r_path[par]) if par >= 0 else 0, names[i], rkinds[i])
         p_calls[node] += 1
         r_path[i] = node
     act_node = np.full(acts.height, 1, dtype=np.int64)
@@ -284,18 +289,15 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     if ranges.height:
         linked_node = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
         step = _step_of_orphans(tl, ranges, linked, owner)
-        for i in np.flatnonzero(step >= 0).tolist():
-            key = (int(r_path[step[i]]), OTHER_THREAD, "")
-            node = intern.get(key)
-            if node is None:
-                node = len(p_name)
-                intern[key] = node
-                p_parent.append(key[0])
-                p_name.append(OTHER_THREAD)
-                p_kind.append("")
-                p_depth.append(p_depth[key[0]] + 1)
-                p_calls.append(0)
-            linked_node[i] = node
+        has = step >= 0
+        # one [thread without ranges] node per step path, made in the order the orphans
+        # first reach it, then every orphan mapped at once
+        paths, first, inv = np.unique(r_path[step[has]], return_index=True,
+                                      return_inverse=True)
+        nodes = np.zeros(paths.size, dtype=np.int64)
+        for k in np.argsort(first, kind="stable").tolist():
+            nodes[k] = child(int(paths[k]), OTHER_THREAD, "")
+        linked_node[has] = nodes[inv]
         act_node[is_linked] = linked_node
     else:
         act_node[is_linked] = 2

@@ -270,15 +270,7 @@ def _audit_unrecorded(raw: Raw, g: dict[str, Any], gs: int, ge: int, cov: int, t
     in no recorded range (ProfilerStep aside) cover at least half the gap, inside one
     ProfilerStep, with CUDA calls of that thread before and after it in that step."""
     tid = g.get("cause_thread_id")
-    mine = [r for r in raw.ranges if r[1] == tid and not r[2].startswith("ProfilerStep#")]
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted((r[3], r[4]) for r in mine):  # nested ops: their union
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    covered = _intersect([(gs, ge)], merged)
-    unrec = (ge - gs) - covered
+    unrec = _thread_unrecorded(raw, tid, gs, ge)
     out = []
     if cov + unrec < COVER * (ge - gs) - TOL_NS:
         out.append(f"{tag}: the named op ({cov} ns) and the unrecorded time ({unrec} ns) "

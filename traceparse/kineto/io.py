@@ -155,6 +155,7 @@ def bomb_ratio(inflated: int, consumed: int) -> int | None:
         return inflated // max(consumed, 1)
     return None
 
+
 def needs_decimal_text(raw: bytes) -> bool:
     """True when the first :data:`DECIMAL_PROBE_BYTES` hold an absolute ``ts`` with decimals
     (13+ integer digits), i.e. the trace must be decoded with ``quote_times=True``.
