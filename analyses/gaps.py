@@ -432,7 +432,7 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
     names = tl.api.get_column("name").unique().drop_nulls().cast(pl.String)
     special = names.filter(names.str.contains(BLOCKING_API_RE)
                            | names.str.contains(WARMUP_API_RE))
-    plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special))
+    plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special.implode()))
     kinds = pl.col("kind").cast(pl.String)
     host = near(tl.ranges.filter(pl.col("end_ns").is_not_null()
                                  & pl.col("device_id").is_null()))

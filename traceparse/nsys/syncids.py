@@ -93,7 +93,7 @@ def _calls_of(api: pl.DataFrame, ids: pl.DataFrame) -> pl.DataFrame:
     """``_row`` (api row number), ``process_id``, ``correlation_id`` of the api rows whose
     correlation id is one of ``ids``'."""
     return (api.select("process_id", "correlation_id").with_row_index("_row")
-            .filter(pl.col("correlation_id").is_in(ids["correlation_id"].unique())))
+            .filter(pl.col("correlation_id").is_in(ids["correlation_id"].unique().implode())))
 
 
 def _scatter(n: int, rows: pl.Series, values: pl.Series, name: str) -> pl.Series:
