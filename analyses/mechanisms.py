@@ -12,7 +12,11 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   launch. Regions are cut at blocking syncs (a graph cannot contain a host read of a device
   value); ``cudaMalloc``/``cudaFree`` in the loop (allocation changes) are named as cuts.
 * ``host_sync``: every blocking sync stops waiting (the host goes on at the call's entry),
-  so the host can queue the next work while the GPU runs.
+  so the host can queue the next work while the GPU runs. The note names, per rank, the
+  calls that blocked and how long they held the host (:func:`blocking_waits`): the most
+  the host can gain on the GPU. The saving can exceed the attribution's ``host_sync_ns``
+  (the GPU's drain inside the calls): after a sync the GPU's queue is empty and it waits
+  on the host's issuing, which a host that runs ahead hides.
 * ``pinned_memory``: each copy to or from pageable memory runs at the pinned rate of the
   same direction measured in this trace, else at the host link's nominal rate
   (:data:`HOST_LINK_GBPS`), and its call no longer blocks the host.
@@ -74,7 +78,7 @@ def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[
     if change == "overlap_comm":
         return {"overlap_comm": True}, []
     if change == "host_sync":
-        return {"drop_syncs": True}, []
+        return {"drop_syncs": True}, _sync_note(tl)
     if change == "pinned_memory":
         return _pinned(tl)
     if change == "input_pipeline":
@@ -82,6 +86,31 @@ def replay_args(tl: Timeline, change: str) -> tuple[dict[str, Any] | None, list[
     if change == "fusion":
         return _fusion(tl)
     raise ValueError(f"unknown change {change!r}")
+
+
+def blocking_waits(tl: Timeline) -> pl.DataFrame:
+    """Per rank: ``calls`` and ``wait_ns`` (summed entry to return) of the blocking syncs
+    the replay finds (entered before the work launched ahead of them ended and returned
+    after it: :func:`traceparse.analyses.replay.blocking_syncs`), the waits the
+    ``host_sync`` fix removes."""
+    from traceparse.analyses.replay import blocking_syncs
+
+    return (blocking_syncs(tl).group_by("rank")
+            .agg(pl.len().cast(pl.Int64).alias("calls"),
+                 (pl.col("sync_end") - pl.col("sync_start")).sum().alias("wait_ns"))
+            .sort("rank"))
+
+
+def _sync_note(tl: Timeline, shown: int = 4) -> list[str]:
+    from traceparse import units
+
+    w = blocking_waits(tl)
+    if w.height == 0:
+        return []
+    parts = [f"rank {r}: {units.plural(c, 'call')} that held the host {units.duration(ns)}"
+             for r, c, ns in w.head(shown).iter_rows()]
+    more = f"; {w.height - shown:,} more ranks" if w.height > shown else ""
+    return ["the blocking syncs that stop waiting, " + "; ".join(parts) + more]
 
 
 def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:

@@ -314,6 +314,23 @@ def _blocking(p: _Prep, o: np.ndarray, pb: dict[int, tuple[int, int]], overlap_c
     return out
 
 
+def blocking_syncs(tl: Timeline) -> pl.DataFrame:
+    """``rank, sync_start, sync_end`` of the blocking sync calls the replay waits at
+    (:func:`_blocking`: entered before the work launched ahead of it ended, returned
+    at or after it), the calls ``drop_syncs=True`` stops."""
+    p = _prepare(tl)
+    st = _stage(tl, p, False)
+    ranks = {int(q): int(r) for r, _, q in p.procs.iter_rows()}
+    rk, ss, se = [], [], []
+    for q, sy in st.syncs.items():
+        rk += [ranks[int(q)]] * len(sy[0])
+        ss += sy[0]
+        se += sy[1]
+    return pl.DataFrame({"rank": rk, "sync_start": ss, "sync_end": se},
+                        schema={"rank": tl.gpu.schema["rank"], "sync_start": pl.Int64,
+                                "sync_end": pl.Int64})
+
+
 def _solve(rows: np.ndarray, ep: np.ndarray, key: np.ndarray, p: _Prep, g: np.ndarray,
            d: np.ndarray, base_h: np.ndarray, syncs: tuple[list[int], ...] | None, t0: int
            ) -> np.ndarray:

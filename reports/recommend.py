@@ -252,12 +252,34 @@ def _sync_ops(payload: dict[str, Any], n: int = 3) -> list[str]:
             + "; ".join(parts) + "."]
 
 
+def _beyond_drain(payload: dict[str, Any], top: dict[str, Any]) -> list[str]:
+    """Why removing the syncs saves more than the attribution's host sync (the GPU's drain
+    inside the calls), when it does: the rank's other non-busy parts the host, running
+    ahead, hides."""
+    r = top["rank"]
+    parts = _by_rank(payload).get(r, {})
+    hs = parts.get("host_sync_ns", 0)
+    if top["saving_ns"] <= hs:
+        return []
+    rest = [f"{label} {_ms(parts[k])}" for k, label in (
+        ("launch_overhead_ns", "launch overhead"), ("idle_ns", "idle"),
+        ("warmup_ns", "warm-up")) if parts.get(k)]
+    return [f"Rank {r}: the GPU drained for {_ms(hs)} inside the blocking calls (the "
+            f"attribution's host sync); the rest of the {_ms(top['saving_ns'])} is what "
+            "followed them: a sync leaves the GPU's queue empty, so the GPU then waited for "
+            "whatever the host did before its next launches"
+            + (f" ({', '.join(rest)} on this rank)" if rest else "")
+            + ". Without the syncs the host runs ahead of the GPU in the replay and those "
+            f"waits are hidden; in all its GPU was not busy for {_ms(top['bound_ns'])}, "
+            "the most removing the syncs can give back."]
+
+
 def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
     top = _engine_rec(payload, "host_sync", LAUNCH_MIN_FRAC)
     if top is None:
         return []
-    ev = [_replayed(top, "host-sync"), *_sync_ops(payload), *_gap_evidence(payload,
-                                                                          ("host_sync",))]
+    ev = [_replayed(top, "host-sync"), *_beyond_drain(payload, top), *_sync_ops(payload),
+          *_gap_evidence(payload, ("host_sync",))]
     return [_rec("host-sync", "GPU drained at synchronising calls: remove the syncs",
                  top["saving_ns"], top["measured_ns"], ev,
                  "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "

@@ -334,6 +334,9 @@ def _window(payload: dict[str, Any], rank: int) -> int:
                if int(r["rank"]) == rank)
 
 
+#: Calls that may block the host (the replay's sync candidates by name: synchronize, a
+#: copy or free that waits, a wait or query loop); a superset is enough for an upper bound.
+_BLOCKING_CALL = re.compile(r"(?i)synchron|memcpy|memset|wait|malloc|free|query")
 _IDLE_FIXES = ("cuda-graphs", "host-sync", "input-pipeline", "stream-wait", "warm-up")
 
 
@@ -362,6 +365,14 @@ def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Dev
                   if c["cause"] == "stream_wait")
         if saving > max(sw, tot) + TOL_NS:
             out.append(f"{tag}: saves more than its stream-wait gaps ({tot} ns)")
+    if fid == "host-sync":
+        # the host can get ahead of the GPU by at most the time it waited in blocking calls
+        pids = set().union(*(d.pids for d in mine if d.pids)) or None
+        waits = sum(c[4] - c[3] for c in raw.calls
+                    if (pids is None or c[0] in pids) and _BLOCKING_CALL.search(c[2]))
+        if saving > waits + TOL_NS:
+            out.append(f"{tag}: saves more than the {waits} ns its rank's host spent in "
+                       "blocking calls")
     if fid == "overlap-copies":
         copies = sum(_length(d.busy["copy"]) for d in mine)
         if saving > copies + TOL_NS:
@@ -538,6 +549,13 @@ def test_the_audit_catches_false_conclusions() -> None:
                    "cudaStreamWaitEvent call before the gap ends"]
     raw.calls.append((1, 7, "cudaStreamWaitEvent", 80 * us, 81 * us))
     assert audit_gaps(raw, payload, devs) == []
+    # removing syncs gives the host back at most the time it waited in them
+    payload["recommendations"]["items"][0]["saving_ns"] = 300 * us
+    assert audit_fix(raw, payload, devs) == []
+    raw.calls[0] = (1, 7, "cudaMemcpy", 90 * us, 250 * us)
+    assert audit_fix(raw, payload, devs) == [
+        f"fix 1 host-sync ({300 * us} ns): saves more than the {161 * us} ns its rank's "
+        "host spent in blocking calls"]
 
 
 def test_the_audit_checks_unrecorded_dispatch() -> None:

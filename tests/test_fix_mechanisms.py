@@ -334,6 +334,45 @@ def test_removing_a_sync_keeps_the_gpu_fed() -> None:
     assert g["cause_detail"].endswith("cpu_work: host_bookkeeping")
 
 
+def test_a_sync_saves_the_issuing_it_exposes_and_says_so() -> None:
+    # Three steps 140 us apart: four 10 us launch calls from the step's start t, kernels
+    # [t+5+30i, t+35+30i); cudaStreamSynchronize [t+40, t+126) waits for the last (ends
+    # t+125). Between steps the GPU is not busy [t+125, t+145): drained inside the sync
+    # [125,126) = host sync 1, nothing on the host [126,140) = idle 14, the next launch
+    # call [140,145) = launch overhead 5; twice: 2 + 28 + 10 = 40 of the 400 us window
+    # [5,405). Without the syncs the host runs ahead and the 12 kernels run back to back:
+    # 360, saving 40, twenty times the host sync. The three calls held the host 3 x 86.
+    from traceparse.reports.fixes import fixes_list
+
+    acts, calls = [], []
+    for step in range(3):
+        t = 140 * step
+        for i in range(4):
+            corr = 4 * step + i + 1
+            calls.append({"name": LAUNCH, "start": t + 10 * i, "end": t + 10 * i + 10,
+                          "corr": corr})
+            acts.append({"start": t + 5 + 30 * i, "end": t + 35 + 30 * i, "corr": corr})
+        calls.append({"name": "cudaStreamSynchronize", "start": t + 40, "end": t + 126})
+    tl = _tl(acts, calls)
+    assert _parts(tl) == {"window_ns": 400, "compute_ns": 360, "launch_overhead_ns": 10,
+                          "host_sync_ns": 2, "idle_ns": 28}
+    sv = savings(tl).filter(pl.col("change") == "host_sync").row(0, named=True)
+    assert (sv["saving_ns"], sv["bound_ns"]) == (40 * US, 40 * US)
+    assert sv["note"] == ("the blocking syncs that stop waiting, rank 0: 3 calls that held "
+                          "the host 258 µs")
+    items, _ = fixes_list(tl)
+    assert items[0]["id"] == "host-sync"
+    ev = items[0]["evidence"]
+    assert ev[1] == (
+        "Rank 0: the GPU drained for 2.00 µs inside the blocking calls (the attribution's "
+        "host sync); the rest of the 40.0 µs is what followed them: a sync leaves the "
+        "GPU's queue empty, so the GPU then waited for whatever the host did before its "
+        "next launches "
+        "(launch overhead 10.0 µs, idle 28.0 µs on this rank). Without the syncs the host "
+        "runs ahead of the GPU in the replay and those waits are hidden; in all its GPU "
+        "was not busy for 40.0 µs, the most removing the syncs can give back.")
+
+
 def test_fixes_cli_json_and_empty(tmp_path: Path) -> None:
     from traceparse.cli.main import main
 
