@@ -38,9 +38,12 @@ is in benchmarks/RESULTS.md beside the previous model's (one constant in ns).
 A window with fewer than :data:`MIN_SAMPLES` composite ops takes the estimate pooled over
 all windows; a trace with none (nothing nested) falls back to :data:`PER_EVENT_NS`, the
 previous shipped constant (median of the per-file solutions on the shared sweep).
-Other recording options (``with_stack`` records many more Python events, whose callbacks
-are not measured by C++ gaps) are untested: the figure is an estimate, reported with its
-uncertainty, never a measured saving.
+**Python frames** (``python_function``, ``with_stack`` / ``with_modules``) are priced at
+their own visible bookkeeping (:func:`bookkeeping` of ``python_function`` frames, not
+scaled; never above the op price): the tracer records a frame, not an op with its inputs,
+and at the op price the 118,743 frames of a vLLM graph capture came to twice the time they
+were recorded in (docs/calibration.md, "Python frames"). The figure is an estimate,
+reported with its uncertainty, never a measured saving.
 
 **Graph launches** (:func:`graph_launch_costs`): under the profiler a graph launch lasts
 about a microsecond per recorded kernel node and the graph's first kernel starts only after
@@ -112,19 +115,22 @@ def options(tl: Timeline) -> dict[str, bool]:
             "with_modules": bool(mods.any()) if py.height else False}
 
 
-def bookkeeping(tl: Timeline) -> pl.DataFrame:
+def bookkeeping(tl: Timeline, kind: str = "cpu_op") -> pl.DataFrame:
     """The profiler's bookkeeping the trace shows: for every recorded ``cpu_op`` with at least
     one recorded ``cpu_op`` inside it on its thread (a composite op, an autograd node), the
     time from its start to its first child's start (``enter_ns``) and from its last child's
     end to its own end (``exit_ns``): ``rank, process_id, start_ns, enter_ns, exit_ns``
     sorted by process and start. Between them runs only the parent's C++ (no Python), so
-    the two gaps are one child's enter and exit callbacks plus the call itself."""
+    the two gaps are one child's enter and exit callbacks plus the call itself.
+    ``kind="python_function"``: the same gaps of Python frames with a recorded frame inside
+    them (``with_stack``); there the parent's own bytecode before its first call and after
+    its last runs in the gaps too, so they bound the Python tracer's callbacks from above."""
     cols = ["rank", "process_id", "thread_id", "depth", "start_ns", "end_ns"]
     out_schema = {"rank": pl.Int64, "process_id": pl.Int64, "start_ns": pl.Int64,
                   "enter_ns": pl.Int64, "exit_ns": pl.Int64}
     if not is_kineto(tl):
         return pl.DataFrame(schema=out_schema)
-    r = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+    r = (tl.ranges.filter((pl.col("kind").cast(pl.String) == kind)
                           & pl.col("end_ns").is_not_null() & pl.col("depth").is_not_null())
          .select(cols).cast({"rank": pl.Int64, "process_id": pl.Int64, "thread_id": pl.Int64,
                              "depth": pl.Int64})
@@ -177,11 +183,26 @@ def estimate(tl: Timeline, windows: pl.DataFrame | None = None) -> dict[str, Any
             v = _visible(b.filter(pl.col("_w") == i))
             by_window.append(None if v is None else v * VISIBLE_RATIO)
     v = _visible(b)
+    py = _visible(bookkeeping(tl, "python_function"))
     if v is None:
         return {"per_event_ns": PER_EVENT_NS, "visible_ns": None, "samples": b.height,
-                "source": "default", "by_window": [None] * len(by_window)}
+                "source": "default", "by_window": [None] * len(by_window),
+                "python_ns": py}
     return {"per_event_ns": v * VISIBLE_RATIO, "visible_ns": v, "samples": b.height,
-            "source": "trace", "by_window": by_window}
+            "source": "trace", "by_window": by_window, "python_ns": py}
+
+
+def _python_priced(ev: pl.DataFrame, cost: np.ndarray, est: dict[str, Any]) -> np.ndarray:
+    """``cost`` (one per row of ``ev``, which carries ``source``) with each Python frame
+    (``python_function``) priced at the Python frames' own visible bookkeeping
+    (``est["python_ns"]``) where the trace shows it and it is below the op's price: the
+    Python tracer's callbacks record a frame, not an op with its inputs, and a frame's
+    visible gaps bound them from above (:func:`bookkeeping`)."""
+    py = est.get("python_ns")
+    if py is None or "source" not in ev.columns:
+        return cost
+    is_py = (ev["source"] == "python_function").fill_null(False).to_numpy()
+    return np.where(is_py, np.minimum(cost, float(py)), cost)
 
 
 def _host_ns(tl: Timeline, windows: pl.DataFrame | None) -> int:
@@ -250,7 +271,7 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
                 and price_windows.height):
             over = float(_event_table(tl, price_windows, True)["_op"].sum())
         else:
-            over = float(_costs_of(ev, est).sum()) if n else 0.0
+            over = float(_python_priced(ev, _costs_of(ev, est), est).sum()) if n else 0.0
         c = over / n if n else float(est["per_event_ns"])
     lo, hi = _relative_range(source)
     spread = c * (hi - lo) / 2
@@ -382,7 +403,7 @@ def _event_table(tl: Timeline, windows: pl.DataFrame | None, costs: bool,
     ``_op``: their window's estimate, else the pooled one, or ``per_event_ns``) and the
     graph launches (cost ``_graph``: their excess), ``rank, process_id, start_ns, _op,
     _graph`` (costs only with ``costs``)."""
-    ev = host_events(tl).select(*_KEY, "start_ns").with_row_index("_i")
+    ev = host_events(tl).select(*_KEY, "start_ns", "source").with_row_index("_i")
     if costs and per_event_ns is not None:
         ev = ev.with_columns(pl.lit(float(per_event_ns)).alias("_op"))
     elif costs:
@@ -393,9 +414,12 @@ def _event_table(tl: Timeline, windows: pl.DataFrame | None, costs: bool,
             per_w = np.array([est["per_event_ns"] if v is None else v
                               for v in est["by_window"]] + [est["per_event_ns"]], float)
             w = ev["_w"].fill_null(len(per_w) - 1).to_numpy().astype(np.int64)
-            ev = ev.drop("_w").with_columns(pl.Series("_op", per_w[w]))
+            op = per_w[w]
+            ev = ev.drop("_w")
         else:
-            ev = ev.with_columns(pl.lit(float(est["per_event_ns"])).alias("_op"))
+            op = np.full(ev.height, float(est["per_event_ns"]))
+        ev = ev.with_columns(pl.Series("_op", _python_priced(ev, op, est)))
+    ev = ev.drop("source")
     g = graph_launch_costs(tl)
     if costs:
         ev = ev.with_columns(pl.lit(0.0).alias("_graph"))
