@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.conftest import TRACES
+from tests.conftest import TRACES, ids, shared_files
 from traceparse import schema
 from traceparse.analyses import profiler_cost as pc
 from traceparse.analyses.steps import step_windows
@@ -256,3 +256,33 @@ def test_python_frames_nearer_the_measured_cost_on_the_with_stack_runs() -> None
         else:
             assert abs(new - measured) < abs(old - measured), (name, measured, new, old)
     assert err_new < err_old / 8, (err_new, err_old)
+
+
+_KINETO = [p for p in (shared_files("torch") + sorted((TRACES / "gpu").glob("*/*.json.gz")))
+           if p.name.endswith((".json", ".json.gz"))]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", _KINETO, ids=ids(_KINETO))
+def test_profiler_cost_never_exceeds_the_time_it_was_recorded_in(path: Path) -> None:
+    """Physical bound on every shared Kineto trace: the estimated recording cost of a step's
+    events is less than the step, and of all events less than the host span they were
+    recorded in (at the op price, the vLLM graph capture's Python frames came to twice
+    their span)."""
+    from traceparse import load
+
+    tl = load(path)
+    steps = step_windows(tl)
+    whole = pc.profiler_cost(tl)
+    assert whole["overhead_frac"] is None or whole["overhead_frac"] < 1, whole
+    if steps.height:
+        cost = pc.event_costs(tl, steps)
+        # event_costs is per process in start order, with the graph launches' excess
+        per = np.zeros(steps.height)
+        times = pc.advance_fn(tl)
+        for (r, p), c in cost.items():
+            w = pc._in_windows(pl.DataFrame({"rank": [r] * c.size, "start_ns": times[(r, p)],
+                                             "_c": c}), steps)
+            np.add.at(per, w["_w"].to_numpy().astype(np.int64), w["_c"].to_numpy())
+        length = (steps["end_ns"] - steps["start_ns"]).to_numpy()
+        assert (per < length).all(), (per / length).max()
