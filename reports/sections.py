@@ -398,8 +398,7 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
             "steps_table": _roofline_steps(notes.get("steps") or []),
             "table": {"columns": [c for c in columns if c["key"] in keep],
                       "rows": rows(shown)},
-            "note": (f"{units.plural(pts.height, 'kernel')} placed on the roofline of "
-                     f"{gpu or 'the GPU'}; "
+            "note": (_placed_line(pts, gpu) + "; "
                      "marker area = kernel time; '% of roof' = achieved FLOP/s over the "
                      "attainable FLOP/s at the kernel's arithmetic intensity; bound: "
                      "compute when the intensity is past the ridge, memory below it, latency "
@@ -411,6 +410,22 @@ def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
                         if (notes["coverage"].get("bandwidth_only_ns") or 0) > 0 else "")
                      + ("" if ceilings.height else " No ceilings: the GPU is not known (no "
                         "device description in the inputs), so no chart and no % of roof."))}
+
+
+def _placed_line(pts: pl.DataFrame, gpu: str | None) -> str:
+    """How many of the listed kernels the chart draws: copies, fills and gathers do no
+    arithmetic and are listed with their DRAM bandwidth, not drawn (a vLLM graph capture's
+    one listed kernel, an ``aten::fill_``, was once counted as placed on an empty chart)."""
+    from traceparse.roofline.estimate import DATA_MOVEMENT_NOTE
+
+    moved = (int(pts["note"].fill_null("").str.starts_with(DATA_MOVEMENT_NOTE).sum())
+             if "note" in pts.columns else 0)
+    line = (f"{units.plural(pts.height - moved, 'kernel')} placed on the roofline of "
+            f"{gpu or 'the GPU'}")
+    if moved:
+        line += (f" ({units.plural(moved, 'data-movement kernel')} listed below with "
+                 f"{'its' if moved == 1 else 'their'} DRAM bandwidth, not drawn)")
+    return line
 
 
 def _roofline_steps(steps: list[dict[str, Any]]) -> dict[str, Any] | None:

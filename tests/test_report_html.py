@@ -394,6 +394,23 @@ def test_torch_trace_without_device_info_renders() -> None:
     assert '<section id="roofline">' in html
 
 
+@pytest.mark.shared
+def test_roofline_note_counts_only_the_kernels_it_draws() -> None:
+    """The vLLM graph capture's roofline lists one kernel, an ``aten::fill_`` (a fill does no
+    arithmetic: listed with its DRAM bandwidth, not drawn) on an empty chart; the note said
+    "1 kernel placed on the roofline"."""
+    from conftest import shared_files
+
+    files = shared_files("torch", "tracelens__vllm_decode_full_graph_capture_rank_0.*")
+    assert files
+    tl = __import__("traceparse").load(files[0])
+    data = build_payload(tl)["roofline"]
+    assert [p["kernel_name"] for p in data["points"]] == ["aten::fill_"]
+    assert data["note"].startswith(
+        "0 kernels placed on the roofline of MI300X (1 data-movement kernel listed below with "
+        "its DRAM bandwidth, not drawn); ")
+
+
 def test_time_axes_read_in_seconds_for_long_captures() -> None:
     """A chart spanning 10 s or more labels its time axis in seconds (a 73-minute capture
     drawn in ms read "4.0" under a "1e6" offset); shorter ones stay in ms."""
