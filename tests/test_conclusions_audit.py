@@ -378,6 +378,14 @@ def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Dev
         if saving > copies + TOL_NS:
             out.append(f"{tag}: saves more than the copies' time {copies} ns")
     kernels = [g for g in raw.gpu if g[5] == "kernel"]
+    # a gap quoted as evidence is the fix's rank's: another rank's gap says nothing of it
+    said = [int(m.group(1)) for ev in fix.get("evidence", [])
+            if (m := re.match(r"^(?:Replaying rank|Rank) (\d+)\b", ev))]
+    for ev in fix.get("evidence", []):
+        m = re.match(r"^Gap of .+? on rank (\d+) \(", ev)
+        if m and said and int(m.group(1)) != said[0]:
+            out.append(f"{tag}: evidence quotes a gap of rank {m.group(1)} for a saving of "
+                       f"rank {said[0]}")
     for ev in fix.get("evidence", []):
         out += _audit_evidence(raw, kernels, fid, ev, saving, tag)
     return out + _audit_launch_figure(payload, items)
@@ -552,6 +560,13 @@ def test_the_audit_catches_false_conclusions() -> None:
     # removing syncs gives the host back at most the time it waited in them
     payload["recommendations"]["items"][0]["saving_ns"] = 300 * us
     assert audit_fix(raw, payload, devs) == []
+    payload["recommendations"]["items"][0]["evidence"] = [
+        "Replaying rank 0 with the fix (whatif --fix host-sync) shortens its window.",
+        "Gap of 300 µs on rank 1 (host_sync): cudaMemcpy (thread 7)."]
+    assert audit_fix(raw, payload, devs) == [
+        f"fix 1 host-sync ({300 * us} ns): evidence quotes a gap of rank 1 for a saving of "
+        "rank 0"]
+    payload["recommendations"]["items"][0]["evidence"] = []
     raw.calls[0] = (1, 7, "cudaMemcpy", 90 * us, 250 * us)
     assert audit_fix(raw, payload, devs) == [
         f"fix 1 host-sync ({300 * us} ns): saves more than the {161 * us} ns its rank's "

@@ -529,3 +529,40 @@ def test_profiler_free_replay_is_predicts_replay() -> None:
     removed = sum(float(v.sum()) for v in costs.values())
     shrink = int(windows(plain)["predicted_ns"].sum() - windows(got)["predicted_ns"].sum())
     assert 0 < shrink <= removed
+
+
+def test_profiler_free_saving_capped_against_the_profiler_free_window() -> None:
+    # A DLRM rank (numbers of the 8-rank set, us): window 13,000 profiled, 10,300 without
+    # the profiler; non-busy parts 6,420, of which idle 1,280 (the input-pipeline fix's
+    # part). Its replay without the profiler found nothing to remove: 10,300. The profiled
+    # floor 13,000 - 1,280 = 11,720 once made that -1,420 "saved"; the floor is the GPU's
+    # busy time 6,580 or the profiler-free window less the part, 9,020: saving 0.
+    from traceparse.analyses.savings import unprofiled_capped
+
+    f = pl.DataFrame({"measured_ns": [13_000, 13_000, 13_000], "bound_ns": [1_280] * 3,
+                      "_idle": [6_420] * 3, "window_unprofiled_ns": [10_300] * 3,
+                      "_pu": [10_300, 8_000, 10_900]})
+    got = f.select(unprofiled_capped().alias("p"))["p"].to_list()
+    # the part bounds the saving (10,300 - 1,280); a longer replay is no saving
+    assert got == [10_300, 9_020, 10_300]
+
+
+@pytest.mark.shared
+def test_profiler_free_savings_never_negative_nor_above_the_part(tmp_path: Path) -> None:
+    """On the 8-rank DLRM set (torch.profiler, data-loading ranges), every host change's
+    profiler-free saving lies in [0, its part of the attribution]."""
+    from conftest import shared_files
+
+    from traceparse.analyses.savings import HOST_CHANGES
+    from traceparse.loader import load
+
+    files = shared_files("torch", "param__dlrm_8rank__*")
+    assert len(files) == 8
+    for f in files:  # one directory of the 8 rank files, read in place
+        (tmp_path / f.name).symlink_to(f)
+    tl = load(tmp_path)
+    sv = savings(tl).filter(pl.col("change").is_in(list(HOST_CHANGES))
+                            & pl.col("saving_unprofiled_ns").is_not_null())
+    assert sv.height == 24
+    assert (sv["saving_unprofiled_ns"] >= 0).all()
+    assert (sv["saving_unprofiled_ns"] <= sv["bound_ns"]).all()
