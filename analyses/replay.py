@@ -319,10 +319,11 @@ def blocking_syncs(tl: Timeline) -> pl.DataFrame:
     (:func:`_blocking`: entered before the work launched ahead of it ended, returned
     at or after it), the calls ``drop_syncs=True`` stops."""
     p = _prepare(tl)
-    st = _stage(tl, p, False)
     ranks = {int(q): int(r) for r, _, q in p.procs.iter_rows()}
-    rk, ss, se = [], [], []
-    for q, sy in st.syncs.items():
+    rk: list[int] = []
+    ss: list[int] = []
+    se: list[int] = []
+    for q, sy in (_stage(tl, p, False).syncs if p.gi.size else {}).items():
         rk += [ranks[int(q)]] * len(sy[0])
         ss += sy[0]
         se += sy[1]

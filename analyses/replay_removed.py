@@ -10,9 +10,10 @@ intervals and the profiler's own recording cost.
   ``python_function``) costs the per-event estimate of the step it began in
   (:func:`traceparse.analyses.profiler_cost.event_costs`, the costs ``predict`` removes); a
   host instant moves earlier by the summed cost of the recorded ops of its process that
-  began before it, as in :mod:`traceparse.analyses.replay_host`. An op that began inside a
-  removed interval is not counted again: that time is already gone with the interval, so
-  the two never remove the same host time twice (:func:`profiler_parts`).
+  began before it, as in :mod:`traceparse.analyses.replay_host`. The ops that began inside
+  a removed interval count only their summed cost beyond its length: that much is already
+  gone with the interval, so the two never remove the same host time twice, and never
+  less than the profiler's cost alone (:func:`outside_removed`).
 """
 
 from __future__ import annotations
@@ -119,8 +120,14 @@ Profiler = tuple[dict[tuple[int, int], np.ndarray], dict[tuple[int, int], np.nda
 
 def outside_removed(times: np.ndarray, costs: np.ndarray, lo: pl.DataFrame | None,
                     rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """``times`` (sorted) and their ``costs`` without those inside the removal union ``lo``
-    (:func:`_rank_union` frame) of ``rank``: that host time is already removed."""
+    """``times`` (sorted) and their ``costs`` less what the removal union ``lo``
+    (:func:`_rank_union` frame) of ``rank`` already takes away: the ops that began inside
+    one of its intervals keep only the part of their summed cost beyond the interval's
+    length (none, where the estimate fits in it). Removing the interval takes its whole
+    length, the profiler's recording in it included; where the estimated cost of the ops
+    in it is longer than the interval, the remainder is still the profiler's, so a fix
+    never removes less host time than the profiler's removal alone (dropping those ops
+    outright made a fusion "save" -25.8 us without the profiler on the MI250 trace)."""
     if lo is None or lo.height == 0 or times.size == 0:
         return times, costs
     f = lo.filter(pl.col("rank").cast(pl.Int64) == rank)
@@ -128,10 +135,19 @@ def outside_removed(times: np.ndarray, costs: np.ndarray, lo: pl.DataFrame | Non
         return times, costs
     e = f["end_ns"].to_numpy().astype(_I64)
     c = f["_cum"].to_numpy().astype(_I64)
-    starts = e - (c - np.append(0, c[:-1]))
+    length = c - np.append(0, c[:-1])
+    starts = e - length
     k = np.searchsorted(starts, times, side="right") - 1
     inside = (k >= 0) & (times < e[np.maximum(k, 0)])
-    return times[~inside], costs[~inside]
+    if not inside.any():
+        return times, costs
+    ki = k[inside]
+    summed = np.bincount(ki, weights=costs[inside], minlength=e.size)
+    keep = np.clip(summed - length, 0, None) / np.where(summed > 0, summed, 1)
+    out = np.asarray(costs, float).copy()
+    out[inside] = out[inside] * keep[ki]
+    left = ~inside | (out > 0)
+    return times[left], out[left]
 
 
 def profiler_parts(times: np.ndarray | None, per_event_ns: float | np.ndarray,

@@ -508,6 +508,13 @@ def test_conclusions_hold_on_the_files_own_events(path: Path, conclusions: Any) 
     devs = _devices(raw, payload, rank_pids)
     problems = (audit_verdict(raw, payload, devs) + audit_gaps(raw, payload, devs)
                 + audit_fix(raw, payload, devs))
+    for r in payload.get("summary", {}).get("savings", []):
+        # a fix replayed without the profiler removes at least what the profiler's removal
+        # alone does: never a negative saving
+        su = r.get("saving_unprofiled_ns")
+        if su is not None and su < 0:
+            problems.append(f"{r['change']} rank {r['rank']}: saves {su} ns without the "
+                            "profiler")
     cli = payload["_summary_cli_verdict"]
     if cli != payload.get("summary", {}).get("verdict", cli):
         problems.append(f"summary says {cli!r}, the report {payload['summary']['verdict']!r}")

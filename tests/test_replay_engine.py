@@ -148,3 +148,26 @@ def test_same_graph_estimate_on_sample_scenarios(name: str) -> None:
 @pytest.mark.parametrize("path", SHARED, ids=ids(SHARED))
 def test_same_graph_estimate_on_shared_traces(path: Path) -> None:
     _check_graphs(traceparse.load(path))
+
+
+def test_ops_inside_a_removed_interval_keep_their_cost_beyond_it() -> None:
+    """The profiler's cost of ops that began inside host time a fix removes: that much is
+    gone with the interval; what the estimate puts beyond the interval's length stays."""
+    import numpy as np
+
+    from traceparse.analyses.replay_removed import _rank_union, outside_removed
+
+    times = np.array([10, 20, 30, 40], np.int64)
+
+    def run(s: int, e: int, costs: list[float]) -> tuple[list[int], list[float]]:
+        lo = _rank_union(pl.DataFrame({"rank": [0], "start_ns": [s], "end_ns": [e]}))
+        t, c = outside_removed(times, np.array(costs), lo, 0)
+        return t.tolist(), c.tolist()
+
+    # [15,35) holds the ops at 20 and 30 (5 + 5 <= 20): both gone with it
+    assert run(15, 35, [5, 5, 5, 5]) == ([10, 40], [5.0, 5.0])
+    # [18,32): 10 + 10 = 20 in 14 ns, 6 left, shared in proportion
+    assert run(18, 32, [5, 10, 10, 5]) == ([10, 20, 30, 40], [5.0, 3.0, 3.0, 5.0])
+    # another rank's interval removes nothing here
+    lo1 = _rank_union(pl.DataFrame({"rank": [1], "start_ns": [0], "end_ns": [100]}))
+    assert outside_removed(times, np.ones(4), lo1, 0)[0].tolist() == times.tolist()
