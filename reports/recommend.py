@@ -379,18 +379,31 @@ def _copies(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
     if worst is None or worst[1] < COPY_MIN_FRAC * worst[2]:
         return []
     rank, mem, w = worst
+    # overlapped, a copy runs under kernels: it can hide at most the rank's kernel time
+    parts = _by_rank(payload).get(rank, {})
+    beside = parts.get("compute_ns", 0) + parts.get("communication_ns", 0)
+    saving = min(mem, beside)
+    if saving < COPY_MIN_FRAC * w:
+        return []
     ev = [f"Rank {rank}: copies/memsets ran with no kernel alongside for {_ms(mem)} = "
-          f"{_pct(mem, w):.1f}% of its window."]
+          f"{_pct(mem, w):.1f}% of its window.",
+          f"Overlapped with compute they hide behind its kernels, {_ms(beside)} on rank "
+          f"{rank} (compute and communication): at most {_ms(saving)} saved"
+          + (f"; the other {_ms(mem - saving)} of copies stays unless they get faster "
+             "(pinned memory) or are avoided (tensors kept on the device), and the trace "
+             "cannot tell which copies are avoidable." if mem > saving else ".")]
     pc = payload["evidence"]["pageable_copies"]
     moved = pc["pageable"]["bytes"] + pc["pinned"]["bytes"]
     if moved:
         ev.append(f"Host<->device traffic: {moved:,} bytes ({pc['pinned']['count']:,} pinned, "
                   f"{pc['pageable']['count']:,} pageable copies).")
-    return [_rec("overlap-copies", "Exposed data transfers: overlap or avoid them", mem, w, ev,
+    return [_rec("overlap-copies", "Exposed data transfers: overlap or avoid them", saving, w,
+                 ev,
                  "Issue copies on their own stream with non_blocking=True from pinned memory "
                  "so they overlap compute (prefetch the next batch), and keep tensors on the "
                  "device instead of round-tripping them.",
-                 "the copy/memset time during which no kernel ran.")]
+                 "the copy/memset time during which no kernel ran, at most the rank's kernel "
+                 "time the copies could run under.")]
 
 
 ROOF_MAX_PCT = 30.0

@@ -377,6 +377,11 @@ def audit_fix(raw: Raw, payload: dict[str, Any], devs: dict[tuple[int, int], Dev
         copies = sum(_length(d.busy["copy"]) for d in mine)
         if saving > copies + TOL_NS:
             out.append(f"{tag}: saves more than the copies' time {copies} ns")
+        # overlapped, copies hide under kernels: no more than the kernels' time
+        kern = sum(_length(d.busy["kernel"]) for d in mine)
+        if saving > kern + TOL_NS:
+            out.append(f"{tag}: overlapping saves more than the {kern} ns of kernels the "
+                       "copies could hide under")
     kernels = [g for g in raw.gpu if g[5] == "kernel"]
     # a gap quoted as evidence is the fix's rank's: another rank's gap says nothing of it
     said = [int(m.group(1)) for ev in fix.get("evidence", [])

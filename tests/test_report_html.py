@@ -72,8 +72,10 @@ def test_top_kernels_and_other_row() -> None:
     # the NCCL kernel still ends at 700 and the copy at 720: window 100..720, saving 80 us
     ("comm_bound", "overlap-comm", 80_000, 800_000 - 100_000),
     # memory_bound: copies [100,600) + memset [600,650) + copy [700,1100) = 950 us, minus the
-    # kernel [200,300) that runs over them = 850 us with nothing else running
-    ("memory_bound", "overlap-copies", 850_000, 1_000_000),
+    # kernel [200,300) that runs over them = 850 us with nothing else running; overlapped,
+    # copies hide under kernels, so at most the 100 us of kernel time is saved (it once
+    # claimed all 850 us: sc23omp's 26.2 s of copies beside 1.07 s of kernels)
+    ("memory_bound", "overlap-copies", 100_000, 1_000_000),
     # sync_bound: the GPU drains at each blocking call and waits through host_postprocess
     # (tests/test_attribution_golden.py). host_postprocess is no data loading, so there is
     # no input-pipeline fix (before issue 24: "input-pipeline" 332 us, the idle time); the
