@@ -11,6 +11,9 @@ measures the window it removes. One replay per fix, the same figure everywhere.
   is removed; the region's kernels then run back to back, started by the region's first
   launch. Regions are cut at blocking syncs (a graph cannot contain a host read of a device
   value); ``cudaMalloc``/``cudaFree`` in the loop (allocation changes) are named as cuts.
+  The note gives, per rank, the host issuing time removed: issuing that ran while the GPU
+  was busy goes too, so the saving can exceed the launch overhead (the host reaches its
+  later work sooner), never the GPU's non-busy time.
 * ``host_sync``: every blocking sync stops waiting (the host goes on at the call's entry),
   so the host can queue the next work while the GPU runs. The note names, per rank, the
   calls that blocked and how long they held the host (:func:`blocking_waits`): the most
@@ -137,7 +140,7 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
                                      by=["rank"])
     sw = step_windows(tl)
     if sw.height == 0:
-        return {"remove": issuing}, notes
+        return {"remove": issuing}, [*notes, *_removed_note(issuing)]
     calls = tl.api.select("rank", "start_ns").filter(pl.col("start_ns").is_not_null())
     first = (sw.join(calls, on="rank", how="inner", suffix="_c")
              .filter((pl.col("start_ns_c") >= pl.col("start_ns"))
@@ -148,7 +151,24 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     rem = intervals.intersect(issuing, regions.cast(issuing.schema),  # type: ignore[arg-type]
                               by=["rank"])
     notes.append(f"one region per step ({sw.height:,} steps), from its first launch")
-    return {"remove": rem}, notes
+    return {"remove": rem}, [*notes, *_removed_note(rem)]
+
+
+def _removed_note(rem: pl.DataFrame, shown: int = 4) -> list[str]:
+    """Per rank, the host issuing time the graphs remove (the union of ``rem``): more than
+    the launch overhead wherever the issuing ran while the GPU was busy; without it the
+    host reaches its later work sooner."""
+    from traceparse import units
+    from traceparse.analyses import intervals
+
+    if rem.height == 0:
+        return []
+    u = (intervals.union(rem, by=["rank"])
+         .group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
+         .sort("rank"))
+    parts = [f"rank {r}: {units.duration(ns)}" for r, ns in u.head(shown).iter_rows()]
+    more = f"; {u.height - shown:,} more ranks" if u.height > shown else ""
+    return ["host issuing time removed, " + "; ".join(parts) + more]
 
 
 def _graph_cuts(tl: Timeline) -> list[str]:

@@ -191,6 +191,12 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
           "shortens "
           f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved.",
           *_gap_evidence(payload, ("issuing",), 2, r)]
+    if top["saving_ns"] > lo:
+        ev.insert(2, f"Rank {r}: the replay saves more than the launch overhead because a "
+                  "graph removes all of its region's host issuing (the capture note gives "
+                  "it), also what ran while the GPU was busy, and its kernels' "
+                  "launch-to-start latency: later host work (synchronising calls, its own "
+                  "CPU work) comes sooner, and the GPU's waits for it shrink.")
     if top.get("note"):
         ev.append(f"Capture: {top['note']}.")
     la = payload.get("launches")

@@ -312,6 +312,14 @@ def test_cuda_graphs_remove_issuing_time() -> None:
     assert frame["predicted_ns"].to_list() == [15 * US]
     sv = savings(tl).filter(pl.col("change") == "no_launch_overhead")["saving_ns"].to_list()
     assert sv == [45 * US]
+    # the fix says where the 5 us beyond the 40 us of launch overhead come from (B's launch
+    # latency [65,70)), and how much host issuing the graph removes: [0,65), the forward
+    # range before A's call and every call and gap up to B's return
+    from traceparse.reports.fixes import fixes_list
+
+    ev = fixes_list(tl)[0][0]["evidence"]
+    assert ev[2].startswith("Rank 0: the replay saves more than the launch overhead because")
+    assert ev[4] == "Capture: host issuing time removed, rank 0: 65.0 µs."
 
 
 def test_removing_a_sync_keeps_the_gpu_fed() -> None:
