@@ -246,7 +246,8 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
         ``"explicit"``; ``visible_ns`` the visible bookkeeping per event the estimate was
         scaled from (None unless ``"trace"``); ``overhead_low_ns`` / ``overhead_high_ns``
         the overhead at the lowest / highest ratio measured (:data:`VISIBLE_RATIO_RANGE`;
-        for the constant, +/- :data:`PER_EVENT_SPREAD_NS`); ``per_event_spread_ns`` half
+        for the constant, +/- :data:`PER_EVENT_SPREAD_NS`; the high end at most the host
+        time); ``per_event_spread_ns`` half
         that range per event; ``overhead_frac`` = overhead / host time
         (None without host time).
 
@@ -288,7 +289,9 @@ def profiler_cost(tl: Timeline, *, windows: pl.DataFrame | None = None,
             "graph_launches": gl.height, "graph_launch_ns": round(graph),
             "overhead_ns": round(over + graph),
             "overhead_low_ns": round(over * max(lo, 0.0) + graph),
-            "overhead_high_ns": round(over * hi + graph),
+            # the band's high end is never more than the host time it was recorded in
+            "overhead_high_ns": round(min(over * hi + graph, host) if host
+                                      else over * hi + graph),
             "overhead_frac": (over + graph) / host if host else None,
             "options": options(tl), "by_source": {k: int(v) for k, v in by_source}}
 

@@ -275,6 +275,10 @@ def test_profiler_cost_never_exceeds_the_time_it_was_recorded_in(path: Path) -> 
     steps = step_windows(tl)
     whole = pc.profiler_cost(tl)
     assert whole["overhead_frac"] is None or whole["overhead_frac"] < 1, whole
+    # the band's high end too (hta nccl_data: "366 ms to 846 ms of the 667 ms of host time")
+    assert not whole["host_ns"] or whole["overhead_high_ns"] <= whole["host_ns"], whole
+    priced = pc.profiler_cost(tl, price_windows=steps)
+    assert not priced["host_ns"] or priced["overhead_high_ns"] <= priced["host_ns"]
     if steps.height:
         cost = pc.event_costs(tl, steps)
         # event_costs is per process in start order, with the graph launches' excess
