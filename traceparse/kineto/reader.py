@@ -40,6 +40,8 @@ from traceparse.categorize import by_launcher, category_expr
 from traceparse.errors import TraceError
 from traceparse.kineto import times
 from traceparse.kineto.decode import Event, decode_args, decode_events, from_dicts
+from traceparse.kineto.devices import device_frame, one_visible_gpu
+from traceparse.kineto.devices import int_or_none as _int_or_none
 from traceparse.kineto.events import (
     CATEGORIES,
     FLOW_CATEGORIES,
@@ -78,16 +80,6 @@ def rank_from_name(name: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
-
-
 def _bucket(events: list[Event], path: Path) -> dict[tuple[Any, Any], list[Event]]:
     buckets: dict[tuple[Any, Any], list[Event]] = defaultdict(list)
     try:
@@ -107,27 +99,6 @@ def _skip_reason(cat: Any, ph: Any) -> tuple[str, str]:
     if cat is None:
         return "meta", f"event without cat (ph {ph}) not used"
     return "meta", f"category {cat} not used"
-
-
-def _devices(header: dict[str, Any], rank: int) -> pl.DataFrame:
-    props = header.get("deviceProperties")
-    rows = []
-    for d in props if isinstance(props, list) else []:
-        if not isinstance(d, dict) or _int_or_none(d.get("id")) is None:
-            continue
-        warp = _int_or_none(d.get("warpSize"))
-        rows.append({
-            "rank": rank, "device_id": _int_or_none(d.get("id")),
-            "name": None if d.get("name") is None else str(d.get("name")),
-            "vendor": "amd" if warp == 64 else "nvidia",
-            "sm_count": _int_or_none(d.get("numSms")),
-            "memory_bytes": _int_or_none(d.get("totalGlobalMem")),
-            "compute_major": _int_or_none(d.get("computeMajor")),
-            "compute_minor": _int_or_none(d.get("computeMinor")),
-        })
-    if not rows:
-        return schema.empty("devices")
-    return schema.conform("devices", pl.DataFrame(rows, infer_schema_length=None))
 
 
 def _rpc_frame(args: list[dict[str, Any]]) -> pl.DataFrame:
@@ -272,11 +243,12 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     ranges = ranges.with_columns(range_id=pl.int_range(pl.len(), dtype=pl.Int64))
 
     add_rank = pl.lit(rank, dtype=pl.Int32).alias("rank")
+    devs, memory, alias = one_visible_gpu(device_frame(raw_header, rank), gpu, memory)
     tl = Timeline(
         gpu=schema.conform("gpu", gpu.with_columns(add_rank)),
         api=schema.conform("api", api.with_columns(add_rank)),
         ranges=schema.conform("ranges", ranges.with_columns(add_rank)),
-        devices=_devices(raw_header, rank),
+        devices=devs,
         memory=schema.conform("memory", memory.with_columns(add_rank)),
         ingest=ingest_frame(ingest),
     )
@@ -296,6 +268,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         "base_time_ns": base or None, "time_unit_in_file": unit,
         "events": len(events), "correlation_link": stats,
     }
+    if alias:
+        tl.meta["device_alias"] = alias
     driver = _driver(raw_header)
     if driver:
         tl.meta["driver_version"] = driver
