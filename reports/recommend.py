@@ -231,8 +231,12 @@ def _gap_evidence(payload: dict[str, Any], causes: tuple[str, ...], n: int = 3,
     ``rank``, only that rank's (a fix's saving is one rank's: a gap of another rank is no
     evidence for it), named "on rank R" when the trace has several."""
     out: list[str] = []
-    rows = payload.get("gaps", {}).get("table", {}).get("rows", [])
-    several = len({g.get("rank") for g in rows}) > 1
+    gaps = payload.get("gaps", {})
+    rows = gaps.get("table", {}).get("rows", [])
+    several = len({g.get("rank") for g in gaps.get("evidence_rows", rows)}) > 1
+    if rank is not None and "evidence_rows" in gaps:
+        # the rank's own largest gaps of each cause, longest first
+        rows = sorted(gaps["evidence_rows"], key=lambda g: -int(g["dur_ns"]))
     for g in rows:
         if rank is not None and g.get("rank") != rank:
             continue

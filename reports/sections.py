@@ -152,8 +152,15 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
     more = frame.height - listed.height
     from traceparse.analyses.host_sync import host_sync_by_op
 
+    # a fix's evidence quotes its own rank's largest gaps of a cause, which the table's
+    # largest overall may not hold (a 2-GPU trace's top 50 can all be one rank's)
+    keep = ["rank", "device_id", "dur_ns", "cause", "cause_name", "cause_thread_id",
+            "cause_detail"]
+    per_rank = (frame.select([c for c in keep if c in frame.columns])
+                .group_by("rank", "cause", maintain_order=True).head(3))
     return {
         "count": frame.height,
+        "evidence_rows": rows(per_rank),
         "sync_ops": rows(host_sync_by_op(tl)),
         "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
         "min_ns": opts.gap_min_ns,

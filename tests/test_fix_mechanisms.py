@@ -574,3 +574,24 @@ def test_profiler_free_savings_never_negative_nor_above_the_part(tmp_path: Path)
     assert sv.height == 24
     assert (sv["saving_unprofiled_ns"] >= 0).all()
     assert (sv["saving_unprofiled_ns"] <= sv["bound_ns"]).all()
+
+
+@pytest.mark.shared
+def test_a_fix_quotes_its_own_ranks_gaps() -> None:
+    """nsys-ai mfu_2gpu_after: the host-sync fix saves most on rank 0, whose three largest
+    gaps beginning inside a cudaStreamSynchronize of its thread 148 last 113,888 /
+    108,863 / 106,944 ns (sqlite: device 0's activity gaps against the sync calls). The
+    report's 50 largest gaps hold none of them (rank 1's 1.23 ms one was quoted before)."""
+    from conftest import shared_files
+
+    from traceparse.loader import load
+    from traceparse.reports.fixes import fixes_list
+
+    files = shared_files("nsys", "nsys-ai__mfu_2gpu_after.sqlite")
+    assert files
+    fix = next(f for f in fixes_list(load(files[0]))[0] if f["id"] == "host-sync")
+    assert fix["rank"] == 1
+    gaps = [e for e in fix["evidence"] if e.startswith("Gap of")]
+    assert [g.split(" (host_sync)")[0] for g in gaps] == [
+        "Gap of 114 µs on rank 0", "Gap of 109 µs on rank 0", "Gap of 107 µs on rank 0"]
+    assert all("cudaStreamSynchronize_v3020 (thread 148)" in g for g in gaps)
