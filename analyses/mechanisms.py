@@ -104,16 +104,21 @@ def blocking_waits(tl: Timeline) -> pl.DataFrame:
             .sort("rank"))
 
 
-def _sync_note(tl: Timeline, shown: int = 4) -> list[str]:
+def _per_rank_note(head: str, parts: list[str], shown: int = 4) -> list[str]:
+    """One note ``head`` + the first ``shown`` per-rank ``parts`` ("rank R: ..."), and how
+    many ranks are left out; none without parts."""
+    if not parts:
+        return []
+    more = f"; {len(parts) - shown:,} more ranks" if len(parts) > shown else ""
+    return [head + "; ".join(parts[:shown]) + more]
+
+
+def _sync_note(tl: Timeline) -> list[str]:
     from traceparse import units
 
-    w = blocking_waits(tl)
-    if w.height == 0:
-        return []
-    parts = [f"rank {r}: {units.plural(c, 'call')} that held the host {units.duration(ns)}"
-             for r, c, ns in w.head(shown).iter_rows()]
-    more = f"; {w.height - shown:,} more ranks" if w.height > shown else ""
-    return ["the blocking syncs that stop waiting, " + "; ".join(parts) + more]
+    return _per_rank_note("the blocking syncs that stop waiting, ", [
+        f"rank {r}: {units.plural(c, 'call')} that held the host {units.duration(ns)}"
+        for r, c, ns in blocking_waits(tl).iter_rows()])
 
 
 def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
@@ -154,7 +159,7 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     return {"remove": rem}, [*notes, *_removed_note(rem)]
 
 
-def _removed_note(rem: pl.DataFrame, shown: int = 4) -> list[str]:
+def _removed_note(rem: pl.DataFrame) -> list[str]:
     """Per rank, the host issuing time the graphs remove (the union of ``rem``): more than
     the launch overhead wherever the issuing ran while the GPU was busy; without it the
     host reaches its later work sooner."""
@@ -166,9 +171,8 @@ def _removed_note(rem: pl.DataFrame, shown: int = 4) -> list[str]:
     u = (intervals.union(rem, by=["rank"])
          .group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
          .sort("rank"))
-    parts = [f"rank {r}: {units.duration(ns)}" for r, ns in u.head(shown).iter_rows()]
-    more = f"; {u.height - shown:,} more ranks" if u.height > shown else ""
-    return ["host issuing time removed, " + "; ".join(parts) + more]
+    return _per_rank_note("host issuing time removed, ",
+                          [f"rank {r}: {units.duration(ns)}" for r, ns in u.iter_rows()])
 
 
 def _graph_cuts(tl: Timeline) -> list[str]:

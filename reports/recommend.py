@@ -190,7 +190,7 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
           f"Replaying rank {r} with its issuing time removed (whatif --fix cuda-graphs) "
           "shortens "
           f"its window to {_ms(top['predicted_ns'])}: {_ms(top['saving_ns'])} saved.",
-          *_gap_evidence(payload, ("issuing",), 2, r)]
+          *_gap_evidence(payload, ("issuing",), r, 2)]
     if top["saving_ns"] > lo:
         ev.insert(2, f"Rank {r}: the replay saves more than the launch overhead because a "
                   "graph removes all of its region's host issuing (the capture note gives "
@@ -225,27 +225,24 @@ def _engine_rec(payload: dict[str, Any], change: str, min_frac: float
     return top
 
 
-def _gap_evidence(payload: dict[str, Any], causes: tuple[str, ...], n: int = 3,
-                  rank: int | None = None) -> list[str]:
-    """The largest gaps with one of ``causes``, naming the covering call or range; with
-    ``rank``, only that rank's (a fix's saving is one rank's: a gap of another rank is no
-    evidence for it), named "on rank R" when the trace has several."""
-    out: list[str] = []
+def _gap_evidence(payload: dict[str, Any], causes: tuple[str, ...], rank: int,
+                  n: int = 3) -> list[str]:
+    """The largest gaps of ``rank`` with one of ``causes``, naming the covering call or
+    range (a fix's saving is one rank's: a gap of another rank is no evidence for it),
+    named "on rank R" when the trace has several. Read from the payload's ``evidence_rows``
+    (each rank's largest gaps of each cause), else its gap table."""
     gaps = payload.get("gaps", {})
-    rows = gaps.get("table", {}).get("rows", [])
-    several = len({g.get("rank") for g in gaps.get("evidence_rows", rows)}) > 1
-    if rank is not None and "evidence_rows" in gaps:
-        # the rank's own largest gaps of each cause, longest first
-        rows = sorted(gaps["evidence_rows"], key=lambda g: -int(g["dur_ns"]))
-    for g in rows:
-        if rank is not None and g.get("rank") != rank:
+    rows = gaps.get("evidence_rows", gaps.get("table", {}).get("rows", []))
+    several = len({g.get("rank") for g in rows}) > 1
+    out: list[str] = []
+    for g in sorted(rows, key=lambda g: -int(g["dur_ns"])):
+        if g.get("rank") != rank or g.get("cause") not in causes or len(out) == n:
             continue
-        if g.get("cause") in causes and len(out) < n:
-            thread = g.get("cause_thread_id")
-            where = f" on rank {g['rank']}" if several and g.get("rank") is not None else ""
-            out.append(f"Gap of {_ms(g['dur_ns'])}{where} ({g['cause']}): {g.get('cause_name')}"
-                       + (f" (thread {thread})" if thread is not None else "")
-                       + (f"; {g['cause_detail']}" if g.get("cause_detail") else "") + ".")
+        thread = g.get("cause_thread_id")
+        where = f" on rank {g['rank']}" if several else ""
+        out.append(f"Gap of {_ms(g['dur_ns'])}{where} ({g['cause']}): {g.get('cause_name')}"
+                   + (f" (thread {thread})" if thread is not None else "")
+                   + (f"; {g['cause_detail']}" if g.get("cause_detail") else "") + ".")
     return out
 
 
@@ -297,7 +294,7 @@ def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[
     if top is None:
         return []
     ev = [_replayed(top, "host-sync"), *_beyond_drain(payload, top), *_sync_ops(payload),
-          *_gap_evidence(payload, ("host_sync",), rank=top["rank"])]
+          *_gap_evidence(payload, ("host_sync",), top["rank"])]
     return [_rec("host-sync", "GPU drained at synchronising calls: remove the syncs",
                  top["saving_ns"], top["measured_ns"], ev,
                  "Remove implicit synchronisations: .item()/.cpu()/print of GPU tensors, "
@@ -351,7 +348,7 @@ def _warm(payload: dict[str, Any]) -> list[dict[str, Any]]:
         return []
     ev = [f"Rank {top['rank']}: {top.get('note') or 'the first steps'} cost "
           f"{_ms(top['saving_ns'])} more than steady state.",
-          *_gap_evidence(payload, ("warmup",), rank=top["rank"])]
+          *_gap_evidence(payload, ("warmup",), top["rank"])]
     return [_rec("warm-up", "Warm-up in the measured steps: warm up first", top["saving_ns"],
                  top["measured_ns"], ev,
                  "Compile, autotune and load modules before the loop you measure (run a "
@@ -474,7 +471,7 @@ def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, 
     if top is None:  # no data-loading evidence, or nothing to hide
         return []
     ev = [_replayed(top, "input-pipeline"), *_gap_evidence(payload, ("input_pipeline",),
-                                                                 rank=top["rank"])]
+                                                                 top["rank"])]
     return [_rec("input-pipeline", "GPU waiting for input data: prepare it ahead",
                  top["saving_ns"], top["measured_ns"], ev,
                  "Move data preparation off the launching thread: DataLoader workers "

@@ -156,8 +156,7 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
     # largest overall may not hold (a 2-GPU trace's top 50 can all be one rank's)
     keep = ["rank", "device_id", "dur_ns", "cause", "cause_name", "cause_thread_id",
             "cause_detail"]
-    per_rank = (frame.select([c for c in keep if c in frame.columns])
-                .group_by("rank", "cause", maintain_order=True).head(3))
+    per_rank = frame.select(keep).group_by("rank", "cause", maintain_order=True).head(3)
     return {
         "count": frame.height,
         "evidence_rows": rows(per_rank),
