@@ -49,7 +49,7 @@ VERDICTS = {
     "communication_ns": ("communication-bound", "exposed communication"),
     "memory_ns": ("memory-copy-bound", "memcpy/memset"),
     "launch_overhead_ns": ("launch-bound", "launch overhead (the host issuing work)"),
-    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation, graph capture)"),
     "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("idle-bound", "idle (no GPU work queued)"),
 }

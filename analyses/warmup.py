@@ -31,6 +31,13 @@ into a "feed it faster" fix. :func:`warmup_signals` returns every warm-up interv
     CUPTI's ``Lazy Function Loading`` records (Kineto ``overhead`` events, nsys strings): the
     driver loading a function at its first launch. They carry no process (``pid -1``), so
     they count for every process of the rank.
+``graph_capture``
+    a stream-capture window (``*StreamBeginCapture`` to ``*StreamEndCapture`` on one thread,
+    :func:`traceparse.analyses.graphs.captures`): the launches inside it are recorded into a
+    graph, not run, so the GPU idles while the host builds the graph once (serving engines
+    capture one graph per batch size at start-up; ``torch.compile(mode="reduce-overhead")``
+    at its first calls). A window without its end call in the trace runs to the thread's
+    last call.
 ``first_call``
     the first call of an op with given input shapes (a ``cpu_op`` range: name and
     ``input_dims``) that lasted at least :data:`FIRST_CALL_RATIO` times the median of that op
@@ -121,10 +128,36 @@ def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
                              .otherwise(pl.col("process_id")).alias("process_id")),
                "lazy_loading_marker", pl.lit("CUPTI lazy function loading record")),
         _spawns(tl, api, host.filter(kinds == "osrt")),
+        _captures(tl, api),
         _first_calls(tl, api, host, blocking_re),
     ]
     out = pl.concat([p.cast(pl.Schema(_COLS)) for p in parts], how="vertical")
     return out.sort("rank", "start_ns")
+
+
+def _captures(tl: Timeline, api: pl.DataFrame) -> pl.DataFrame:
+    """The stream-capture windows (``graph_capture``), each on its begin call's process."""
+    from traceparse.analyses.graphs import captures
+
+    cap = captures(tl)
+    if cap.height == 0:
+        return pl.DataFrame(schema=_COLS)
+    # an unclosed window ends at its thread's last call (nothing later ran in it)
+    last = api.group_by("rank", "thread_id").agg(pl.col("end_ns").max().alias("_last"))
+    begin = api.select("rank", "thread_id", pl.col("start_ns").alias("begin_ns"),
+                       "process_id")
+    rows = (cap.join(begin, on=["rank", "thread_id", "begin_ns"], how="left",
+                     nulls_equal=True)
+            .join(last, on=["rank", "thread_id"], how="left", nulls_equal=True)
+            .unique(["rank", "thread_id", "begin_ns"], keep="first", maintain_order=True)
+            .select("rank", "process_id", "thread_id", pl.col("begin_ns").alias("start_ns"),
+                    pl.coalesce("end_ns", "_last").alias("end_ns"),
+                    pl.when(pl.col("captured_launches") == 1)
+                    .then(pl.lit("stream capture (1 launch recorded into a graph)"))
+                    .otherwise(pl.format("stream capture ({} launches recorded into a graph)",
+                                         "captured_launches")).alias("name")))
+    return _frame(rows, "graph_capture",
+                  pl.lit("stream capture: launches recorded into a graph, not run"))
 
 
 def _spawns(tl: Timeline, api: pl.DataFrame, osrt: pl.DataFrame) -> pl.DataFrame:

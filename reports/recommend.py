@@ -94,7 +94,7 @@ _BOUND = {
     "memory_ns": ("memory-transfer-bound", "memcpy/memset with nothing else running"),
     "communication_ns": ("communication-bound", "exposed communication"),
     "launch_overhead_ns": ("launch-bound", "waiting for kernel launches"),
-    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation)"),
+    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation, graph capture)"),
     "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
     "idle_ns": ("host-bound", "idle GPU (no work, no launch in flight)"),
 }

@@ -70,8 +70,9 @@ def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
         "note": ("Each device's window (first to last GPU activity) split so the parts sum to "
                  "the window exactly. Priority where streams overlap: compute > "
                  "communication > memory > launch overhead > warm-up > host sync > idle. Launch "
-                 "overhead is the host issuing work; warm-up is module loading and compiling; "
-                 "host sync is the host blocked in a call that waits. Communication is the "
+                 "overhead is the host issuing work; warm-up is module loading, compiling and "
+                 "graph capture; host sync is the host blocked in a call that waits. "
+                 "Communication is the "
                  "exposed part; communication hidden under compute is counted as compute."),
     }
 

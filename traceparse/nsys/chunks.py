@@ -87,6 +87,8 @@ class Plan:
     #: ``(device_id, stream_id)`` of the streams in the synchronization records
     waiters: frozenset[tuple[int, int]] = frozenset()
     waited: frozenset[tuple[int, int]] = frozenset()
+    #: the file has stream-capture calls (their windows are warm-up and may cross a span)
+    captures: bool = False
 
     def windows(self, rows: int) -> list[tuple[int, int]]:
         """Time windows ``[t0, t1)`` that together cover every start, each starting at a

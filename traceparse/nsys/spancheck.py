@@ -30,6 +30,10 @@ plan:
   the span ending after the gap;
 * **compiler processes** (:func:`traceparse.analyses.warmup.warmup_signals`): a spawn
   overlapping a gap is warm-up by the thread's next CUDA call, which must be in the span;
+* **stream captures** (:func:`traceparse.analyses.warmup.warmup_signals`, reason
+  ``graph_capture``): a capture window is warm-up from its begin call to its end call,
+  which may lie on either side of a span; a file with capture calls is not explained in
+  pieces;
 * **framework-op first calls**: ``cpu_op`` ranges (never in nsys exports) are judged
   against every call of the op.
 
@@ -66,8 +70,8 @@ def why_not_local(p: Plan, tl: Timeline, gaps: pl.DataFrame, lo: int, hi: int) -
         return None
     g = gaps.select(*_RANK_DEV, "start_ns", "end_ns").cast(
         {"rank": pl.Int32, "device_id": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
-    for check in (_processes, _threads, _cpu_ops, _stream_waits, _spawns, _non_issuing,
-                  _next_call):
+    for check in (_processes, _threads, _cpu_ops, _stream_waits, _spawns, _captures,
+                  _non_issuing, _next_call):
         why = check(p, tl, g, lo, hi)
         if why is not None:
             return why
@@ -218,6 +222,11 @@ def held_back_start(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int,
             return -END
         out = min(out, int(got["cs"].min()) - 1)  # type: ignore[arg-type]
     return out
+
+
+def _captures(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:
+    return ("a stream capture (warm-up from its begin to its end call) may cross the span"
+            if p.captures else None)
 
 
 def _spawns(p: Plan, tl: Timeline, g: pl.DataFrame, lo: int, hi: int) -> str | None:

@@ -61,8 +61,31 @@ def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
                 "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
                 f"{q(RUNTIME)} WHERE globalTid IS NOT NULL", ())}
         waiters, waited = _waits(db)
+        captures = bool(_name_ids(db, CAPTURE_API_RE))
     return dataclasses.replace(p, host=tuple(host), pairs=frozenset(pairs),
-                               threads=frozenset(threads), waiters=waiters, waited=waited)
+                               threads=frozenset(threads), waiters=waiters, waited=waited,
+                               captures=captures)
+
+
+#: Stream-capture begin and end calls (:func:`traceparse.analyses.graphs.captures`).
+CAPTURE_API_RE = r"(?i)stream(begin|end)capture"
+
+
+def _name_ids(db: NsysDB, regex: str) -> list[int]:
+    """The ids of the runtime calls' names matching ``regex`` that the runtime table uses."""
+    import re
+
+    from traceparse.nsys.reader import RUNTIME
+
+    if not (db.has(RUNTIME) and "nameId" in db.columns(RUNTIME) and db.has("StringIds")):
+        return []
+    ids = [i for i, v in db._exec("SELECT id, value FROM StringIds", ())
+           if isinstance(v, str) and re.search(regex, v)]
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    return [int(i) for (i,) in db._exec(
+        f"SELECT DISTINCT nameId FROM {q(RUNTIME)} WHERE nameId IN ({marks})", ids)]
 
 
 def _waits(db: NsysDB) -> tuple[frozenset[tuple[int, int]], frozenset[tuple[int, int]]]:
