@@ -1,8 +1,10 @@
 """Collective communication (NCCL/RCCL): time, overlap with compute, bandwidth, rank skew.
 
 * :func:`collectives` — one row per communication kernel: the collective (``coll_name``
-  when the trace has it, else parsed from ``ncclKernel_<Coll>_...`` /
-  ``ncclDevKernel_<Coll>_...``), its time **exposed** (no compute kernel ran on the same
+  when the trace has it, else the communication op whose span holds the kernel's launch
+  call, else parsed from ``ncclKernel_<Coll>_...`` / ``ncclDevKernel_<Coll>_...``: NCCL
+  runs all-to-all, and in older versions other collectives too, as ``SendRecv`` kernels),
+  its time **exposed** (no compute kernel ran on the same
   (rank, device)) and **overlapped** (some compute kernel ran: interval intersection with
   the union of compute kernels), message size and bandwidths where sizes are known.
 * :func:`comm_summary` — per (collective, process group): count, time, exposed/overlapped,
@@ -36,13 +38,23 @@ DTYPE_BYTES = {
 }
 
 _KERNEL_COLL_RE = r"(?i)(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)"
+#: Host ops that name the collective they launch: PyTorch's c10d ops and its NCCL
+#: annotations, the inference engines' custom ops (``c10d::alltoall_base_``,
+#: ``nccl:_all_gather_base``, ``vllm::all_reduce``); group 1 is the name after the prefix.
+_OP_COLL_RE = (r"(?i)^(?:c10d::|c10d_functional::|_c10d_functional::|nccl:|vllm::|sglang::"
+               r"|_C_custom_ar::|trtllm::|sgl_kernel::)(\w*(?:all_?reduce|all_?gather"
+               r"|reduce_?scatter|all_?to_?all|broadcast|barrier|send|recv|reduce|gather"
+               r"|scatter)\w*)$")
+#: Range kinds that sit on the thread that launched a kernel.
+_THREAD_RANGE_KINDS = ("cpu_op", "user_annotation", "nvtx_push_pop")
 
 
-def collective_expr() -> pl.Expr:
+def collective_expr(cols: tuple[str, ...] = ()) -> pl.Expr:
     """Normalised collective name: allreduce, allgather, reducescatter, alltoall, broadcast,
     reduce, sendrecv, barrier, or the lower-cased raw name.
 
-    Uses ``coll_name`` when present, else the ``<Coll>`` of the kernel name.
+    Uses ``coll_name`` when present, else ``op_coll`` (the launching op's collective, see
+    :func:`launch_op_collective`; optional column), else the ``<Coll>`` of the kernel name.
 
     Example:
         ``ncclKernel_AllReduce_RING_LL_Sum_float(...)`` -> allreduce;
@@ -50,6 +62,7 @@ def collective_expr() -> pl.Expr:
         allgather; ``reduce_scatter_tensor_coalesced`` -> reducescatter.
     """
     raw = pl.coalesce(pl.col("coll_name").cast(pl.String),
+                      pl.col("op_coll") if "op_coll" in cols else pl.lit(None, pl.String),
                       pl.col("name").cast(pl.String).str.extract(_KERNEL_COLL_RE, 1))
     n = raw.str.to_lowercase().str.replace_all("_", "")
     return (pl.when(n.str.contains("allreduce")).then(pl.lit("allreduce"))
@@ -72,6 +85,43 @@ def busbw_factor() -> pl.Expr:
             .when(c.is_in(["allgather", "reducescatter", "alltoall"])).then((n - 1) / n)
             .when(c.is_in(["broadcast", "reduce", "sendrecv"])).then(pl.lit(1.0))
             .otherwise(None))
+
+
+def launch_op_collective(tl: Timeline, kernels: pl.DataFrame) -> pl.Series:
+    """For each row of ``kernels`` (GPU rows with ``rank, process_id, correlation_id``), the
+    collective named by the communication op whose span holds the kernel's launch call on
+    the launching thread (:data:`_OP_COLL_RE`, the name after the prefix); null without one.
+
+    The innermost such op (the latest to start before the launch) must still be open at the
+    launch; ``record_param_comms`` names no collective in older PyTorch and is not used.
+
+    Example:
+        ``cudaLaunchKernel`` (correlation 7) at t=50 on thread 3 inside ``nccl:all_to_all``
+        [10, 90) and ``c10d::alltoall_base_`` [20, 80) on thread 3 -> ``alltoall_base_``;
+        a launch at t=95 -> null.
+    """
+    key = ["rank", "process_id", "thread_id"]
+    none = pl.Series("op_coll", [None] * kernels.height, pl.String)
+    if kernels.height == 0 or tl.ranges.height == 0 or tl.api.height == 0:
+        return none
+    ops = (tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(_THREAD_RANGE_KINDS))
+           .with_columns(op_coll=pl.col("name").cast(pl.String).str.extract(_OP_COLL_RE, 1))
+           .filter(pl.col("op_coll").is_not_null())
+           .select(*[pl.col(k).cast(pl.Int64) for k in key], "start_ns", "end_ns", "op_coll"))
+    if ops.height == 0:
+        return none
+    ids = ["rank", "process_id", "correlation_id"]
+    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
+             .select(*[pl.col(k).cast(pl.Int64) for k in (*ids, "thread_id")],
+                     launch_ns=pl.col("start_ns"))
+             .sort("launch_ns").unique(ids, keep="first"))
+    k = (kernels.select(*[pl.col(c).cast(pl.Int64) for c in ids]).with_row_index("_i")
+         .join(calls, on=ids, how="inner").sort("launch_ns"))
+    hit = (k.join_asof(ops.sort("start_ns"), left_on="launch_ns", right_on="start_ns",
+                       by=key, strategy="backward", check_sortedness=False)
+           .filter(pl.col("end_ns") >= pl.col("launch_ns")).select("_i", "op_coll"))
+    return (pl.DataFrame({"_i": pl.int_range(kernels.height, dtype=pl.UInt32, eager=True)})
+            .join(hit, on="_i", how="left").sort("_i")["op_coll"])
 
 
 def _overlap_ns(rows: pl.DataFrame, cover: pl.DataFrame, by: list[str]) -> pl.Series:
@@ -112,7 +162,7 @@ def collectives(tl: Timeline) -> pl.DataFrame:
         busbw 1.0 * 2 * 3 / 4 = 1.5 GB/s.
     """
     # one computation per timeline: comm_summary, the stragglers and calibrate share it
-    return cached(tl, "collectives", ("gpu",), lambda: _collectives(tl))
+    return cached(tl, "collectives", ("gpu", "api", "ranges"), lambda: _collectives(tl))
 
 
 def _collectives(tl: Timeline) -> pl.DataFrame:
@@ -127,7 +177,11 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
     compute = (spans.filter(pl.col("category") == "compute") if comm.height
                else spans.head(0)).drop("category")
     comp = intervals.union(compute, by=by)
-    comm = comm.with_columns(collective_expr().alias("collective"))
+    cols: tuple[str, ...] = ()
+    if comm.height and comm["coll_name"].null_count():
+        comm = comm.with_columns(launch_op_collective(tl, comm).alias("op_coll"))
+        cols = ("op_coll",)
+    comm = comm.with_columns(collective_expr(cols).alias("collective"))
     ov = _overlap_ns(comm, comp, by)
     comm = comm.with_columns(overlapped_ns=ov.cast(pl.Int64)).with_columns(
         exposed_ns=pl.col("dur_ns") - pl.col("overlapped_ns"))

@@ -172,7 +172,7 @@ def test_dlrm_eight_ranks_skew_and_straggler(tmp_path: Path) -> None:
     tl = traceparse.load(tmp_path)
     skew = collective_skew(tl)
     assert set(skew["participants"].to_list()) == {8}
-    first = skew.filter((pl.col("collective") == "sendrecv") & (pl.col("seq") == 0))
+    first = skew.filter((pl.col("collective") == "alltoall") & (pl.col("seq") == 0))
     row = first.row(0, named=True)
     starts = {int(f.name.split("worker")[1].split("_")[0]):
               _first_nccl_start(f, "ncclKernel_SendRecv") for f in DLRM}

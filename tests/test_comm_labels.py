@@ -1,0 +1,158 @@
+"""Which collective a communication kernel is: the op that launched it, not the kernel name.
+
+NCCL runs all-to-all (and, in the NCCL builds of the shared HTA traces, allreduce, allgather
+and reduce-scatter too) as ``ncclKernel_SendRecv_*`` kernels. When the trace carries no
+``Collective name`` argument, the collective is the ``c10d::``/``nccl:`` op whose span holds
+the kernel's launch call (docs/analyses.md, "Communication"); the kernel name is only the
+last resort (a kernel launched before the profiler window has no launch call to look at).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ids, shared_files
+from perf_helpers import api, gpu, ranges, timeline
+
+import traceparse
+from traceparse.analyses.comm import collective_skew, collectives, comm_summary
+
+_SENDRECV = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_launching_op_names_the_collective_hand_made() -> None:
+    # thread 2: nccl:all_to_all [10, 90) > c10d::alltoall_base_ [20, 80) > record_param_comms
+    # [25, 75) (no Collective name: older PyTorch); c10d::allreduce_ [100, 140).
+    # Launches (correlation -> start): 1 -> 50 (inside the alltoall op), 2 -> 110 (inside
+    # allreduce_), 3 -> 95 (between the ops: no op holds it), 4: no launch call in the trace.
+    # All four kernels are named SendRecv -> alltoall, allreduce, sendrecv, sendrecv.
+    tl = timeline(
+        ranges=ranges([
+            {"name": "nccl:all_to_all", "kind": "user_annotation", "start_ns": 10, "end_ns": 90},
+            {"name": "c10d::alltoall_base_", "kind": "cpu_op", "start_ns": 20, "end_ns": 80},
+            {"name": "record_param_comms", "kind": "cpu_op", "start_ns": 25, "end_ns": 75},
+            {"name": "c10d::allreduce_", "kind": "cpu_op", "start_ns": 100, "end_ns": 140}]),
+        api=api([{"start_ns": t, "end_ns": t + 2, "correlation_id": c}
+                 for c, t in ((1, 50), (2, 110), (3, 95))]),
+        gpu=gpu([{"name": _SENDRECV, "start_ns": 1000 + 100 * c, "end_ns": 1050 + 100 * c,
+                  "correlation_id": c} for c in (1, 2, 3, 4)]))
+    c = collectives(tl)
+    assert c["collective"].to_list() == ["alltoall", "allreduce", "sendrecv", "sendrecv"]
+    # a Collective name argument still wins over the op and the kernel name
+    named = timeline(ranges=tl.ranges, api=tl.api, gpu=gpu([
+        {"name": _SENDRECV, "start_ns": 1100, "end_ns": 1150, "correlation_id": 1,
+         "coll_name": "_allgather_base"}]))
+    assert collectives(named)["collective"].to_list() == ["allgather"]
+    # the op on ANOTHER thread of the process does not name the kernel
+    other = timeline(ranges=tl.ranges, api=api([{"start_ns": 50, "end_ns": 52,
+                                                 "correlation_id": 1, "thread_id": 9}]),
+                     gpu=gpu([{"name": _SENDRECV, "start_ns": 1100, "end_ns": 1150,
+                               "correlation_id": 1}]))
+    assert collectives(other)["collective"].to_list() == ["sendrecv"]
+
+
+def test_skew_matches_calls_of_the_launching_op_hand_made() -> None:
+    # Two ranks; each runs alltoall then allreduce, both as SendRecv kernels. By kernel name
+    # both would be "sendrecv" #0 and #1; by op they are alltoall #0 (starts 1000, 1040:
+    # skew 40, straggler rank 1) and allreduce #0 (starts 2000, 2010: skew 10, rank 1).
+    rows_r: list[dict[str, Any]] = []
+    rows_a: list[dict[str, Any]] = []
+    rows_g: list[dict[str, Any]] = []
+    for rank, starts in ((0, (1000, 2000)), (1, (1040, 2010))):
+        rows_r += [{"rank": rank, "name": "c10d::alltoall_base_", "kind": "cpu_op",
+                    "start_ns": 10, "end_ns": 90},
+                   {"rank": rank, "name": "c10d::allreduce_", "kind": "cpu_op",
+                    "start_ns": 100, "end_ns": 190}]
+        rows_a += [{"rank": rank, "start_ns": 50, "end_ns": 52, "correlation_id": 1},
+                   {"rank": rank, "start_ns": 150, "end_ns": 152, "correlation_id": 2}]
+        rows_g += [{"rank": rank, "name": _SENDRECV, "start_ns": s, "end_ns": 2500 + s // 1000,
+                    "correlation_id": c, "device_id": rank} for c, s in ((1, starts[0]),
+                                                                           (2, starts[1]))]
+    s = collective_skew(timeline(ranges=ranges(rows_r), api=api(rows_a), gpu=gpu(rows_g)))
+    assert s.select("collective", "seq", "skew_ns", "straggler_rank").rows() == [
+        ("alltoall", 0, 40, 1), ("allreduce", 0, 10, 1)]
+
+
+# ------------------------------------------------------------------ the real files
+_OP = re.compile(r"^(?:c10d::|nccl:)\w*?(all_?reduce|all_?gather|reduce_?scatter|all_?to_?all"
+                 r"|broadcast|send|recv)")
+_NORM = {"allreduce": "allreduce", "all_reduce": "allreduce", "allgather": "allgather",
+         "all_gather": "allgather", "reducescatter": "reducescatter",
+         "reduce_scatter": "reducescatter", "alltoall": "alltoall", "all_to_all": "alltoall",
+         "broadcast": "broadcast", "send": "sendrecv", "recv": "sendrecv"}
+
+
+def _raw_collectives(paths: list[Path]) -> Counter[str]:
+    """Independent of traceparse: per NCCL kernel, the collective of the innermost
+    ``c10d::``/``nccl:`` cpu_op or annotation whose span holds its launch call (same pid and
+    tid, joined by correlation), else the kernel name's ``<Coll>``; counted."""
+    out: Counter[str] = Counter()
+    for path in paths:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as fh:
+            doc = json.load(fh)
+        evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+        calls = {e["args"]["correlation"]: e for e in evs
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}
+        ops = [e for e in evs if e.get("cat") in ("cpu_op", "user_annotation")
+               and _OP.match(e.get("name", ""))]
+        for k in evs:
+            if k.get("cat") != "kernel" or "nccl" not in k.get("name", "").lower():
+                continue
+            call = calls.get(k["args"].get("correlation"))
+            held = [] if call is None else [
+                o for o in ops if (o["pid"], o["tid"]) == (call["pid"], call["tid"])
+                and o["ts"] <= call["ts"] <= o["ts"] + o["dur"]]
+            if held:
+                m = _OP.match(max(held, key=lambda o: o["ts"])["name"])
+                assert m is not None
+                out[_NORM[m.group(1)]] += 1
+            else:
+                coll = re.search(r"Kernel_([A-Za-z]+)", k["name"])
+                assert coll is not None
+                out[_NORM.get(coll.group(1).lower(), "sendrecv")] += 1
+    return out
+
+
+OLD_KINETO = [p for p in shared_files("torch", "hta__*.json.gz")
+              if p.stem.split(".")[0] in ("hta__negative_queue_length_rank0",
+                                          "hta__sampled_rank-0", "hta__sampled_rank-1",
+                                          "hta__trace_diff_control")]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", OLD_KINETO, ids=ids(OLD_KINETO))
+def test_collective_counts_equal_the_launching_ops(path: Path) -> None:
+    """The shared HTA traces (no Collective name args; every NCCL kernel is a SendRecv
+    kernel): the per-collective counts equal the raw events' launching ops, e.g.
+    negative_queue_length_rank0: allreduce 10, alltoall 45, allgather 10, reducescatter 10,
+    and 5 SendRecv kernels launched before the window -> sendrecv 5 (not sendrecv 80)."""
+    s = comm_summary(traceparse.load(path))
+    got = Counter(dict(zip(s["collective"].to_list(), s["count"].to_list(), strict=True)))
+    assert got == _raw_collectives([path])
+
+
+DLRM = shared_files("torch", "param__dlrm_8rank__worker*.json")
+
+
+@pytest.mark.shared
+def test_dlrm_alltoall_is_alltoall(tmp_path: Path) -> None:
+    """DLRM's 8 ranks: the 40 SendRecv kernels are c10d::alltoall_base_ (nccl:all_to_all),
+    the 24 AllReduce kernels c10d::allreduce_; the worst skew (7.624 ms, rank 7 last) is
+    the first all-to-all."""
+    assert len(DLRM) == 8
+    for f in DLRM:
+        (tmp_path / f.name).symlink_to(f)
+    tl = traceparse.load(tmp_path)
+    s = comm_summary(tl)
+    got = Counter(dict(zip(s["collective"].to_list(), s["count"].to_list(), strict=True)))
+    assert got == _raw_collectives(DLRM) == Counter({"alltoall": 40, "allreduce": 24})
+    worst = collective_skew(tl).row(0, named=True)
+    assert (worst["collective"], worst["seq"], worst["straggler_rank"]) == ("alltoall", 0, 7)
