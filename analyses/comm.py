@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import intervals
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
@@ -199,6 +200,27 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
         "overlapped_ns", "exposed_ns", "coll_group_size",
         pl.col("coll_dtype").cast(pl.String), "bytes", "algbw_gbps", "busbw_gbps",
     ).sort("rank", "device_id", "start_ns")
+
+
+def no_collectives_reason(tl: Timeline) -> str:
+    """Why :func:`collectives` is empty, in words: no collective kernels, and, when the
+    trace has other communication (peer-to-peer copies, which the breakdown counts as
+    communication), how much, so the two never seem to disagree.
+
+    Example:
+        a trace with 3 ``PtoP`` copies of 10 ns and no NCCL kernel -> "no NCCL/RCCL
+        collective kernels in the trace; its communication is 3 peer-to-peer copies
+        (30 ns, in the breakdown's communication), which are not collectives".
+    """
+    comm = tl.gpu.filter((pl.col("category").cast(pl.String) == "communication")
+                         & (pl.col("kind").cast(pl.String) != "kernel"))
+    if comm.height == 0:
+        return ("no NCCL/RCCL collective kernels in the trace, so no communication to "
+                "analyse")
+    return (f"no NCCL/RCCL collective kernels in the trace; its communication is "
+            f"{units.plural(comm.height, 'peer-to-peer copy', 'peer-to-peer copies')} "
+            f"({units.duration(int(comm['dur_ns'].sum()))}, in the breakdown's communication), "
+            f"which are not collectives")
 
 
 def comm_summary(tl: Timeline) -> pl.DataFrame:

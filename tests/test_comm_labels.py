@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,13 @@ from conftest import ids, shared_files
 from perf_helpers import api, gpu, ranges, timeline
 
 import traceparse
-from traceparse.analyses.comm import collective_skew, collectives, comm_summary
+from traceparse import units
+from traceparse.analyses.comm import (
+    collective_skew,
+    collectives,
+    comm_summary,
+    no_collectives_reason,
+)
 
 _SENDRECV = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 
@@ -156,3 +163,37 @@ def test_dlrm_alltoall_is_alltoall(tmp_path: Path) -> None:
     assert got == _raw_collectives(DLRM) == Counter({"alltoall": 40, "allreduce": 24})
     worst = collective_skew(tl).row(0, named=True)
     assert (worst["collective"], worst["seq"], worst["straggler_rank"]) == ("alltoall", 0, 7)
+
+
+# ------------------------------------------------------------------ no collectives
+def test_no_collectives_names_the_peer_copies_hand_made() -> None:
+    # 3 PtoP copies of 10 ns (communication in the breakdown) and a compute kernel, no NCCL
+    # kernel: comm has no rows, and its reason counts the copies: 3 x 10 = 30 ns.
+    tl = timeline(gpu=gpu([{"name": "gemm", "start_ns": 0, "end_ns": 100}] + [
+        {"name": "Memcpy PtoP", "kind": "memcpy", "copy_kind": "PtoP", "start_ns": s,
+         "end_ns": s + 10} for s in (200, 300, 400)]))
+    assert collectives(tl).height == 0
+    assert no_collectives_reason(tl) == (
+        "no NCCL/RCCL collective kernels in the trace; its communication is 3 peer-to-peer "
+        "copies (30 ns, in the breakdown's communication), which are not collectives")
+    plain = timeline(gpu=gpu([{"name": "gemm", "start_ns": 0, "end_ns": 100}]))
+    assert no_collectives_reason(plain).endswith("so no communication to analyse")
+
+
+P2P = shared_files("nsys", "p2p-acc__mpiV100.sqlite")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", P2P, ids=ids(P2P))
+def test_p2p_acc_peer_copies_are_named(path: Path) -> None:
+    """p2p-acc's MPI ranks exchange 27 peer copies (copyKind 10, 40,736 ns in the sqlite:
+    13,536 + 13,568 + 13,632 on ranks 1-3) and launch no NCCL kernel: comm must not say
+    there is no communication when the breakdown shows those copies."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        n, total = db.execute("SELECT count(*), sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+                              " WHERE copyKind = 10").fetchone()
+    tl = traceparse.load(path)
+    assert collectives(tl).height == 0
+    why = no_collectives_reason(tl)
+    assert f"{n} peer-to-peer copies ({units.duration(total)}," in why
+    assert (n, total) == (27, 40736)
