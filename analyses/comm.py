@@ -202,6 +202,31 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
     ).sort("rank", "device_id", "start_ns")
 
 
+def concurrency(tl: Timeline) -> dict[str, int]:
+    """How much collective-kernel time overlapped other collective kernels on the same
+    (rank, device) (different streams or process groups): ``concurrent_ns`` = summed kernel
+    time - length of its union, ``concurrent_exposed_ns`` = summed ``exposed_ns`` - length
+    of the union not under compute. The per-kernel columns of :func:`collectives` (and the
+    sums of :func:`comm_summary`) count such time once per kernel; the breakdown's exposed
+    communication counts wall time once, so the two differ by ``concurrent_exposed_ns``.
+
+    Example:
+        device 0: compute [0, 50); allreduce [0, 100) and alltoall [80, 120) on two streams
+        -> kernel time 100 + 40 = 140, union [0, 120) = 120: concurrent 20; exposed 50 + 40
+        = 90, union not under compute 120 - 50 = 70: concurrent exposed 20.
+    """
+    c = collectives(tl)
+    if c.height == 0:
+        return {"concurrent_ns": 0, "concurrent_exposed_ns": 0}
+    by = ["rank", "device_id"]
+    u = intervals.union(c.select(*by, "start_ns", "end_ns"), by=by)
+    compute = tl.gpu.filter(pl.col("category") == "compute").select(*by, "start_ns", "end_ns")
+    under = int(_overlap_ns(u, intervals.union(compute, by=by), by).sum())
+    wall = int((u["end_ns"] - u["start_ns"]).sum())
+    return {"concurrent_ns": int(c["dur_ns"].sum()) - wall,
+            "concurrent_exposed_ns": int(c["exposed_ns"].sum()) - (wall - under)}
+
+
 def no_collectives_reason(tl: Timeline) -> str:
     """Why :func:`collectives` is empty, in words: no collective kernels, and, when the
     trace has other communication (peer-to-peer copies, which the breakdown counts as
