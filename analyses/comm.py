@@ -326,13 +326,20 @@ def straggler_summary(tl: Timeline) -> pl.DataFrame:
 
     Returns:
         ``straggler_rank, straggler_device, calls`` (number of collective calls it was
-        last to start), ``skew_ns`` (their summed skew), ``share`` (of all matched calls);
-        sorted by summed skew descending.
+        last to start), ``skew_ns`` (their summed skew: what the earliest participant of
+        each call waited), ``wait_ns`` (what all the other participants waited for it in
+        those calls, summed: :func:`collective_skew`'s ``wait_ns``), ``share`` (of all
+        matched calls); sorted by summed skew descending.
+
+    Example:
+        calls straggled by rank 1: skew 30 (wait 50) and skew 10 (wait 15) -> calls 2,
+        skew_ns 40, wait_ns 65.
     """
     s = collective_skew(tl)
     n = s.height
     return (s.group_by("straggler_rank", "straggler_device")
             .agg(pl.len().cast(pl.Int64).alias("calls"),
-                 pl.col("skew_ns").sum().cast(pl.Int64).alias("skew_ns"))
+                 pl.col("skew_ns").sum().cast(pl.Int64).alias("skew_ns"),
+                 pl.col("wait_ns").sum().cast(pl.Int64).alias("wait_ns"))
             .with_columns(share=pl.col("calls") / (n if n else 1))
             .sort(["skew_ns", "straggler_rank"], descending=[True, False]))

@@ -149,6 +149,9 @@ def test_skew_and_straggler_hand_made() -> None:
     assert s["wait_ns"].to_list() == [(340 - 300) + (340 - 305), 50]
     st = straggler_summary(timeline(gpu=gpu(rows)))
     assert st["straggler_rank"].to_list() == [2, 1] and st["calls"].to_list() == [1, 1]
+    # what the others waited for each straggler: rank 2 (340-300) + (340-305) = 75,
+    # rank 1 (130-100) + (130-110) = 50
+    assert st["wait_ns"].to_list() == [75, 50]
 
 
 DLRM = shared_files("torch", "param__dlrm_8rank__worker*.json")
