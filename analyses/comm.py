@@ -30,6 +30,10 @@ from traceparse.analyses import intervals
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
+#: Collectives in which every participant needs data from every other: no participant's
+#: kernel can end before the last one starts (:func:`collective_skew`'s ``same_call``).
+ALL_TO_ALL_DEPENDENT = ("allreduce", "allgather", "reducescatter", "alltoall", "barrier")
+
 #: Bytes per element for the dtype strings of Kineto's ``record_param_comms``.
 DTYPE_BYTES = {
     "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
@@ -294,11 +298,20 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
         (last start - first start), ``straggler_rank``, ``straggler_device`` (the one whose
         kernel started last: the others waited for it), ``end_skew_ns`` (spread of the
         kernel ends), ``wait_ns`` (sum over participants of their start's lead over the
-        straggler's: kernel time spent waiting). Sorted by skew descending.
+        straggler's: kernel time spent waiting), ``same_call``: whether the matched kernels
+        can be one call. In allreduce, allgather, reducescatter, alltoall and barrier every
+        participant needs data from every other, so no kernel of one call ends before the
+        last one starts: ``min(end) >= max(start)`` -> true, else false (the instances are
+        mismatched, e.g. one rank's window holds a call the other's does not, or the ranks'
+        clocks disagree); null for the collectives this cannot be checked on (send/recv,
+        broadcast, reduce). A call that is not ``same_call`` has no straggler
+        (``straggler_rank``, ``straggler_device``, ``wait_ns`` null) and sorts last; sorted
+        by skew descending otherwise.
 
     Example:
         allreduce #0 starts at 100 on rank 0, 130 on rank 1, 110 on rank 2 -> skew 30,
-        straggler rank 1, wait (130-100) + 0 + (130-110) = 50.
+        straggler rank 1, wait (130-100) + 0 + (130-110) = 50; if rank 0's kernel ended at
+        120 (before rank 1 started at 130) -> same_call false, no straggler.
     """
     c = collectives(tl).with_columns(pl.col("coll_pg").fill_null("(default)"))
     c = c.sort("rank", "device_id", "start_ns").with_columns(
@@ -313,12 +326,20 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
                 pl.col("rank").sort_by("start_ns").last().alias("straggler_rank"),
                 pl.col("device_id").sort_by("start_ns").last().alias("straggler_device"),
                 (pl.col("end_ns").max() - pl.col("end_ns").min()).alias("end_skew_ns"),
-                (last - pl.col("start_ns")).sum().alias("wait_ns"))
+                (last - pl.col("start_ns")).sum().alias("wait_ns"),
+                (pl.col("end_ns").min() >= last).alias("same_call"))
            .filter(pl.col("participants") >= 2)
-           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns")))
+           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
+                         same_call=pl.when(pl.col("collective").is_in(ALL_TO_ALL_DEPENDENT))
+                         .then(pl.col("same_call")).otherwise(None)))
+    blamed = pl.col("same_call").fill_null(True)
+    out = out.with_columns(pl.when(blamed).then(pl.col(c)).otherwise(None).alias(c)
+                           for c in ("straggler_rank", "straggler_device", "wait_ns"))
     return out.select(*key, "participants", "first_start_ns", "last_start_ns", "skew_ns",
-                      "straggler_rank", "straggler_device", "end_skew_ns", "wait_ns"
-                      ).sort(["skew_ns", "collective", "seq"], descending=[True, False, False])
+                      "straggler_rank", "straggler_device", "end_skew_ns", "wait_ns",
+                      "same_call"
+                      ).sort([blamed.not_(), "skew_ns", "collective", "seq"],
+                             descending=[False, True, False, False])
 
 
 def straggler_summary(tl: Timeline) -> pl.DataFrame:
@@ -329,13 +350,15 @@ def straggler_summary(tl: Timeline) -> pl.DataFrame:
         last to start), ``skew_ns`` (their summed skew: what the earliest participant of
         each call waited), ``wait_ns`` (what all the other participants waited for it in
         those calls, summed: :func:`collective_skew`'s ``wait_ns``), ``share`` (of all
-        matched calls); sorted by summed skew descending.
+        matched calls); sorted by summed skew descending. Calls whose kernels cannot be one
+        call (``same_call`` false in :func:`collective_skew`) blame no one and are not
+        counted.
 
     Example:
         calls straggled by rank 1: skew 30 (wait 50) and skew 10 (wait 15) -> calls 2,
         skew_ns 40, wait_ns 65.
     """
-    s = collective_skew(tl)
+    s = collective_skew(tl).filter(pl.col("straggler_rank").is_not_null())
     n = s.height
     return (s.group_by("straggler_rank", "straggler_device")
             .agg(pl.len().cast(pl.Int64).alias("calls"),
