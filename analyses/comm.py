@@ -1,8 +1,10 @@
 """Collective communication (NCCL/RCCL): time, overlap with compute, bandwidth, rank skew.
 
 * :func:`collectives` — one row per communication kernel: the collective (``coll_name``
-  when the trace has it, else parsed from ``ncclKernel_<Coll>_...`` /
-  ``ncclDevKernel_<Coll>_...``), its time **exposed** (no compute kernel ran on the same
+  when the trace has it, else the communication op whose span holds the kernel's launch
+  call, else parsed from ``ncclKernel_<Coll>_...`` / ``ncclDevKernel_<Coll>_...``: NCCL
+  runs all-to-all, and in older versions other collectives too, as ``SendRecv`` kernels),
+  its time **exposed** (no compute kernel ran on the same
   (rank, device)) and **overlapped** (some compute kernel ran: interval intersection with
   the union of compute kernels), message size and bandwidths where sizes are known.
 * :func:`comm_summary` — per (collective, process group): count, time, exposed/overlapped,
@@ -23,9 +25,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import intervals
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
+
+#: Collectives in which every participant needs data from every other: no participant's
+#: kernel can end before the last one starts (:func:`collective_skew`'s ``same_call``).
+ALL_TO_ALL_DEPENDENT = ("allreduce", "allgather", "reducescatter", "alltoall", "barrier")
 
 #: Bytes per element for the dtype strings of Kineto's ``record_param_comms``.
 DTYPE_BYTES = {
@@ -36,13 +43,23 @@ DTYPE_BYTES = {
 }
 
 _KERNEL_COLL_RE = r"(?i)(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)"
+#: Host ops that name the collective they launch: PyTorch's c10d ops and its NCCL
+#: annotations, the inference engines' custom ops (``c10d::alltoall_base_``,
+#: ``nccl:_all_gather_base``, ``vllm::all_reduce``); group 1 is the name after the prefix.
+_OP_COLL_RE = (r"(?i)^(?:c10d::|c10d_functional::|_c10d_functional::|nccl:|vllm::|sglang::"
+               r"|_C_custom_ar::|trtllm::|sgl_kernel::)(\w*(?:all_?reduce|all_?gather"
+               r"|reduce_?scatter|all_?to_?all|broadcast|barrier|send|recv|reduce|gather"
+               r"|scatter)\w*)$")
+#: Range kinds that sit on the thread that launched a kernel.
+_THREAD_RANGE_KINDS = ("cpu_op", "user_annotation", "nvtx_push_pop")
 
 
-def collective_expr() -> pl.Expr:
+def collective_expr(cols: tuple[str, ...] = ()) -> pl.Expr:
     """Normalised collective name: allreduce, allgather, reducescatter, alltoall, broadcast,
     reduce, sendrecv, barrier, or the lower-cased raw name.
 
-    Uses ``coll_name`` when present, else the ``<Coll>`` of the kernel name.
+    Uses ``coll_name`` when present, else ``op_coll`` (the launching op's collective, see
+    :func:`launch_op_collective`; optional column), else the ``<Coll>`` of the kernel name.
 
     Example:
         ``ncclKernel_AllReduce_RING_LL_Sum_float(...)`` -> allreduce;
@@ -50,6 +67,7 @@ def collective_expr() -> pl.Expr:
         allgather; ``reduce_scatter_tensor_coalesced`` -> reducescatter.
     """
     raw = pl.coalesce(pl.col("coll_name").cast(pl.String),
+                      pl.col("op_coll") if "op_coll" in cols else pl.lit(None, pl.String),
                       pl.col("name").cast(pl.String).str.extract(_KERNEL_COLL_RE, 1))
     n = raw.str.to_lowercase().str.replace_all("_", "")
     return (pl.when(n.str.contains("allreduce")).then(pl.lit("allreduce"))
@@ -72,6 +90,43 @@ def busbw_factor() -> pl.Expr:
             .when(c.is_in(["allgather", "reducescatter", "alltoall"])).then((n - 1) / n)
             .when(c.is_in(["broadcast", "reduce", "sendrecv"])).then(pl.lit(1.0))
             .otherwise(None))
+
+
+def launch_op_collective(tl: Timeline, kernels: pl.DataFrame) -> pl.Series:
+    """For each row of ``kernels`` (GPU rows with ``rank, process_id, correlation_id``), the
+    collective named by the communication op whose span holds the kernel's launch call on
+    the launching thread (:data:`_OP_COLL_RE`, the name after the prefix); null without one.
+
+    The innermost such op (the latest to start before the launch) must still be open at the
+    launch; ``record_param_comms`` names no collective in older PyTorch and is not used.
+
+    Example:
+        ``cudaLaunchKernel`` (correlation 7) at t=50 on thread 3 inside ``nccl:all_to_all``
+        [10, 90) and ``c10d::alltoall_base_`` [20, 80) on thread 3 -> ``alltoall_base_``;
+        a launch at t=95 -> null.
+    """
+    key = ["rank", "process_id", "thread_id"]
+    none = pl.Series("op_coll", [None] * kernels.height, pl.String)
+    if kernels.height == 0 or tl.ranges.height == 0 or tl.api.height == 0:
+        return none
+    ops = (tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(_THREAD_RANGE_KINDS))
+           .with_columns(op_coll=pl.col("name").cast(pl.String).str.extract(_OP_COLL_RE, 1))
+           .filter(pl.col("op_coll").is_not_null())
+           .select(*[pl.col(k).cast(pl.Int64) for k in key], "start_ns", "end_ns", "op_coll"))
+    if ops.height == 0:
+        return none
+    ids = ["rank", "process_id", "correlation_id"]
+    calls = (tl.api.filter(pl.col("correlation_id").is_not_null())
+             .select(*[pl.col(k).cast(pl.Int64) for k in (*ids, "thread_id")],
+                     launch_ns=pl.col("start_ns"))
+             .sort("launch_ns").unique(ids, keep="first"))
+    k = (kernels.select(*[pl.col(c).cast(pl.Int64) for c in ids]).with_row_index("_i")
+         .join(calls, on=ids, how="inner").sort("launch_ns"))
+    hit = (k.join_asof(ops.sort("start_ns"), left_on="launch_ns", right_on="start_ns",
+                       by=key, strategy="backward", check_sortedness=False)
+           .filter(pl.col("end_ns") >= pl.col("launch_ns")).select("_i", "op_coll"))
+    return (pl.DataFrame({"_i": pl.int_range(kernels.height, dtype=pl.UInt32, eager=True)})
+            .join(hit, on="_i", how="left").sort("_i")["op_coll"])
 
 
 def _overlap_ns(rows: pl.DataFrame, cover: pl.DataFrame, by: list[str]) -> pl.Series:
@@ -112,7 +167,7 @@ def collectives(tl: Timeline) -> pl.DataFrame:
         busbw 1.0 * 2 * 3 / 4 = 1.5 GB/s.
     """
     # one computation per timeline: comm_summary, the stragglers and calibrate share it
-    return cached(tl, "collectives", ("gpu",), lambda: _collectives(tl))
+    return cached(tl, "collectives", ("gpu", "api", "ranges"), lambda: _collectives(tl))
 
 
 def _collectives(tl: Timeline) -> pl.DataFrame:
@@ -127,7 +182,11 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
     compute = (spans.filter(pl.col("category") == "compute") if comm.height
                else spans.head(0)).drop("category")
     comp = intervals.union(compute, by=by)
-    comm = comm.with_columns(collective_expr().alias("collective"))
+    cols: tuple[str, ...] = ()
+    if comm.height and comm["coll_name"].null_count():
+        comm = comm.with_columns(launch_op_collective(tl, comm).alias("op_coll"))
+        cols = ("op_coll",)
+    comm = comm.with_columns(collective_expr(cols).alias("collective"))
     ov = _overlap_ns(comm, comp, by)
     comm = comm.with_columns(overlapped_ns=ov.cast(pl.Int64)).with_columns(
         exposed_ns=pl.col("dur_ns") - pl.col("overlapped_ns"))
@@ -145,6 +204,52 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
         "overlapped_ns", "exposed_ns", "coll_group_size",
         pl.col("coll_dtype").cast(pl.String), "bytes", "algbw_gbps", "busbw_gbps",
     ).sort("rank", "device_id", "start_ns")
+
+
+def concurrency(tl: Timeline) -> dict[str, int]:
+    """How much collective-kernel time overlapped other collective kernels on the same
+    (rank, device) (different streams or process groups): ``concurrent_ns`` = summed kernel
+    time - length of its union, ``concurrent_exposed_ns`` = summed ``exposed_ns`` - length
+    of the union not under compute. The per-kernel columns of :func:`collectives` (and the
+    sums of :func:`comm_summary`) count such time once per kernel; the breakdown's exposed
+    communication counts wall time once, so the two differ by ``concurrent_exposed_ns``.
+
+    Example:
+        device 0: compute [0, 50); allreduce [0, 100) and alltoall [80, 120) on two streams
+        -> kernel time 100 + 40 = 140, union [0, 120) = 120: concurrent 20; exposed 50 + 40
+        = 90, union not under compute 120 - 50 = 70: concurrent exposed 20.
+    """
+    c = collectives(tl)
+    if c.height == 0:
+        return {"concurrent_ns": 0, "concurrent_exposed_ns": 0}
+    by = ["rank", "device_id"]
+    u = intervals.union(c.select(*by, "start_ns", "end_ns"), by=by)
+    compute = tl.gpu.filter(pl.col("category") == "compute").select(*by, "start_ns", "end_ns")
+    under = int(_overlap_ns(u, intervals.union(compute, by=by), by).sum())
+    wall = int((u["end_ns"] - u["start_ns"]).sum())
+    return {"concurrent_ns": int(c["dur_ns"].sum()) - wall,
+            "concurrent_exposed_ns": int(c["exposed_ns"].sum()) - (wall - under)}
+
+
+def no_collectives_reason(tl: Timeline) -> str:
+    """Why :func:`collectives` is empty, in words: no collective kernels, and, when the
+    trace has other communication (peer-to-peer copies, which the breakdown counts as
+    communication), how much, so the two never seem to disagree.
+
+    Example:
+        a trace with 3 ``PtoP`` copies of 10 ns and no NCCL kernel -> "no NCCL/RCCL
+        collective kernels in the trace; its communication is 3 peer-to-peer copies
+        (30 ns, in the breakdown's communication), which are not collectives".
+    """
+    comm = tl.gpu.filter((pl.col("category").cast(pl.String) == "communication")
+                         & (pl.col("kind").cast(pl.String) != "kernel"))
+    if comm.height == 0:
+        return ("no NCCL/RCCL collective kernels in the trace, so no communication to "
+                "analyse")
+    return (f"no NCCL/RCCL collective kernels in the trace; its communication is "
+            f"{units.plural(comm.height, 'peer-to-peer copy', 'peer-to-peer copies')} "
+            f"({units.duration(int(comm['dur_ns'].sum()))}, in the breakdown's communication), "
+            f"which are not collectives")
 
 
 def comm_summary(tl: Timeline) -> pl.DataFrame:
@@ -193,11 +298,20 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
         (last start - first start), ``straggler_rank``, ``straggler_device`` (the one whose
         kernel started last: the others waited for it), ``end_skew_ns`` (spread of the
         kernel ends), ``wait_ns`` (sum over participants of their start's lead over the
-        straggler's: kernel time spent waiting). Sorted by skew descending.
+        straggler's: kernel time spent waiting), ``same_call``: whether the matched kernels
+        can be one call. In allreduce, allgather, reducescatter, alltoall and barrier every
+        participant needs data from every other, so no kernel of one call ends before the
+        last one starts: ``min(end) >= max(start)`` -> true, else false (the instances are
+        mismatched, e.g. one rank's window holds a call the other's does not, or the ranks'
+        clocks disagree); null for the collectives this cannot be checked on (send/recv,
+        broadcast, reduce). A call that is not ``same_call`` has no straggler
+        (``straggler_rank``, ``straggler_device``, ``wait_ns`` null) and sorts last; sorted
+        by skew descending otherwise.
 
     Example:
         allreduce #0 starts at 100 on rank 0, 130 on rank 1, 110 on rank 2 -> skew 30,
-        straggler rank 1, wait (130-100) + 0 + (130-110) = 50.
+        straggler rank 1, wait (130-100) + 0 + (130-110) = 50; if rank 0's kernel ended at
+        120 (before rank 1 started at 130) -> same_call false, no straggler.
     """
     c = collectives(tl).with_columns(pl.col("coll_pg").fill_null("(default)"))
     c = c.sort("rank", "device_id", "start_ns").with_columns(
@@ -212,12 +326,20 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
                 pl.col("rank").sort_by("start_ns").last().alias("straggler_rank"),
                 pl.col("device_id").sort_by("start_ns").last().alias("straggler_device"),
                 (pl.col("end_ns").max() - pl.col("end_ns").min()).alias("end_skew_ns"),
-                (last - pl.col("start_ns")).sum().alias("wait_ns"))
+                (last - pl.col("start_ns")).sum().alias("wait_ns"),
+                (pl.col("end_ns").min() >= last).alias("same_call"))
            .filter(pl.col("participants") >= 2)
-           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns")))
+           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
+                         same_call=pl.when(pl.col("collective").is_in(ALL_TO_ALL_DEPENDENT))
+                         .then(pl.col("same_call")).otherwise(None)))
+    blamed = pl.col("same_call").fill_null(True)
+    out = out.with_columns(pl.when(blamed).then(pl.col(c)).otherwise(None).alias(c)
+                           for c in ("straggler_rank", "straggler_device", "wait_ns"))
     return out.select(*key, "participants", "first_start_ns", "last_start_ns", "skew_ns",
-                      "straggler_rank", "straggler_device", "end_skew_ns", "wait_ns"
-                      ).sort(["skew_ns", "collective", "seq"], descending=[True, False, False])
+                      "straggler_rank", "straggler_device", "end_skew_ns", "wait_ns",
+                      "same_call"
+                      ).sort([blamed.not_(), "skew_ns", "collective", "seq"],
+                             descending=[False, True, False, False])
 
 
 def straggler_summary(tl: Timeline) -> pl.DataFrame:
@@ -225,13 +347,22 @@ def straggler_summary(tl: Timeline) -> pl.DataFrame:
 
     Returns:
         ``straggler_rank, straggler_device, calls`` (number of collective calls it was
-        last to start), ``skew_ns`` (their summed skew), ``share`` (of all matched calls);
-        sorted by summed skew descending.
+        last to start), ``skew_ns`` (their summed skew: what the earliest participant of
+        each call waited), ``wait_ns`` (what all the other participants waited for it in
+        those calls, summed: :func:`collective_skew`'s ``wait_ns``), ``share`` (of all
+        matched calls); sorted by summed skew descending. Calls whose kernels cannot be one
+        call (``same_call`` false in :func:`collective_skew`) blame no one and are not
+        counted.
+
+    Example:
+        calls straggled by rank 1: skew 30 (wait 50) and skew 10 (wait 15) -> calls 2,
+        skew_ns 40, wait_ns 65.
     """
-    s = collective_skew(tl)
+    s = collective_skew(tl).filter(pl.col("straggler_rank").is_not_null())
     n = s.height
     return (s.group_by("straggler_rank", "straggler_device")
             .agg(pl.len().cast(pl.Int64).alias("calls"),
-                 pl.col("skew_ns").sum().cast(pl.Int64).alias("skew_ns"))
+                 pl.col("skew_ns").sum().cast(pl.Int64).alias("skew_ns"),
+                 pl.col("wait_ns").sum().cast(pl.Int64).alias("wait_ns"))
             .with_columns(share=pl.col("calls") / (n if n else 1))
             .sort(["skew_ns", "straggler_rank"], descending=[True, False]))

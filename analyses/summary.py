@@ -236,7 +236,9 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
         if top["skew_ns"] >= STRAGGLER_MIN_FRAC * longest:
             line += (f"; rank {top['straggler_rank']} straggles: it started "
                      f"{units.plural(top['calls'], 'collective')} last, "
-                     f"{units.duration(top['skew_ns'])} of summed skew the other ranks waited")
+                     f"{units.duration(top['skew_ns'])} of summed skew (the first rank to "
+                     f"arrive at each waited that long; the other ranks waited "
+                     f"{units.duration(top['wait_ns'])} in all)")
     if part == "warmup_ns":
         steady = window - sums["warmup_ns"]
         rest = max((p for p in VERDICTS if p != "warmup_ns"),

@@ -316,10 +316,17 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
                        for c in auto_columns(worst)]
             tables.append({"title": "Largest cross-rank start skews",
                            "columns": columns, "rows": rows(worst)})
-    return {"tables": tables, "collectives": rows(summ),
-            "note": ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
-                     "overlapped time, algorithm and bus bandwidth where message sizes are "
-                     "known, and cross-rank skew (who arrives last) for multi-rank inputs.")}
+    note = ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
+            "overlapped time, algorithm and bus bandwidth where message sizes are "
+            "known, and cross-rank skew (who arrives last) for multi-rank inputs.")
+    conc = comm_mod.concurrency(tl)
+    if conc["concurrent_exposed_ns"] > 0:
+        note += (f" Collective kernels ran at the same time as each other on one device "
+                 f"(other streams) for {units.duration(conc['concurrent_ns'])}: each kernel "
+                 f"counts that time, so the exposed column adds up to "
+                 f"{units.duration(conc['concurrent_exposed_ns'])} more than the breakdown's "
+                 f"exposed communication, which counts wall time once.")
+    return {"tables": tables, "collectives": rows(summ), "note": note}
 
 
 def _steps(tl: Timeline) -> dict[str, Any] | None:

@@ -142,10 +142,12 @@ def _savings(frame: pl.DataFrame) -> list[str]:
 def _stragglers(frame: pl.DataFrame) -> list[str]:
     if frame.height == 0:
         return []
-    lines = ["Stragglers (rank last to start a collective; summed skew)"]
+    lines = ["Stragglers (rank last to start a collective; summed skew; what the other "
+             "ranks waited for it)"]
     for r in frame.iter_rows(named=True):
         lines.append(f"  rank {r['straggler_rank']} dev {r['straggler_device']}  "
-                     f"{units.plural(r['calls'], 'call')}  {fmt_ns(r['skew_ns'])}")
+                     f"{units.plural(r['calls'], 'call')}  {fmt_ns(r['skew_ns'])}  "
+                     f"waited {fmt_ns(r['wait_ns'])}")
     return lines
 
 

@@ -149,6 +149,9 @@ def test_skew_and_straggler_hand_made() -> None:
     assert s["wait_ns"].to_list() == [(340 - 300) + (340 - 305), 50]
     st = straggler_summary(timeline(gpu=gpu(rows)))
     assert st["straggler_rank"].to_list() == [2, 1] and st["calls"].to_list() == [1, 1]
+    # what the others waited for each straggler: rank 2 (340-300) + (340-305) = 75,
+    # rank 1 (130-100) + (130-110) = 50
+    assert st["wait_ns"].to_list() == [75, 50]
 
 
 DLRM = shared_files("torch", "param__dlrm_8rank__worker*.json")
@@ -172,7 +175,7 @@ def test_dlrm_eight_ranks_skew_and_straggler(tmp_path: Path) -> None:
     tl = traceparse.load(tmp_path)
     skew = collective_skew(tl)
     assert set(skew["participants"].to_list()) == {8}
-    first = skew.filter((pl.col("collective") == "sendrecv") & (pl.col("seq") == 0))
+    first = skew.filter((pl.col("collective") == "alltoall") & (pl.col("seq") == 0))
     row = first.row(0, named=True)
     starts = {int(f.name.split("worker")[1].split("_")[0]):
               _first_nccl_start(f, "ncclKernel_SendRecv") for f in DLRM}

@@ -93,7 +93,7 @@ def comm_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
           "skew": comm.collective_skew, "stragglers": comm.straggler_summary}[report]
     frame = fn(tl)
     if comm.collectives(tl).height == 0:
-        why = "no NCCL/RCCL collective kernels in the trace, so no communication to analyse"
+        why = comm.no_collectives_reason(tl)
     elif report in ("skew", "stragglers"):
         why = "no collective call seen on more than one rank (skew needs several ranks)"
     else:
