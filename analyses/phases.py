@@ -295,11 +295,11 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         ``rank, step, phase, phase_source, step_source, batch_size, tokens,
         tokens_source, start_ns, end_ns, gpu_end_ns, wall_ns, kernels, kernel_ns, flops,
         flops_source,
-        tflop_per_s, tokens_per_s`` and, with ``attribution``, ``attributed_ns`` and the
-        parts of :func:`traceparse.analyses.attribution.breakdown_windows` over the
-        step's window of :func:`attribution_windows` (``[start_ns, start_ns +
-        attributed_ns)``, never overlapping another step's) summed over the rank's
-        devices.
+        tflop_per_s, tokens_per_s, attributed_ns`` (the length of the step's window of
+        :func:`attribution_windows`, ``[start_ns, start_ns + attributed_ns)``, never
+        overlapping another step's) and, with ``attribution``, the parts of
+        :func:`traceparse.analyses.attribution.breakdown_windows` over that window summed
+        over the rank's devices.
     """
     wins, source = find_steps(tl, steps=steps)
     rows = _step_rows(tl, wins, source) if wins.height else []
@@ -315,6 +315,8 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
+    out = attribution_windows(out).with_columns(
+        (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns")).drop("attr_end_ns")
     if attribution and out.height:
         out = _attribute(tl, out)
     return out
@@ -347,24 +349,25 @@ def attribution_windows(steps: pl.DataFrame) -> pl.DataFrame:
 def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
     from traceparse.analyses.attribution import PARTS, breakdown_windows
 
-    w = attribution_windows(steps.with_row_index("_wid"))
+    w = steps.with_row_index("_wid")
     wins = w.select("rank", pl.col("_wid").cast(pl.String).alias("window_name"),
                     pl.col("start_ns").alias("window_start_ns"),
-                    pl.col("attr_end_ns").alias("window_end_ns"))
+                    (pl.col("start_ns") + pl.col("attributed_ns")).alias("window_end_ns"))
     b = breakdown_windows(tl, wins)
     per = (b.with_columns(pl.col("window_name").cast(pl.UInt32).alias("_wid"))
            .group_by("_wid").agg(pl.col(p).sum() for p in PARTS))
-    return (w.with_columns((pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns"))
-            .drop("attr_end_ns").join(per, on="_wid", how="left")
+    return (w.join(per, on="_wid", how="left")
             .with_columns(pl.col(p).fill_null(0) for p in PARTS).sort("_wid").drop("_wid"))
 
 
 def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """One row per phase of :func:`phase_steps`: ``steps``, wall ``p50/p95/p99`` and mean
     (ns), ``tokens_per_step`` (mean where recorded), ``tokens_per_s`` (summed tokens over
-    summed wall of the steps with tokens), ``kernel_ns``, ``tflop_per_s`` (summed FLOPs
-    over summed wall of the steps with FLOPs) and each attribution part as a percentage of
-    the phase's summed attribution windows."""
+    the summed ``attributed_ns`` of the steps with tokens), ``kernel_ns``, ``tflop_per_s``
+    (summed FLOPs over the summed ``attributed_ns`` of the steps with FLOPs) and each
+    attribution part as a percentage of the phase's summed attribution windows. A rate is
+    over the time the steps took, each nanosecond once: the walls overlap where the GPU
+    falls behind the host, and a sum of walls exceeds it (:func:`attribution_windows`)."""
     from traceparse.analyses.attribution import PARTS
 
     if steps.height == 0:
@@ -376,10 +379,10 @@ def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
             *(e.alias(f"wall_{e.meta.output_name()}_ns") for e in percentiles("wall_ns")),
             pl.col("tokens").mean().alias("tokens_per_step"),
             (pl.col("tokens").filter(tok).sum()
-             / (pl.col("wall_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
+             / (pl.col("attributed_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
             pl.col("kernels").sum(), pl.col("kernel_ns").sum(),
-            (pl.col("flops").filter(fl).sum() / pl.col("wall_ns").filter(fl).sum() / 1e3)
-            .alias("tflop_per_s")]
+            (pl.col("flops").filter(fl).sum() / pl.col("attributed_ns").filter(fl).sum()
+             / 1e3).alias("tflop_per_s")]
     if parts:
         total = pl.sum_horizontal(*(pl.col(p).sum() for p in parts))
         aggs += [(pl.col(p).sum() * 100.0 / total).alias(p.replace("_ns", "_pct"))

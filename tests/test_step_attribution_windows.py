@@ -27,12 +27,15 @@ US = 1000
 
 
 def _lagging_steps() -> dict:
-    """Three ProfilerSteps of 100 us at 0, 100, 200 us, each launching one 150 us kernel
-    10 us in; the GPU falls behind: kernels [20, 170), [170, 320), [320, 470) us."""
+    """Three ProfilerSteps of 100 us at 0, 100, 200 us, each with a 1 GFLOP op and
+    launching one 150 us kernel 10 us in; the GPU falls behind: kernels [20, 170),
+    [170, 320), [320, 470) us."""
     ev: list[dict] = []
     for i, (host, k0) in enumerate([(0, 20), (100, 170), (200, 320)]):
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
                    "pid": PID, "tid": TID, "ts": host, "dur": 100, "args": {}})
+        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": PID, "tid": TID,
+                   "ts": host + 1, "dur": 8, "args": {"flops": 1_000_000_000}})
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID,
                    "tid": TID, "ts": host + 10, "dur": 5, "args": {"correlation": 100 + i}})
         ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": STREAM,
@@ -60,6 +63,10 @@ def test_attribution_windows_by_hand(tmp_path: Path) -> None:
     # the phase's compute share: 450 / 470 = 95.74 %
     s = phases.phase_summary(st).row(0, named=True)
     assert s["compute_pct"] == pytest.approx(100.0 * 450 / 470)
+    # 3 GFLOP in the 470 us the steps took: 3e9 / 470e-6 s = 6.383 TFLOP/s (over the
+    # summed walls, 660 us, it read 4.545)
+    assert st["flops"].to_list() == [1e9] * 3
+    assert s["tflop_per_s"] == pytest.approx(3e9 / 470e-6 / 1e12)
 
 
 def test_attribution_windows_tile_the_union() -> None:
@@ -140,3 +147,13 @@ def test_launch_bound_twin_summary_step_clause() -> None:
     v = summarize(tl)["verdict"]
     assert f"over its 6 steps ({union / 1e6:.2f} ms of wall time" in v
     assert f"compute is {100.0 * kernel / union:.1f}%" in v
+
+
+@pytest.mark.shared
+def test_resnet50_phase_tflops_over_the_steps_span() -> None:
+    # walls 1,129.3 ms in a 1,065.6 ms union: TFLOP/s 2.78 over the walls, 2.95 over the span
+    name = "torch/kineto__resnet50_worker0.1623143089861.pt.trace.json.gz"
+    _, union, _ = _raw_step_spans(TRACES / name)
+    st = phases.phase_steps(traceparse.load(TRACES / name))
+    s = phases.phase_summary(st).row(0, named=True)
+    assert s["tflop_per_s"] == pytest.approx(float(st["flops"].sum()) / union / 1e3)
