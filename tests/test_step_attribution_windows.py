@@ -157,3 +157,27 @@ def test_resnet50_phase_tflops_over_the_steps_span() -> None:
     st = phases.phase_steps(traceparse.load(TRACES / name))
     s = phases.phase_summary(st).row(0, named=True)
     assert s["tflop_per_s"] == pytest.approx(float(st["flops"].sum()) / union / 1e3)
+
+
+def test_tail_tokens_per_s_over_attributed_time() -> None:
+    from traceparse.analyses import diff_tail as dt
+    from traceparse.timeline import Timeline
+
+    # 4 decode steps of 32 tokens issued every 10 ms whose walls (latencies) are 25 ms:
+    # each overlaps the next, so the 4 steps took 3 * 10 + 25 = 55 ms, not 4 * 25 = 100:
+    # 128 tokens / 55 ms = 2327.3 tok/s (over the summed walls it read 1280)
+    def walls() -> pl.DataFrame:
+        st = pl.DataFrame({"rank": [0] * 4, "step": [f"s{i}" for i in range(4)],
+                           "phase": ["decode"] * 4,
+                           "start_ns": [i * 10_000_000 for i in range(4)],
+                           "end_ns": [i * 10_000_000 + 1_000_000 for i in range(4)],
+                           "wall_ns": [25_000_000] * 4, "tokens": [32] * 4})
+        return phases.attribution_windows(st).with_columns(
+            (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns"))
+
+    w = walls()
+    assert w["attributed_ns"].to_list() == [10_000_000] * 3 + [25_000_000]
+    t = dt.tail_diff(Timeline(), Timeline(), walls=(w, w))
+    r = t.filter((pl.col("name") == "decode") & (pl.col("metric") == "tokens_per_s")).row(
+        0, named=True)
+    assert r["base"] == pytest.approx(128 / 0.055)
