@@ -24,8 +24,9 @@ nothing flagged or gated: the P99 of 20 steps is their maximum, one sample).
 
 A row is a ``regression`` when the interval lies above zero (below zero for tokens/s, a
 throughput) and the change is at least ``min_effect_pct``; ``improvement`` for the mirror
-case. ``tokens_per_s`` of a phase = summed tokens / summed wall of its steps that record
-tokens (:func:`traceparse.analyses.phases.phase_summary`'s definition), resampled by step.
+case. ``tokens_per_s`` of a phase = summed tokens / summed ``attributed_ns`` (the steps'
+non-overlapping windows) of its steps that record tokens
+(:func:`traceparse.analyses.phases.phase_summary`'s definition), resampled by step.
 """
 
 from __future__ import annotations
@@ -51,11 +52,13 @@ SCHEMA = {"level": pl.String, "name": pl.String, "metric": pl.String, "n_base": 
 
 
 def step_walls(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
-    """``rank, step, phase, start_ns, end_ns, wall_ns, tokens`` of every step (capture
-    steps dropped), in time order: one computation for the tail and the time diff."""
+    """``rank, step, phase, start_ns, end_ns, wall_ns, attributed_ns, tokens`` of every
+    step (capture steps dropped), in time order: one computation for the tail and the time
+    diff."""
     s = phase_steps(tl, steps=step_regex, attribution=False)
     return (s.filter(pl.col("phase") != "capture")
-            .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns", "tokens")
+            .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns",
+                    "attributed_ns", "tokens")
             .sort("rank", "start_ns"))
 
 
@@ -102,7 +105,7 @@ def bootstrap_ratio_diff(ta: Any, wa: Any, tb: Any, wb: Any, *, alpha: float = 0
                          n_boot: int = BOOTSTRAP, seed: int = SEED
                          ) -> tuple[float, float, float]:
     """``(ci_low, ci_high, p)`` of ``sum(tb)/sum(wb) - sum(ta)/sum(wa)`` (tokens per ns),
-    resampling steps (pairs of tokens and wall) of each side."""
+    resampling steps (pairs of tokens and attributed time) of each side."""
     rng = np.random.default_rng(seed)
 
     def boot(t: Any, w: Any) -> np.ndarray:
@@ -187,7 +190,7 @@ def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             continue
 
         def rate(t: pl.DataFrame) -> float | None:
-            w = float(t["wall_ns"].sum())
+            w = float(t["attributed_ns"].sum())
             return float(t["tokens"].sum()) / (w / 1e9) if t.height and w else None
 
         va, vb = rate(ta), rate(tb)
@@ -199,8 +202,8 @@ def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             rows.append(_row(name, "tokens_per_s", ta.height, tb.height, va, vb, None,
                              "insufficient"))
             continue
-        ci = bootstrap_ratio_diff(ta["tokens"].to_numpy(), ta["wall_ns"].to_numpy(),
-                                  tb["tokens"].to_numpy(), tb["wall_ns"].to_numpy(),
+        ci = bootstrap_ratio_diff(ta["tokens"].to_numpy(), ta["attributed_ns"].to_numpy(),
+                                  tb["tokens"].to_numpy(), tb["attributed_ns"].to_numpy(),
                                   alpha=alpha)
         r = _row(name, "tokens_per_s", ta.height, tb.height, va, vb, ci, "", scale=1e9)
         r["flag"] = _flag(r["ci_low"], r["ci_high"], r["change_pct"], min_effect_pct, False)

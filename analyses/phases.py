@@ -295,9 +295,11 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         ``rank, step, phase, phase_source, step_source, batch_size, tokens,
         tokens_source, start_ns, end_ns, gpu_end_ns, wall_ns, kernels, kernel_ns, flops,
         flops_source,
-        tflop_per_s, tokens_per_s`` and, with ``attribution``, the five parts of
-        :func:`traceparse.analyses.attribution.breakdown_windows` over
-        ``[start_ns, start_ns + wall_ns)`` summed over the rank's devices.
+        tflop_per_s, tokens_per_s, attributed_ns`` (the length of the step's window of
+        :func:`attribution_windows`, ``[start_ns, start_ns + attributed_ns)``, never
+        overlapping another step's) and, with ``attribution``, the parts of
+        :func:`traceparse.analyses.attribution.breakdown_windows` over that window summed
+        over the rank's devices.
     """
     wins, source = find_steps(tl, steps=steps)
     rows = _step_rows(tl, wins, source) if wins.height else []
@@ -313,9 +315,35 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
+    out = attribution_windows(out).with_columns(
+        (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns")).drop("attr_end_ns")
     if attribution and out.height:
         out = _attribute(tl, out)
     return out
+
+
+def attribution_windows(steps: pl.DataFrame) -> pl.DataFrame:
+    """``attr_end_ns``: where each step's attribution window ``[start_ns, attr_end_ns)``
+    ends. The windows of one rank tile the union of its steps' ``[start, start + wall)``:
+    a window ends at the next step's start or where the rank's steps so far have finished
+    (the running maximum of ``start + wall``), whichever is first; the last runs to that
+    maximum. So no nanosecond is attributed twice: where the GPU falls behind the host,
+    ``[start, start + wall)`` of consecutive steps overlap, and their summed parts counted
+    the overlap once per step (``launch_bound-twin``: 4.60 ms of compute over walls summing
+    to 6.96 ms, in 3.98 ms from the first step's start to the last GPU end, with 2.27 ms of
+    kernels).
+
+    Example:
+        One rank, steps at 0 (wall 150), 100 (wall 150), 300 (wall 50): running ends 150,
+        250, 350; windows [0, 100), [100, 250), [300, 350): 300 ns, each attributed once
+        (the walls sum to 350).
+    """
+    end = pl.col("start_ns") + pl.col("wall_ns")
+    run = end.cum_max().over("rank", order_by="start_ns")
+    nxt = pl.col("start_ns").shift(-1).over("rank", order_by="start_ns")
+    return steps.with_columns(
+        pl.when(nxt.is_null()).then(run).otherwise(pl.min_horizontal(run, nxt))
+        .alias("attr_end_ns"))
 
 
 def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
@@ -324,7 +352,7 @@ def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
     w = steps.with_row_index("_wid")
     wins = w.select("rank", pl.col("_wid").cast(pl.String).alias("window_name"),
                     pl.col("start_ns").alias("window_start_ns"),
-                    (pl.col("start_ns") + pl.col("wall_ns")).alias("window_end_ns"))
+                    (pl.col("start_ns") + pl.col("attributed_ns")).alias("window_end_ns"))
     b = breakdown_windows(tl, wins)
     per = (b.with_columns(pl.col("window_name").cast(pl.UInt32).alias("_wid"))
            .group_by("_wid").agg(pl.col(p).sum() for p in PARTS))
@@ -335,9 +363,11 @@ def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
 def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """One row per phase of :func:`phase_steps`: ``steps``, wall ``p50/p95/p99`` and mean
     (ns), ``tokens_per_step`` (mean where recorded), ``tokens_per_s`` (summed tokens over
-    summed wall of the steps with tokens), ``kernel_ns``, ``tflop_per_s`` (summed FLOPs
-    over summed wall of the steps with FLOPs) and each attribution part as a percentage of
-    the phase's summed attribution windows."""
+    the summed ``attributed_ns`` of the steps with tokens), ``kernel_ns``, ``tflop_per_s``
+    (summed FLOPs over the summed ``attributed_ns`` of the steps with FLOPs) and each
+    attribution part as a percentage of the phase's summed attribution windows. A rate is
+    over the time the steps took, each nanosecond once: the walls overlap where the GPU
+    falls behind the host, and a sum of walls exceeds it (:func:`attribution_windows`)."""
     from traceparse.analyses.attribution import PARTS
 
     if steps.height == 0:
@@ -349,10 +379,10 @@ def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
             *(e.alias(f"wall_{e.meta.output_name()}_ns") for e in percentiles("wall_ns")),
             pl.col("tokens").mean().alias("tokens_per_step"),
             (pl.col("tokens").filter(tok).sum()
-             / (pl.col("wall_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
+             / (pl.col("attributed_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
             pl.col("kernels").sum(), pl.col("kernel_ns").sum(),
-            (pl.col("flops").filter(fl).sum() / pl.col("wall_ns").filter(fl).sum() / 1e3)
-            .alias("tflop_per_s")]
+            (pl.col("flops").filter(fl).sum() / pl.col("attributed_ns").filter(fl).sum()
+             / 1e3).alias("tflop_per_s")]
     if parts:
         total = pl.sum_horizontal(*(pl.col(p).sum() for p in parts))
         aggs += [(pl.col(p).sum() * 100.0 / total).alias(p.replace("_ns", "_pct"))

@@ -174,12 +174,22 @@ def step_table(tl: Timeline, *, step_regex: str | None = None, mad_k: float = 3.
 
 def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """P50/P95/P99, mean, min and max of ``wall_ns`` and ``gpu_busy_ns`` over the steps of
-    :func:`step_table`, plus the step and outlier counts (one row per metric)."""
+    :func:`step_table`, plus the step count and, on the ``wall_ns`` row only, the outlier
+    count (one row per metric). Outliers are flagged on the wall time: the ``gpu_busy_ns``
+    row's ``outliers`` is null, not the wall's count (on ``warmup-bottleneck`` the GPU
+    busy row said 2 outliers where the rule, applied to GPU busy, flags 1).
+
+    Example:
+        Walls 100, 100, 100, 100, 300 with one wall outlier: ``wall_ns`` row outliers 1,
+        ``gpu_busy_ns`` row outliers null.
+    """
     rows = []
     for c in ("wall_ns", "gpu_busy_ns"):
+        out = (pl.col("outlier").sum().cast(pl.Int64) if c == "wall_ns"
+               else pl.lit(None, dtype=pl.Int64))
         rows.append(steps.select(
             pl.lit(c).alias("metric"), pl.len().cast(pl.Int64).alias("steps"),
-            pl.col("outlier").sum().cast(pl.Int64).alias("outliers"),
+            out.alias("outliers"),
             pl.col(c).mean().alias("mean"), *percentiles(c),
             pl.col(c).min().cast(pl.Float64).alias("min"),
             pl.col(c).max().cast(pl.Float64).alias("max")))

@@ -390,9 +390,11 @@ def _step_clause(tl: Timeline, bd: pl.DataFrame, line: str) -> str:
 
     st = cached(tl, "summary:phase_steps", tuple(schema.TABLES),
                 lambda: phases.phase_steps(tl))
-    if st.height == 0 or "compute_ns" not in st.columns or not int(st["wall_ns"].sum()):
+    # the steps' attribution windows (never overlapping): their walls overlap where the
+    # GPU falls behind the host, and a sum of walls counts that time once per step
+    if st.height == 0 or "compute_ns" not in st.columns or not int(st["attributed_ns"].sum()):
         return ""
-    window, wall = int(bd["window_ns"].sum()), int(st["wall_ns"].sum())
+    window, wall = int(bd["window_ns"].sum()), int(st["attributed_ns"].sum())
     part = next((p for p in VERDICTS if line.startswith(VERDICTS[p][0] + ":")), None)
     if part is None or part not in st.columns:
         return ""

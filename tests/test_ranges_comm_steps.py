@@ -210,6 +210,9 @@ def test_steps_hand_made() -> None:
     assert s["compute_ns"].to_list()[:2] == [40, 30]
     summ = step_summary(s).row(0, named=True)
     assert (summ["steps"], summ["outliers"], summ["p50"], summ["max"]) == (5, 1, 100.0, 300.0)
+    # outliers are flagged on the wall only: the GPU busy row gives no count (the rule
+    # applied to GPU busy 40, 30, 0, 0, 0 would say 2: median 0, MAD 0)
+    assert step_summary(s).row(1, named=True)["outliers"] is None
     # the regex path picks NVTX ranges instead
     assert step_table(tl, step_regex=r"#1$", attribution=False)["wall_ns"].to_list() == [300]
 

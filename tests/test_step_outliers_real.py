@@ -1,0 +1,38 @@
+"""``steps`` outliers against the file's own ProfilerStep ranges (json, not traceparse)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import Decimal
+
+import numpy as np
+import pytest
+
+import traceparse
+from tests.conftest import TRACES
+from traceparse.analyses.steps import step_summary, step_table
+
+
+@pytest.mark.shared
+def test_warmup_bottleneck_outliers_are_wall_outliers() -> None:
+    path = TRACES / "gpu/scenarios/warmup-bottleneck.json.gz"
+    with gzip.open(path, "rb") as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    walls = np.array([round(Decimal(e["dur"]) * 1000) for e in doc["traceEvents"]
+                      if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                      and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))], dtype=float)
+    # 2,568,339,925 / 915,940 / 580,994 / 479,612 / 557,301 / 474,439 ns: median 569,147.5,
+    # MAD (89,535.5 + 94,708.5) / 2 = 92,122 -> limit 845,513.5: steps 0 and 1 (915,940)
+    # are outliers
+    med = np.median(walls)
+    limit = med + 3 * np.median(np.abs(walls - med))
+    st = step_table(traceparse.load(path))
+    assert st["wall_ns"].to_list() == walls.astype(int).tolist()
+    assert st["outlier"].to_list() == (walls > limit).tolist() == [True, True] + [False] * 4
+    summ = step_summary(st)
+    assert summ.row(0, named=True)["outliers"] == 2
+    # the GPU busy row states no outlier count: the rule is on the wall (applied to GPU
+    # busy it would flag only step 0, not the wall's 2)
+    assert summ.row(1, named=True)["outliers"] is None
