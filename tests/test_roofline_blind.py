@@ -80,8 +80,8 @@ H200 = TRACES / "gpu" / "h200"
 
 def _page_items(path: Path) -> dict[tuple[str, str, str], float]:
     """(kernel, body item, metric label) -> value in base units, read with csv only."""
-    scale = {"cycle/nsecond": 1e9, "Ghz": 1e9, "Gbyte/s": 1e9, "Gbyte/second": 1e9, "Tbyte/second": 1e12,
-             "Mbyte/second": 1e6, "inst": 1.0, "inst/cycle": 1.0}
+    scale = {"cycle/nsecond": 1e9, "Ghz": 1e9, "Gbyte/s": 1e9, "Gbyte/second": 1e9,
+             "Tbyte/second": 1e12, "Mbyte/second": 1e6, "inst": 1.0, "inst/cycle": 1.0}
     out = {}
     with gzip.open(path, "rt") as f:
         for r in csv.DictReader(f):
