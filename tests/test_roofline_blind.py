@@ -123,3 +123,13 @@ def test_imma_gemm_on_a_roofline_page_is_not_latency_bound() -> None:
     assert b2b["placed"] and b2b["bound"] is None and b2b["note"] == BLIND_NOTE
     gemm = pts.filter(~pl.col("kernel_name").str.contains("B2bGemm")).row(0, named=True)
     assert gemm["note"] == BLIND_ZERO
+
+
+def test_chart_draws_fp_only_points_with_their_arrow(tmp_path: Path) -> None:
+    from traceparse.roofline.chart import render
+
+    roofs = pl.DataFrame({"name": ["fp32", "dram"], "kind": ["compute", "memory"],
+                          "value": [1e13, 2e12]})
+    blind = render(_points(tmp_path, tensor=False), roofs, fmt="svg").decode()
+    seen = render(_points(tmp_path, tensor=True), roofs, fmt="svg").decode()
+    assert "a lower bound, the kernel" in blind and "a lower bound" not in seen
