@@ -154,10 +154,11 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
             and precision merged: rates weighted by duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.
 
-    Example (one FP32 launch; peaks 10 TFLOP/s, 1 TB/s; ridge 10 FLOP/B):
+    Example (one FP32 launch on a page that sees the tensor pipe, idle; peaks 10 TFLOP/s,
+    1 TB/s; ridge 10 FLOP/B):
         >>> n = pl.DataFrame({"kernel_name": ["k"], "launch_id": [0], "dur_ns": [1e6],
         ...     "fp64_flop_per_s": [0.0], "fp32_flop_per_s": [2e12], "fp16_flop_per_s": [None],
-        ...     "tensor_flop_per_s": [None], "dram_bytes_per_s": [5e11],
+        ...     "tensor_flop_per_s": [None], "tensor_pipe_pct": [0.0], "dram_bytes_per_s": [5e11],
         ...     "l2_bytes_per_s": [None], "l1_bytes_per_s": [None]})
         >>> c = pl.DataFrame({"name": ["fp32", "dram"], "value": [1e13, 1e12]})
         >>> measured_points(n, c).select("ai_dram", "bound", "pct_of_roof").row(0)
