@@ -243,7 +243,7 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
             ceil = gpus.at_clock(ceil, clock, METRICS_CLOCK)
             if ceil.filter(pl.col("clock_hz") == clock).height:  # some roof is at that clock
                 notes["clock_source"] = METRICS_CLOCK
-        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
+        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api, ceil=ceil)
         points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
         if not points.height:  # nsys-only: the DRAM counters give bandwidth-only points
             points = bandwidth_points(trace, ceil)
