@@ -34,18 +34,26 @@ from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
 
 
-def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
-    d = tl.devices.filter(pl.col("name").is_not_null())
-    if not d.height:
-        return None, None, None
-    r = d.row(0, named=True)
+def _device_name(r: dict[str, Any]) -> str | None:
+    """The GPU a devices-table row names; a generic or empty name (ROCm) is identified from
+    its GFXIP, CU count and memory (:func:`traceparse.roofline.gpus.identify`)."""
+    if r["name"] is None:
+        return None
     if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus._GENERIC:
         row, _ = gpus.identify(r["name"], sm_count=r["sm_count"],
                                memory_bytes=r["memory_bytes"],
                                compute=(r.get("compute_major"), r.get("compute_minor")),
                                vendor=str(r.get("vendor") or ""))
-        return (str(row["name"]) if row else None), r["sm_count"], r["memory_bytes"]
-    return r["name"], r["sm_count"], r["memory_bytes"]
+        return str(row["name"]) if row else None
+    return str(r["name"])
+
+
+def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
+    d = tl.devices.filter(pl.col("name").is_not_null())
+    if not d.height:
+        return None, None, None
+    r = d.row(0, named=True)
+    return _device_name(r), r["sm_count"], r["memory_bytes"]
 
 
 def _unknown_device(tl: Timeline) -> str | None:
@@ -120,14 +128,14 @@ def other_gpu_ranks(tl: Timeline, name: str | None) -> tuple[list[int], str | No
     if not name or not tl.gpu.height or not tl.devices.height:
         return [], None
     used = tl.gpu.select("rank", "device_id").unique().join(
-        tl.devices.select("rank", "device_id", "name"), on=["rank", "device_id"], how="inner")
-    off = used.filter(pl.col("name").is_not_null()).filter(
-        pl.col("name").map_elements(lambda n: not _same_gpu(str(n), name),
-                                     return_dtype=pl.Boolean))
-    if not off.height:
+        tl.devices, on=["rank", "device_id"], how="inner")
+    # a device whose GPU is not known is taken to be the chart's (nothing says otherwise)
+    off = [(int(r["rank"]), n) for r in used.iter_rows(named=True)
+           if (n := _device_name(r)) is not None and not _same_gpu(n, name)]
+    if not off:
         return [], None
-    ranks = sorted(int(r) for r in off["rank"].unique().to_list())
-    gpus_off = ", ".join(sorted({str(n) for n in off["name"].to_list()}))
+    ranks = sorted({r for r, _ in off})
+    gpus_off = ", ".join(sorted({n for _, n in off}))
     many = len(ranks) > 1
     return ranks, (f"the inputs ran on several GPUs: the roofline shows {name} only (one GPU "
                    f"per chart); rank{'s' if many else ''} {', '.join(map(str, ranks))} ran "

@@ -102,3 +102,20 @@ def test_a100_ranks_are_left_out_of_a_v100_chart() -> None:
     assert notes["gpu_mismatch"].startswith("the inputs ran on several GPUs: the roofline "
                                             "shows Tesla V100-DGXS-32GB only")
     assert "rank 1 ran on NVIDIA A100-PG509-200 and is left out" in notes["gpu_mismatch"]
+
+
+def test_rocm_devices_named_generically_are_one_gpu() -> None:
+    """ROCm traces name their devices "" (FORMATS C): each is identified from GFXIP 9.4,
+    304 CUs and 192 GiB as an MI300X, the chart's GPU, so no rank is left out (the vLLM
+    MI300X capture lost its only rank to a name comparison of "" with "MI300X")."""
+    from traceparse.roofline.build import other_gpu_ranks
+    from traceparse.timeline import Timeline
+
+    devices = pl.DataFrame({"rank": [0, 0], "device_id": [0, 1], "name": ["", ""],
+                            "vendor": ["amd", "amd"], "sm_count": [304, 304],
+                            "memory_bytes": [206_141_652_992] * 2, "compute_major": [9, 9],
+                            "compute_minor": [4, 4]},
+                           schema_overrides={"rank": pl.Int32, "device_id": pl.Int32})
+    gpu = pl.DataFrame({"rank": [0, 0], "device_id": [0, 1]},
+                       schema_overrides={"rank": pl.Int32, "device_id": pl.Int32})
+    assert other_gpu_ranks(Timeline(gpu=gpu, devices=devices), "MI300X") == ([], None)
