@@ -157,7 +157,7 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         res = part["reserved_bytes"]
         res_np = res.fill_null(0).to_numpy().astype(np.int64)
         s, e = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
-        start_lv, peak = _range_max(ts, alloc, s, e)
+        start_lv, peak = _range_max(ts, alloc, s, e, initial=_initial(part))
         _, peak_res = _range_max(ts, res_np, s, e)
         out.append(w.select("rank", label, "start_ns", "end_ns").with_columns(
             pl.lit(dev, dtype=pl.Int32).alias("device_id"),
@@ -170,14 +170,30 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
     return pl.concat(out) if out else pl.DataFrame()
 
 
-def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(level in force at s, max level over [s, e)) for each window; level 0 before events."""
+def _initial(part: pl.DataFrame) -> int:
+    """The allocated level before a device's first event: for a recorded series (Kineto
+    ``Total Allocated``, the total after the event) that total minus the event's own bytes,
+    i.e. what was allocated before the capture; 0 for a replayed one (relative levels).
+
+    Example (the first event allocates 2,048 B and reports 343,345,664 B allocated):
+        >>> _initial(pl.DataFrame({"allocated_bytes": [343_345_664], "bytes": [2_048],
+        ...                        "replayed": [False]}))
+        343343616
+    """
+    if not part.height or part["replayed"].any():
+        return 0
+    return int(part["allocated_bytes"][0]) - int(part["bytes"][0] or 0)
+
+
+def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray, *,
+               initial: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(level in force at s, max level over [s, e)) for each window; ``initial`` before the
+    first event."""
     import numpy as np
 
     i0 = np.searchsorted(ts, s, side="left")   # first event at or after s
     i1 = np.searchsorted(ts, e, side="left")   # first event at or after e
-    before = np.where(i0 > 0, level[np.clip(i0 - 1, 0, None)], 0)
+    before = np.where(i0 > 0, level[np.clip(i0 - 1, 0, None)], initial)
     peak = before.copy()
     nonempty = i1 > i0
     if nonempty.any():
