@@ -14,6 +14,13 @@ Definitions (docs/memory.md):
   ``s`` and the levels after every event inside the window; **rise** = peak - level at ``s``
   (what the window itself added at its worst).
 * Host memory (``device_id`` -1, Kineto CPU events) is kept as its own device.
+* **Device memory** (the per-device level, its peaks, steps and ops) counts only the kinds
+  that live in the device's memory: nsys ``Device``, ``Device Static``, ``Array``, and
+  Kineto's caching-allocator events (no kind). ``Managed`` / ``Managed Static`` (unified
+  memory: it migrates between host and device and may exceed the device's memory),
+  ``Pinned`` / ``Pageable`` (host memory) and ``Unknown`` are not device memory: they are
+  listed by memory kind, and the device peaks carry ``not_device_peak_bytes`` (their summed
+  level's peak) when the input has any.
 """
 
 from __future__ import annotations
@@ -29,6 +36,14 @@ if TYPE_CHECKING:  # numpy is imported where it is used: the CLI loads this modu
     import numpy as np  # command, and `info` must not pay numpy's import (~0.07 s)
 
 _KEYS = ["rank", "device_id", "memory_kind"]
+#: Memory kinds that are not memory of the device they are recorded on (nsys memKind).
+NOT_DEVICE = ("Managed", "Managed Static", "Pinned", "Pageable", "Unknown")
+
+
+def _on_device(t: pl.DataFrame, on: bool = True) -> pl.DataFrame:
+    """Rows of kinds in the device's own memory (``on``), or the others."""
+    off = pl.col("memory_kind").is_in(NOT_DEVICE).fill_null(False)
+    return t.filter(~off if on else off)
 
 
 def timeline(tl: Timeline) -> pl.DataFrame:
@@ -55,9 +70,18 @@ def timeline(tl: Timeline) -> pl.DataFrame:
              "reserved_bytes", "replayed")
 
 
-def device_levels(tl: Timeline) -> pl.DataFrame:
-    """Total allocated/reserved per (rank, device) over all memory kinds after each event."""
-    t = timeline(tl)
+def device_levels(tl: Timeline, *, on_device: bool = True) -> pl.DataFrame:
+    """Total allocated/reserved per (rank, device) over the memory kinds in the device's own
+    memory after each event (``on_device=False``: over the other kinds, see ``NOT_DEVICE``).
+
+    Example (nsys: 10 B Device, then 100 B Managed; the device level stays 10 B):
+        >>> m = pl.DataFrame({"rank": [0, 0], "device_id": [0, 0], "ts_ns": [1, 2],
+        ...     "bytes": [10, 100], "allocated_bytes": [None, None],
+        ...     "reserved_bytes": [None, None], "memory_kind": ["Device", "Managed"]})
+        >>> device_levels(Timeline(memory=m))["allocated_bytes"].to_list()
+        [10]
+    """
+    t = _on_device(timeline(tl), on_device)
     if t.height == 0:
         return t.drop("memory_kind")
     # the level of each kind holds between its events: total = sum over kinds of the
@@ -86,9 +110,10 @@ def peaks(tl: Timeline, *, by_kind: bool = False) -> pl.DataFrame:
     """
     t = timeline(tl) if by_kind else device_levels(tl)
     keys = _KEYS if by_kind else ["rank", "device_id"]
-    if t.height == 0:
+    off = pl.DataFrame() if by_kind else device_levels(tl, on_device=False)
+    if t.height == 0 and off.height == 0:
         return pl.DataFrame()
-    return t.group_by(keys, maintain_order=True).agg(
+    out = t.group_by(keys, maintain_order=True).agg(
         events=pl.len(),
         allocs=(pl.col("bytes") > 0).sum(), frees=(pl.col("bytes") < 0).sum(),
         alloc_bytes=pl.col("bytes").filter(pl.col("bytes") > 0).sum(),
@@ -99,6 +124,10 @@ def peaks(tl: Timeline, *, by_kind: bool = False) -> pl.DataFrame:
         peak_reserved_bytes=pl.col("reserved_bytes").max(),
         replayed=pl.col("replayed").all(),
     ).sort(keys)
+    if off.height:  # unified/host memory recorded on a device: beside, not in, its peak
+        op = off.group_by(keys).agg(not_device_peak_bytes=pl.col("allocated_bytes").max())
+        out = out.join(op, on=keys, how="full", coalesce=True).sort(keys)
+    return out
 
 
 def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
@@ -128,7 +157,7 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         res = part["reserved_bytes"]
         res_np = res.fill_null(0).to_numpy().astype(np.int64)
         s, e = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
-        start_lv, peak = _range_max(ts, alloc, s, e)
+        start_lv, peak = _range_max(ts, alloc, s, e, initial=_initial(part))
         _, peak_res = _range_max(ts, res_np, s, e)
         out.append(w.select("rank", label, "start_ns", "end_ns").with_columns(
             pl.lit(dev, dtype=pl.Int32).alias("device_id"),
@@ -141,14 +170,30 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
     return pl.concat(out) if out else pl.DataFrame()
 
 
-def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """(level in force at s, max level over [s, e)) for each window; level 0 before events."""
+def _initial(part: pl.DataFrame) -> int:
+    """The allocated level before a device's first event: for a recorded series (Kineto
+    ``Total Allocated``, the total after the event) that total minus the event's own bytes,
+    i.e. what was allocated before the capture; 0 for a replayed one (relative levels).
+
+    Example (the first event allocates 2,048 B and reports 343,345,664 B allocated):
+        >>> _initial(pl.DataFrame({"allocated_bytes": [343_345_664], "bytes": [2_048],
+        ...                        "replayed": [False]}))
+        343343616
+    """
+    if not part.height or part["replayed"].any():
+        return 0
+    return int(part["allocated_bytes"][0]) - int(part["bytes"][0] or 0)
+
+
+def _range_max(ts: np.ndarray, level: np.ndarray, s: np.ndarray, e: np.ndarray, *,
+               initial: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(level in force at s, max level over [s, e)) for each window; ``initial`` before the
+    first event."""
     import numpy as np
 
     i0 = np.searchsorted(ts, s, side="left")   # first event at or after s
     i1 = np.searchsorted(ts, e, side="left")   # first event at or after e
-    before = np.where(i0 > 0, level[np.clip(i0 - 1, 0, None)], 0)
+    before = np.where(i0 > 0, level[np.clip(i0 - 1, 0, None)], initial)
     peak = before.copy()
     nonempty = i1 > i0
     if nonempty.any():

@@ -186,6 +186,9 @@ def _memory(tl: Timeline, opts: ReportOptions) -> dict[str, Any] | None:
                  _col("final_allocated_bytes", "allocated at end", "bytes"),
                  _col("peak_reserved_bytes", "peak reserved", "bytes"),
                  _col("replayed", "replayed from sizes", "bool")]
+    if "not_device_peak_bytes" in pk.columns:  # unified/host memory beside the device's
+        peak_cols.append(_col("not_device_peak_bytes", "not device memory (managed/host)",
+                              "bytes"))
     out: dict[str, Any] = {
         "note": ("Device memory over time from the trace's own allocation events (Kineto "
                  "[memory] totals, or nsys CUDA memory-usage events replayed from their "

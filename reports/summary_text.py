@@ -206,10 +206,17 @@ def _memory(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
         res = (f", reserved peak {units.size(r['peak_reserved_bytes'])}"
                if r["peak_reserved_bytes"] is not None else "")
         how = " (replayed)" if r["replayed"] else ""
+        off = (f"; not device memory (managed/host kinds, see memory --by kind): peak "
+               f"{units.size(r['not_device_peak_bytes'])}"
+               if r.get("not_device_peak_bytes") is not None else "")
+        if r["peak_allocated_bytes"] is None:  # only unified/host memory on this device
+            lines.append(f"  rank {r['rank']} dev {r['device_id']}: no device memory "
+                         f"events{off}")
+            continue
         lines.append(f"  rank {r['rank']} dev {r['device_id']}: peak "
                      f"{units.size(r['peak_allocated_bytes'])} at "
                      f"{units.timestamp(r['peak_ts_ns'], t0)}"
-                     f"{how}{res}; {r['allocs']} allocs, {r['frees']} frees")
+                     f"{how}{res}; {r['allocs']} allocs, {r['frees']} frees{off}")
     return lines
 
 

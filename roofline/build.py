@@ -34,18 +34,26 @@ from traceparse.roofline.model import measured_points
 from traceparse.timeline import Timeline
 
 
-def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
-    d = tl.devices.filter(pl.col("name").is_not_null())
-    if not d.height:
-        return None, None, None
-    r = d.row(0, named=True)
+def _device_name(r: dict[str, Any]) -> str | None:
+    """The GPU a devices-table row names; a generic or empty name (ROCm) is identified from
+    its GFXIP, CU count and memory (:func:`traceparse.roofline.gpus.identify`)."""
+    if r["name"] is None:
+        return None
     if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus._GENERIC:
         row, _ = gpus.identify(r["name"], sm_count=r["sm_count"],
                                memory_bytes=r["memory_bytes"],
                                compute=(r.get("compute_major"), r.get("compute_minor")),
                                vendor=str(r.get("vendor") or ""))
-        return (str(row["name"]) if row else None), r["sm_count"], r["memory_bytes"]
-    return r["name"], r["sm_count"], r["memory_bytes"]
+        return str(row["name"]) if row else None
+    return str(r["name"])
+
+
+def _device(tl: Timeline) -> tuple[str | None, int | None, int | None]:
+    d = tl.devices.filter(pl.col("name").is_not_null())
+    if not d.height:
+        return None, None, None
+    r = d.row(0, named=True)
+    return _device_name(r), r["sm_count"], r["memory_bytes"]
 
 
 def _unknown_device(tl: Timeline) -> str | None:
@@ -92,6 +100,74 @@ def gpu_mismatch(timeline_names: list[str], ncu_name: str | None) -> str | None:
             f"roofline shows {ncu_name} (points and ceilings), not the timeline GPU")
 
 
+def other_gpu_launches(ncu: pl.DataFrame, name: str | None) -> pl.Series:
+    """Mask of the ncu launches that ran on another GPU than ``name`` (launches without a
+    device name are taken to be on it: nothing says otherwise).
+
+    Example:
+        >>> n = pl.DataFrame({"device_name": ["NVIDIA H800", None, "NVIDIA H100 PCIe"]})
+        >>> other_gpu_launches(n, "NVIDIA H800").to_list()
+        [False, False, True]
+    """
+    if not name or "device_name" not in ncu.columns:
+        return pl.Series("other", [False] * ncu.height, dtype=pl.Boolean)
+    names = ncu["device_name"].cast(pl.String)
+    same = {n: _same_gpu(n, name) for n in names.drop_nulls().unique().to_list()}
+    return pl.Series("other", [n is not None and not same[n] for n in names.to_list()],
+                     dtype=pl.Boolean)
+
+
+def _gpu_count_line(names: pl.Series) -> str:
+    counts = names.drop_nulls().cast(pl.String).value_counts(sort=True)
+    return ", ".join(f"{n} ({c} launch{'es' if c != 1 else ''})" for n, c in counts.iter_rows())
+
+
+def other_gpu_ranks(tl: Timeline, name: str | None) -> tuple[list[int], str | None]:
+    """Ranks whose kernels ran on another GPU than ``name`` (the chart's), and a line naming
+    them; ([], None) when every device with kernels is that GPU."""
+    if not name or not tl.gpu.height or not tl.devices.height:
+        return [], None
+    used = tl.gpu.select("rank", "device_id").unique().join(
+        tl.devices, on=["rank", "device_id"], how="inner")
+    # a device whose GPU is not known is taken to be the chart's (nothing says otherwise)
+    off = [(int(r["rank"]), n) for r in used.iter_rows(named=True)
+           if (n := _device_name(r)) is not None and not _same_gpu(n, name)]
+    if not off:
+        return [], None
+    ranks = sorted({r for r, _ in off})
+    gpus_off = ", ".join(sorted({n for _, n in off}))
+    many = len(ranks) > 1
+    return ranks, (f"the inputs ran on several GPUs: the roofline shows {name} only (one GPU "
+                   f"per chart); rank{'s' if many else ''} {', '.join(map(str, ranks))} ran "
+                   f"on {gpus_off} and {'are' if many else 'is'} left out: run roofline on "
+                   f"{'their' if many else 'its'} inputs alone")
+
+
+def _off_chart(points: pl.DataFrame, off: pl.DataFrame, name: str | None) -> pl.DataFrame:
+    """Points of launches that ran on another GPU than the chart's: their measured rates
+    stay, nothing that needs a ceiling does, and they are not placed."""
+    where = {str(k): str(v) for k, v in off.select(
+        pl.col("kernel_name").cast(pl.String), pl.col("device_name").cast(pl.String))
+        .unique("kernel_name", keep="first").iter_rows()}
+    none = ("peak_flop_per_s", "peak_dram_bytes_per_s", "ridge", "attainable_flop_per_s",
+            "pct_of_roof", "bound")
+    return points.with_columns(
+        pl.lit(False).alias("placed"),
+        *[pl.lit(None, points.schema[c]).alias(c) for c in none if c in points.columns],
+        pl.format("ran on {}, not on {} (the chart's GPU): one GPU per chart; run roofline on "
+                  "its inputs alone", pl.col("kernel_name").replace_strict(
+                      where, default=None, return_dtype=pl.String), pl.lit(str(name)))
+        .alias("note"))
+
+
+def _drop_ranks(tl: Timeline, ranks: list[int]) -> Timeline:
+    """``tl`` without the rows of ``ranks`` in the tables the estimate reads."""
+    keep = ~pl.col("rank").is_in(ranks)
+    tables = {t: tl.table(t).filter(keep) if "rank" in tl.table(t).columns else tl.table(t)
+              for t in ("gpu", "ranges", "api", "devices", "metrics")}
+    return Timeline(**{**tl.tables(), **tables}, meta=tl.meta)
+
+
 #: Where the chart clock comes from for nsys traces with GPU metrics.
 METRICS_CLOCK = "nsys GPU metrics GPC clock over the kernels"
 
@@ -127,8 +203,19 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
             name = d_name
         elif d_name is None or not _same_gpu(d_name, name):
             sms, mem = None, None
-        timeline_names = [str(n) for n in trace.devices["name"].drop_nulls().to_list()]
+        other = other_gpu_launches(launches, name)
+        off = launches.filter(other)
+        if off.height:  # one GPU per chart: the others' launches are listed, not placed
+            counts = _gpu_count_line(launches["device_name"])
+            several = (f"ncu launches ran on several GPUs, {counts}: the roofline shows "
+                       f"{name} only (one GPU per chart); the launches on the others are "
+                       "listed, not placed")
+            launches = launches.filter(~other)
+        timeline_names = [str(n) for n in trace.devices["name"].drop_nulls().to_list()
+                          if ncu is not None or not off.height]
         mismatch = gpu_mismatch(timeline_names, name)
+        if off.height:
+            mismatch = f"{mismatch}; {several}" if mismatch else several
         if gpu and name and not _same_gpu(gpu, name):
             mismatch = (f"--gpu {gpu} ignored for measured points: ncu measured on {name}; "
                         "ceilings must be those of the measured GPU")
@@ -138,6 +225,12 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         gpu = gpu or name
     else:
         name, sms, mem = _device(trace)
+        if not gpu:  # --gpu names the ceilings for every device; else one GPU per chart
+            ranks, notes["gpu_mismatch"] = other_gpu_ranks(trace, name)
+            if ranks:
+                trace = _drop_ranks(trace, ranks)
+            else:
+                del notes["gpu_mismatch"]
         gpu = gpu or name
     notes["gpu"] = gpu
     row = gpus.match(gpu, sm_count=sms, memory_bytes=mem) if gpu else None
@@ -148,6 +241,9 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
         ceil = gpus.ceilings(ncu=launches, gpu=gpu, sm_count=sms, memory_bytes=mem,
                              overrides=over)
         points = measured_points(launches, ceil, by=by)
+        if off.height:
+            points = pl.concat([points, _off_chart(measured_points(off, ceil.head(0), by=by),
+                                                   off, name)], how="diagonal_relaxed")
     else:
         ceil = gpus.ceilings(gpu=gpu, sm_count=sms, memory_bytes=mem, overrides=over)
         clock = _metrics_clock(trace)
@@ -155,7 +251,7 @@ def build(trace: Timeline, *, ncu: Timeline | None = None, gpu: str | None = Non
             ceil = gpus.at_clock(ceil, clock, METRICS_CLOCK)
             if ceil.filter(pl.col("clock_hz") == clock).height:  # some roof is at that clock
                 notes["clock_source"] = METRICS_CLOCK
-        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api)
+        linked = estimated_kernels(trace.ranges, trace.gpu, trace.api, ceil=ceil)
         points = estimated_points(trace.ranges, trace.gpu, ceil, linked=linked)
         if not points.height:  # nsys-only: the DRAM counters give bandwidth-only points
             points = bandwidth_points(trace, ceil)

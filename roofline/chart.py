@@ -7,6 +7,8 @@
 * Points: placed kernels (``placed``) at (AI_dram, FLOP/s); marker area ~ kernel time, shape
   by provenance (measured o, estimated s), colour by precision; the top kernels by time
   (by FLOP/s when the input has no durations) labelled. The legend sits outside the plot area.
+* FP-only points (a page with no tensor-core counter: FLOPs are a lower bound) carry an arrow
+  up and to the right along slope 1: more FLOPs over the same bytes move the point that way.
 * Bandwidth-only points (nsys GPU metrics: DRAM bytes, no FLOPs): the kernel lies somewhere
   on FLOP/s = intensity x its DRAM bandwidth, so it is drawn as that line (dotted, capped by
   the highest compute roof) with its bounds as a shaded band, for the top kernels by time.
@@ -26,6 +28,7 @@ import matplotlib.pyplot as plt
 import polars as pl
 
 from traceparse.kernelname import short_kernel_name
+from traceparse.roofline.model import BLIND_NOTE
 
 MARKERS = {"measured (ncu)": "o", "estimated (shapes)": "s"}
 PREC_COLOURS = {"fp64": "#8c564b", "fp32": "#1f77b4", "fp16": "#17becf", "bf16_tensor": "#d62728",
@@ -152,6 +155,14 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                            s=[sizes[i] for i in idx], marker=mk,
                            c=PREC_COLOURS.get(prec, "#2ca02c"), alpha=0.75, edgecolors="k",
                            linewidths=0.5, zorder=3, label=f"{prec}, {prov}")
+        notes = pts["note"].to_list() if "note" in pts.columns else [None] * len(t)
+        blind = [i for i in range(pts.height) if notes[i] == BLIND_NOTE]
+        for i in blind:  # FLOPs a lower bound: the kernel lies up the slope-1 line
+            ax.annotate("", xy=(ai[i] * 4, fl[i] * 4), xytext=(ai[i], fl[i]), zorder=4,
+                        arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "0.3"})
+        if blind:
+            ax.plot([], [], color="0.3", lw=0.8, label="FP FLOPs only (page without tensor\n"
+                    "counters): a lower bound, the kernel\nlies along its arrow")
         for lv, mk in (("l2", "^"), ("l1", "v")):  # the same kernels at L2 / L1 intensity
             col = LEVEL_COL[lv]
             if col not in pts.columns or lv not in levels:

@@ -312,18 +312,68 @@ def estimate_ops(ranges: pl.DataFrame, *, memory_ops: bool = False) -> pl.DataFr
     return pl.DataFrame(rows, schema=OPS_SCHEMA)
 
 
+#: Note of an op with fp32 inputs whose own FLOP/s exceed the FP32 roof.
+TF32_NOTE = "fp32 inputs above the FP32 roof: TF32 tensor cores"
+#: Note of fp32 ops under the FP32 roof whose name also has ops above it (TF32 enabled).
+FP32_OR_TF32_NOTE = ("fp32 inputs under the FP32 roof, while other ops of this name ran above "
+                     "it (TF32 enabled): FP32 or TF32, shapes do not tell; % of roof is "
+                     "against FP32, the bound is kept only where the TF32 roof gives the same")
+
+
+def _tf32_ops(est: pl.DataFrame, op_t: pl.DataFrame, ceil: pl.DataFrame | None
+              ) -> pl.DataFrame:
+    """``est`` with ``precision`` tf32_tensor (and ``tf32`` True) for each fp32 compute op
+    whose own FLOP/s (its FLOPs over its kernels' time) exceed the FP32 roof: physically the
+    only way is the TF32 tensor cores. Decided per op, not per op name: a sweep running the
+    same ``aten::mm`` with and without TF32 has ops on both sides of the FP32 roof."""
+    roof = dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True)) \
+        if ceil is not None and ceil.height else {}
+    if not roof.get("tf32_tensor") or not roof.get("fp32"):
+        return est.with_columns(pl.lit(False).alias("tf32"))
+    rate = pl.col("flops") / (pl.col("_op_ns") * 1e-9)
+    over = ((pl.col("precision") == "fp32") & (pl.col("op_kind") == "compute")
+            & (pl.col("_op_ns") > 0) & (rate > roof["fp32"])).fill_null(False)
+    return (est.join(op_t, on="op_row", how="left", maintain_order="left")
+            .with_columns(over.alias("tf32"))
+            .with_columns(pl.when(pl.col("tf32")).then(pl.lit("tf32_tensor"))
+                          .otherwise(pl.col("precision")).alias("precision"))
+            .drop("_op_ns"))
+
+
+def _fp32_or_tf32(pts: pl.DataFrame, roof: dict[str, float]) -> pl.DataFrame:
+    """fp32 points of an op name that also has a tf32_tensor point: the ops under the FP32
+    roof may have run either way, so their bound holds only if the TF32 roof gives it too."""
+    tf32, bw = roof.get("tf32_tensor"), roof.get("dram")
+    names = pts.filter(pl.col("precision") == "tf32_tensor")["kernel_name"].unique()
+    if not tf32 or not bw or not names.len():
+        return pts
+    amb = ((pl.col("precision") == "fp32") & (pl.col("op_kind") == "compute")
+           & pl.col("kernel_name").is_in(names.to_list()))
+    fl, dr = pl.col("flop_per_s"), pl.col("dram_bytes_per_s")
+    as_tf32 = (pl.when((fl < 0.05 * tf32) & (dr < 0.05 * bw)).then(pl.lit("latency"))
+               .when(pl.col("ai_dram") >= tf32 / bw).then(pl.lit("compute"))
+               .otherwise(pl.lit("memory")))
+    return pts.with_columns(
+        pl.when(amb & (pl.col("bound") != as_tf32)).then(None).otherwise(pl.col("bound"))
+        .alias("bound"),
+        pl.when(amb).then(pl.lit(FP32_OR_TF32_NOTE)).otherwise(pl.col("note")).alias("note"))
+
+
 def estimated_kernels(ranges: pl.DataFrame, gpu: pl.DataFrame,
-                      api: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+                      api: pl.DataFrame | None = None, *, ceil: pl.DataFrame | None = None
+                      ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(estimated ops with ``op_row``, linked kernels). Linked kernels carry ``rank,
     device_id, start_ns, dur_ns, op_row, name, precision`` and ``flops``: their op's FLOPs
-    shared among its kernels by duration."""
+    shared among its kernels by duration. With ``ceil``, fp32 ops faster than its FP32 roof
+    are tf32_tensor ops (:func:`_tf32_ops`)."""
     from traceparse.roofline.link import link_kernels
 
     est = estimate_ops(ranges, memory_ops=True).with_row_index("op_row")
     linked = link_kernels(est, gpu, api)
     if not linked.height:
-        return est, linked
+        return est.with_columns(pl.lit(False).alias("tf32")), linked
     op_t = linked.group_by("op_row").agg(pl.col("dur_ns").sum().alias("_op_ns"))
+    est = _tf32_ops(est, op_t, ceil)
     kern = (linked.select([c for c in ("rank", "device_id", "start_ns", "dur_ns", "op_row")
                            if c in linked.columns])
             .join(op_t, on="op_row")
@@ -352,7 +402,8 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
     ``linked`` reuses the result of :func:`estimated_kernels`."""
     from traceparse.roofline.model import classify
 
-    est, kern = linked if linked is not None else estimated_kernels(ranges, gpu, api)
+    est, kern = linked if linked is not None else estimated_kernels(ranges, gpu, api,
+                                                                    ceil=ceil)
     k = (kern.group_by("op_row").agg(pl.col("dur_ns").sum().alias("time_ns"),
                                      pl.len().alias("kernels")) if kern.height else
          pl.DataFrame(schema={"op_row": pl.UInt32, "time_ns": pl.Int64, "kernels": pl.UInt32}))
@@ -362,7 +413,8 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
     pts = (j.group_by("name", "precision", "op_kind", maintain_order=True)
            .agg(pl.col("kernels").sum().alias("launches"),
                 pl.col("time_ns").sum().cast(pl.Float64),
-                pl.col("flops").sum(), pl.col("bytes").sum())
+                pl.col("flops").sum(), pl.col("bytes").sum(),
+                (pl.col("tf32").any() if "tf32" in j.columns else pl.lit(False)).alias("_tf32"))
            .filter(pl.col("time_ns") > 0))
     roof = dict(zip(ceil["name"].to_list(), ceil["value"].to_list(), strict=True))
     bw = roof.get("dram")
@@ -375,19 +427,10 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
         pl.lit(bw, pl.Float64).alias("peak_dram_bytes_per_s"),
         (pl.col("flops") > 0).alias("placed"), pl.lit(None, pl.String).alias("note"),
         pl.lit(ESTIMATED).alias("provenance")).drop("name")
-    tf32 = roof.get("tf32_tensor")
-    if tf32 and roof.get("fp32"):
-        # fp32 GEMMs faster than the FP32 roof ran on TF32 tensor cores (physically the only
-        # way): put them under the TF32 roof and say why.
-        over = ((pl.col("precision") == "fp32") & (pl.col("op_kind") == "compute")
-                & (pl.col("flop_per_s") > roof["fp32"]))
-        pts = pts.with_columns(
-            pl.when(over).then(pl.lit("tf32_tensor")).otherwise(pl.col("precision"))
-            .alias("precision"),
-            pl.when(over).then(pl.lit(tf32)).otherwise(pl.col("peak_flop_per_s"))
-            .alias("peak_flop_per_s"),
-            pl.when(over).then(pl.lit("fp32 inputs above the FP32 roof: TF32 tensor cores"))
-            .otherwise(pl.col("note")).alias("note"))
+    # fp32 ops faster than the FP32 roof ran on TF32 tensor cores (decided per op in
+    # estimated_kernels): they are under the TF32 roof, and the note says why
+    pts = pts.with_columns(pl.when(pl.col("_tf32")).then(pl.lit(TF32_NOTE))
+                           .otherwise(pl.col("note")).alias("note")).drop("_tf32")
     if bw:
         # faster than DRAM can move: the shapes count every tensor an op reads and writes,
         # and what it found in L2 (a chain's previous output) never came from DRAM
@@ -395,7 +438,7 @@ def estimated_points(ranges: pl.DataFrame, gpu: pl.DataFrame, ceil: pl.DataFrame
         pts = pts.with_columns(
             pl.when(above & pl.col("note").is_null()).then(pl.lit(ABOVE_DRAM_NOTE))
             .otherwise(pl.col("note")).alias("note"))
-    pts = classify(pts)
+    pts = _fp32_or_tf32(classify(pts), roof)
     moves = pl.col("kernel_name").is_in(sorted(DATA_MOVEMENT_OPS))
     share = (pl.col("dram_bytes_per_s") * 100.0 / bw).round(0).cast(pl.Int64).cast(pl.String) \
         if bw else pl.lit("?")

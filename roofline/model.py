@@ -38,6 +38,24 @@ COMM_NOTE = ("communication kernel (NCCL/RCCL): bound by the interconnect, not p
              "FLOP/DRAM roofline")
 FP_HINT = ("capture --section SpeedOfLight_RooflineChart (or --metrics "
            "smsp__sass_thread_inst_executed_op_{d,f,h}{add,mul,fma}_pred_on.sum)")
+#: Launch columns that say what the tensor cores did; all null = the page cannot see them.
+TENSOR_COLS = ("tensor_flop_per_s", "tensor_pipe_pct", "tensor_inst")
+BLIND_NOTE = ("this page has no tensor-core counter, so FLOPs are the FP pipes' only (a lower "
+              "bound): compute-bound holds, memory- or latency-bound is unknown; " + HINT)
+BLIND_ZERO = ("0 FP FLOPs counted and this page has no tensor-core counter: tensor work, if "
+              "any, is not seen; " + HINT)
+
+
+def tensor_blind(r: dict[str, Any]) -> bool:
+    """True when a launch's page carries no tensor-core counter at all (ops, pipe activity
+    or MMA instructions): a ``SpeedOfLight_RooflineChart`` page, for one. Its FP FLOPs are
+    then a lower bound on the kernel's FLOPs, whatever the kernel is called.
+
+    Example:
+        >>> tensor_blind({"tensor_pipe_pct": None}), tensor_blind({"tensor_pipe_pct": 0.0})
+        (True, False)
+    """
+    return all(_get(r, k) is None for k in TENSOR_COLS)
 
 
 def _roof(ceil: pl.DataFrame, name: str) -> float | None:
@@ -136,10 +154,11 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
             and precision merged: rates weighted by duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.
 
-    Example (one FP32 launch; peaks 10 TFLOP/s, 1 TB/s; ridge 10 FLOP/B):
+    Example (one FP32 launch on a page that sees the tensor pipe, idle; peaks 10 TFLOP/s,
+    1 TB/s; ridge 10 FLOP/B):
         >>> n = pl.DataFrame({"kernel_name": ["k"], "launch_id": [0], "dur_ns": [1e6],
         ...     "fp64_flop_per_s": [0.0], "fp32_flop_per_s": [2e12], "fp16_flop_per_s": [None],
-        ...     "tensor_flop_per_s": [None], "dram_bytes_per_s": [5e11],
+        ...     "tensor_flop_per_s": [None], "tensor_pipe_pct": [0.0], "dram_bytes_per_s": [5e11],
         ...     "l2_bytes_per_s": [None], "l1_bytes_per_s": [None]})
         >>> c = pl.DataFrame({"name": ["fp32", "dram"], "value": [1e13, 1e12]})
         >>> measured_points(n, c).select("ai_dram", "bound", "pct_of_roof").row(0)
@@ -152,12 +171,15 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
         prec, fl, note = launch_precision(r)
         if comm.search(str(r["kernel_name"])):  # its roof is the interconnect
             prec, fl, note = None, None, COMM_NOTE
+        blind = prec in FP_PRECISIONS and tensor_blind(r)
+        if fl == 0.0 and prec is None and tensor_blind(r):
+            note = BLIND_ZERO
         if note is None and _get(r, "dram_bytes_per_s") is None:
             note = "no DRAM bytes counted (dram__bytes): intensity unknown"
         dur = _get(r, "dur_ns")
         rows.append({"kernel_name": r["kernel_name"], "launch_id": r["launch_id"],
                      "time_ns": dur if dur and dur > 0 else None, "precision": prec,
-                     "flop_per_s": fl, "note": note,
+                     "flop_per_s": fl, "note": note, "_blind": blind,
                      "tensor_peak": _get(r, "peak_tensor_flop_per_s") if prec and str(
                          prec).endswith("_tensor") else _get(r, f"peak_{prec}_flop_per_s")
                      if prec in FP_PRECISIONS else None,
@@ -165,7 +187,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
                      **{b: _get(r, b) for b in bytes_cols}})
     schema = {"kernel_name": pl.String, "launch_id": pl.Int64, "time_ns": pl.Float64,
               "precision": pl.String, "flop_per_s": pl.Float64, "note": pl.String,
-              "tensor_peak": pl.Float64, "sm_clock_hz": pl.Float64,
+              "_blind": pl.Boolean, "tensor_peak": pl.Float64, "sm_clock_hz": pl.Float64,
               **{b: pl.Float64 for b in bytes_cols}}
     f = pl.DataFrame(rows, schema=schema)
     rates = ["flop_per_s", *bytes_cols, "tensor_peak", "sm_clock_hz"]
@@ -175,7 +197,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
              .agg(pl.len().alias("launches"), pl.col("launch_id").min(),
                   pl.when(pl.col("time_ns").is_not_null().any())
                   .then(pl.col("time_ns").sum()).alias("time_ns"),
-                  pl.col("note").drop_nulls().first(),
+                  pl.col("note").drop_nulls().first(), pl.col("_blind").any(),
                   *[((pl.col(c) * w).sum() / w.filter(pl.col(c).is_not_null()).sum())
                     .alias(c) for c in rates],
                   *[pl.col(c).is_not_null().any().alias(f"_has_{c}") for c in rates])
@@ -213,7 +235,17 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
                        .then(pl.lit("0 DRAM bytes counted: intensity unbounded (all traffic "
                                     "served by caches)"))
                        .otherwise(pl.col("note")).alias("note"))
-    return classify(f, latency_fraction=latency_fraction)
+    f = classify(f, latency_fraction=latency_fraction)
+    # FP FLOPs from a page blind to tensor cores are a lower bound: the intensity can only
+    # be higher, so "compute" (intensity >= ridge) stays true; "memory" and "latency" are
+    # not known (the H200 cuDNN flash attention, bf16 tensor at 70 % of its roof on the raw
+    # page, read "fp32, memory-bound, 12 %" from the roofline-chart page of the same run)
+    on_blind = pl.col("_blind") & pl.col("placed")
+    return f.with_columns(
+        pl.when(on_blind & (pl.col("bound") != "compute")).then(None).otherwise(pl.col("bound"))
+        .alias("bound"),
+        pl.when(on_blind & pl.col("note").is_null()).then(pl.lit(BLIND_NOTE))
+        .otherwise(pl.col("note")).alias("note")).drop("_blind")
 
 
 def classify(points: pl.DataFrame, *, latency_fraction: float = 0.05) -> pl.DataFrame:

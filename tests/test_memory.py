@@ -94,8 +94,11 @@ def test_nsys_generated_alloc_free_replay(tmp_path: Path) -> None:
     assert tl.memory["process_id"].to_list() == [4242] * 4
     pk = MM.peaks(tl)
     assert pk["device_id"].to_list() == [0, 1]
-    assert pk["peak_allocated_bytes"].to_list() == [1500, 64]
-    assert pk["final_allocated_bytes"].to_list() == [500, 64]
+    # device memory = Device kinds only: 1000 -> (managed 500 not device memory) -> 0;
+    # the managed 500 B is beside it, not in it
+    assert pk["peak_allocated_bytes"].to_list() == [1000, 64]
+    assert pk["final_allocated_bytes"].to_list() == [0, 64]
+    assert pk["not_device_peak_bytes"].to_list() == [500, None]
     kinds = MM.peaks(tl, by_kind=True).filter(pl.col("device_id") == 0)
     assert dict(zip(kinds["memory_kind"], kinds["peak_allocated_bytes"], strict=True)) == {
         "Device": 1000, "Managed": 500}
@@ -107,21 +110,29 @@ def test_uvm_peak_matches_independent_replay() -> None:
     level = peak = 0
     peak_ts = None
     n = 0
-    for start, size, op in con.execute(
-            "SELECT start, bytes, memoryOperationType FROM CUDA_GPU_MEMORY_USAGE_EVENTS "
-            "WHERE deviceId = 0 ORDER BY start, rowid"):
+    # device memory: memKind 2 Device, 3 Array, 5 Device Static (ENUM_CUDA_MEM_KIND); the
+    # 20.57 GB of kind 4 (Managed: unified memory, on an 11.5 GB RTX 2080 Ti) is not
+    managed = 0
+    for start, size, op, kind in con.execute(
+            "SELECT start, bytes, memoryOperationType, memKind FROM "
+            "CUDA_GPU_MEMORY_USAGE_EVENTS WHERE deviceId = 0 ORDER BY start, rowid"):
+        if kind not in (2, 3, 5):
+            managed += size if op == 0 else -size
+            continue
         level += size if op == 0 else -size
         n += 1
         if level > peak:
             peak, peak_ts = level, start
     con.close()
-    assert n == 4181
+    assert n == 3822 and peak == 1_091_821 and managed == 20_568_866_816
     tl = read(UVM)
     pk = MM.peaks(tl)
     assert pk["events"].to_list() == [n]
     assert pk["peak_allocated_bytes"].to_list() == [peak]
     assert pk["peak_ts_ns"].to_list() == [peak_ts]
     assert pk["final_allocated_bytes"].to_list() == [level]
+    assert pk["not_device_peak_bytes"].to_list() == [managed]  # only allocs: peak = sum
+    assert tl.devices["memory_bytes"][0] < managed  # more than the GPU has: not its memory
 
 
 def _mem_export(tmp_path: Path) -> Path:
@@ -199,3 +210,47 @@ def test_resnet50_step_peaks_from_its_memory_events() -> None:
                 peak = max(peak, level)
         assert (row["start_allocated_bytes"], row["peak_allocated_bytes"]) == (
             sum(b for t, b in gpu if t < s), peak), row["step"]
+
+
+def test_recorded_level_before_the_first_event_is_its_total_minus_its_bytes() -> None:
+    """Kineto's Total Allocated counts what was allocated before the capture: the first
+    event (ts 20, +2 MB, total 10 MB) says 8 MB were there already, so a step [0, 100) that
+    peaks at 12 MB rose 4 MB, not 12 (before: "rise 12 MB", the weights counted as the step's)."""
+    ev = [(20, 2 * MB, 10 * MB), (30, 2 * MB, 12 * MB), (40, -4 * MB, 8 * MB)]
+    mem = schema.conform("memory", pl.DataFrame({
+        "rank": [0] * 3, "device_id": [0] * 3, "ts_ns": [e[0] for e in ev],
+        "kind": ["alloc", "alloc", "free"], "bytes": [e[1] for e in ev],
+        "allocated_bytes": [e[2] for e in ev], "reserved_bytes": [16 * MB] * 3,
+        "source": ["kineto [memory]"] * 3}))
+    ranges = schema.conform("ranges", pl.DataFrame({
+        "rank": [0], "kind": ["profiler_step"], "name": ["ProfilerStep#1"], "start_ns": [0],
+        "end_ns": [100], "dur_ns": [100], "thread_id": [1], "depth": [None]},
+        schema_overrides={"depth": pl.Int32}))
+    s = MM.step_peaks(Timeline(memory=mem, ranges=ranges).validate()).row(0, named=True)
+    # level at 0 = 10 MB - 2 MB = 8 MB; peak 12 MB; rise 12 - 8 = 4 MB
+    assert (s["start_allocated_bytes"], s["peak_allocated_bytes"], s["rise_bytes"]) == \
+        (8 * MB, 12 * MB, 4 * MB)
+
+
+@pytest.mark.shared
+def test_sglang_decode_step_did_not_add_152_gb() -> None:
+    """TraceLens SGLang decode (MI300X): the profiled step starts with 151.8 GB already
+    allocated (weights, KV cache); its rise is what the step added, from the raw events."""
+    import gzip
+    import json
+
+    from traceparse import load
+
+    path = TRACES / "torch" / "tracelens__sglang_decode_capture_bs_32_rank0.json.gz"
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    mem = sorted((e["ts"], e["args"]) for e in ev if e.get("name") == "[memory]")
+    first = mem[0][1]
+    before = first["Total Allocated"] - first["Bytes"]  # 151,811,957,760 - 262,144
+    step = next(e for e in ev if e.get("name") == "ProfilerStep#134")
+    inside = [a["Total Allocated"] for t, a in mem if step["ts"] <= t < step["ts"] + step["dur"]]
+    assert mem[0][0] >= step["ts"]  # the step starts before the first event
+    s = MM.step_peaks(load(path)).filter(pl.col("device_id") == 9).row(0, named=True)
+    assert s["start_allocated_bytes"] == before == 151_811_695_616
+    assert s["peak_allocated_bytes"] == max(inside)
+    assert s["rise_bytes"] == max(inside) - before == 9_986_048
