@@ -148,13 +148,16 @@ def find_steps(tl: Timeline, *, steps: str | None = None) -> tuple[pl.DataFrame,
                  ("runner", nonop.filter((pl.col("kind") == "python_function")
                                          & pl.col("name").str.contains(_RUNNER))),
                  ("profiler_step", host.filter(pl.col("kind") == "profiler_step"))]
+    from traceparse.analyses.steps import recorded_part, step_windows
+
     for source, r in tries:
         if r.height:
             w = r if source == "regex" else _outermost(r)
-            return (w.select("rank", pl.col("name").alias("step"), "start_ns", "end_ns")
-                    .unique(maintain_order=True).sort("rank", "start_ns"), source)
+            # cut to the recording span, as step_windows does (a range open at the stop)
+            return recorded_part(tl, w.select("rank", pl.col("name").alias("step"),
+                                              "start_ns", "end_ns")
+                                 .unique(maintain_order=True).sort("rank", "start_ns")), source
     if steps is None:
-        from traceparse.analyses.steps import step_windows
 
         auto = step_windows(tl)  # no profiler steps here: the numbered step annotations
         if auto.height:

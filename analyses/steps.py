@@ -10,6 +10,10 @@ Without ``ProfilerStep`` ranges and without ``step_regex``, NVTX ranges and
 two of them and they follow one another without overlapping (a nested or concurrent range
 so named is not a step loop): this is how an nsys capture marks its steps.
 
+* A step is cut to its rank's recording span when the file states one (Kineto's ``Trace``
+  event): a ``ProfilerStep`` still open at torch.profiler's stop ends when it closes, but
+  nothing after the stop was recorded (``hta__triton_example``: a 13.3 s step of which the
+  profiler recorded 1.67 ms).
 * ``wall_ns`` = end - start.
 * ``gpu_busy_ns`` = length of the union of the rank's non-sync GPU activities (kernels,
   copies, sets; all devices and streams of the rank) clipped to the window.
@@ -58,9 +62,29 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
     else:
         r = r.filter((pl.col("kind").cast(pl.String) != "gpu_user_annotation")
                      & pl.col("name").cast(pl.String).str.contains(step_regex))
-    return (r.select("rank", pl.col("name").cast(pl.String).alias("step"), "start_ns",
-                     "end_ns")
-            .unique(maintain_order=True).sort("rank", "start_ns"))
+    return recorded_part(tl, r.select("rank", pl.col("name").cast(pl.String).alias("step"),
+                                       "start_ns", "end_ns")
+                          .unique(maintain_order=True).sort("rank", "start_ns"))
+
+
+def recorded_part(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
+    """Each step of ``w`` (``rank, start_ns, end_ns``, any other columns) cut to its
+    rank's recording span (``sources.recorded_*_ns``, the Kineto ``Trace`` event),
+    dropping a step wholly outside it. A ``ProfilerStep`` open when torch.profiler stopped
+    ends when it closes, maybe seconds later, while nothing after the stop was recorded:
+    the trace can say nothing of that part of the step."""
+    src = tl.sources
+    if w.height == 0 or "recorded_end_ns" not in src.columns:
+        return w
+    rec = (src.select("rank", "recorded_start_ns", "recorded_end_ns").drop_nulls()
+           .group_by("rank").agg(pl.col("recorded_start_ns").min(),
+                                 pl.col("recorded_end_ns").max()))
+    if rec.height == 0:
+        return w
+    cut = w.join(rec.cast({"rank": w.schema["rank"]}), on="rank", how="left").with_columns(
+        start_ns=pl.max_horizontal("start_ns", "recorded_start_ns"),
+        end_ns=pl.min_horizontal("end_ns", "recorded_end_ns"))
+    return cut.filter(pl.col("end_ns") > pl.col("start_ns")).select(w.columns)
 
 
 def _auto_steps(r: pl.DataFrame) -> pl.DataFrame:

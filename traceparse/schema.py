@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 
 CAT = pl.Categorical()
 I32 = pl.Int32()
@@ -250,6 +250,10 @@ SOURCES = (
        "process order, NVTX thread name 'MPI Rank N' (nsys), default."),
     _c("start_ns", I64, "ns", "First event start in this file."),
     _c("end_ns", I64, "ns", "Last event end in this file."),
+    _c("recorded_start_ns", I64, "ns", "Start of the profiler's recording span where the file "
+       "states it (Kineto: the 'Trace' event, torch.profiler's start); null otherwise."),
+    _c("recorded_end_ns", I64, "ns", "End of that span (torch.profiler's stop): activities "
+       "after it were not recorded, although a host range open at the stop may end later."),
 )
 
 INGEST = (

@@ -165,6 +165,7 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     mem_events: list[Event] = []
     mem_args: list[Any] = []
     mem_ts: list[times.TimeColumn] = []
+    trace_evs: list[Event] = []
     for (cat, ph), all_evs in buckets.items():
         target = CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None
         source = cat if isinstance(cat, str) else f"(no cat, ph {ph})"
@@ -184,6 +185,9 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
                                    "missing args.Bytes": n_ts - n_keep})
             if not evs:
                 continue
+        if cat == "Trace" and ph == "X":  # the profiler's recording span, read below
+            trace_evs += evs
+            continue
         if target is None or ph != "X":
             table, reason = (_skip_reason(cat, ph) if target is None
                              else (target[0], f"phase {ph} is not a complete event"))
@@ -227,6 +231,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
     for f in (gpu, api, ranges):
         _check_range(f, base, path)
     gpu, api, ranges = (_to_epoch(f, base) for f in (gpu, api, ranges))
+    recorded, trace_rows = _recorded_span(trace_evs, path, ns, base, rank)
+    ingest += trace_rows
     memory = _memory(mem_events, mem_args,
                      times.to_ns(times.concat(mem_ts), "ts", path, ns_units=ns), base, path)
 
@@ -260,6 +266,8 @@ def parse(raw_header: dict[str, Any], events: list[Event], path: Path, *,
         "format_version": None if version is None else str(version),
         "rank_source": rank_source,
         "start_ns": span[0] if span else None, "end_ns": span[1] if span else None,
+        "recorded_start_ns": recorded[0] if recorded else None,
+        "recorded_end_ns": recorded[1] if recorded else None,
     }], infer_schema_length=None))
     tl.meta = {
         "format": "kineto-json", "file": path.name, "rank": rank, "rank_source": rank_source,
@@ -326,6 +334,26 @@ def _check_range(frame: pl.DataFrame, base: int, path: Path) -> None:
     if int(lo) + base < -(2**63) or top >= 2**63:
         raise TraceError(path, "timestamps out of range: base time + ts + dur does not fit "
                                "in int64 nanoseconds")
+
+
+def _recorded_span(evs: list[Event], path: Path, ns: bool, base: int, rank: int
+                   ) -> tuple[tuple[int, int] | None, list[dict[str, Any]]]:
+    """The profiler's recording span from the ``Trace`` events (``PyTorch Profiler (0)``:
+    torch.profiler's start to its stop) on the file's epoch clock, and their ingest rows
+    (table ``sources``)."""
+    if not evs:
+        return None, []
+    ts = times.time_column(list(map(_TS, evs)), path)
+    dur = times.time_column(list(map(_DUR, evs)), path)
+    ok = [a and b for a, b in zip(times.present(ts), times.present(dur), strict=True)]
+    ok = [o and not n for o, n in zip(ok, times.negative(dur), strict=True)]
+    rows = ingest_rows(rank, "sources", "Trace", sum(ok),
+                       {"missing ts or dur, or negative duration": len(evs) - sum(ok)})
+    if not any(ok):
+        return None, rows
+    start = times.to_ns(times.take(ts, ok), "ts", path, ns_units=ns)
+    end = start + times.to_ns(times.take(dur, ok), "dur", path, ns_units=ns)
+    return (int(start.min()) + base, int(end.max()) + base), rows  # type: ignore[arg-type]
 
 
 def _to_epoch(frame: pl.DataFrame, base: int) -> pl.DataFrame:
