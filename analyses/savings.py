@@ -212,13 +212,20 @@ def profiler(tl: Timeline) -> Profiler | None:
     return ev, profiler_cost.event_costs(tl, steps if steps.height else None)
 
 
+#: Leading steps slower than median + this many MADs are warm-up candidates.
+WARMUP_SCREEN_K = 3.0
+
+
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
     step (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
     from traceparse.analyses import intervals
     from traceparse.analyses.steps import step_table
 
-    st = step_table(tl, attribution=False)
+    # the leading candidates are screened at median + 3 MAD, looser than the steps'
+    # outlier rule (OUTLIER_Z); they count only when they hold one-off warm-up evidence
+    # (below), never by their wall alone
+    st = step_table(tl, attribution=False, mad_k=WARMUP_SCREEN_K)
     if st.height < 3 or "outlier" not in st.columns:
         return None, []
     prof = profiler(tl)

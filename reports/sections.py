@@ -363,7 +363,8 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                                       col("max", "max (ms)", "ms")],
                           "rows": _metric_names(rows(summ))},
         "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
-                 "rank's GPU activity inside the step. Outlier: step time > median + 3 MAD."),
+                 "rank's GPU activity inside the step. Outlier: step time > median + 5.19 MAD "
+                 "(modified z-score above 3.5)."),
     }
 
 

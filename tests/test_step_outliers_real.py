@@ -24,15 +24,16 @@ def test_warmup_bottleneck_outliers_are_wall_outliers() -> None:
                       if e.get("ph") == "X" and e.get("cat") == "user_annotation"
                       and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))], dtype=float)
     # 2,568,339,925 / 915,940 / 580,994 / 479,612 / 557,301 / 474,439 ns: median 569,147.5,
-    # MAD (89,535.5 + 94,708.5) / 2 = 92,122 -> limit 845,513.5: steps 0 and 1 (915,940)
-    # are outliers
+    # MAD (89,535.5 + 94,708.5) / 2 = 92,122. Modified z-score 0.6745 * (x - median) / MAD:
+    # step 0 18,800, step 1 2.54 (< 3.5, not an outlier; it was under median + 3 MAD =
+    # 845,513.5), the rest below 0.1
     med = np.median(walls)
-    limit = med + 3 * np.median(np.abs(walls - med))
+    z = 0.6745 * (walls - med) / np.median(np.abs(walls - med))
     st = step_table(traceparse.load(path))
     assert st["wall_ns"].to_list() == walls.astype(int).tolist()
-    assert st["outlier"].to_list() == (walls > limit).tolist() == [True, True] + [False] * 4
+    assert st["outlier"].to_list() == (z > 3.5).tolist() == [True] + [False] * 5
+    assert 2.5 < z[1] < 2.6
     summ = step_summary(st)
-    assert summ.row(0, named=True)["outliers"] == 2
-    # the GPU busy row states no outlier count: the rule is on the wall (applied to GPU
-    # busy it would flag only step 0, not the wall's 2)
+    assert summ.row(0, named=True)["outliers"] == 1
+    # the GPU busy row states no outlier count: the rule is on the wall
     assert summ.row(1, named=True)["outliers"] is None
