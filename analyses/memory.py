@@ -157,7 +157,7 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
         res = part["reserved_bytes"]
         res_np = res.fill_null(0).to_numpy().astype(np.int64)
         s, e = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
-        start_lv, peak = _range_max(ts, alloc, s, e, initial=_initial(part))
+        start_lv, peak = _range_max(ts, alloc, s, e, initial=initial_level(part))
         _, peak_res = _range_max(ts, res_np, s, e)
         out.append(w.select("rank", label, "start_ns", "end_ns").with_columns(
             pl.lit(dev, dtype=pl.Int32).alias("device_id"),
@@ -170,13 +170,13 @@ def window_peaks(tl: Timeline, windows: pl.DataFrame, *, label: str = "name"
     return pl.concat(out) if out else pl.DataFrame()
 
 
-def _initial(part: pl.DataFrame) -> int:
+def initial_level(part: pl.DataFrame) -> int:
     """The allocated level before a device's first event: for a recorded series (Kineto
     ``Total Allocated``, the total after the event) that total minus the event's own bytes,
     i.e. what was allocated before the capture; 0 for a replayed one (relative levels).
 
     Example (the first event allocates 2,048 B and reports 343,345,664 B allocated):
-        >>> _initial(pl.DataFrame({"allocated_bytes": [343_345_664], "bytes": [2_048],
+        >>> initial_level(pl.DataFrame({"allocated_bytes": [343_345_664], "bytes": [2_048],
         ...                        "replayed": [False]}))
         343343616
     """

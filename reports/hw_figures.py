@@ -57,6 +57,24 @@ def memory_timeline(series: list[dict[str, Any]], t0_ns: int | None = None) -> s
         return to_svg(fig)
 
 
+def lane_levels(s: dict[str, Any], window_start_ns: int, window_ns: int
+                ) -> tuple[list[float], list[float]]:
+    """A series' allocated GiB as steps over ``[0, window ms]``: the level in force at the
+    window's start, each event inside, and the last level held to the end. With no event
+    before the window the level in force is the one before the first event (what the
+    capture started with: ``initial_bytes``, :func:`traceparse.analyses.memory.
+    initial_level`), never 0."""
+    window_ms = window_ns / 1e6
+    x = [(t - window_start_ns) / 1e6 for t in s["ts_ns"]]
+    y = [b / 2**30 for b in s["allocated_bytes"]]
+    before = [v for t, v in zip(x, y, strict=True) if t <= 0]
+    xs = [0.0] + [t for t in x if 0 < t < window_ms] + [window_ms]
+    ys = [before[-1] if before else s.get("initial_bytes", 0) / 2**30]
+    ys += [v for t, v in zip(x, y, strict=True) if 0 < t < window_ms]
+    ys.append(ys[-1])
+    return xs, ys
+
+
 def memory_lanes(series: list[dict[str, Any]], window_start_ns: int, window_ns: int) -> str:
     """One small lane per GPU: allocated GiB over the timeline figure's axis (ms since the
     first GPU activity, clipped to the GPU window), the level held until the next event.
@@ -67,14 +85,7 @@ def memory_lanes(series: list[dict[str, Any]], window_start_ns: int, window_ns: 
     with _style():
         fig, axes = lane_figure(len(gpus), 0.5, top_in=0.1, bottom_in=0.45)
         for ax, s in zip(axes[:, 0], gpus, strict=True):
-            x = [(t - window_start_ns) / 1e6 for t in s["ts_ns"]]
-            y = [b / 2**30 for b in s["allocated_bytes"]]
-            # the level before the window and until its end, so the lane spans the axis
-            before = [v for t, v in zip(x, y, strict=True) if t <= 0]
-            xs = [0.0] + [t for t in x if 0 < t < window_ms] + [window_ms]
-            ys = [before[-1] if before else 0.0] + [v for t, v in zip(x, y, strict=True)
-                                                    if 0 < t < window_ms]
-            ys.append(ys[-1])
+            xs, ys = lane_levels(s, window_start_ns, window_ns)
             ax.fill_between(xs, ys, step="post", alpha=0.35, color="#937860", linewidth=0)
             ax.step(xs, ys, where="post", color="#937860", linewidth=0.8)
             who = f"r{s['rank']} " if multi else ""

@@ -153,6 +153,9 @@ def _memory_series(tl: Timeline) -> list[dict[str, Any]]:
     out = []
     for (rank, dev), part in lv.group_by(["rank", "device_id"], maintain_order=True):
         part = part.sort("ts_ns", maintain_order=True)
+        # the level before the first event (what the capture started with), as the peak
+        # table and the steps' rises read it
+        initial = memory_mod.initial_level(part)
         downsampled = part.height > MEMORY_POINTS
         if downsampled:
             t0, t1 = int(part["ts_ns"].min()), int(part["ts_ns"].max())  # type: ignore[arg-type]
@@ -162,6 +165,7 @@ def _memory_series(tl: Timeline) -> list[dict[str, Any]]:
                     pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
                     pl.col("allocated_bytes").max(), pl.col("reserved_bytes").max())
         out.append({"rank": rank, "device_id": dev, "downsampled": downsampled,
+                    "initial_bytes": initial,
                     "ts_ns": part["ts_ns"].to_list(),
                     "allocated_bytes": part["allocated_bytes"].to_list(),
                     "reserved_bytes": part["reserved_bytes"].to_list()})

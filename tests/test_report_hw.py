@@ -166,3 +166,45 @@ def test_report_timeline_has_the_memory_lane() -> None:
     i = html.index('<section id="timeline">')
     sec = html[i:html.index("</section>", i)]
     assert 'id="memory-lanes"' in sec and sec.count("<svg") == 2
+
+
+def test_memory_lane_before_the_first_event_is_the_initial_level() -> None:
+    """A window that ends before the device's first memory event: the lane holds the level
+    the capture started with (``initial_bytes``), not 0 GiB (the SGLang MI300X capture's
+    11 us window drew an empty 0-0.001 GiB lane beside 141 GiB allocated)."""
+    from traceparse.reports import hw_figures
+
+    # events at 5 and 8 us; the window is [0, 2) us; the first event allocated 1 GiB of a
+    # 4 GiB total -> 3 GiB before it
+    s = {"rank": 0, "device_id": 0, "ts_ns": [5_000, 8_000],
+         "allocated_bytes": [4 * 2**30, 5 * 2**30], "reserved_bytes": [None, None],
+         "initial_bytes": 3 * 2**30}
+    assert hw_figures.lane_levels(s, 0, 2_000) == ([0.0, 0.002], [3.0, 3.0])
+    # an event inside the window [0, 6) us: 3 GiB until 5 us, then 4 GiB
+    assert hw_figures.lane_levels(s, 0, 6_000) == ([0.0, 0.005, 0.006], [3.0, 4.0, 4.0])
+    # an event before the window (window starts at 6 us): its level holds
+    assert hw_figures.lane_levels(s, 6_000, 1_000) == ([0.0, 0.001], [4.0, 4.0])
+
+
+@pytest.mark.shared
+def test_sglang_capture_memory_lane_holds_the_allocated_level() -> None:
+    import gzip
+    import json
+
+    from traceparse import load
+    from traceparse.reports import hw_figures
+
+    path = TRACES / "torch/tracelens__sglang_decode_capture_bs_32_rank0.json.gz"
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    mem = sorted((e for e in ev if e.get("name") == "[memory]"), key=lambda e: e["ts"])
+    kern = [e for e in ev if e.get("cat") == "kernel"]
+    # every memory event comes after the last kernel ends: the GPU window holds none
+    assert mem[0]["ts"] > max(k["ts"] + k["dur"] for k in kern)
+    before = mem[0]["args"]["Total Allocated"] - mem[0]["args"]["Bytes"]
+    payload = build_payload(load(path))
+    s = next(x for x in payload["memory"]["series"] if x["device_id"] >= 0)
+    assert s["initial_bytes"] == before == 151_811_695_616
+    tl = payload["timeline"]
+    _, ys = hw_figures.lane_levels(s, tl["window_start_ns"], tl["window_ns"])
+    assert ys == [before / 2**30] * 2
