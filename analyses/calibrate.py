@@ -293,22 +293,27 @@ def memset_fit(g: pl.DataFrame) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------ collectives
 def collective_instances(tl: Timeline) -> pl.DataFrame:
-    """One row per collective instance: ``collective, coll_pg, seq, group_size, bytes,
-    dur_ns`` (minimum over the ranks that ran it), ``ranks``, ``device_model``.
+    """One row per collective call: ``device_model, collective, coll_pg, seq, group_size,
+    bytes, dur_ns`` (minimum over the ranks that ran it), ``start_ns``, ``ranks``,
+    ``same_call``.
 
-    The *i*-th kernel of a collective in a process group on each (rank, device) is instance
-    ``seq = i`` (as :func:`traceparse.analyses.comm.collective_skew` matches them).
+    Calls are matched as :func:`traceparse.analyses.comm.matched_calls` matches them (the
+    definition :func:`traceparse.analyses.comm.collective_skew` uses): the *i*-th kernel
+    of a collective in a process group on each (rank, device) is call ``seq = i``, and
+    ``same_call`` is false when its kernels cannot be one call (one ended before another
+    started in an all-to-all-dependent collective); such a call's minimum is not a call's
+    duration, and :func:`collective_fits` leaves it out.
     """
+    from traceparse.analyses.comm import matched_calls
+
     models = device_models(tl)
-    c = _tag(collectives(tl), models).with_columns(pl.col("coll_pg").fill_null("(default)"))
-    c = c.sort("rank", "device_id", "start_ns").with_columns(
-        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
-                                                         "coll_pg"))
+    c = matched_calls(_tag(collectives(tl), models))
     return (c.group_by("device_model", "collective", "coll_pg", "seq")
             .agg(pl.col("coll_group_size").max().alias("group_size"),
                  pl.col("bytes").max(), pl.col("dur_ns").min(),
                  pl.col("start_ns").min(),
-                 pl.struct("rank", "device_id").n_unique().alias("ranks"))
+                 pl.struct("rank", "device_id").n_unique().alias("ranks"),
+                 pl.col("same_call").first())
             .sort("device_model", "collective", "coll_pg", "seq"))
 
 
@@ -317,14 +322,26 @@ def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
     how many ranks (``max_ranks_seen``) and message sizes (``sizes_seen``) each fit saw and
     ``includes_peer_wait``: true when the collective was seen on a single rank, so its
     kernel times include waiting for the peers (the multi-rank minimum over ranks cannot
-    remove it)."""
+    remove it). Calls whose kernels cannot be one call (``same_call`` false) are counted
+    in ``unmatched_calls`` and left out of ``instances``, the durations and the fit.
+
+    Example:
+        allreduce calls of 2 ranks: #0 kernels [0, 10) and [2, 9) -> one call, 7 ns;
+        #1 kernels [20, 30) and [40, 45) (rank 1's starts after rank 0's ended) -> not one
+        call: instances 1, unmatched_calls 1, duration P50 7 ns (not min(7, 10, 5) = 5).
+    """
     out = []
     keyed = inst.with_columns(pl.col("group_size").fill_null(0))
-    for (coll, gs), s in sorted(keyed.group_by("collective", "group_size"),
-                                key=lambda x: (str(x[0][0]), int(x[0][1]))):  # type: ignore[arg-type]
+    if "same_call" not in keyed.columns:
+        keyed = keyed.with_columns(same_call=pl.lit(None, pl.Boolean))
+    for (coll, gs), s_all in sorted(keyed.group_by("collective", "group_size"),
+                                    key=lambda x: (str(x[0][0]),
+                                                   int(x[0][1]))):  # type: ignore[arg-type]
+        s = s_all.filter(pl.col("same_call").fill_null(True))
         sized = s.filter(pl.col("bytes").is_not_null())
-        ranks_seen = int(s["ranks"].max())  # type: ignore[arg-type]
+        ranks_seen = int(s_all["ranks"].max())  # type: ignore[arg-type]
         out.append({"collective": coll, "group_size": int(gs) or None, "instances": s.height,
+                    "unmatched_calls": s_all.height - s.height,
                     "max_ranks_seen": ranks_seen,
                     # distinct message sizes the fit saw (one size: alpha and beta are not
                     # separable)
