@@ -184,6 +184,28 @@ def _step_parts(tl: Timeline, rep: replay_host.HostReplay, steps: pl.DataFrame,
     return pl.DataFrame(rows, schema={"gpu_busy_ns": pl.Int64, "exposed_comm_ns": pl.Int64})
 
 
+def median_parts(st: pl.DataFrame, median_ns: int) -> dict[str, int]:
+    """The parts of the median step ``median_ns`` (the median of ``st["predicted_ns"]``),
+    from the steps ``st`` (``predicted_ns, gpu_busy_ns, exposed_comm_ns``) the median is
+    taken over: the middle step's with an odd count, the mean of the two middle steps'
+    with an even one (as the median is their mean). ``gpu_busy_ns + host_bound_ns =
+    median_ns``; ``exposed_comm_ns`` is the part of ``gpu_busy_ns`` with communication and
+    no compute.
+
+    Example:
+        steps predicted 10, 20, 30, 40 with GPU busy 4, 6, 8, 10: median (20 + 30) / 2 =
+        25; GPU busy (6 + 8) / 2 = 7, host-bound 25 - 7 = 18 (before, the upper middle
+        step's 8 and 22 were quoted: 30, not the median 25).
+    """
+    s = st.sort("predicted_ns")
+    n = s.height
+    rows = s[(n - 1) // 2:n // 2 + 1]
+    busy = round(float(rows["gpu_busy_ns"].mean()))  # type: ignore[arg-type]
+    comm = round(float(rows["exposed_comm_ns"].mean()))  # type: ignore[arg-type]
+    return {"gpu_busy_ns": busy, "host_bound_ns": max(median_ns - busy, 0),
+            "exposed_comm_ns": comm}
+
+
 def _step_ends(tl: Timeline, steps: pl.DataFrame) -> dict[tuple[int, int], np.ndarray]:
     """The end of every step window, per ``(rank, process_id)`` of the processes that
     made API calls on its rank: where the unprofiled measurement synchronizes."""
@@ -277,7 +299,6 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     st = pl.concat([st, parts], how="horizontal").with_columns(
         (pl.col("predicted_ns") - pl.col("gpu_busy_ns")).clip(0).alias("host_bound_ns"))
     med = int(np.median(st["predicted_ns"].to_numpy()))
-    mid = st.sort("predicted_ns")[st.height // 2]
     keep = dur.filter(pl.col("source") != "sync")
     total = int(keep["pred_dur_ns"].sum())
     by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
@@ -290,9 +311,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
         "predicted_step_ns": med,
         "predicted_step_range_ns": lo_hi,
-        "parts": {"gpu_busy_ns": int(mid["gpu_busy_ns"][0]),
-                  "host_bound_ns": int(mid["host_bound_ns"][0]),
-                  "exposed_comm_ns": int(mid["exposed_comm_ns"][0])},
+        "parts": median_parts(st, med),
         "sources": {"gpu_time_ns": total, **{f"{k}_ns": v for k, v in by_src.items()},
                     **{f"{k}_frac": (v / total if total else None)
                        for k, v in by_src.items()}},
