@@ -80,6 +80,28 @@ def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | 
     return t1 / t0 if t0 > 0 else None
 
 
+def copy_fits_per_row(tl: Timeline, memcpy: list[dict[str, Any]]) -> list[Any]:
+    """For each ``tl.gpu`` row, the calibration's ``memcpy[]`` fit of its own (direction,
+    host memory), else of its direction, else None (not another direction's fit).
+
+    Example:
+        fits DtoD/device (alpha 1 us) and HtoD/pinned (25 GB/s): an HtoD pinned copy takes
+        the HtoD fit (before, every copy took the first fit in the list, DtoD's); a DtoH
+        copy takes none.
+    """
+    from traceparse.analyses.calibrate import host_memory_expr
+
+    exact = {(m["direction"], m["host_memory"]): m["fit"] for m in memcpy}
+    by_dir: dict[str, Any] = {}
+    for m in memcpy:
+        by_dir.setdefault(m["direction"], m["fit"])
+    if not memcpy or tl.gpu.height == 0:
+        return [None] * tl.gpu.height
+    g = tl.gpu.select(pl.col("copy_kind").cast(pl.String).fill_null("unknown"),
+                      host_memory_expr())
+    return [exact.get((d, h), by_dir.get(d)) for d, h in g.iter_rows()]
+
+
 def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
                      batch_size: int | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (``shapes``, ``curve``,
@@ -115,7 +137,7 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
     b0 = t["bytes"].fill_null(0.0).to_numpy()
     op_t = t["op_time_ns"].fill_null(0).to_numpy().astype(np.float64)
     memset = (device.get("memset") or {}).get("fit")
-    copies = device.get("memcpy") or []
+    copy_fit = copy_fits_per_row(tl, device.get("memcpy") or [])
     for i in range(n):
         if kind[i] == "sync":
             src[i] = "sync"
@@ -127,7 +149,7 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
             continue
         if kind[i] in ("memset", "memcpy") or comm[i]:
             f = memset if kind[i] == "memset" else (
-                copies[0]["fit"] if kind[i] == "memcpy" and copies else None)
+                copy_fit[i] if kind[i] == "memcpy" else None)
             nb = t["bytes"][i] if kind[i] != "kernel" else None
             r = _ab_ratio(f, float(nb) if nb is not None else np.nan, byte_ratio[i])
             if r is None:

@@ -61,3 +61,27 @@ def test_even_step_count_parts_sum_to_the_median(path: Path) -> None:
     assert r["predicted_step_ns"] == sum(s["predicted_ns"] for s in mids) // 2
     assert p["gpu_busy_ns"] == round(sum(s["gpu_busy_ns"] for s in mids) / 2)
     assert p["exposed_comm_ns"] <= p["gpu_busy_ns"]
+
+
+def test_copy_takes_its_own_directions_fit_hand_made() -> None:
+    # calibration fits, in the file's (sorted) order: DtoD/device first, then HtoD/pinned.
+    # An HtoD pinned copy takes the HtoD fit; an HtoD pageable copy the HtoD direction's
+    # (no exact host-memory fit); a DtoH copy none; a kernel none. Before, every copy took
+    # memcpy[0] (DtoD's), pricing a host copy with a device-to-device bandwidth.
+    from perf_helpers import gpu, timeline
+
+    from traceparse.analyses.scale import copy_fits_per_row
+
+    dtod = {"model": "alpha_beta", "alpha_ns": 1000.0, "bandwidth_bytes_per_s": 1e12}
+    htod = {"model": "alpha_beta", "alpha_ns": 5000.0, "bandwidth_bytes_per_s": 25e9}
+    memcpy = [{"direction": "DtoD", "host_memory": "device", "fit": dtod},
+              {"direction": "HtoD", "host_memory": "pinned", "fit": htod}]
+    rows = [{"name": "k", "start_ns": 0, "end_ns": 10},
+            {"name": "c1", "kind": "memcpy", "copy_kind": "HtoD", "src_kind": "Pinned",
+             "start_ns": 20, "end_ns": 30},
+            {"name": "c2", "kind": "memcpy", "copy_kind": "HtoD", "src_kind": "Pageable",
+             "start_ns": 40, "end_ns": 50},
+            {"name": "c3", "kind": "memcpy", "copy_kind": "DtoH", "dst_kind": "Pinned",
+             "start_ns": 60, "end_ns": 70}]
+    got = copy_fits_per_row(timeline(gpu=gpu(rows)), memcpy)
+    assert got == [None, htod, htod, None]
