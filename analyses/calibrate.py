@@ -144,7 +144,8 @@ def _shape_points(tl: Timeline, est: pl.DataFrame) -> pl.DataFrame:
                        .alias("kclass"))
     return j.filter(pl.col("kclass").is_in(list(COMPUTE_CLASSES))).select(
         "rank", "device_id", "kclass", dt.alias("kdtype"), pl.col("flops").alias("work"),
-        pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"))
+        pl.lit("flop").alias("metric"), "time_ns", pl.lit("shapes").alias("source"),
+        pl.col("kdtype").alias("row_dtype"))
 
 
 def kernel_work(tl: Timeline) -> pl.DataFrame:
@@ -156,12 +157,17 @@ def kernel_work(tl: Timeline) -> pl.DataFrame:
       convolution), dtype from the kernel name, else from the op.
     * ``ncu``: one point per ncu launch: FLOPs (tensor, else fp16+fp32+fp64) for compute
       classes, DRAM bytes for the others.
+
+    ``row_dtype`` is the dtype its longest kernel's name says (``unknown`` when it says
+    none): the ``kernels[]`` row (class, dtype by name) whose kernels the point's are, which
+    :func:`kernel_classes` matches it to; ``kdtype`` (the name's dtype, else the op's) picks
+    the ceiling.
     """
     from traceparse.roofline.estimate import estimate_ops
 
     cols = {"rank": pl.Int32, "device_id": pl.Int32, "kclass": pl.String,
             "kdtype": pl.String, "work": pl.Float64, "metric": pl.String,
-            "time_ns": pl.Float64, "source": pl.String}
+            "time_ns": pl.Float64, "source": pl.String, "row_dtype": pl.String}
     parts = []
     if tl.ranges.height and tl.kernels.height:
         est = estimate_ops(tl.ranges)
@@ -181,7 +187,8 @@ def kernel_work(tl: Timeline) -> pl.DataFrame:
             pl.col("rank"), pl.col("device_id").fill_null(0), "kclass", "kdtype",
             pl.when(comp).then(flops).otherwise(pl.col("dram_bytes")).alias("work"),
             pl.when(comp).then(pl.lit("flop")).otherwise(pl.lit("bytes")).alias("metric"),
-            pl.col("dur_ns").alias("time_ns"), pl.lit("ncu").alias("source")))
+            pl.col("dur_ns").alias("time_ns"), pl.lit("ncu").alias("source"),
+            pl.col("kdtype").alias("row_dtype")))
     if not parts:
         return pl.DataFrame(schema=cols)
     return pl.concat([p.cast(cols) for p in parts]).filter(  # type: ignore[arg-type]
@@ -195,7 +202,19 @@ def _ceiling_map(ceil: pl.DataFrame) -> dict[str, float]:
 def kernel_classes(k: pl.DataFrame, work: pl.DataFrame,
                    roofs: dict[str, float]) -> list[dict[str, Any]]:
     """Per (class, dtype) of kernels ``k`` (with ``kclass``/``kdtype``): duration stats and,
-    where ``work`` has points, efficiency percentiles and the saturating fit."""
+    where ``work`` has points, efficiency percentiles and the saturating fit.
+
+    A row's work points are those of its own kernels (``row_dtype``, the dtype by kernel
+    name, equal to the row's). The ceiling is the row dtype's; for a row whose kernel names
+    say no dtype (``unknown``, e.g. cuBLAS ``nvjet_*`` GEMMs), the dtype of its points' ops
+    when they all have one.
+
+    Example:
+        gemm kernels named ``nvjet_sm90_tst_192x192_*`` (dtype unknown) launched by
+        ``aten::mm`` on BFloat16 tensors: one ``gemm unknown`` row whose 441 points (bf16)
+        are relative to the ``bf16_tensor`` ceiling (before, the points were looked for
+        under ``gemm bf16``, a row that does not exist, and the row said no work data).
+    """
     out = []
     stats = (k.group_by("kclass", "kdtype")
              .agg(pl.len().alias("count"), pl.col("dur_ns").sum().alias("time_ns"),
@@ -205,11 +224,12 @@ def kernel_classes(k: pl.DataFrame, work: pl.DataFrame,
         entry: dict[str, Any] = {"class": cls, "dtype": dt, "count": int(r["count"]),
                                  "time_ns": int(r["time_ns"]),
                                  "duration_ns": _pct(r["dur_ns"]), "efficiency": None}
-        w = work.filter((pl.col("kclass") == cls) & (pl.col("kdtype") == dt))
+        w = work.filter((pl.col("kclass") == cls) & (pl.col("row_dtype") == dt))
         if cls in ("communication", "nccl") or w.height == 0:
             out.append(entry)
             continue
-        cname = ceiling_for(cls, dt)
+        op_dts = set(w["kdtype"].to_list())
+        cname = ceiling_for(cls, op_dts.pop() if dt == UNKNOWN and len(op_dts) == 1 else dt)
         if cname not in roofs and cname.endswith("_tensor"):
             cname = "fp32" if "fp32" in roofs else cname
         peak = roofs.get(cname)
@@ -293,22 +313,27 @@ def memset_fit(g: pl.DataFrame) -> dict[str, Any] | None:
 
 # ------------------------------------------------------------------ collectives
 def collective_instances(tl: Timeline) -> pl.DataFrame:
-    """One row per collective instance: ``collective, coll_pg, seq, group_size, bytes,
-    dur_ns`` (minimum over the ranks that ran it), ``ranks``, ``device_model``.
+    """One row per collective call: ``device_model, collective, coll_pg, seq, group_size,
+    bytes, dur_ns`` (minimum over the ranks that ran it), ``start_ns``, ``ranks``,
+    ``same_call``.
 
-    The *i*-th kernel of a collective in a process group on each (rank, device) is instance
-    ``seq = i`` (as :func:`traceparse.analyses.comm.collective_skew` matches them).
+    Calls are matched as :func:`traceparse.analyses.comm.matched_calls` matches them (the
+    definition :func:`traceparse.analyses.comm.collective_skew` uses): the *i*-th kernel
+    of a collective in a process group on each (rank, device) is call ``seq = i``, and
+    ``same_call`` is false when its kernels cannot be one call (one ended before another
+    started in an all-to-all-dependent collective); such a call's minimum is not a call's
+    duration, and :func:`collective_fits` leaves it out.
     """
+    from traceparse.analyses.comm import matched_calls
+
     models = device_models(tl)
-    c = _tag(collectives(tl), models).with_columns(pl.col("coll_pg").fill_null("(default)"))
-    c = c.sort("rank", "device_id", "start_ns").with_columns(
-        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
-                                                         "coll_pg"))
+    c = matched_calls(_tag(collectives(tl), models))
     return (c.group_by("device_model", "collective", "coll_pg", "seq")
             .agg(pl.col("coll_group_size").max().alias("group_size"),
                  pl.col("bytes").max(), pl.col("dur_ns").min(),
                  pl.col("start_ns").min(),
-                 pl.struct("rank", "device_id").n_unique().alias("ranks"))
+                 pl.struct("rank", "device_id").n_unique().alias("ranks"),
+                 pl.col("same_call").first())
             .sort("device_model", "collective", "coll_pg", "seq"))
 
 
@@ -317,14 +342,26 @@ def collective_fits(inst: pl.DataFrame) -> list[dict[str, Any]]:
     how many ranks (``max_ranks_seen``) and message sizes (``sizes_seen``) each fit saw and
     ``includes_peer_wait``: true when the collective was seen on a single rank, so its
     kernel times include waiting for the peers (the multi-rank minimum over ranks cannot
-    remove it)."""
+    remove it). Calls whose kernels cannot be one call (``same_call`` false) are counted
+    in ``unmatched_calls`` and left out of ``instances``, the durations and the fit.
+
+    Example:
+        allreduce calls of 2 ranks: #0 kernels [0, 10) and [2, 9) -> one call, 7 ns;
+        #1 kernels [20, 30) and [40, 45) (rank 1's starts after rank 0's ended) -> not one
+        call: instances 1, unmatched_calls 1, duration P50 7 ns (not min(7, 10, 5) = 5).
+    """
     out = []
     keyed = inst.with_columns(pl.col("group_size").fill_null(0))
-    for (coll, gs), s in sorted(keyed.group_by("collective", "group_size"),
-                                key=lambda x: (str(x[0][0]), int(x[0][1]))):  # type: ignore[arg-type]
+    if "same_call" not in keyed.columns:
+        keyed = keyed.with_columns(same_call=pl.lit(None, pl.Boolean))
+    for (coll, gs), s_all in sorted(keyed.group_by("collective", "group_size"),
+                                    key=lambda x: (str(x[0][0]),
+                                                   int(x[0][1]))):  # type: ignore[arg-type]
+        s = s_all.filter(pl.col("same_call").fill_null(True))
         sized = s.filter(pl.col("bytes").is_not_null())
-        ranks_seen = int(s["ranks"].max())  # type: ignore[arg-type]
+        ranks_seen = int(s_all["ranks"].max())  # type: ignore[arg-type]
         out.append({"collective": coll, "group_size": int(gs) or None, "instances": s.height,
+                    "unmatched_calls": s_all.height - s.height,
                     "max_ranks_seen": ranks_seen,
                     # distinct message sizes the fit saw (one size: alpha and beta are not
                     # separable)

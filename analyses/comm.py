@@ -285,6 +285,42 @@ def comm_summary(tl: Timeline) -> pl.DataFrame:
                       "busbw_gbps")
 
 
+def matched_calls(c: pl.DataFrame) -> pl.DataFrame:
+    """Match the kernels of :func:`collectives` rows ``c`` into collective calls: the one
+    definition :func:`collective_skew` and the calibration's collective fits
+    (:func:`traceparse.analyses.calibrate.collective_instances`) share.
+
+    The *i*-th kernel of collective C in process group G (a null group is ``"(default)"``)
+    on each (rank, device) is call ``seq = i``. ``same_call`` (the same value on every row
+    of a call) says whether the matched kernels can be one call: in
+    :data:`ALL_TO_ALL_DEPENDENT` collectives every participant needs data from every other,
+    so no kernel of one call ends before the last one starts: ``min(end) >= max(start)``
+    over the call's rows -> true, else false (one rank's window holds a call the other's
+    does not, or their clocks disagree); null for the other collectives (send/recv,
+    broadcast, reduce), where it cannot be checked, and for a call seen on one participant.
+
+    Returns:
+        ``c`` with ``coll_pg`` filled, sorted by rank, device, start, plus ``seq``,
+        ``same_call``.
+
+    Example:
+        allreduce kernels rank 0 [100, 150), [300, 320); rank 1 [130, 160), [200, 250) ->
+        seq 0: min end 150 >= max start 130, same call; seq 1: rank 1 ends at 250 before
+        rank 0 starts at 300: not one call (same_call false on both rows).
+    """
+    key = ["collective", "coll_pg", "seq"]
+    c = c.with_columns(pl.col("coll_pg").fill_null("(default)"))
+    c = c.sort("rank", "device_id", "start_ns").with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
+                                                         "coll_pg"))
+    checked = (pl.col("collective").is_in(ALL_TO_ALL_DEPENDENT)
+               & (pl.struct("rank", "device_id").n_unique().over(key) >= 2))
+    return c.with_columns(
+        same_call=pl.when(checked)
+        .then(pl.col("end_ns").min().over(key) >= pl.col("start_ns").max().over(key))
+        .otherwise(None))
+
+
 def collective_skew(tl: Timeline) -> pl.DataFrame:
     """Skew of each collective call across ranks, and its straggler.
 
@@ -313,10 +349,7 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
         straggler rank 1, wait (130-100) + 0 + (130-110) = 50; if rank 0's kernel ended at
         120 (before rank 1 started at 130) -> same_call false, no straggler.
     """
-    c = collectives(tl).with_columns(pl.col("coll_pg").fill_null("(default)"))
-    c = c.sort("rank", "device_id", "start_ns").with_columns(
-        seq=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "device_id", "collective",
-                                                         "coll_pg"))
+    c = matched_calls(collectives(tl))
     key = ["collective", "coll_pg", "seq"]
     last = pl.col("start_ns").max()
     out = (c.group_by(key)
@@ -327,11 +360,9 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
                 pl.col("device_id").sort_by("start_ns").last().alias("straggler_device"),
                 (pl.col("end_ns").max() - pl.col("end_ns").min()).alias("end_skew_ns"),
                 (last - pl.col("start_ns")).sum().alias("wait_ns"),
-                (pl.col("end_ns").min() >= last).alias("same_call"))
+                pl.col("same_call").first())
            .filter(pl.col("participants") >= 2)
-           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns"),
-                         same_call=pl.when(pl.col("collective").is_in(ALL_TO_ALL_DEPENDENT))
-                         .then(pl.col("same_call")).otherwise(None)))
+           .with_columns(skew_ns=pl.col("last_start_ns") - pl.col("first_start_ns")))
     blamed = pl.col("same_call").fill_null(True)
     out = out.with_columns(pl.when(blamed).then(pl.col(c)).otherwise(None).alias(c)
                            for c in ("straggler_rank", "straggler_device", "wait_ns"))

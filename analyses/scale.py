@@ -80,6 +80,28 @@ def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | 
     return t1 / t0 if t0 > 0 else None
 
 
+def copy_fits_per_row(tl: Timeline, memcpy: list[dict[str, Any]]) -> list[Any]:
+    """For each ``tl.gpu`` row, the calibration's ``memcpy[]`` fit of its own (direction,
+    host memory), else of its direction, else None (not another direction's fit).
+
+    Example:
+        fits DtoD/device (alpha 1 us) and HtoD/pinned (25 GB/s): an HtoD pinned copy takes
+        the HtoD fit (before, every copy took the first fit in the list, DtoD's); a DtoH
+        copy takes none.
+    """
+    from traceparse.analyses.calibrate import host_memory_expr
+
+    exact = {(m["direction"], m["host_memory"]): m["fit"] for m in memcpy}
+    by_dir: dict[str, Any] = {}
+    for m in memcpy:
+        by_dir.setdefault(m["direction"], m["fit"])
+    if not memcpy or tl.gpu.height == 0:
+        return [None] * tl.gpu.height
+    g = tl.gpu.select(pl.col("copy_kind").cast(pl.String).fill_null("unknown"),
+                      host_memory_expr())
+    return [exact.get((d, h), by_dir.get(d)) for d, h in g.iter_rows()]
+
+
 def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
                      batch_size: int | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (``shapes``, ``curve``,
@@ -115,7 +137,7 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
     b0 = t["bytes"].fill_null(0.0).to_numpy()
     op_t = t["op_time_ns"].fill_null(0).to_numpy().astype(np.float64)
     memset = (device.get("memset") or {}).get("fit")
-    copies = device.get("memcpy") or []
+    copy_fit = copy_fits_per_row(tl, device.get("memcpy") or [])
     for i in range(n):
         if kind[i] == "sync":
             src[i] = "sync"
@@ -127,7 +149,7 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
             continue
         if kind[i] in ("memset", "memcpy") or comm[i]:
             f = memset if kind[i] == "memset" else (
-                copies[0]["fit"] if kind[i] == "memcpy" and copies else None)
+                copy_fit[i] if kind[i] == "memcpy" else None)
             nb = t["bytes"][i] if kind[i] != "kernel" else None
             r = _ab_ratio(f, float(nb) if nb is not None else np.nan, byte_ratio[i])
             if r is None:
@@ -182,6 +204,28 @@ def _step_parts(tl: Timeline, rep: replay_host.HostReplay, steps: pl.DataFrame,
         e = int((ex["end_ns"] - ex["start_ns"]).sum()) if ex.height else 0
         rows.append({"gpu_busy_ns": b, "exposed_comm_ns": e})
     return pl.DataFrame(rows, schema={"gpu_busy_ns": pl.Int64, "exposed_comm_ns": pl.Int64})
+
+
+def median_parts(st: pl.DataFrame, median_ns: int) -> dict[str, int]:
+    """The parts of the median step ``median_ns`` (the median of ``st["predicted_ns"]``),
+    from the steps ``st`` (``predicted_ns, gpu_busy_ns, exposed_comm_ns``) the median is
+    taken over: the middle step's with an odd count, the mean of the two middle steps'
+    with an even one (as the median is their mean). ``gpu_busy_ns + host_bound_ns =
+    median_ns``; ``exposed_comm_ns`` is the part of ``gpu_busy_ns`` with communication and
+    no compute.
+
+    Example:
+        steps predicted 10, 20, 30, 40 with GPU busy 4, 6, 8, 10: median (20 + 30) / 2 =
+        25; GPU busy (6 + 8) / 2 = 7, host-bound 25 - 7 = 18 (before, the upper middle
+        step's 8 and 22 were quoted: 30, not the median 25).
+    """
+    s = st.sort("predicted_ns")
+    n = s.height
+    rows = s[(n - 1) // 2:n // 2 + 1]
+    busy = round(float(rows["gpu_busy_ns"].mean()))  # type: ignore[arg-type]
+    comm = round(float(rows["exposed_comm_ns"].mean()))  # type: ignore[arg-type]
+    return {"gpu_busy_ns": busy, "host_bound_ns": max(median_ns - busy, 0),
+            "exposed_comm_ns": comm}
 
 
 def _step_ends(tl: Timeline, steps: pl.DataFrame) -> dict[tuple[int, int], np.ndarray]:
@@ -277,7 +321,6 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     st = pl.concat([st, parts], how="horizontal").with_columns(
         (pl.col("predicted_ns") - pl.col("gpu_busy_ns")).clip(0).alias("host_bound_ns"))
     med = int(np.median(st["predicted_ns"].to_numpy()))
-    mid = st.sort("predicted_ns")[st.height // 2]
     keep = dur.filter(pl.col("source") != "sync")
     total = int(keep["pred_dur_ns"].sum())
     by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
@@ -290,9 +333,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
         "predicted_step_ns": med,
         "predicted_step_range_ns": lo_hi,
-        "parts": {"gpu_busy_ns": int(mid["gpu_busy_ns"][0]),
-                  "host_bound_ns": int(mid["host_bound_ns"][0]),
-                  "exposed_comm_ns": int(mid["exposed_comm_ns"][0])},
+        "parts": median_parts(st, med),
         "sources": {"gpu_time_ns": total, **{f"{k}_ns": v for k, v in by_src.items()},
                     **{f"{k}_frac": (v / total if total else None)
                        for k, v in by_src.items()}},
