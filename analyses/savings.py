@@ -74,6 +74,13 @@ CHANGES = {
 }
 
 
+#: change -> the fix (``fixes`` id, ``whatif --fix ID``) whose replay it is: the summary
+#: prints the fix, since ``whatif --no-launch-overhead`` is another replay (it removes
+#: every launch's cost, not a CUDA graph's issuing time) and gives another number.
+FIX_OF = {"no_launch_overhead": "cuda-graphs", "overlap_comm": "overlap-comm",
+          "host_sync": "host-sync", "pinned_memory": "pinned-memory",
+          "input_pipeline": "input-pipeline", "fusion": "fusion", "warm_up": "warm-up"}
+
 #: Changes that only move host work (their saving is capped at the GPU's non-busy time).
 HOST_CHANGES = ("no_launch_overhead", "host_sync", "input_pipeline")
 
@@ -111,7 +118,7 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
     from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
 
-    schema = {"change": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
+    schema = {"change": pl.String, "fix": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
               "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
               "within_bound": pl.Boolean, "note": pl.String,
               "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64}
@@ -171,7 +178,8 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
         (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
         (pl.col("window_unprofiled_ns") - pl.col("_pu")).alias("saving_unprofiled_ns"),
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
-        .alias("within_bound"))
+        .alias("within_bound"),
+        pl.col("change").replace_strict(FIX_OF, return_dtype=pl.String).alias("fix"))
     return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
 
 

@@ -77,6 +77,7 @@ from __future__ import annotations
 from typing import Any
 
 from traceparse import units
+from traceparse.analyses.savings import FIX_OF
 from traceparse.kernelname import short_kernel_name
 from traceparse.vendor import amd_vendors
 
@@ -527,9 +528,7 @@ def _occupancy(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 #: Fix id -> the savings engine's change it quotes.
-ENGINE_CHANGE = {"cuda-graphs": "no_launch_overhead", "host-sync": "host_sync",
-                 "fusion": "fusion", "pinned-memory": "pinned_memory", "warm-up": "warm_up",
-                 "input-pipeline": "input_pipeline", "overlap-comm": "overlap_comm"}
+ENGINE_CHANGE = {fix: change for change, fix in FIX_OF.items()}
 
 
 def _unprofiled(payload: dict[str, Any], r: dict[str, Any]) -> None:

@@ -123,7 +123,8 @@ def _savings(frame: pl.DataFrame) -> list[str]:
     frame = frame.filter(pl.col("bound_ns") > 0)
     if frame.height == 0:
         return []
-    lines = ["Could save (per rank; the replay whatif runs, bounded by the part it removes)"]
+    lines = ["Could save (per rank; the replay of whatif --fix FIX, bounded by the part it "
+             "removes)"]
     for r in frame.iter_rows(named=True):
         # a replay longer than the measured window saves nothing: say so, with the
         # replay's own error, instead of quoting a negative saving
@@ -133,7 +134,7 @@ def _savings(frame: pl.DataFrame) -> list[str]:
                   f"{fmt_ns(r['window_unprofiled_ns'])}"
                   if r.get("saving_unprofiled_ns") is not None
                   and r.get("window_unprofiled_ns") else "")
-        lines.append(f"  rank {r['rank']:<3} {r['change']:<20} {saved} "
+        lines.append(f"  rank {r['rank']:<3} {r.get('fix') or r['change']:<20} {saved} "
                      f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
                      f"{fmt_ns(r['predicted_ns'])}{unprof})")
     return lines

@@ -80,8 +80,9 @@ def _check(tl: Timeline) -> None:
             raise AssertionError(f"{sorted(kw)}: {e}") from None
     # overlap_comm is the plain replay; the no_launch_overhead row is the CUDA-graph
     # mechanism on top of it (issuing time of each step's region, tests/test_fix_mechanisms)
-    got = savings.savings(new).filter(pl.col("change") == "overlap_comm").drop(
-        "note", "window_unprofiled_ns", "saving_unprofiled_ns")
+    got = savings.savings(new).filter(pl.col("change") == "overlap_comm")
+    assert set(got["fix"]) <= {"overlap-comm"}  # the whatif --fix that replays it
+    got = got.drop("note", "fix", "window_unprofiled_ns", "saving_unprofiled_ns")
     want = ref_savings(_fresh(tl)).filter(pl.col("change") == "overlap_comm")
     assert_frame_equal(got, want)
 
