@@ -9,8 +9,12 @@ ncu file measured itself.
 
 Matching (FORMATS D.4): lower-case, drop ``nvidia``/``tesla``/``geforce``/``amd instinct``
 prefixes, collapse spaces/dashes/underscores; exact alias first, then the longest table name
-contained in the string; ties broken by SM count and memory size (A100 40 vs 80 GB, H100 SXM
-vs PCIe by 132 vs 114 SMs).
+contained in the string, then the model number alone (a token with a digit: ``h100``,
+``mi300x``; never a family word such as ``rtx``, so an RTX 3070 is not an RTX 3080); a
+form-factor word of the name (``pcie``, ``nvl``, ``sxm``, ``laptop`` ...) must be in the
+row's names (an H200 NVL is not the H200 SXM row); ties broken by SM count and memory size
+(A100 40 vs 80 GB, H100 SXM vs PCIe by 132 vs 114 SMs; a ``NNgb`` in the name when the input
+gives no memory size).
 """
 
 from __future__ import annotations
@@ -75,6 +79,37 @@ def _tokens(s: str) -> list[str]:
     return s.split()
 
 
+#: Words that name a board variant with its own peaks: a name carrying one matches only a
+#: row whose names carry it too (an "H100" without one may still be any H100 row).
+_VARIANT_WORDS = ("pcie", "nvl", "sxm", "sxm2", "sxm4", "sxm5", "laptop", "mobile", "maxq",
+                  "max")
+#: Words that make another chip of the same number (RTX 2080 vs 2080 Ti): name and row must
+#: agree on each, both ways.
+_MODEL_WORDS = ("ti", "super")
+
+
+def _variant_ok(want: list[str], row: dict[str, object]) -> bool:
+    """Every variant word of the name appears among the row's name tokens, and name and row
+    agree on the model words.
+
+    Example:
+        >>> row = {"name": "H200 SXM 141GB", "aliases": "NVIDIA H200"}
+        >>> _variant_ok(["h200"], row), _variant_ok(["h200", "nvl"], row)
+        (True, False)
+    """
+    have = {t for k in _keys(row) for t in _tokens(k)}
+    if any((w in want) != (w in have) for w in _MODEL_WORDS):
+        return False
+    return all(t in have for t in want if t in _VARIANT_WORDS)
+
+
+def _model_token(row: dict[str, object]) -> str | None:
+    """The row's model number: the first token of its name with a digit (``h100``,
+    ``4090``, ``mi300x``), or None."""
+    return next((t for t in _tokens(normalise(str(row["name"])))
+                 if any(c.isdigit() for c in t)), None)
+
+
 def match(name: str | None, *, sm_count: int | None = None,
           memory_bytes: int | None = None) -> dict[str, object] | None:
     """Return the ceiling-table row for a device, or None when nothing matches.
@@ -95,16 +130,17 @@ def match(name: str | None, *, sm_count: int | None = None,
         # every token of a table key appears in the name (order kept), longest key wins
         scored = []
         wt = _tokens(want)
+        rows = [r for r in rows if _variant_ok(wt, r)]
         for r in rows:
             for k in _keys(r):
                 kt = _tokens(k)
                 if kt and all(t in wt for t in kt):
                     scored.append((len(kt), r))
         if not scored:
-            # model token only (e.g. "h100" from "h100 sxm5 80gb")
+            # model number only (e.g. "h100" from "h100 sxm5 80gb"); a family word such as
+            # "rtx" or "titan" is no model
             for r in rows:
-                model = _tokens(normalise(str(r["name"])))[0]
-                if model in wt:
+                if _model_token(r) in wt:
                     scored.append((0, r))
         if not scored:
             return None
@@ -113,6 +149,9 @@ def match(name: str | None, *, sm_count: int | None = None,
     if len(cands) > 1 and sm_count:
         same = [r for r in cands if r["sm_count"] == sm_count]
         cands = same or cands
+    if not memory_bytes:  # "a100 80gb": the size the name states
+        size = re.search(r"\b(\d+)gb\b", want)
+        memory_bytes = int(size.group(1)) * 10**9 if size else None
     if len(cands) > 1 and memory_bytes:
         gb = memory_bytes / 1e9
         cands = sorted(cands, key=lambda r: abs(float(r["mem_gb"] or 0) - gb))[:1]  # type: ignore[arg-type]

@@ -1,0 +1,95 @@
+"""GPU matching: a device name picks the ceiling-table row of that GPU, or none.
+
+A wrong row is worse than none: its SM count, peaks and bandwidth become the trace's
+(``occupancy`` compared TITAN RTX launches with an RTX 4090's 128 SMs). Rules in
+docs/roofline.md "GPU matching".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.conftest import shared_files
+from traceparse.roofline import gpus
+
+GIB = 2**30
+
+# (device name as a trace records it, SMs, memory bytes, expected row or None)
+CASES = [
+    # a family word is no model: the old model-token fallback took "rtx" from the first
+    # RTX row and the memory tie-break then picked the row nearest 8 GB (RTX 3080, 10 GB)
+    ("NVIDIA GeForce RTX 3070", 46, 8 * GIB, None),
+    ("NVIDIA GeForce RTX 2070 SUPER", 40, 8 * GIB, None),
+    ("NVIDIA GeForce RTX 4060 Laptop GPU", 24, 8 * GIB, None),
+    ("TITAN RTX", None, None, None),          # was RTX 4090 (first "rtx" row)
+    ("NVIDIA RTX A6000", 84, 48 * GIB, None),
+    # same model number, another chip: "ti" must agree both ways
+    ("NVIDIA GeForce RTX 2080", 46, 8 * GIB, None),
+    ("NVIDIA GeForce RTX 2080 Ti", 68, 11 * GIB, "RTX 2080 Ti"),
+    ("NVIDIA GeForce RTX 3080 Ti", 80, 12 * GIB, None),
+    # a form-factor word of the name must be in the row's names
+    ("NVIDIA H200 NVL", 132, 141 * GIB, None),     # was H200 SXM 141GB
+    ("Tesla V100-PCIE-16GB", 80, 16 * GIB, None),  # was V100 SXM2
+    ("NVIDIA H100 NVL", 132, 94 * GIB, "H100 NVL 94GB"),
+    ("NVIDIA H100 PCIe", 114, 80 * GIB, "H100 PCIe 80GB"),
+    ("NVIDIA H100 80GB HBM3", 132, 80 * GIB, "H100 SXM5 80GB"),
+    # a bare model number is still any row of that model, split by SMs / memory
+    ("NVIDIA H100", 132, 80 * GIB, "H100 SXM5 80GB"),
+    ("NVIDIA H100", 114, 80 * GIB, "H100 PCIe 80GB"),
+    ("NVIDIA H200", 132, 141 * GIB, "H200 SXM 141GB"),
+    ("NVIDIA A100-SXM4-40GB", 108, 40 * GIB, "A100 SXM4 40GB"),
+    ("NVIDIA A100-SXM4-80GB", 108, 80 * GIB, "A100 SXM4 80GB"),
+    ("NVIDIA A100-PCIE-40GB", 108, 40 * GIB, "A100 PCIe 40GB"),
+    ("NVIDIA A100 80GB PCIe", 108, 80 * GIB, "A100 PCIe 80GB"),
+    # no memory size given: the "80gb" of the name (was A100 SXM4 40GB, the first A100 row)
+    ("NVIDIA A100 80GB", None, None, "A100 SXM4 80GB"),
+    ("AMD Instinct MI300X", 304, 192 * GIB, "MI300X"),
+    ("AMD Instinct MI250X", 110, 64 * GIB, "MI250X"),
+    ("NVIDIA B200", 148, 180 * GIB, "B200 (HGX per GPU)"),
+    ("Tesla V100-SXM2-16GB", 80, 16 * GIB, "V100 SXM2"),
+]
+
+
+@pytest.mark.parametrize("name,sm,mem,want", CASES, ids=[c[0] for c in CASES])
+def test_match_picks_the_named_gpu_or_none(name: str, sm: int | None, mem: int | None,
+                                           want: str | None) -> None:
+    row = gpus.match(name, sm_count=sm, memory_bytes=mem)
+    assert (row["name"] if row else None) == want
+
+
+def _raw_devices(path: str) -> list[tuple[str, int]]:
+    """(name, smCount) of every TARGET_INFO_GPU row with an SM count, read with sqlite3."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        cols = {r[1] for r in con.execute("PRAGMA table_info(TARGET_INFO_GPU)")}
+        if not {"name", "smCount"} <= cols:
+            return []
+        return [(str(n), int(s)) for n, s in
+                con.execute("SELECT DISTINCT name, smCount FROM TARGET_INFO_GPU") if s]
+    finally:
+        con.close()
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_files("nsys", "*.sqlite"),
+                         ids=lambda p: p.name)
+def test_matched_row_has_the_raw_sm_count(path: object) -> None:
+    """Every nsys device the table matches has the SM count the raw file records (RTX 3070:
+    46 SMs raw, was matched to the RTX 3080 row's 68)."""
+    for name, sms in _raw_devices(str(path)):
+        row = gpus.match(name, sm_count=sms)
+        if row is not None:
+            assert row["sm_count"] == sms, (name, row["name"])
+
+
+@pytest.mark.shared
+def test_corpus_gpus_without_a_row_match_none() -> None:
+    """The GeForce/TITAN parts of the corpus have no table row: no ceilings, not a
+    neighbour's."""
+    names = {n for p in shared_files("nsys", "*.sqlite") for n, _ in _raw_devices(str(p))}
+    for name in ("NVIDIA GeForce RTX 3070", "NVIDIA GeForce RTX 2070 SUPER",
+                 "NVIDIA GeForce RTX 4060 Laptop GPU"):
+        assert name in names
+        assert gpus.match(name) is None
