@@ -1,7 +1,9 @@
 """The GPU ceiling table shipped with traceparse, name matching, and user overrides.
 
 ``roofline/data/gpus.csv`` holds one row per GPU model: DENSE peaks per precision (TFLOP/s,
-FMA = 2 FLOPs), memory bandwidth (GB/s = 1e9 B/s), L2 (MB), SMs, memory (GB), the boost clock
+FMA = 2 FLOPs), memory bandwidth (GB/s = 1e9 B/s), L2 (``l2_mib``: MiB = 2**20 B, the size
+the devices report: an A100's 40 is ``l2CacheSize`` 41,943,040 B), SMs, memory (GB as
+marketed), the boost clock
 the vector peaks assume and the clock the tensor peaks assume, and a source per row
 (FORMATS D.1-D.2). Datasheet peaks are at *boost* clocks; ncu profiles at *base* clock by
 default, so :func:`ceilings` states the clock each ceiling assumes and prefers the peaks an
