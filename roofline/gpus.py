@@ -14,7 +14,8 @@ prefixes, collapse spaces/dashes/underscores; exact alias first, then the longes
 contained in the string, then the model number alone (a token with a digit: ``h100``,
 ``mi300x``; never a family word such as ``rtx``, so an RTX 3070 is not an RTX 3080); a
 form-factor word of the name (``pcie``, ``nvl``, ``sxm``, ``laptop`` ...) must be in the
-row's names (an H200 NVL is not the H200 SXM row); ties broken by SM count and memory size
+row's names (an H200 NVL is not the H200 SXM row); an SM count the input gives must be the
+row's (a MIG slice or one MI250X GCD is not the whole GPU); ties broken by SM count and memory size
 (A100 40 vs 80 GB, H100 SXM vs PCIe by 132 vs 114 SMs; a ``NNgb`` in the name when the input
 gives no memory size).
 """
@@ -148,9 +149,17 @@ def match(name: str | None, *, sm_count: int | None = None,
             return None
         best = max(s for s, _ in scored)
         cands = [r for s, r in scored if s == best]
+    if sm_count and not any(r["sm_count"] == sm_count for r in cands):
+        # the input's SM count is no candidate's: another part of the model (one MI250X GCD
+        # = 110 CUs, not the 220 of the whole MI250X) or a slice of it (an A100 MIG 3g.20gb
+        # instance = 42 SMs), never the whole GPU's ceilings
+        model = _model_token(cands[0])
+        cands = [r for r in table().to_dicts()
+                 if _model_token(r) == model and r["sm_count"] == sm_count]
+        if not cands:
+            return None
     if len(cands) > 1 and sm_count:
-        same = [r for r in cands if r["sm_count"] == sm_count]
-        cands = same or cands
+        cands = [r for r in cands if r["sm_count"] == sm_count]
     if not memory_bytes:  # "a100 80gb": the size the name states
         size = re.search(r"\b(\d+)gb\b", want)
         memory_bytes = int(size.group(1)) * 10**9 if size else None

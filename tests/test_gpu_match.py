@@ -7,6 +7,8 @@ docs/roofline.md "GPU matching".
 
 from __future__ import annotations
 
+import gzip
+import json
 import sqlite3
 
 import pytest
@@ -46,9 +48,15 @@ CASES = [
     # no memory size given: the "80gb" of the name (was A100 SXM4 40GB, the first A100 row)
     ("NVIDIA A100 80GB", None, None, "A100 SXM4 80GB"),
     ("AMD Instinct MI300X", 304, 192 * GIB, "MI300X"),
-    ("AMD Instinct MI250X", 110, 64 * GIB, "MI250X"),
     ("NVIDIA B200", 148, 180 * GIB, "B200 (HGX per GPU)"),
     ("Tesla V100-SXM2-16GB", 80, 16 * GIB, "V100 SXM2"),
+    # the input's SM count must be the row's: ROCm shows each MI250X GCD as a device of 110
+    # CUs and 64 GiB, half the whole-OAM row (220 CUs, 383 TFLOP/s bf16 vs 191.5 per GCD)
+    ("AMD Instinct MI250X", 110, 64 * GIB, "MI250X GCD"),
+    ("AMD Instinct MI250X/MI250", 110, 64 * GIB, "MI250X GCD"),
+    ("AMD Instinct MI250X", 220, 128 * GIB, "MI250X"),
+    # a MIG slice (3 of 7 GPCs: 42 of 108 SMs) has no row; the whole A100's would be 2.6x
+    ("NVIDIA A100-SXM4-40GB MIG 3g.20gb", 42, 20 * GIB, None),
 ]
 
 
@@ -138,3 +146,22 @@ def test_l2_mib_equals_the_raw_l2_cache_size() -> None:
             same = float(row["l2_mib"]) * 2**20 == l2  # type: ignore[arg-type]
             assert same != (row["name"] in L2_DIFFERS), (p.name, name, row["l2_mib"], l2)
     assert seen >= 8
+
+
+def _kineto_devices(path: str) -> list[tuple[str, int]]:
+    """(name, numSms) of a Kineto file's deviceProperties, read with json/gzip."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:  # type: ignore[operator]
+        doc = json.load(f)
+    props = doc.get("deviceProperties", []) if isinstance(doc, dict) else []
+    return [(str(d.get("name") or ""), int(d["numSms"])) for d in props if d.get("numSms")]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", shared_files("torch"), ids=lambda p: p.name)
+def test_kineto_matched_row_has_the_raw_sm_count(path: object) -> None:
+    """Kineto deviceProperties: a matched row's SM/CU count is the file's numSms."""
+    for name, sms in _kineto_devices(str(path)):
+        row = gpus.match(name, sm_count=sms) if name.strip() else None
+        if row is not None:
+            assert row["sm_count"] == sms, (name, row["name"])
