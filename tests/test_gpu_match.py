@@ -165,3 +165,21 @@ def test_kineto_matched_row_has_the_raw_sm_count(path: object) -> None:
         row = gpus.match(name, sm_count=sms) if name.strip() else None
         if row is not None:
             assert row["sm_count"] == sms, (name, row["name"])
+
+
+@pytest.mark.parametrize("name,gb", [
+    # the V100 SXM2 row covers 16 and 32 GB (mem_gb 32); the alias the user gives says 16
+    ("Tesla V100-SXM2-16GB", 16), ("Tesla V100-SXM2-32GB", 32), ("V100 SXM2", 32),
+    ("MI300X", 192)])
+def test_gpu_override_memory_is_the_size_named(name: str, gb: int) -> None:
+    import polars as pl
+
+    from traceparse import schema
+    from traceparse.cli.inputs import override_gpu
+    from traceparse.timeline import Timeline
+
+    g = schema.conform("gpu", pl.DataFrame({
+        "rank": [0], "kind": ["kernel"], "category": ["compute"], "start_ns": [0],
+        "end_ns": [5], "dur_ns": [5], "device_id": [0], "name": ["k"]}))
+    dev = override_gpu(Timeline(gpu=g), name).devices
+    assert dev["memory_bytes"].to_list() == [gb * 10**9]  # GB as marketed, 10^9 B
