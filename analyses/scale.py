@@ -68,8 +68,8 @@ def _l2_bytes(device: dict[str, Any]) -> float | None:
     from traceparse.roofline import gpus
 
     row = gpus.match(device.get("ceiling_table_row") or device.get("device_model"))
-    mb = row.get("l2_mb") if row else None
-    return float(mb) * 2**20 if isinstance(mb, int | float) and mb > 0 else None
+    mib = row.get("l2_mib") if row else None
+    return float(mib) * 2**20 if isinstance(mib, int | float) and mib > 0 else None
 
 
 def _ab_ratio(f: dict[str, Any] | None, nbytes: float, ratio: float) -> float | None:

@@ -8,7 +8,10 @@ Perfetto draws each ``"ph": "C"`` series as a counter track on its process:
 * memory: one track ``"memory (bytes)"`` per device with ``args.allocated`` (and
   ``args.reserved`` where recorded) after each event, from
   :func:`traceparse.analyses.memory.device_levels`; host memory (device -1) goes on the
-  rank's host lane process.
+  rank's host lane process. Events of kinds not in the device's own memory
+  (``memory.NOT_DEVICE``: Managed, Pinned, Pageable ...) get their own track
+  ``"memory not on the device (bytes)"`` beside it, as ``memory`` reports them beside the
+  device peak: every memory event of the timeline is one counter event.
 """
 
 from __future__ import annotations
@@ -38,8 +41,16 @@ def metric_counters(tl: Timeline, base: int, multi: bool) -> pl.DataFrame:
 
 
 def memory_counters(tl: Timeline, base: int, multi: bool) -> pl.DataFrame:
-    """One ``C`` event per memory event: the device's allocated (reserved) level after it."""
-    lv = device_levels(tl)
+    """One ``C`` event per memory event: the allocated (reserved) level after it, of the
+    device's own memory or, on a second track, of the kinds not on the device."""
+    parts = [_levels(device_levels(tl, on_device=on), name, base, multi)
+             for on, name in ((True, "memory (bytes)"),
+                              (False, "memory not on the device (bytes)"))]
+    parts = [p for p in parts if p.height]
+    return pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
+
+
+def _levels(lv: pl.DataFrame, name: str, base: int, multi: bool) -> pl.DataFrame:
     if lv.height == 0:
         return pl.DataFrame()
     has_res = lv["reserved_bytes"].null_count() < lv.height
@@ -49,7 +60,7 @@ def memory_counters(tl: Timeline, base: int, multi: bool) -> pl.DataFrame:
     pid = pl.when(pl.col("device_id") >= 0).then(_gpu_pid(multi)) \
         .otherwise(HOST_PID_BASE + pl.col("rank").cast(pl.Int64))
     return lv.sort("rank", "device_id", "ts_ns", maintain_order=True).select(
-        pl.lit("memory (bytes)").alias("name"),
+        pl.lit(name).alias("name"),
         pl.lit("C").alias("ph"),
         _us("ts_ns", base).alias("ts"),
         pid.alias("pid"),

@@ -1,7 +1,9 @@
 """The GPU ceiling table shipped with traceparse, name matching, and user overrides.
 
 ``roofline/data/gpus.csv`` holds one row per GPU model: DENSE peaks per precision (TFLOP/s,
-FMA = 2 FLOPs), memory bandwidth (GB/s = 1e9 B/s), L2 (MB), SMs, memory (GB), the boost clock
+FMA = 2 FLOPs), memory bandwidth (GB/s = 1e9 B/s), L2 (``l2_mib``: MiB = 2**20 B, the size
+the devices report: an A100's 40 is ``l2CacheSize`` 41,943,040 B), SMs, memory (GB as
+marketed), the boost clock
 the vector peaks assume and the clock the tensor peaks assume, and a source per row
 (FORMATS D.1-D.2). Datasheet peaks are at *boost* clocks; ncu profiles at *base* clock by
 default, so :func:`ceilings` states the clock each ceiling assumes and prefers the peaks an
@@ -9,8 +11,13 @@ ncu file measured itself.
 
 Matching (FORMATS D.4): lower-case, drop ``nvidia``/``tesla``/``geforce``/``amd instinct``
 prefixes, collapse spaces/dashes/underscores; exact alias first, then the longest table name
-contained in the string; ties broken by SM count and memory size (A100 40 vs 80 GB, H100 SXM
-vs PCIe by 132 vs 114 SMs).
+contained in the string, then the model number alone (a token with a digit: ``h100``,
+``mi300x``; never a family word such as ``rtx``, so an RTX 3070 is not an RTX 3080); a
+form-factor word of the name (``pcie``, ``nvl``, ``sxm``, ``laptop`` ...) must be in the
+row's names (an H200 NVL is not the H200 SXM row); an SM count the input gives must be the
+row's (a MIG slice or one MI250X GCD is not the whole GPU); ties broken by SM count and memory size
+(A100 40 vs 80 GB, H100 SXM vs PCIe by 132 vs 114 SMs; a ``NNgb`` in the name when the input
+gives no memory size).
 """
 
 from __future__ import annotations
@@ -75,6 +82,37 @@ def _tokens(s: str) -> list[str]:
     return s.split()
 
 
+#: Words that name a board variant with its own peaks: a name carrying one matches only a
+#: row whose names carry it too (an "H100" without one may still be any H100 row).
+_VARIANT_WORDS = ("pcie", "nvl", "sxm", "sxm2", "sxm4", "sxm5", "laptop", "mobile", "maxq",
+                  "max")
+#: Words that make another chip of the same number (RTX 2080 vs 2080 Ti): name and row must
+#: agree on each, both ways.
+_MODEL_WORDS = ("ti", "super")
+
+
+def _variant_ok(want: list[str], row: dict[str, object]) -> bool:
+    """Every variant word of the name appears among the row's name tokens, and name and row
+    agree on the model words.
+
+    Example:
+        >>> row = {"name": "H200 SXM 141GB", "aliases": "NVIDIA H200"}
+        >>> _variant_ok(["h200"], row), _variant_ok(["h200", "nvl"], row)
+        (True, False)
+    """
+    have = {t for k in _keys(row) for t in _tokens(k)}
+    if any((w in want) != (w in have) for w in _MODEL_WORDS):
+        return False
+    return all(t in have for t in want if t in _VARIANT_WORDS)
+
+
+def _model_token(row: dict[str, object]) -> str | None:
+    """The row's model number: the first token of its name with a digit (``h100``,
+    ``4090``, ``mi300x``), or None."""
+    return next((t for t in _tokens(normalise(str(row["name"])))
+                 if any(c.isdigit() for c in t)), None)
+
+
 def match(name: str | None, *, sm_count: int | None = None,
           memory_bytes: int | None = None) -> dict[str, object] | None:
     """Return the ceiling-table row for a device, or None when nothing matches.
@@ -95,24 +133,36 @@ def match(name: str | None, *, sm_count: int | None = None,
         # every token of a table key appears in the name (order kept), longest key wins
         scored = []
         wt = _tokens(want)
+        rows = [r for r in rows if _variant_ok(wt, r)]
         for r in rows:
             for k in _keys(r):
                 kt = _tokens(k)
                 if kt and all(t in wt for t in kt):
                     scored.append((len(kt), r))
         if not scored:
-            # model token only (e.g. "h100" from "h100 sxm5 80gb")
+            # model number only (e.g. "h100" from "h100 sxm5 80gb"); a family word such as
+            # "rtx" or "titan" is no model
             for r in rows:
-                model = _tokens(normalise(str(r["name"])))[0]
-                if model in wt:
+                if _model_token(r) in wt:
                     scored.append((0, r))
         if not scored:
             return None
         best = max(s for s, _ in scored)
         cands = [r for s, r in scored if s == best]
+    if sm_count and not any(r["sm_count"] == sm_count for r in cands):
+        # the input's SM count is no candidate's: another part of the model (one MI250X GCD
+        # = 110 CUs, not the 220 of the whole MI250X) or a slice of it (an A100 MIG 3g.20gb
+        # instance = 42 SMs), never the whole GPU's ceilings
+        model = _model_token(cands[0])
+        cands = [r for r in table().to_dicts()
+                 if _model_token(r) == model and r["sm_count"] == sm_count]
+        if not cands:
+            return None
     if len(cands) > 1 and sm_count:
-        same = [r for r in cands if r["sm_count"] == sm_count]
-        cands = same or cands
+        cands = [r for r in cands if r["sm_count"] == sm_count]
+    if not memory_bytes:  # "a100 80gb": the size the name states
+        size = re.search(r"\b(\d+)gb\b", want)
+        memory_bytes = int(size.group(1)) * 10**9 if size else None
     if len(cands) > 1 and memory_bytes:
         gb = memory_bytes / 1e9
         cands = sorted(cands, key=lambda r: abs(float(r["mem_gb"] or 0) - gb))[:1]  # type: ignore[arg-type]

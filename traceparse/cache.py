@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 #: the same input changes (2: Kineto ``[memory]`` events fill the ``memory`` table; 3: one
 #: rank per nsys GPU process, osrt and cpu_sample ranges; 4: both of those together; 5: nsys
 #: profiler_overhead ranges; 6: a Kineto process that sees one GPU describes the index its
-#: activities carry, memory events too, ``traceparse.kineto.devices``).
-CACHE_FORMAT = 6
+#: activities carry, memory events too, ``traceparse.kineto.devices``; 7: a Kineto GPU event
+#: without a stream, ``args.stream`` 4294967295, has a null ``stream_id``).
+CACHE_FORMAT = 7
 #: Files up to this size are hashed whole.
 FULL_HASH_BYTES = 16 << 20
 #: Larger files: this many evenly spaced blocks ...

@@ -162,6 +162,10 @@ WAIT_ARGS = {"wait_on_cuda_event_id": "_wait_event",
              "wait_on_stream": "_wait_record_stream"}
 
 
+#: CUPTI's "no stream" (unsigned 32-bit -1) in ``args.stream``.
+NO_STREAM = 4294967295
+
+
 def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
               times: tuple[pl.Series, pl.Series]) -> pl.DataFrame:
     """Columns of the ``gpu`` table (without rank, category, process_id and clock base).
@@ -176,8 +180,10 @@ def gpu_frame(events: list[Event], decoded_args: list[Any], kinds: pl.Series,
     cols["name"] = _name(events)
     cols["device_id"] = _int(get("device"), "a").fill_null(
         _int(list(map(_PID, events)), "b")).fill_null(0)
-    cols["stream_id"] = _int(get("stream"), "a").fill_null(
-        _int(list(map(_TID, events)), "b"))
+    # no stream: CUPTI's unsigned -1 (a context-wide "Context Sync": args.stream 4294967295,
+    # tid -1) is null, as the nsys reader does with the same sentinel
+    stream = _int(get("stream"), "a").fill_null(_int(list(map(_TID, events)), "b"))
+    cols["stream_id"] = stream.set((stream == NO_STREAM) | (stream < 0), None)
     cols["context_id"] = _int(get("context"), "context_id")
     cols["correlation_id"] = _int(get("correlation"), "correlation_id")
     cols["external_id"] = _int(get(*_EXT), "external_id")
