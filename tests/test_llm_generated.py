@@ -269,3 +269,26 @@ def test_tree_places_other_threads_launches_under_the_step() -> None:
         by["step *"]["node_id"], 120, 2)
     assert by[optree.OUTSIDE]["inclusive_ns"] == 60
     assert by[optree.ROOT]["inclusive_ns"] == 260
+
+
+def test_layer_groups_named_by_parent_path(tmp_path: Path) -> None:
+    # The same module tree (GPT_0 > Block_0..2) under two annotations, "decode" and "train":
+    # two groups whose parent node has the same name. Their `parent` is the path from the
+    # root, so the rows tell the calls apart. Each block launches one kernel: decode blocks
+    # 10 us each, train blocks 30 us each (all us; ts of call / kernel = call + 10).
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    for s, ann, k in ((0, "decode", 10), (1000, "train", 30)):
+        b.x("user_annotation", ann, s, 500)
+        b.x("python_function", "nn.Module: GPT_0", s + 10, 480)
+        for i in range(3):
+            t = s + 20 + 100 * i
+            b.x("python_function", f"nn.Module: Block_{i}", t, 90)
+            b.launch(t + 10, "gemm", k)
+    g = layers.layer_groups(_load(tmp_path, _doc(b.events))).sort("parent")
+    assert g["parent"].to_list() == ["decode > nn.Module: GPT_0", "train > nn.Module: GPT_0"]
+    assert g["layer"].to_list() == ["nn.Module: Block_{N}"] * 2
+    # decode: 3 layers x 10 us = 30 us; train: 3 x 30 us = 90 us
+    assert g["total_ns"].to_list() == [30 * US, 90 * US]
+    assert g["median_ns"].to_list() == [10 * US, 30 * US]
