@@ -63,17 +63,19 @@ def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, obj
 
 
 def _paths(rows: dict[int, dict[str, object]]) -> dict[int, str]:
-    """Each node's path below the root: its ancestors' names and its own, joined by
-    :data:`PATH_SEP` (the root ``[all kernels]`` left out)."""
+    """Each node's path: its ancestors' names and its own, joined by :data:`PATH_SEP`,
+    the root ``[all kernels]`` left out of every path but its own."""
     out: dict[int, str] = {}
+    below_root: set[int] = set()
     for node in sorted(rows):  # parents have smaller ids than their children
         par = rows[node]["parent_id"]
         name = str(rows[node]["name"])
         if par is None:
-            out[node] = ""
+            out[node] = name
+            below_root.add(node)
         else:
-            above = out.get(int(par), "")  # type: ignore[call-overload]
-            out[node] = f"{above}{PATH_SEP}{name}" if above else name
+            p = int(par)  # type: ignore[call-overload]
+            out[node] = name if p in below_root else f"{out[p]}{PATH_SEP}{name}"
     return out
 
 

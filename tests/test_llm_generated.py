@@ -292,3 +292,17 @@ def test_layer_groups_named_by_parent_path(tmp_path: Path) -> None:
     # decode: 3 layers x 10 us = 30 us; train: 3 x 30 us = 90 us
     assert g["total_ns"].to_list() == [30 * US, 90 * US]
     assert g["median_ns"].to_list() == [10 * US, 30 * US]
+
+
+def test_layer_groups_under_the_root_keep_its_name(tmp_path: Path) -> None:
+    # Block_0..2 with no range above them: their parent is the root, still named
+    # "[all kernels]" (as before paths were used); 3 layers x 10 us = 30 us.
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    for i in range(3):
+        b.x("python_function", f"nn.Module: Block_{i}", 100 * i, 90)
+        b.launch(100 * i + 10, "gemm", 10)
+    g = layers.layer_groups(_load(tmp_path, _doc(b.events)))
+    assert g["parent"].to_list() == [optree.ROOT]
+    assert g["total_ns"].to_list() == [30 * US]
