@@ -306,3 +306,34 @@ def test_layer_groups_under_the_root_keep_its_name(tmp_path: Path) -> None:
     g = layers.layer_groups(_load(tmp_path, _doc(b.events)))
     assert g["parent"].to_list() == [optree.ROOT]
     assert g["total_ns"].to_list() == [30 * US]
+
+
+def test_other_thread_ranges_inside_a_step_are_its_children(tmp_path: Path) -> None:
+    # main thread: ProfilerStep#0 [0, 1000) holding aten::mm [10, 100) (call at 20 -> a
+    # 50 us kernel). Thread 2 (autograd's): MmBackward0 [200, 400) (call at 250 -> 30 us)
+    # and late_op [900, 1200), which crosses the step's end (call at 950 -> 7 us).
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    b.x("user_annotation", "ProfilerStep#0", 0, 1000)
+    b.x("cpu_op", "aten::mm", 10, 90)
+    b.launch(20, "gemm", 50)
+    main = len(b.events)
+    b.x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 200, 200)
+    b.launch(250, "gemm_bwd", 30)
+    b.x("cpu_op", "late_op", 900, 300)
+    b.launch(950, "late", 7)
+    for e in b.events[main:]:
+        if e["cat"] != "kernel":
+            e["tid"] = 2
+    t = optree.check_tree(optree.op_tree(_load(tmp_path, _doc(b.events)), view="ops"))
+    row = {r["name"]: r for r in t.iter_rows(named=True)}
+    step = row["ProfilerStep#*"]
+    # the step holds its own mm (50) and the backward thread's MmBackward0 (30): 80 us
+    assert (step["inclusive_ns"], step["kernels"]) == (80 * US, 2)
+    bwd = row["autograd::engine::evaluate_function: MmBackward0"]
+    assert (bwd["parent_id"], bwd["depth"], bwd["inclusive_ns"]) == (step["node_id"], 2,
+                                                                     30 * US)
+    # late_op crosses the step's end: a root child of its own, 7 us
+    assert (row["late_op"]["depth"], row["late_op"]["inclusive_ns"]) == (1, 7 * US)
+    assert row[optree.ROOT]["inclusive_ns"] == 87 * US

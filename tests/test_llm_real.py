@@ -239,3 +239,32 @@ def test_layer_groups_apart_by_annotation(path: Path) -> None:
     g = layers.layer_groups(traceparse.load(path))
     assert g["parent"].n_unique() == 3
     assert sorted(g["calls"].to_list()) == [1, 3, 8]
+
+
+B8 = shared_files("gpu", "sweep/train_gpt2s_b8.json.gz")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", B8 + H200, ids=ids(B8 + H200))
+def test_steps_hold_every_launch_inside_their_window(path: Path) -> None:
+    # the file's ProfilerStep#N windows (host user_annotation) and its launch calls (runtime
+    # or driver, joined to kernels by correlation) on every thread: a kernel whose call lies
+    # wholly inside a step window belongs to the step, whichever thread launched it
+    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    steps = [e for e in ev if e.get("cat") == "user_annotation"
+             and str(e["name"]).startswith("ProfilerStep#")]
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    n, dur, threads = 0, 0.0, set()
+    for k in ev:
+        c = calls.get(k["args"].get("correlation")) if k.get("cat") == "kernel" else None
+        if c and any(s["ts"] <= c["ts"] and c["ts"] + c["dur"] <= s["ts"] + s["dur"]
+                     for s in steps):
+            n, dur = n + 1, dur + k["dur"] * 1000
+            threads.add(c["tid"])
+    assert len(threads) == 2                       # the main and the backward thread
+    for view in ("ops", "modules", "full"):
+        t = optree.op_tree(traceparse.load(path), view=view)
+        step = t.filter(pl.col("name") == "ProfilerStep#*").row(0, named=True)
+        assert step["kernels"] == n
+        assert abs(step["inclusive_ns"] - dur) <= n + 1
