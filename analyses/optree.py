@@ -323,15 +323,23 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             p_calls.append(0)
         return node
 
-    r_path = np.zeros(ranges.height, dtype=np.int64)
+    r_path = np.full(ranges.height, -1, dtype=np.int64)
     order = np.argsort(ranges["start_ns"].to_numpy(), kind="stable")
     names = ranges["name"].to_list()
     rkinds = ranges["kind"].to_list()
     for i in order.tolist():
-        par = int(parent[i])
-        node = child(int(r_path[par]) if par >= 0 else 0, names[i], rkinds[i])
-        p_calls[node] += 1
-        r_path[i] = node
+        # a range's parent gets its path first, even one that starts at the same instant
+        # and comes later in the table (else the child was filed under the root)
+        chain = []
+        j = i
+        while j >= 0 and r_path[j] < 0:
+            chain.append(j)
+            j = int(parent[j])
+        node = int(r_path[j]) if j >= 0 else 0
+        for k in reversed(chain):
+            node = child(node, names[k], rkinds[k])
+            p_calls[node] += 1
+            r_path[k] = node
     act_node = np.full(acts.height, 1, dtype=np.int64)
     is_linked = acts["api_start_ns"].is_not_null().to_numpy()
     if ranges.height:

@@ -337,3 +337,20 @@ def test_other_thread_ranges_inside_a_step_are_its_children(tmp_path: Path) -> N
     # late_op crosses the step's end: a root child of its own, 7 us
     assert (row["late_op"]["depth"], row["late_op"]["inclusive_ns"]) == (1, 7 * US)
     assert row[optree.ROOT]["inclusive_ns"] == 87 * US
+
+
+def test_child_starting_with_its_parent_stays_under_it(tmp_path: Path) -> None:
+    # outer [0, 100) and inner [0, 50) open at the same instant on one thread; the file lists
+    # inner first. The call at 10 (20 us kernel) is inner's, and inner is outer's child:
+    # outer inclusive 20 us at depth 1, inner 20 us at depth 2 (it was filed under the root)
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    b.x("cpu_op", "inner", 0, 50)
+    b.x("cpu_op", "outer", 0, 100)
+    b.launch(10, "k", 20)
+    t = optree.check_tree(optree.op_tree(_load(tmp_path, _doc(b.events)), view="ops"))
+    row = {r["name"]: r for r in t.iter_rows(named=True)}
+    assert (row["outer"]["depth"], row["outer"]["inclusive_ns"]) == (1, 20 * US)
+    assert (row["inner"]["depth"], row["inner"]["parent_id"]) == (2, row["outer"]["node_id"])
+    assert row["inner"]["inclusive_ns"] == 20 * US

@@ -241,7 +241,8 @@ def test_layer_groups_apart_by_annotation(path: Path) -> None:
     assert sorted(g["calls"].to_list()) == [1, 3, 8]
 
 
-B8 = shared_files("gpu", "sweep/train_gpt2s_b8.json.gz")
+B8 = shared_files("gpu", "sweep/train_gpt2s_b8.json.gz") + shared_files(
+    "torch", "hta__negative_queue_length_rank0.json.gz")  # ranges starting with their parent
 
 
 @pytest.mark.shared
