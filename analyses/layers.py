@@ -43,6 +43,8 @@ _NUMBER = re.compile(r"\d+")
 #: Fewest distinct indices that make a group (two RMSNorm_N siblings, q_norm and k_norm, are
 #: not layers).
 MIN_LAYERS = 3
+#: Separator of the names in a group's ``parent`` path.
+PATH_SEP = " > "
 #: Stems of repeated ranges that are iterations, not layers (``step 0``, ``iter_3``,
 #: ``ProfilerStep#2``): never grouped.
 _NOT_LAYERS = re.compile(r"(?i)(step|iter|iteration|epoch|batch)[ _#:.-]*$")
@@ -60,13 +62,33 @@ def _subtree_signature(tree: dict[int, list[int]], rows: dict[int, dict[str, obj
     return tuple(sig)
 
 
+def _paths(rows: dict[int, dict[str, object]]) -> dict[int, str]:
+    """Each node's path: its ancestors' names and its own, joined by :data:`PATH_SEP`,
+    the root ``[all kernels]`` left out of every path but its own."""
+    out: dict[int, str] = {}
+    below_root: set[int] = set()
+    for node in sorted(rows):  # parents have smaller ids than their children
+        par = rows[node]["parent_id"]
+        name = str(rows[node]["name"])
+        if par is None:
+            out[node] = name
+            below_root.add(node)
+        else:
+            p = int(par)  # type: ignore[call-overload]
+            out[node] = name if p in below_root else f"{out[p]}{PATH_SEP}{name}"
+    return out
+
+
 def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
                 keep_empty: bool = False) -> pl.DataFrame:
-    """One row per layer of every group: ``group_id, parent, layer, index, inclusive_ns,
+    """One row per layer of every group: ``group_id, parent`` (the path of the layers'
+    parent node from the root down, names joined by ``" > "``: the same module under a
+    decode and a train annotation is two groups and reads as two), ``layer, index, inclusive_ns,
     calls, kernels, same_structure, vs_median_pct`` (this layer vs the group's median);
     ``keep_empty`` also groups layers that own no GPU time (a CPU-only capture)."""
     tree = op_tree(tl, view=view, keep_empty=keep_empty)
     rows = {r["node_id"]: r for r in tree.iter_rows(named=True)}
+    paths = _paths(rows)
     children: dict[int, list[int]] = {}
     for r in tree.iter_rows(named=True):
         if r["parent_id"] is not None:
@@ -87,7 +109,7 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
                 continue
             sigs = {_subtree_signature(children, rows, k) for _, k in members}
             for idx, k in sorted(members):
-                out.append({"group_id": gid, "parent": rows[parent]["name"],
+                out.append({"group_id": gid, "parent": paths[parent],
                             "layer": stem, "index": idx,
                             "inclusive_ns": rows[k]["inclusive_ns"], "calls": rows[k]["calls"],
                             "kernels": rows[k]["kernels"], "same_structure": len(sigs) == 1})

@@ -269,3 +269,88 @@ def test_tree_places_other_threads_launches_under_the_step() -> None:
         by["step *"]["node_id"], 120, 2)
     assert by[optree.OUTSIDE]["inclusive_ns"] == 60
     assert by[optree.ROOT]["inclusive_ns"] == 260
+
+
+def test_layer_groups_named_by_parent_path(tmp_path: Path) -> None:
+    # The same module tree (GPT_0 > Block_0..2) under two annotations, "decode" and "train":
+    # two groups whose parent node has the same name. Their `parent` is the path from the
+    # root, so the rows tell the calls apart. Each block launches one kernel: decode blocks
+    # 10 us each, train blocks 30 us each (all us; ts of call / kernel = call + 10).
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    for s, ann, k in ((0, "decode", 10), (1000, "train", 30)):
+        b.x("user_annotation", ann, s, 500)
+        b.x("python_function", "nn.Module: GPT_0", s + 10, 480)
+        for i in range(3):
+            t = s + 20 + 100 * i
+            b.x("python_function", f"nn.Module: Block_{i}", t, 90)
+            b.launch(t + 10, "gemm", k)
+    g = layers.layer_groups(_load(tmp_path, _doc(b.events))).sort("parent")
+    assert g["parent"].to_list() == ["decode > nn.Module: GPT_0", "train > nn.Module: GPT_0"]
+    assert g["layer"].to_list() == ["nn.Module: Block_{N}"] * 2
+    # decode: 3 layers x 10 us = 30 us; train: 3 x 30 us = 90 us
+    assert g["total_ns"].to_list() == [30 * US, 90 * US]
+    assert g["median_ns"].to_list() == [10 * US, 30 * US]
+
+
+def test_layer_groups_under_the_root_keep_its_name(tmp_path: Path) -> None:
+    # Block_0..2 with no range above them: their parent is the root, still named
+    # "[all kernels]" (as before paths were used); 3 layers x 10 us = 30 us.
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    for i in range(3):
+        b.x("python_function", f"nn.Module: Block_{i}", 100 * i, 90)
+        b.launch(100 * i + 10, "gemm", 10)
+    g = layers.layer_groups(_load(tmp_path, _doc(b.events)))
+    assert g["parent"].to_list() == [optree.ROOT]
+    assert g["total_ns"].to_list() == [30 * US]
+
+
+def test_other_thread_ranges_inside_a_step_are_its_children(tmp_path: Path) -> None:
+    # main thread: ProfilerStep#0 [0, 1000) holding aten::mm [10, 100) (call at 20 -> a
+    # 50 us kernel). Thread 2 (autograd's): MmBackward0 [200, 400) (call at 250 -> 30 us)
+    # and late_op [900, 1200), which crosses the step's end (call at 950 -> 7 us).
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    b.x("user_annotation", "ProfilerStep#0", 0, 1000)
+    b.x("cpu_op", "aten::mm", 10, 90)
+    b.launch(20, "gemm", 50)
+    main = len(b.events)
+    b.x("cpu_op", "autograd::engine::evaluate_function: MmBackward0", 200, 200)
+    b.launch(250, "gemm_bwd", 30)
+    b.x("cpu_op", "late_op", 900, 300)
+    b.launch(950, "late", 7)
+    for e in b.events[main:]:
+        if e["cat"] != "kernel":
+            e["tid"] = 2
+    t = optree.check_tree(optree.op_tree(_load(tmp_path, _doc(b.events)), view="ops"))
+    row = {r["name"]: r for r in t.iter_rows(named=True)}
+    step = row["ProfilerStep#*"]
+    # the step holds its own mm (50) and the backward thread's MmBackward0 (30): 80 us
+    assert (step["inclusive_ns"], step["kernels"]) == (80 * US, 2)
+    bwd = row["autograd::engine::evaluate_function: MmBackward0"]
+    assert (bwd["parent_id"], bwd["depth"], bwd["inclusive_ns"]) == (step["node_id"], 2,
+                                                                     30 * US)
+    # late_op crosses the step's end: a root child of its own, 7 us
+    assert (row["late_op"]["depth"], row["late_op"]["inclusive_ns"]) == (1, 7 * US)
+    assert row[optree.ROOT]["inclusive_ns"] == 87 * US
+
+
+def test_child_starting_with_its_parent_stays_under_it(tmp_path: Path) -> None:
+    # outer [0, 100) and inner [0, 50) open at the same instant on one thread; the file lists
+    # inner first. The call at 10 (20 us kernel) is inner's, and inner is outer's child:
+    # outer inclusive 20 us at depth 1, inner 20 us at depth 2 (it was filed under the root)
+    from traceparse.samplegen.llm import _Builder, _doc
+
+    b = _Builder()
+    b.x("cpu_op", "inner", 0, 50)
+    b.x("cpu_op", "outer", 0, 100)
+    b.launch(10, "k", 20)
+    t = optree.check_tree(optree.op_tree(_load(tmp_path, _doc(b.events)), view="ops"))
+    row = {r["name"]: r for r in t.iter_rows(named=True)}
+    assert (row["outer"]["depth"], row["outer"]["inclusive_ns"]) == (1, 20 * US)
+    assert (row["inner"]["depth"], row["inner"]["parent_id"]) == (2, row["outer"]["node_id"])
+    assert row["inner"]["inclusive_ns"] == 20 * US

@@ -13,7 +13,7 @@ import pytest
 
 import traceparse
 from tests.conftest import ids, shared_files
-from traceparse.analyses import optree, phases
+from traceparse.analyses import layers, optree, phases
 
 TORCH = shared_files("torch")
 TL = {p.name: p for p in shared_files("torch", "tracelens__*")}
@@ -94,7 +94,6 @@ def test_sglang_decode_graph_kernels_land_under_the_step() -> None:
 
 @pytest.mark.shared
 def test_sglang_prefill_layers_match_the_module_frames() -> None:
-    from traceparse.analyses import layers
 
     path = TL["tracelens__sglang_Qwen3-8B_prefilldecode.json.gz"]
     ev = _events(path)
@@ -199,3 +198,74 @@ def test_tree_owner_is_the_shared_launch_link(name: str) -> None:
     assert by[optree.UNLINKED]["kernels"] == no_call
     assert by[optree.OUTSIDE]["kernels"] == outside
     assert tree["kernels"][0] == kr.height
+
+
+H200 = shared_files("gpu", "h200/gpt_train_decode.json.gz")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", H200, ids=ids(H200))
+def test_layer_groups_apart_by_annotation(path: Path) -> None:
+    # the file's nn.Module: Block_N frames, each under the decode_step / train_step /
+    # prefill annotation that holds it; a kernel belongs to the Block frame on its launch
+    # call's thread (runtime or driver call, joined by correlation) whose span holds the call
+    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    blocks = [e for e in ev if e.get("cat") == "python_function"
+              and str(e["name"]).startswith("nn.Module: Block_")]
+    anns = [e for e in ev if e.get("cat") == "user_annotation"
+            and e["name"] in ("decode_step", "train_step", "prefill")]
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    kern = [(calls[k["args"]["correlation"]], k["dur"]) for k in ev
+            if k.get("cat") == "kernel" and k["args"].get("correlation") in calls]
+    want: dict[tuple[str, int], list[float]] = {}
+    for b in blocks:
+        (ann,) = [a["name"] for a in anns if a["tid"] == b["tid"]
+                  and a["ts"] <= b["ts"] and b["ts"] + b["dur"] <= a["ts"] + a["dur"]]
+        w = want.setdefault((ann, int(b["name"].rsplit("_", 1)[1])), [0, 0.0, 0])
+        w[2] += 1
+        for c, dur in kern:
+            if c["tid"] == b["tid"] and b["ts"] <= c["ts"] < b["ts"] + b["dur"]:
+                w[0] += 1
+                w[1] += dur * 1000
+    t = layers.layer_table(traceparse.load(path))
+    assert t["group_id"].n_unique() == 3
+    for r in t.iter_rows(named=True):
+        ann = r["parent"].split(" > ")[1]          # ProfilerStep#* > decode_step > GPT_0
+        n, dur, calls_ = want[(ann, r["index"])]
+        assert (r["kernels"], r["calls"]) == (n, calls_)
+        assert abs(r["inclusive_ns"] - dur) <= n + 1
+    # three rows with three distinct parents (decode 8 calls, train 3, prefill 1)
+    g = layers.layer_groups(traceparse.load(path))
+    assert g["parent"].n_unique() == 3
+    assert sorted(g["calls"].to_list()) == [1, 3, 8]
+
+
+B8 = shared_files("gpu", "sweep/train_gpt2s_b8.json.gz") + shared_files(
+    "torch", "hta__negative_queue_length_rank0.json.gz")  # ranges starting with their parent
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", B8 + H200, ids=ids(B8 + H200))
+def test_steps_hold_every_launch_inside_their_window(path: Path) -> None:
+    # the file's ProfilerStep#N windows (host user_annotation) and its launch calls (runtime
+    # or driver, joined to kernels by correlation) on every thread: a kernel whose call lies
+    # wholly inside a step window belongs to the step, whichever thread launched it
+    ev = [e for e in _events(path) if e.get("ph") == "X"]
+    steps = [e for e in ev if e.get("cat") == "user_annotation"
+             and str(e["name"]).startswith("ProfilerStep#")]
+    calls = {e["args"]["correlation"]: e for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    n, dur, threads = 0, 0.0, set()
+    for k in ev:
+        c = calls.get(k["args"].get("correlation")) if k.get("cat") == "kernel" else None
+        if c and any(s["ts"] <= c["ts"] and c["ts"] + c["dur"] <= s["ts"] + s["dur"]
+                     for s in steps):
+            n, dur = n + 1, dur + k["dur"] * 1000
+            threads.add(c["tid"])
+    assert len(threads) == 2                       # the main and the backward thread
+    for view in ("ops", "modules", "full"):
+        t = optree.op_tree(traceparse.load(path), view=view)
+        step = t.filter(pl.col("name") == "ProfilerStep#*").row(0, named=True)
+        assert step["kernels"] == n
+        assert abs(step["inclusive_ns"] - dur) <= n + 1

@@ -192,7 +192,8 @@ def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
 @traces_argument
 @click.option("--report", "report", type=click.Choice(["time", "size", "both"]),
               default=None, help="time (cuda_gpu_mem_time_sum), size (cuda_gpu_mem_size_sum) "
-              "or both. Default: both for table/json, time for csv.")
+              "or both (JSON: one object with keys time and size). Default: both for "
+              "table/json, time for csv.")
 @output_options
 def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | None,
            force: bool) -> None:
@@ -201,6 +202,11 @@ def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | 
     report = report or ("time" if fmt == "csv" else "both")
     if fmt == "table" and not tl.gpu.filter(pl.col("kind").is_in(["memcpy", "memset"])).height:
         emit(_nothing(tl, traces, "memory copies or sets") + ".\n", output)
+        return
+    if fmt == "json" and report == "both":  # one document: {"time": [...], "size": [...]}
+        emit(json.dumps({"time": nsys_stats.mem_time_sum(tl).to_dicts(),
+                         "size": nsys_stats.mem_size_sum(tl).to_dicts()},
+                        default=str, indent=1) + "\n", output)
         return
     parts = []
     if report in ("time", "both"):
