@@ -19,15 +19,9 @@ import pytest
 
 import traceparse
 from tests.conftest import TRACES
+from tests.ncu_rows import ID, ROW, S
 from traceparse.reports.payload import combine
 from traceparse.roofline.build import build
-
-ID = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
-      '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
-      '"Metric Value"')
-ROW = ('"{}","1234","python3","127.0.0.1","{}","1","7","(256, 1, 1)","(64, 64, 1)",'
-       '"0","9.0","Command line profiler metrics","{}","{}","{}"')
-S = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
 
 
 def _page(path: Path, gpu: str, kernel: str, launches: int) -> Path:
