@@ -234,11 +234,13 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
         top = stragglers.row(0, named=True)
         longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
         if top["skew_ns"] >= STRAGGLER_MIN_FRAC * longest:
+            # with two ranks the only other rank waited the skew itself: said once
+            waited = (" the other rank waited" if top["wait_ns"] == top["skew_ns"] else
+                      " (the first rank to arrive at each waited that long; the other ranks "
+                      f"waited {units.duration(top['wait_ns'])} in all)")
             line += (f"; rank {top['straggler_rank']} straggles: it started "
                      f"{units.plural(top['calls'], 'collective')} last, "
-                     f"{units.duration(top['skew_ns'])} of summed skew (the first rank to "
-                     f"arrive at each waited that long; the other ranks waited "
-                     f"{units.duration(top['wait_ns'])} in all)")
+                     f"{units.duration(top['skew_ns'])} of summed skew{waited}")
     if part == "warmup_ns":
         steady = window - sums["warmup_ns"]
         rest = max((p for p in VERDICTS if p != "warmup_ns"),

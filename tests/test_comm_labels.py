@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ids, shared_files
+from conftest import TRACES, ids, shared_files
 from perf_helpers import api, gpu, ranges, timeline
 
 import traceparse
@@ -376,3 +376,19 @@ def test_sampled_ranks_mismatched_calls_blame_no_one(tmp_path: Path) -> None:
                for k, ok in one_call.items() if ok)
     st = straggler_summary(tl)
     assert st.select("straggler_rank", "calls", "skew_ns").rows() == [(1, 4, skew)]
+
+
+@pytest.mark.shared
+def test_two_ranks_state_the_wait_once() -> None:
+    """With two ranks the only rank that waits is the first to arrive: the summed skew and
+    the others' wait are one figure, and the verdict says it once."""
+    from traceparse.analyses.summary import summarize
+
+    path = TRACES / "nsys/nsys-ai__mfu_2gpu_after.sqlite"
+    if not path.is_file():
+        pytest.skip("nsys-ai__mfu_2gpu_after not in ../shared")
+    tl = traceparse.load(path)
+    top = straggler_summary(tl).row(0, named=True)
+    assert top["wait_ns"] == top["skew_ns"]
+    v = summarize(tl)["verdict"]
+    assert "of summed skew the other rank waited" in v and "first rank to arrive" not in v
