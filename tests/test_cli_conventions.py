@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from tests.conftest import REPO, shared_files
+from traceparse import units
 from traceparse.cli import main
 from traceparse.samplegen import scenarios as samplegen
 from traceparse.samplegen import sqlite as samplegen_sqlite
@@ -216,6 +217,8 @@ def test_amd_trace_speaks_amd(path: Path) -> None:
     info = _run("info", str(path)).stdout
     for p in props:
         assert f"{p['numSms']} compute units" in info
+        # the device memory the trace states (totalGlobalMem), in powers of 1000
+        assert f", {units.size(p['totalGlobalMem'])} memory" in info
     assert " SMs" not in info
     text = _run("summary", str(path)).stdout
     assert "CUDA graph" not in text

@@ -72,6 +72,8 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
                 dev.get("vendor")))
         if dev["clock_hz"]:
             desc += f", {units.clock(dev['clock_hz'])}"
+        if dev.get("memory_bytes"):  # as the trace states it (bytes; also in --format json)
+            desc += f", {units.size(dev['memory_bytes'])} memory"
         rows.append((f"device {dev['rank']}:{dev['device_id']}", desc))
     if hidden:
         rows.append(("devices without GPU activity",
