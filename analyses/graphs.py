@@ -22,6 +22,8 @@ from traceparse.timeline import Timeline
 _LAUNCH = r"(?i)graphlaunch"
 _BEGIN = r"(?i)streambegincapture"
 _END = r"(?i)streamendcapture"
+#: Either capture call (begin or end): what a file must hold to have capture windows.
+CAPTURE_API_RE = r"(?i)stream(begin|end)capture"
 #: Host calls that enqueue GPU work (captured into a graph inside a capture window).
 _ENQUEUE = r"(?i)(launchkernel|launchcooperativekernel|culaunch|memcpy|memset|extlaunch)"
 
@@ -60,7 +62,8 @@ def graph_launches(tl: Timeline) -> pl.DataFrame:
 def captures(tl: Timeline) -> pl.DataFrame:
     """Stream-capture windows and the launches recorded in them.
 
-    Returns ``rank, thread_id, begin_ns, end_ns, captured_launches, executed_launches``
+    Returns ``rank, process_id, thread_id, begin_ns, end_ns, captured_launches,
+    executed_launches`` (the process and thread of the begin call)
     (``executed`` = captured launches whose correlation id has GPU work in the trace; 0
     is the expected value: captured work runs later, through a graph launch).
     """
@@ -89,10 +92,12 @@ def captures(tl: Timeline) -> pl.DataFrame:
             inside = inside.filter(pl.col("end_ns") <= stop)
         executed = sum(1 for c in inside["correlation_id"].to_list()
                        if (b["rank"], c) in work)
-        rows.append({"rank": b["rank"], "thread_id": b["thread_id"],
+        rows.append({"rank": b["rank"], "process_id": b["process_id"],
+                     "thread_id": b["thread_id"],
                      "begin_ns": b["start_ns"], "end_ns": stop,
                      "captured_launches": inside.height, "executed_launches": executed})
-    return pl.DataFrame(rows, schema={"rank": pl.Int32, "thread_id": pl.Int64,
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "process_id": pl.Int64,
+                                      "thread_id": pl.Int64,
                                       "begin_ns": pl.Int64, "end_ns": pl.Int64,
                                       "captured_launches": pl.Int64,
                                       "executed_launches": pl.Int64})

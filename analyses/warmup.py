@@ -136,27 +136,21 @@ def warmup_signals(tl: Timeline, blocking_re: str) -> pl.DataFrame:
 
 
 def _captures(tl: Timeline, api: pl.DataFrame) -> pl.DataFrame:
-    """The stream-capture windows (``graph_capture``), each on its begin call's process."""
+    """The stream-capture windows (``graph_capture``), on their begin call's process."""
     from traceparse.analyses.graphs import captures
 
     cap = captures(tl)
     if cap.height == 0:
         return pl.DataFrame(schema=_COLS)
-    # an unclosed window ends at its thread's last call (nothing later ran in it)
-    last = api.group_by("rank", "thread_id").agg(pl.col("end_ns").max().alias("_last"))
-    begin = api.select("rank", "thread_id", pl.col("start_ns").alias("begin_ns"),
-                       "process_id")
-    rows = (cap.join(begin, on=["rank", "thread_id", "begin_ns"], how="left",
-                     nulls_equal=True)
-            .join(last, on=["rank", "thread_id"], how="left", nulls_equal=True)
-            .unique(["rank", "thread_id", "begin_ns"], keep="first", maintain_order=True)
-            .select("rank", "process_id", "thread_id", pl.col("begin_ns").alias("start_ns"),
-                    pl.coalesce("end_ns", "_last").alias("end_ns"),
-                    pl.when(pl.col("captured_launches") == 1)
-                    .then(pl.lit("stream capture (1 launch recorded into a graph)"))
-                    .otherwise(pl.format("stream capture ({} launches recorded into a graph)",
-                                         "captured_launches")).alias("name")))
-    return _frame(rows, "graph_capture",
+    if cap["end_ns"].null_count():  # an unclosed window ends at its thread's last call
+        last = api.group_by("rank", "thread_id").agg(pl.col("end_ns").max().alias("_last"))
+        cap = cap.join(last, on=["rank", "thread_id"], how="left", nulls_equal=True,
+                       maintain_order="left").with_columns(pl.coalesce("end_ns", "_last"))
+    names = [f"stream capture ({units.plural(n, 'launch', 'launches')} recorded into a graph)"
+             for n in cap["captured_launches"].to_list()]
+    return _frame(cap.with_columns(pl.Series("name", names, pl.String),
+                                   pl.col("begin_ns").alias("start_ns")),
+                  "graph_capture",
                   pl.lit("stream capture: launches recorded into a graph, not run"))
 
 

@@ -43,6 +43,8 @@ _CORR_OK = "correlationId IS NOT NULL AND correlationId != 4294967295"
 def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
     """:func:`traceparse.nsys.chunks.plan` of the GPU tables, plus rowid blocks of every
     other time-stamped table (:attr:`Plan.host`)."""
+    from traceparse.analyses.graphs import CAPTURE_API_RE
+    from traceparse.analyses.streamwait import WAIT_API_RE
     from traceparse.nsys.reader import RUNTIME
 
     p = plan(path, block_rows=block_rows)
@@ -60,54 +62,57 @@ def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
             threads = {(int(a), int(b)) for a, b in db._exec(
                 "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
                 f"{q(RUNTIME)} WHERE globalTid IS NOT NULL", ())}
-        waiters, waited = _waits(db)
-        captures = bool(_name_ids(db, CAPTURE_API_RE))
+        # one pass over the strings for both name sets the checks need
+        wait_ids, capture_ids = _string_ids(db, WAIT_API_RE, CAPTURE_API_RE)
+        waiters, waited = _waits(db, wait_ids)
+        captures = _calls_named(db, capture_ids)
     return dataclasses.replace(p, host=tuple(host), pairs=frozenset(pairs),
                                threads=frozenset(threads), waiters=waiters, waited=waited,
                                captures=captures)
 
 
-#: Stream-capture begin and end calls (:func:`traceparse.analyses.graphs.captures`).
-CAPTURE_API_RE = r"(?i)stream(begin|end)capture"
-
-
-def _name_ids(db: NsysDB, regex: str) -> list[int]:
-    """The ids of the runtime calls' names matching ``regex`` that the runtime table uses."""
+def _string_ids(db: NsysDB, *regexes: str) -> list[list[int]]:
+    """Per regex, the ``StringIds`` ids whose string matches it (one pass over the strings
+    for all of them)."""
     import re
 
+    found: list[list[int]] = [[] for _ in regexes]
+    if not db.has("StringIds"):
+        return found
+    pats = [re.compile(r) for r in regexes]
+    for i, v in db._exec("SELECT id, value FROM StringIds", ()):
+        if isinstance(v, str):
+            for ids, pat in zip(found, pats, strict=True):
+                if pat.search(v):
+                    ids.append(i)
+    return found
+
+
+def _calls_named(db: NsysDB, ids: list[int]) -> bool:
+    """Whether the runtime table holds a call whose name id is one of ``ids``."""
     from traceparse.nsys.reader import RUNTIME
 
-    if not (db.has(RUNTIME) and "nameId" in db.columns(RUNTIME) and db.has("StringIds")):
-        return []
-    ids = [i for i, v in db._exec("SELECT id, value FROM StringIds", ())
-           if isinstance(v, str) and re.search(regex, v)]
-    if not ids:
-        return []
+    if not ids or not db.has(RUNTIME) or "nameId" not in db.columns(RUNTIME):
+        return False
     marks = ",".join("?" * len(ids))
-    return [int(i) for (i,) in db._exec(
-        f"SELECT DISTINCT nameId FROM {q(RUNTIME)} WHERE nameId IN ({marks})", ids)]
+    return bool(db._exec(f"SELECT 1 FROM {q(RUNTIME)} WHERE nameId IN ({marks}) LIMIT 1",
+                         ids))
 
 
-def _waits(db: NsysDB) -> tuple[frozenset[tuple[int, int]], frozenset[tuple[int, int]]]:
-    """The threads that call a stream wait and the streams of the synchronization
-    records (:attr:`Plan.waiters`, :attr:`Plan.waited`)."""
-    import re
-
-    from traceparse.analyses.streamwait import WAIT_API_RE
+def _waits(db: NsysDB, ids: list[int]
+           ) -> tuple[frozenset[tuple[int, int]], frozenset[tuple[int, int]]]:
+    """The threads that call a stream wait (``ids``: the wait calls' name ids) and the
+    streams of the synchronization records (:attr:`Plan.waiters`, :attr:`Plan.waited`)."""
     from traceparse.nsys.reader import RUNTIME
     from traceparse.nsys.syncids import SYNC as SYNC_TABLE
 
     waiters: set[tuple[int, int]] = set()
     waited: set[tuple[int, int]] = set()
-    if db.has(RUNTIME) and {"globalTid", "nameId"} <= set(db.columns(RUNTIME)) \
-            and db.has("StringIds"):
-        ids = [i for i, v in db._exec("SELECT id, value FROM StringIds", ())
-               if isinstance(v, str) and re.search(WAIT_API_RE, v)]
-        if ids:
-            marks = ",".join("?" * len(ids))
-            waiters = {(int(a), int(b)) for a, b in db._exec(
-                "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
-                f"{q(RUNTIME)} WHERE nameId IN ({marks}) AND globalTid IS NOT NULL", ids)}
+    if ids and db.has(RUNTIME) and {"globalTid", "nameId"} <= set(db.columns(RUNTIME)):
+        marks = ",".join("?" * len(ids))
+        waiters = {(int(a), int(b)) for a, b in db._exec(
+            "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
+            f"{q(RUNTIME)} WHERE nameId IN ({marks}) AND globalTid IS NOT NULL", ids)}
     if db.has(SYNC_TABLE) and {"deviceId", "streamId"} <= set(db.columns(SYNC_TABLE)):
         waited = {(int(a), int(b)) for a, b in db._exec(
             f"SELECT DISTINCT deviceId, streamId FROM {q(SYNC_TABLE)} WHERE deviceId IS NOT "
