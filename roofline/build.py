@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses.metrics import kernel_clock
 from traceparse.analyses.steps import step_windows
 from traceparse.roofline import gpus
@@ -119,7 +120,8 @@ def other_gpu_launches(ncu: pl.DataFrame, name: str | None) -> pl.Series:
 
 def _gpu_count_line(names: pl.Series) -> str:
     counts = names.drop_nulls().cast(pl.String).value_counts(sort=True)
-    return ", ".join(f"{n} ({c} launch{'es' if c != 1 else ''})" for n, c in counts.iter_rows())
+    return ", ".join(f"{n} ({units.plural(c, 'launch', 'launches')})"
+                     for n, c in counts.iter_rows())
 
 
 def other_gpu_ranks(tl: Timeline, name: str | None) -> tuple[list[int], str | None]:

@@ -347,12 +347,13 @@ def _fp32_or_tf32(pts: pl.DataFrame, roof: dict[str, float]) -> pl.DataFrame:
     names = pts.filter(pl.col("precision") == "tf32_tensor")["kernel_name"].unique()
     if not tf32 or not bw or not names.len():
         return pts
+    from traceparse.roofline.model import classify
+
     amb = ((pl.col("precision") == "fp32") & (pl.col("op_kind") == "compute")
            & pl.col("kernel_name").is_in(names.to_list()))
-    fl, dr = pl.col("flop_per_s"), pl.col("dram_bytes_per_s")
-    as_tf32 = (pl.when((fl < 0.05 * tf32) & (dr < 0.05 * bw)).then(pl.lit("latency"))
-               .when(pl.col("ai_dram") >= tf32 / bw).then(pl.lit("compute"))
-               .otherwise(pl.lit("memory")))
+    # the bound each point would have under the TF32 roof: classify's own rule
+    as_tf32 = classify(pts.with_columns(pl.lit(tf32, pl.Float64).alias("peak_flop_per_s"))
+                       )["bound"]
     return pts.with_columns(
         pl.when(amb & (pl.col("bound") != as_tf32)).then(None).otherwise(pl.col("bound"))
         .alias("bound"),

@@ -113,6 +113,18 @@ def _model_token(row: dict[str, object]) -> str | None:
                  if any(c.isdigit() for c in t)), None)
 
 
+def stated_memory_gb(name: str) -> int | None:
+    """The memory size (GB) a device name states, else None: the one reading of a name's
+    size for matching a row and for ``--gpu NAME``.
+
+    Example:
+        >>> stated_memory_gb("Tesla V100-SXM2-16GB"), stated_memory_gb("NVIDIA H100 PCIe")
+        (16, None)
+    """
+    size = re.search(r"\b(\d+)\s*gb\b", normalise(name))
+    return int(size.group(1)) if size else None
+
+
 def match(name: str | None, *, sm_count: int | None = None,
           memory_bytes: int | None = None) -> dict[str, object] | None:
     """Return the ceiling-table row for a device, or None when nothing matches.
@@ -161,8 +173,8 @@ def match(name: str | None, *, sm_count: int | None = None,
     if len(cands) > 1 and sm_count:
         cands = [r for r in cands if r["sm_count"] == sm_count]
     if not memory_bytes:  # "a100 80gb": the size the name states
-        size = re.search(r"\b(\d+)gb\b", want)
-        memory_bytes = int(size.group(1)) * 10**9 if size else None
+        size = stated_memory_gb(want)
+        memory_bytes = size * 10**9 if size else None
     if len(cands) > 1 and memory_bytes:
         gb = memory_bytes / 1e9
         cands = sorted(cands, key=lambda r: abs(float(r["mem_gb"] or 0) - gb))[:1]  # type: ignore[arg-type]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 from collections.abc import Sequence
 
 import click
@@ -113,12 +112,13 @@ def override_gpu(tl: Timeline, name: str) -> Timeline:
     """``tl`` with every device (every ``(rank, device_id)`` that has GPU work or a device
     row) described as the ceiling-table row ``name``: its name, vendor, SM/CU count and
     memory size, so every ceiling lookup (roofline, calibration, report) resolves to it."""
+    from traceparse.roofline import gpus
+
     row = gpu_row(name)
     # a row may cover several sizes (V100 SXM2: 16 and 32 GB): the size NAME states wins
-    stated = re.search(r"(\d+)\s*gb\b", name.lower())
     keys = pl.concat([tl.devices.select("rank", "device_id"),
                       tl.gpu.select("rank", "device_id")]).unique().sort("rank", "device_id")
-    mem = stated.group(1) if stated else row.get("mem_gb")
+    mem = gpus.stated_memory_gb(name) or row.get("mem_gb")
     fixed = {"name": str(row["name"]), "vendor": str(row.get("vendor") or "").lower() or None,
              "sm_count": int(str(row["sm_count"])) if row.get("sm_count") else None,
              "memory_bytes": int(float(str(mem)) * 1e9) if mem else None}
