@@ -233,7 +233,7 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
     # the leading candidates are screened at median + 3 MAD, looser than the steps'
     # outlier rule (OUTLIER_Z); they count only when they hold one-off warm-up evidence
     # (below), never by their wall alone
-    st = step_table(tl, attribution=False, mad_k=WARMUP_SCREEN_K)
+    st = step_table(tl, attribution=False, mad_k=WARMUP_SCREEN_K, min_steps=3)
     if st.height < 3 or "outlier" not in st.columns:
         return None, []
     prof = profiler(tl)

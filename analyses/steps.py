@@ -24,9 +24,15 @@ so named is not a step loop): this is how an nsys capture marks its steps.
   inflating the spread, as it would with a standard deviation. With MAD = 0 (all steps
   equal but the outliers) any step above the median is an outlier. (The rule was
   ``median + 3 * MAD``, about two standard deviations of normal noise: on 3-20 steps of
-  pure noise it flagged a step in 20-44% of runs, against 5-14% now.) Of 3 steps the MAD
-  is the nearer neighbour's distance from the median, so an outlier of so few steps reads
-  as "the slowest", not as an anomaly.
+  pure noise it flagged a step in 20-44% of runs, against 5-14% now.) **At least
+  :data:`MIN_OUTLIER_STEPS` (5) steps**, else ``outlier`` is null (too few to tell): of
+  3 steps the MAD is the nearer neighbour's distance from the median, set by one other
+  step, so any spread between the other two made the slowest an "outlier"
+  (``train_gpt2s_b8``: walls 62.8, 65.3, 63.1 ms, MAD 0.3 ms, so the step 3.5% above the
+  median was flagged); of 4, by the two middle steps alone. From 5 steps on the MAD is
+  the middle of 5 deviations and two steps lie on each side of the median. The warm-up
+  screen (the warm-up fix's candidates, ``analyses/savings.py``) keeps 3 steps: it
+  counts a leading step only with one-off warm-up evidence, never by its wall alone.
 * When :func:`traceparse.analyses.attribution.breakdown_windows` is available, :func:`step_table`
   adds its per-step attribution (compute, memory, communication, launch overhead, idle)
   summed over the rank's devices.
@@ -163,15 +169,19 @@ def _busy_in_windows(tl: Timeline, w: pl.DataFrame) -> pl.Series:
 OUTLIER_Z = 3.5
 #: The modified z-score's constant: the MAD of a normal distribution in standard deviations.
 _MAD_SIGMA = 0.6745
+#: Fewest steps (all ranks) whose spread can call one an outlier (module docstring).
+MIN_OUTLIER_STEPS = 5
 
 
 def step_table(tl: Timeline, *, step_regex: str | None = None,
                mad_k: float = OUTLIER_Z / _MAD_SIGMA,
-               attribution: bool = True) -> pl.DataFrame:
+               attribution: bool = True,
+               min_steps: int = MIN_OUTLIER_STEPS) -> pl.DataFrame:
     """One row per step: wall time, GPU busy time, outlier flag (and attribution).
 
     Returns:
-        ``rank, step, start_ns, end_ns, wall_ns, gpu_busy_ns, gpu_busy_pct, outlier`` and,
+        ``rank, step, start_ns, end_ns, wall_ns, gpu_busy_ns, gpu_busy_pct, outlier``
+        (null with fewer than ``min_steps`` steps: too few to tell) and,
         with ``attribution``, ``compute_ns, memory_ns, communication_ns,
         launch_overhead_ns, idle_ns`` (from
         :func:`traceparse.analyses.attribution.breakdown_windows`,
@@ -187,13 +197,13 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     w = w.with_columns(gpu_busy_ns=_busy_in_windows(tl, w).cast(pl.Int64))
     w = w.with_columns(gpu_busy_pct=pl.when(pl.col("wall_ns") > 0)
                        .then(pl.col("gpu_busy_ns") * 100.0 / pl.col("wall_ns")))
-    med = w["wall_ns"].median() if w.height else None
+    med = w["wall_ns"].median() if w.height >= max(1, min_steps) else None
     if med is not None:
         mad = (w["wall_ns"] - med).abs().median()
         limit = float(med) + mad_k * float(mad or 0.0)  # type: ignore[arg-type]
         w = w.with_columns(outlier=pl.col("wall_ns") > limit)
     else:
-        w = w.with_columns(outlier=pl.lit(False))
+        w = w.with_columns(outlier=pl.lit(None, pl.Boolean))
     if attribution and w.height:
         from traceparse.analyses.attribution import PARTS, breakdown_windows
 
@@ -221,7 +231,9 @@ def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """
     rows = []
     for c in ("wall_ns", "gpu_busy_ns"):
-        out = (pl.col("outlier").sum().cast(pl.Int64) if c == "wall_ns"
+        # too few steps to tell (every flag null): no count, not 0
+        out = (pl.when(pl.col("outlier").is_not_null().any())
+               .then(pl.col("outlier").sum().cast(pl.Int64)) if c == "wall_ns"
                else pl.lit(None, dtype=pl.Int64))
         rows.append(steps.select(
             pl.lit(c).alias("metric"), pl.len().cast(pl.Int64).alias("steps"),

@@ -364,7 +364,10 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                           "rows": _metric_names(rows(summ))},
         "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
                  "rank's GPU activity inside the step. Outlier: step time > median + 5.19 MAD "
-                 "(modified z-score above 3.5)."),
+                 "(modified z-score above 3.5)"
+                 + (f"; {st.height} steps are too few to call one an outlier (at least "
+                    f"{steps_mod.MIN_OUTLIER_STEPS})" if 0 < st.height
+                    < steps_mod.MIN_OUTLIER_STEPS else "") + "."),
     }
 
 

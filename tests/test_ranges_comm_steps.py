@@ -192,6 +192,38 @@ def test_dlrm_eight_ranks_skew_and_straggler(tmp_path: Path) -> None:
     assert (steps["gpu_busy_ns"] <= steps["wall_ns"]).all()
 
 
+def test_too_few_steps_name_no_outlier() -> None:
+    # walls 100, 103, 100.3 (x 1000 ns): median 100,300, deviations 300, 2,700, 0 -> MAD 300;
+    # the modified z-score of the 103,000 step is 0.6745 * 2,700 / 300 = 6.07 > 3.5, so
+    # without the minimum it is an "outlier" 2.7% above the median, judged by one other
+    # step's distance. Three (and four) steps are too few: null, and no count.
+    def walls(ws: list[int]) -> pl.DataFrame:
+        t, rows = 0, []
+        for i, w in enumerate(ws):
+            rows.append({"name": f"ProfilerStep#{i}", "kind": "profiler_step",
+                         "start_ns": t, "end_ns": t + w})
+            t += w
+        return step_table(timeline(ranges=ranges(rows), gpu=gpu(
+            [{"name": "k", "start_ns": 0, "end_ns": 10}])), attribution=False)
+
+    three = walls([100_000, 103_000, 100_300])
+    assert three["outlier"].to_list() == [None, None, None]
+    assert step_summary(three).row(0, named=True)["outliers"] is None
+    assert walls([100_000, 103_000, 100_300, 100_100])["outlier"].null_count() == 4
+    # the same spread with two more steps: median 100,100, deviations 100, 2,900, 200, 0,
+    # 100 -> MAD 100; z of 103,000 = 0.6745 * 2,900 / 100 = 19.6: the one outlier
+    five = walls([100_000, 103_000, 100_300, 100_100, 100_200])
+    assert five["outlier"].to_list() == [False, True, False, False, False]
+    assert step_summary(five).row(0, named=True)["outliers"] == 1
+    # the warm-up screen still reads 3 steps (its own rule needs warm-up evidence too)
+    tl = timeline(ranges=ranges([{"name": f"ProfilerStep#{i}", "kind": "profiler_step",
+                                  "start_ns": s, "end_ns": e} for i, (s, e) in
+                                 enumerate([(0, 500), (500, 600), (600, 700)])]),
+                  gpu=gpu([{"name": "k", "start_ns": 0, "end_ns": 10}]))
+    assert step_table(tl, attribution=False, min_steps=3)["outlier"].to_list() == [
+        True, False, False]
+
+
 def test_steps_hand_made() -> None:
     # five steps: 0..100 (kernels 10..30 and 20..50 -> busy 40), 100..400 (kernel 100..130
     # -> busy 30), then three of 100 ns. Walls [100, 300, 100, 100, 100]: median 100, MAD 0
