@@ -10,6 +10,10 @@ Definitions (docs/memory.md):
 * **reserved bytes**: the caching allocator's reservation (Kineto ``Total Reserved``); null
   where the source does not record it.
 * Events are ordered by time, ties in source order; the level holds until the next event.
+* **Peak of a device**: the highest level it held, the level before its first event
+  included (a recorded series' total minus that event's bytes, :func:`initial_level`):
+  a capture that opens on a free began above every level recorded after it (the peak's
+  time is then the first event's).
 * **Peak of a window** ``[s, e)`` (a step, a top-level op) = max of the level in force at
   ``s`` and the levels after every event inside the window; **rise** = peak - level at ``s``
   (what the window itself added at its worst).
@@ -113,6 +117,10 @@ def peaks(tl: Timeline, *, by_kind: bool = False) -> pl.DataFrame:
     off = pl.DataFrame() if by_kind else device_levels(tl, on_device=False)
     if t.height == 0 and off.height == 0:
         return pl.DataFrame()
+    # a recorded series' level before its first event (initial_level) is a level the
+    # device held too: a capture opening on a free started above every level recorded
+    first = pl.col("allocated_bytes").first() - pl.col("bytes").first().fill_null(0)
+    before = pl.when(pl.col("replayed").any()).then(None).otherwise(first)
     out = t.group_by(keys, maintain_order=True).agg(
         events=pl.len(),
         allocs=(pl.col("bytes") > 0).sum(), frees=(pl.col("bytes") < 0).sum(),
@@ -120,10 +128,18 @@ def peaks(tl: Timeline, *, by_kind: bool = False) -> pl.DataFrame:
         free_bytes=-pl.col("bytes").filter(pl.col("bytes") < 0).sum(),
         peak_allocated_bytes=pl.col("allocated_bytes").max(),
         peak_ts_ns=pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
+        _before=before, _first_ts=pl.col("ts_ns").first(),
         final_allocated_bytes=pl.col("allocated_bytes").last(),
         peak_reserved_bytes=pl.col("reserved_bytes").max(),
         replayed=pl.col("replayed").all(),
     ).sort(keys)
+    higher = pl.col("_before").is_not_null() & (pl.col("_before")
+                                                 > pl.col("peak_allocated_bytes"))
+    out = out.with_columns(
+        pl.when(higher).then(pl.col("_before")).otherwise(pl.col("peak_allocated_bytes"))
+        .cast(out.schema["peak_allocated_bytes"]).alias("peak_allocated_bytes"),
+        pl.when(higher).then(pl.col("_first_ts")).otherwise(pl.col("peak_ts_ns"))
+        .alias("peak_ts_ns")).drop("_before", "_first_ts")
     if off.height:  # unified/host memory recorded on a device: beside, not in, its peak
         op = off.group_by(keys).agg(not_device_peak_bytes=pl.col("allocated_bytes").max())
         out = out.join(op, on=keys, how="full", coalesce=True).sort(keys)

@@ -232,6 +232,26 @@ def test_recorded_level_before_the_first_event_is_its_total_minus_its_bytes() ->
         (8 * MB, 12 * MB, 4 * MB)
 
 
+def test_device_peak_counts_the_level_before_a_first_free() -> None:
+    """A capture that opens on a free: the first event (ts 20, -6 MB, total 10 MB) says
+    16 MB were allocated before it, more than any total recorded after (12 MB at ts 30).
+    The device's peak is 16 MB at ts 20 (it was 12 MB at ts 30: the level the device held
+    when the capture began was left out); a window over it already counted that level."""
+    ev = [(20, -6 * MB, 10 * MB), (30, 2 * MB, 12 * MB), (40, -4 * MB, 8 * MB)]
+    mem = schema.conform("memory", pl.DataFrame({
+        "rank": [0] * 3, "device_id": [0] * 3, "ts_ns": [e[0] for e in ev],
+        "kind": ["free", "alloc", "free"], "bytes": [e[1] for e in ev],
+        "allocated_bytes": [e[2] for e in ev], "reserved_bytes": [16 * MB] * 3,
+        "source": ["kineto [memory]"] * 3}))
+    p = MM.peaks(Timeline(memory=mem).validate()).row(0, named=True)
+    assert (p["peak_allocated_bytes"], p["peak_ts_ns"]) == (16 * MB, 20)
+    assert p["final_allocated_bytes"] == 8 * MB
+    # opening on an allocation leaves the recorded maximum as the peak (10 + 2 = 12 MB)
+    up = mem.with_columns(pl.Series("bytes", [2 * MB, 2 * MB, -4 * MB]))
+    q = MM.peaks(Timeline(memory=up).validate()).row(0, named=True)
+    assert (q["peak_allocated_bytes"], q["peak_ts_ns"]) == (12 * MB, 30)
+
+
 @pytest.mark.shared
 def test_sglang_decode_step_did_not_add_152_gb() -> None:
     """TraceLens SGLang decode (MI300X): the profiled step starts with 151.8 GB already
