@@ -80,13 +80,15 @@ def _paths(rows: dict[int, dict[str, object]]) -> dict[int, str]:
 
 
 def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
-                keep_empty: bool = False) -> pl.DataFrame:
+                keep_empty: bool = False, by_rank: bool = False) -> pl.DataFrame:
     """One row per layer of every group: ``group_id, parent`` (the path of the layers'
     parent node from the root down, names joined by ``" > "``: the same module under a
     decode and a train annotation is two groups and reads as two), ``layer, index, inclusive_ns,
     calls, kernels, same_structure, vs_median_pct`` (this layer vs the group's median);
-    ``keep_empty`` also groups layers that own no GPU time (a CPU-only capture)."""
-    tree = op_tree(tl, view=view, keep_empty=keep_empty)
+    ``keep_empty`` also groups layers that own no GPU time (a CPU-only capture);
+    ``by_rank`` finds the groups in the per-rank tree (:func:`op_tree` ``by_rank``): each
+    rank's layers are a group of their own, with a leading ``rank`` column."""
+    tree = op_tree(tl, view=view, keep_empty=keep_empty, by_rank=by_rank)
     rows = {r["node_id"]: r for r in tree.iter_rows(named=True)}
     paths = _paths(rows)
     children: dict[int, list[int]] = {}
@@ -96,42 +98,54 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
     out: list[dict[str, object]] = []
     gid = 0
     for parent, kids in children.items():
-        groups: dict[str, list[tuple[int, int]]] = {}
+        # the root's children hold every rank's top ranges: a rank's layers group alone
+        groups: dict[tuple[int, str], list[tuple[int, int]]] = {}
         for k in kids:
             name = str(rows[k]["name"])
             m = _LAYER_INDEX.search(name)
             if m:
                 stem = f"{name[:m.start('idx')]}{{N}}{name[m.end('idx'):]}"
-                groups.setdefault(stem, []).append((int(m["idx"]), k))
-        for stem, members in sorted(groups.items()):
+                rank = rows[k].get("rank")
+                groups.setdefault((-1 if rank is None else int(rank), stem), []).append(
+                    (int(m["idx"]), k))
+        for (_, stem), members in sorted(groups.items()):
             if len({i for i, _ in members}) < min_layers or _NOT_LAYERS.search(
                     stem.split("{N}")[0]):
                 continue
             sigs = {_subtree_signature(children, rows, k) for _, k in members}
             for idx, k in sorted(members):
-                out.append({"group_id": gid, "parent": paths[parent],
+                out.append({"group_id": gid, "rank": rows[k].get("rank"),
+                            "parent": paths[parent],
                             "layer": stem, "index": idx,
                             "inclusive_ns": rows[k]["inclusive_ns"], "calls": rows[k]["calls"],
                             "kernels": rows[k]["kernels"], "same_structure": len(sigs) == 1})
             gid += 1
-    schema = {"group_id": pl.Int64, "parent": pl.String, "layer": pl.String,
+    schema = {"group_id": pl.Int64, "rank": pl.Int32, "parent": pl.String, "layer": pl.String,
               "index": pl.Int64, "inclusive_ns": pl.Int64, "calls": pl.Int64,
               "kernels": pl.Int64, "same_structure": pl.Boolean}
     frame = pl.DataFrame(out, schema=schema)
+    if not by_rank:
+        frame = frame.drop("rank")
     med = pl.col("inclusive_ns").median().over("group_id")
     return frame.with_columns(((pl.col("inclusive_ns") - med) * 100.0 / med)
                               .alias("vs_median_pct"))
 
 
 def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
-                 keep_empty: bool = False) -> pl.DataFrame:
-    """One "per layer" row per group (see the module docstring), heaviest group first."""
-    t = layer_table(tl, view=view, min_layers=min_layers, keep_empty=keep_empty)
+                 keep_empty: bool = False, by_rank: bool = False) -> pl.DataFrame:
+    """One "per layer" row per group (see the module docstring), heaviest group first;
+    ``by_rank``: one row per group and rank (leading ``rank`` column), ranks in order,
+    heaviest group first within a rank."""
+    t = layer_table(tl, view=view, min_layers=min_layers, keep_empty=keep_empty,
+                    by_rank=by_rank)
+    lead = ["rank"] if by_rank else []
     if t.height == 0:
-        return pl.DataFrame(schema={"parent": pl.String, "layer": pl.String,
+        return pl.DataFrame(schema={**({"rank": pl.Int32} if by_rank else {}),
+                                    "parent": pl.String, "layer": pl.String,
                                     "layers": pl.UInt32})
     g = t.group_by("group_id", maintain_order=True).agg(
-        pl.col("parent").first(), pl.col("layer").first(), pl.len().alias("layers"),
+        *(pl.col(c).first() for c in lead), pl.col("parent").first(),
+        pl.col("layer").first(), pl.len().alias("layers"),
         pl.col("calls").min(), pl.col("same_structure").first(),
         pl.col("kernels").min().alias("kernels_per_layer_min"),
         pl.col("kernels").max().alias("kernels_per_layer_max"),
@@ -148,4 +162,5 @@ def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_L
         .alias("spread_pct"),
         pl.when(pos).then((pl.col("max_ns") - pl.col("median_ns")) * 100.0
                           / pl.col("median_ns")).alias("slowest_vs_median_pct"))
-        .sort("total_ns", descending=True).drop("group_id"))
+        .sort([*lead, "total_ns"], descending=[False] * len(lead) + [True])
+        .drop("group_id"))

@@ -276,7 +276,7 @@ def _step_of_orphans(tl: Timeline, ranges: pl.DataFrame, linked: pl.DataFrame,
 
 def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             kinds: Sequence[str] = ("kernel",), keep_empty: bool = False,
-            merge_steps: bool = True) -> pl.DataFrame:
+            merge_steps: bool = True, by_rank: bool = False) -> pl.DataFrame:
     """The call tree with GPU time per node, top-down (depth-first, heaviest child first).
 
     Args:
@@ -287,6 +287,13 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         kinds: GPU activity kinds rolled up (default kernels only).
         keep_empty: also list ranges that own no GPU time (default: hidden).
         merge_steps: name every ``ProfilerStep#N`` ``ProfilerStep#*`` (one subtree).
+        by_rank: one subtree per rank (see :func:`rank_count`): paths are merged within a
+            rank only, so a range that each of two GPUs runs once is two nodes of
+            ``calls = 1`` each with its own GPU time, not one node of ``calls = 2``
+            holding both GPUs' time. The root stays the total of every rank; its
+            children (``[no launch call]`` and ``[outside any range]`` included) are
+            listed rank by rank, and a ``rank`` column follows ``depth`` (null at
+            the root).
 
     Returns:
         ``node_id, parent_id, depth, name, kind, calls, inclusive_ns, exclusive_ns,
@@ -307,11 +314,14 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     p_kind = ["", "", ""]
     p_depth = [0, 1, 1]
     p_calls = [0, 0, 0]
-    intern: dict[tuple[int, str, str], int] = {}
+    p_rank = [-1, -1, -1]
+    intern: dict[tuple[int, str, str, int], int] = {}
 
-    def child(pp: int, name: str, kind: str) -> int:
-        """The node of path ``pp`` + ``name`` (kind ``kind``), made on first use."""
-        key = (pp, name, kind)
+    def child(pp: int, name: str, kind: str, rank: int = -1) -> int:
+        """The node of path ``pp`` + ``name`` (kind ``kind``), made on first use; below
+        the root of a ``by_rank`` tree ``rank`` is part of the path."""
+        top = by_rank and pp == 0
+        key = (pp, name, kind, rank if top else -1)
         node = intern.get(key)
         if node is None:
             node = len(p_name)
@@ -321,12 +331,14 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             p_kind.append(kind)
             p_depth.append(p_depth[pp] + 1)
             p_calls.append(0)
+            p_rank.append(rank if top else p_rank[pp])
         return node
 
     r_path = np.full(ranges.height, -1, dtype=np.int64)
     order = np.argsort(ranges["start_ns"].to_numpy(), kind="stable")
     names = ranges["name"].to_list()
     rkinds = ranges["kind"].to_list()
+    rranks = ranges["rank"].to_list()
     for i in order.tolist():
         # a range's parent gets its path first, even one that starts at the same instant
         # and comes later in the table (else the child was filed under the root)
@@ -337,7 +349,7 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             j = int(parent[j])
         node = int(r_path[j]) if j >= 0 else 0
         for k in reversed(chain):
-            node = child(node, names[k], rkinds[k])
+            node = child(node, names[k], rkinds[k], rranks[k])
             p_calls[node] += 1
             r_path[k] = node
     act_node = np.full(acts.height, 1, dtype=np.int64)
@@ -357,6 +369,13 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         act_node[is_linked] = linked_node
     else:
         act_node[is_linked] = 2
+    if by_rank:
+        # [no launch call] and [outside any range] of each rank, in rank order
+        act_rank = acts["rank"].to_numpy()
+        for fixed in (1, 2):
+            on = act_node == fixed
+            for r in np.unique(act_rank[on]).tolist():
+                act_node[on & (act_rank == r)] = child(0, p_name[fixed], "", int(r))
     n = len(p_name)
     dur = acts["dur_ns"].to_numpy().astype(np.int64)
     excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
@@ -379,12 +398,13 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     todo = [0]
     while todo:
         node = todo.pop()
-        if node and not keep_empty and incl[node] == 0:
+        if node and ((not keep_empty and incl[node] == 0) or (by_rank and node in (1, 2))):
             continue
         if max_depth is not None and p_depth[node] > max_depth:
             continue
         out.append(node)
-        kids = sorted(children.get(node, []), key=lambda k: (-incl[k], p_name[k]))
+        kids = sorted(children.get(node, []), key=lambda k: (
+            p_rank[k] if by_rank else 0, -incl[k], p_name[k]))
         todo.extend(reversed(kids))
     idx = np.array(out, dtype=np.int64)
     total = int(incl[0])
@@ -392,6 +412,8 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         "node_id": idx,
         "parent_id": np.array([p_parent[i] for i in out], dtype=np.int64),
         "depth": np.array([p_depth[i] for i in out], dtype=np.int32),
+        **({"rank": pl.Series([p_rank[i] if i else None for i in out], dtype=pl.Int32)}
+           if by_rank else {}),
         "name": [p_name[i] for i in out],
         "kind": [p_kind[i] for i in out],
         "calls": np.array([p_calls[i] for i in out], dtype=np.int64),
@@ -406,9 +428,18 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
         .alias("parent_id"),
         (pl.col("inclusive_ns") * 100.0 / total if total else pl.lit(None, pl.Float64))
         .alias("inclusive_pct"))
-    return frame.select("node_id", "parent_id", "depth", "name", "kind", "calls",
+    return frame.select("node_id", "parent_id", "depth", *(["rank"] if by_rank else []),
+                        "name", "kind", "calls",
                         "inclusive_ns", "exclusive_ns", "inclusive_pct", "kernels",
                         "kernels_exclusive", *(f"{c}_ns" for c in _CATS))
+
+
+def rank_count(tl: Timeline) -> int:
+    """Distinct ranks among the GPU rows and host ranges of ``tl`` (what ``tree`` and
+    ``layers`` split by when it is more than one)."""
+    ranks = pl.concat([tl.gpu.select(pl.col("rank").cast(pl.Int64)),
+                       tl.ranges.select(pl.col("rank").cast(pl.Int64))])
+    return int(ranks["rank"].drop_nulls().n_unique())
 
 
 def check_tree(tree: pl.DataFrame) -> pl.DataFrame:

@@ -83,6 +83,17 @@ def gpu_projection(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
     reported as :data:`NO_RANGE`, so ``gpu_ns`` sums to the total GPU time of
     ``gpu_kinds``.
 
+    The **launcher** is a separate fact, shown where the trace records it: Kineto tags
+    each kernel with the ``External id`` of the torch op (``cpu_op``) whose dispatch
+    launched it, which is how HTA and TraceLens attribute kernels to ops. A user
+    annotation opened *inside* that op (``ProcessGroupNCCL`` opens ``nccl:all_reduce``
+    inside ``record_param_comms``) is the innermost range holding the launch call, so it
+    owns the kernel here, and the ``launcher`` column names ``record_param_comms``. The
+    External-id op counts as launcher only when it holds the launch call on the launching
+    thread (a stale id naming an op that had already ended is ignored); see
+    :func:`launcher_ops`. The column appears only when at least one kernel has a
+    launcher, so NVTX-only traces (nsys) keep their columns.
+
     Args:
         tl: the timeline.
         kinds: range kinds, e.g. ``("nvtx_push_pop", "nvtx_start_end")`` for NVTX or
@@ -90,7 +101,8 @@ def gpu_projection(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
         gpu_kinds: GPU kinds to project (default kernels only).
 
     Returns:
-        Columns ``range`` (label), ``range_kind``, ``kernels``, ``gpu_ns``, ``share``
+        Columns ``range`` (label), ``range_kind``, ``launcher`` (Kineto only, see
+        above; ``""`` where none), ``kernels``, ``gpu_ns``, ``share``
         (of the projected GPU time, 0..1), ``avg_ns``; sorted by ``gpu_ns`` descending.
 
     Example:
@@ -99,7 +111,7 @@ def gpu_projection(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
         at 200 (no range) give attn 1 kernel 30 ns 0.3; fwd 1 kernel 20 ns 0.2;
         (no range) 1 kernel 50 ns 0.5.
     """
-    k = kernel_ranges(tl, kinds=kinds, gpu_kinds=gpu_kinds, prefix="r_")
+    k = launcher_ops(kernel_ranges(tl, kinds=kinds, gpu_kinds=gpu_kinds, prefix="r_"), tl)
     k = k.with_columns(
         range=pl.when(pl.col("r_name").is_null()).then(pl.lit(NO_RANGE)).otherwise(
             pl.when(pl.col("r_domain").is_not_null())
@@ -109,10 +121,45 @@ def gpu_projection(tl: Timeline, *, kinds: Sequence[str] = HOST_RANGE_KINDS,
         range_kind=pl.col("r_kind").cast(pl.String),
     )
     total = k["dur_ns"].sum()
-    out = (k.group_by("range", "range_kind")
+    keys = ["range", "range_kind"]
+    if k["launcher"].is_not_null().any():
+        k = k.with_columns(pl.col("launcher").fill_null(""))
+        keys.append("launcher")
+    out = (k.group_by(keys)
            .agg(pl.len().cast(pl.Int64).alias("kernels"),
                 pl.col("dur_ns").sum().cast(pl.Int64).alias("gpu_ns"))
            .with_columns(share=pl.col("gpu_ns") / (total if total else 1),
                          avg_ns=pl.col("gpu_ns") / pl.col("kernels"))
-           .sort(["gpu_ns", "range"], descending=[True, False]))
+           .sort(["gpu_ns", "range", *keys[2:]], descending=[True] + [False] * (len(keys) - 1)))
     return out
+
+
+def launcher_ops(k: pl.DataFrame, tl: Timeline) -> pl.DataFrame:
+    """Add ``launcher``: the ``cpu_op`` that Kineto's ``External id`` names for each GPU row.
+
+    ``k`` holds GPU rows with their launch call (:func:`traceparse.links.launch_join`
+    columns). The op is looked up on ``(rank, process_id, external_id)``; it is kept only
+    if it was open on the launching thread when the launch call started
+    (``op start <= api_start_ns < op end``), else null, as it is for rows without an
+    External id or launch call (every nsys row).
+
+    Example:
+        Kernel with External id 7 launched at 50 on thread 3; ``cpu_op``
+        ``record_param_comms`` with External id 7 on thread 3 spans [40, 90) -> launcher
+        ``record_param_comms``. Had the op spanned [10, 30), the launcher would be null.
+    """
+    if "external_id" not in k.columns or "external_id" not in tl.ranges.columns:
+        return k.with_columns(launcher=pl.lit(None, pl.String))
+    key = ["rank", "process_id", "external_id"]
+    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                            & pl.col("external_id").is_not_null())
+           .sort("start_ns").unique(key, keep="first", maintain_order=True)
+           .select(*key, pl.col("name").cast(pl.String).alias("_op"),
+                   pl.col("thread_id").alias("_op_tid"), pl.col("start_ns").alias("_op_s"),
+                   pl.col("end_ns").alias("_op_e")))
+    j = k.join(ops, on=key, how="left", nulls_equal=False, maintain_order="left")
+    holds = ((pl.col("_op_tid") == pl.col("api_thread_id"))
+             & (pl.col("_op_s") <= pl.col("api_start_ns"))
+             & (pl.col("api_start_ns") < pl.col("_op_e")))
+    return j.with_columns(launcher=pl.when(holds).then(pl.col("_op"))).drop(
+        "_op", "_op_tid", "_op_s", "_op_e")

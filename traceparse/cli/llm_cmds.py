@@ -25,6 +25,12 @@ _VIEW = click.option("--view", type=click.Choice(["full", "ops", "modules", "pyt
                      default="ops", show_default=True,
                      help="Ranges forming the tree: ops (annotations, NVTX, cpu_op), modules "
                           "(nn.Module frames), python (python_function), full (all).")
+_BY = click.option(
+    "--by", "by", type=click.Choice(["rank", "path"]), default="rank", show_default=True,
+    help="rank: on a trace of several ranks (GPUs), one row per rank and path, each rank's "
+         "calls and GPU time its own, with a rank column; path: merge every rank's ranges "
+         "of the same path into one row (calls and time summed over ranks). A single-rank "
+         "trace gives the same output either way.")
 _PCT = {"inclusive_pct": 2, "pct": 2, "spread_pct": 1, "slowest_vs_median_pct": 1,
         "vs_median_pct": 1}
 
@@ -43,17 +49,20 @@ def indent_names(tree: pl.DataFrame, *, width: int = 60) -> pl.DataFrame:
 @_VIEW
 @click.option("--min-pct", "min_pct", type=float, default=0.0, show_default=True,
               help="Hide nodes under this percentage of the total kernel time.")
+@_BY
 @output_options
-def tree_cmd(traces: tuple[str, ...], depth: int, view: str, min_pct: float, fmt: str,
-             output: str | None, force: bool) -> None:
+def tree_cmd(traces: tuple[str, ...], depth: int, view: str, min_pct: float, by: str,
+             fmt: str, output: str | None, force: bool) -> None:
     """Kernel time per node of the op / module / Python / NVTX tree, top-down.
 
     Every kernel is placed under the innermost range open around its launch call; the root
     is the total kernel time, and kernels without a launch call are their own node.
     """
-    from traceparse.analyses.optree import op_tree
+    from traceparse.analyses.optree import op_tree, rank_count
 
-    frame = op_tree(load_traces(traces), view=view, max_depth=depth)
+    tl = load_traces(traces)
+    frame = op_tree(tl, view=view, max_depth=depth,
+                    by_rank=by == "rank" and rank_count(tl) > 1)
     frame = frame.filter((pl.col("inclusive_pct") >= min_pct) | (pl.col("depth") == 0))
     if fmt == "table":
         frame = indent_names(frame).drop("node_id", "parent_id", "kind")
@@ -67,16 +76,19 @@ def tree_cmd(traces: tuple[str, ...], depth: int, view: str, min_pct: float, fmt
               show_default=True, help="Tree the layers are found in.")
 @click.option("--per-layer", "per_layer", is_flag=True,
               help="One row per layer instead of one per group.")
+@_BY
 @output_options
-def layers_cmd(traces: tuple[str, ...], view: str, per_layer: bool, fmt: str,
+def layers_cmd(traces: tuple[str, ...], view: str, per_layer: bool, by: str, fmt: str,
                output: str | None, force: bool) -> None:
     """Repeated layers (DecoderLayer_0.._N, layers.N, 'layer N' ranges) grouped into one row
     with the spread across layers, so one slow layer stands out."""
     from traceparse.analyses import layers
+    from traceparse.analyses.optree import rank_count
 
     tl = load_traces(traces)
-    frame = layers.layer_table(tl, view=view) if per_layer else layers.layer_groups(tl,
-                                                                                 view=view)
+    split = by == "rank" and rank_count(tl) > 1
+    frame = (layers.layer_table(tl, view=view, by_rank=split) if per_layer
+             else layers.layer_groups(tl, view=view, by_rank=split))
     emit_frame(frame, fmt, output, decimals=_PCT,
                empty="no repeated layers found (needs at least 3 ranges or module frames "
                      "named like DecoderLayer_N, layers.N or 'layer N' that own kernels)")
