@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,14 +16,20 @@ from tests.conftest import TRACES
 from traceparse.analyses.steps import step_summary, step_table
 
 
+def _profiler_step_walls(path: Path) -> np.ndarray:
+    """The ``ProfilerStep#N`` durations of a Kineto file in ns, read from its JSON with
+    exact decimals (not through traceparse)."""
+    with gzip.open(path, "rb") as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
+    return np.array([round(Decimal(e["dur"]) * 1000) for e in doc["traceEvents"]
+                     if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+                     and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))], dtype=float)
+
+
 @pytest.mark.shared
 def test_warmup_bottleneck_outliers_are_wall_outliers() -> None:
     path = TRACES / "gpu/scenarios/warmup-bottleneck.json.gz"
-    with gzip.open(path, "rb") as f:
-        doc = json.loads(f.read(), parse_float=Decimal)
-    walls = np.array([round(Decimal(e["dur"]) * 1000) for e in doc["traceEvents"]
-                      if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-                      and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))], dtype=float)
+    walls = _profiler_step_walls(path)
     # 2,568,339,925 / 915,940 / 580,994 / 479,612 / 557,301 / 474,439 ns: median 569,147.5,
     # MAD (89,535.5 + 94,708.5) / 2 = 92,122. Modified z-score 0.6745 * (x - median) / MAD:
     # step 0 18,800, step 1 2.54 (< 3.5, not an outlier; it was under median + 3 MAD =
@@ -45,11 +52,7 @@ def test_three_steps_flag_no_outlier() -> None:
     # MAD = the 63.1 -> 62.8 distance, and the modified z-score of the 65.3 ms step is
     # above 3.5: it was flagged although it is ~3.5% above the median, judged by one step.
     path = TRACES / "gpu/sweep/train_gpt2s_b8.json.gz"
-    with gzip.open(path, "rb") as f:
-        doc = json.loads(f.read(), parse_float=Decimal)
-    walls = np.array([round(Decimal(e["dur"]) * 1000) for e in doc["traceEvents"]
-                      if e.get("ph") == "X" and e.get("cat") == "user_annotation"
-                      and re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))], dtype=float)
+    walls = _profiler_step_walls(path)
     assert walls.size == 3
     med = np.median(walls)
     z = 0.6745 * (walls - med) / np.median(np.abs(walls - med))
