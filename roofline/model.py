@@ -179,13 +179,16 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
     is missing. Communication kernels (NCCL/RCCL names, as the timeline categorises them)
     are never placed, whatever their counters: their roof is the interconnect. Launches
     without a duration (roofline-chart pages print none) weigh 1 each and have a null
-    ``time_ns``.
+    ``time_ns``. FP launches count the FLOPs of every precision (:func:`fp_mix`); a kernel
+    whose launches did FP work in several precisions is one ``fp64+fp32`` point against
+    the time-weighted ceiling (:func:`mixed_peak`).
 
     Args:
         ncu: the timeline's ``ncu`` table.
         ceil: ceilings from :func:`traceparse.roofline.gpus.ceilings`.
         by: ``"launch"`` (one point per launch) or ``"kernel"`` (launches of one kernel name
-            and precision merged: rates weighted by duration, i.e. total work / total time).
+            and precision merged, all FP launches of a name as one: rates weighted by
+            duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.
 
     Example (one FP32 launch on a page that sees the tensor pipe, idle; peaks 10 TFLOP/s,
