@@ -12,7 +12,8 @@ docs/calibration.md, "Predicting another batch").
   by a batch-dependent op scale their bytes by the op's byte ratio through the
   calibration's alpha-beta fits (``curve``). Kernels of ops whose tensors do not carry the
   batch (optimizer, weight casts) and activities whose op recorded no shapes keep their
-  measured time (``measured``; the latter are counted as ``measured_no_shapes``).
+  measured time (``measured``; the latter are counted as ``measured_no_shapes``); so do
+  activities of batch-dependent ops that no fit prices (``measured_unpriced``).
   Anchoring on the measured time makes ``F = 1`` reproduce every duration exactly; the
   curve only decides how the time grows.
 * **Host side**: every host instant moves earlier by the profiler's recording cost before
@@ -39,6 +40,15 @@ from traceparse.timeline import Timeline
 
 #: Roofline times beyond the fitted range by more than this factor are extrapolations.
 EXTRAPOLATION_MARGIN = 1.05
+#: How a GPU activity's predicted time was obtained (``sources`` of the result, in order):
+#: scaled (``shapes``, ``curve``) or kept at its measured time because the op's tensors do
+#: not carry the batch (``measured``), because its op recorded no shapes
+#: (``measured_no_shapes``), or because its op recorded shapes that carry the batch but no
+#: fit prices it (``measured_unpriced``: a copy or set whose fit is constant or missing, a
+#: kernel without a roofline time or curve).
+SOURCES = ("shapes", "curve", "measured", "measured_no_shapes", "measured_unpriced")
+#: The sources that keep the measured time.
+KEPT = ("measured", "measured_no_shapes", "measured_unpriced")
 
 
 def parse_scale(spec: str) -> float:
@@ -104,8 +114,8 @@ def copy_fits_per_row(tl: Timeline, memcpy: list[dict[str, Any]]) -> list[Any]:
 
 def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
                      batch_size: int | None = None) -> tuple[pl.DataFrame, dict[str, Any]]:
-    """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (``shapes``, ``curve``,
-    ``measured``, ``measured_no_shapes``, ``sync``) and ``extrapolated`` (the scaled
+    """Per ``tl.gpu`` row (same order): ``pred_dur_ns, source`` (one of :data:`SOURCES`, or
+    ``sync``) and ``extrapolated`` (the scaled
     roofline time is outside the range its curve was fitted on); plus what the curves were
     (batch, curve keys used). ``batch_size`` overrides the traced batch read off the
     program's input (:func:`traceparse.analyses.scale_work.infer_batch`)."""
@@ -147,6 +157,9 @@ def scaled_durations(tl: Timeline, device: dict[str, Any], factor: float,
         if not batched[i]:
             src[i] = "measured"
             continue
+        # the op recorded shapes and carries the batch: kept as measured only when nothing
+        # below prices it
+        src[i] = "measured_unpriced"
         if kind[i] in ("memset", "memcpy") or comm[i]:
             f = memset if kind[i] == "memset" else (
                 copy_fit[i] if kind[i] == "memcpy" else None)
@@ -324,10 +337,9 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     keep = dur.filter(pl.col("source") != "sync")
     total = int(keep["pred_dur_ns"].sum())
     by_src = {s: int(keep.filter(pl.col("source") == s)["pred_dur_ns"].sum())
-              for s in ("shapes", "curve", "measured", "measured_no_shapes")}
+              for s in SOURCES}
     wall = (steps["end_ns"] - steps["start_ns"]).to_numpy()
-    warnings = _unscaled_warning(tl, dur, factor, total,
-                                 by_src["measured_no_shapes"] + by_src["measured"])
+    warnings = _unscaled_warning(tl, dur, factor, total, sum(by_src[s] for s in KEPT))
     return {
         "factor": factor, "batch": info["batch"], "tokens": info["tokens"],
         "predicted_batch": None if info["batch"] is None else info["batch"] * factor,
@@ -364,7 +376,7 @@ def _unscaled_warning(tl: Timeline, dur: pl.DataFrame, factor: float, total: int
     from traceparse.links import launch_join
 
     lj = launch_join(tl).select(pl.col("api_name").cast(pl.String))
-    no = dur.select(pl.col("source").is_in(["measured_no_shapes", "measured"]).alias("k"),
+    no = dur.select(pl.col("source").is_in(list(KEPT)).alias("k"),
                     "pred_dur_ns")
     j = pl.concat([lj, no], how="horizontal").filter(pl.col("k"))
     graph = int(j.filter(pl.col("api_name").str.contains(profiler_cost.GRAPH_LAUNCH_RE)
@@ -401,6 +413,8 @@ def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
         ("measured_ns", s["measured_ns"], "kept: the op's tensors do not carry the batch"),
         ("measured_no_shapes_ns", s["measured_no_shapes_ns"],
          "kept: the launching op recorded no shapes"),
+        ("measured_unpriced_ns", s["measured_unpriced_ns"],
+         "kept: the op's shapes carry the batch, but no fit prices it"),
         ("extrapolated_ns", result["extrapolated_ns"],
          "priced beyond the sizes the curve was fitted on"),
         ("profiler_overhead_ns", pc["overhead_ns"],

@@ -167,7 +167,8 @@ def main() -> None:
     # 2. pairs
     out.append("\n### Pairs (per-step trace estimate of the profiler cost)\n")
     out.append("| traced + calibrated | predicted | F | profiled step | predicted | truth | "
-               "error | GPU busy | host-bound | from shapes / curve / measured / no shapes | "
+               "error | GPU busy | host-bound | from shapes / curve / measured / no shapes / "
+               "unpriced | "
                "extrapolated | host op time, target / source run | truth's unprofiled "
                "steps, fastest - slowest | predicted inside them |")
     out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---|")
@@ -189,7 +190,8 @@ def main() -> None:
                    f"{r['parts']['gpu_busy_ns'] / 1e6:.2f} ms | "
                    f"{r['parts']['host_bound_ns'] / 1e6:.2f} ms | "
                    f"{s['shapes_frac']:.2f} / {s['curve_frac']:.2f} / {s['measured_frac']:.2f}"
-                   f" / {s['measured_no_shapes_frac']:.2f} | "
+                   f" / {s['measured_no_shapes_frac']:.2f}"
+                   f" / {s['measured_unpriced_frac']:.2f} | "
                    f"{r['extrapolated_ns'] / 1e6:.1f} ms | "
                    f"{host_speed(cfgs[b]) / host_speed(src):.2f} | "
                    f"{lo / 1e6:.2f} - {hi / 1e6:.2f} ms | {'yes' if lo <= p <= hi else 'no'} |")

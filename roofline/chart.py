@@ -20,6 +20,7 @@ Same input -> same bytes (fixed SVG hash salt, no dates).
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import matplotlib
 
@@ -54,6 +55,21 @@ def _rate(v: float, unit: str) -> str:
         if v >= scale:
             return f"{v / scale:,.3g} {pre}{unit}"
     return f"{v:,.3g} {unit}"
+
+
+def _mixed_roofs(ax: Any, pts: pl.DataFrame) -> None:
+    """A short dashed roof at each mixed-precision point's time-weighted ceiling (the
+    ``peak_flop_per_s`` its % of roof is against), a factor 3 either side of the point."""
+    if "peak_flop_per_s" not in pts.columns:
+        return
+    mixed = pts.filter(pl.col("precision").cast(pl.String).str.contains("+", literal=True)
+                       & pl.col("peak_flop_per_s").is_not_null()
+                       & pl.col("ai_dram").is_not_null())
+    for n, r in enumerate(mixed.iter_rows(named=True)):
+        x, v = float(r["ai_dram"]), float(r["peak_flop_per_s"])
+        col = PREC_COLOURS.get(str(r["precision"]).split("+")[0], "#2ca02c")
+        ax.plot([x / 3, x * 3], [v, v], "--", color=col, lw=1.2,
+                label="time-weighted roof of a\nmixed-precision kernel" if n == 0 else None)
 
 
 def title_for(gpu: str | None, clock_hz: float | None, *, what: str = "Roofline",
@@ -99,7 +115,9 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                                                              descending=[True, False])
     if pts.height and "precision" in pts.columns and comp.height:
         # the roofs of the precisions on the chart, plus the highest roof for reference
-        want = {str(p) for p in pts["precision"].to_list()} | {str(comp["name"][0])}
+        # (a mixed-precision point "fp64+fp32": the roof of each of its precisions)
+        want = {q for p in pts["precision"].to_list() for q in str(p).split("+")} \
+            | {str(comp["name"][0])}
         comp = comp.filter(pl.col("name").is_in(list(want)))
     levels = [lv for lv, col in LEVEL_COL.items() if lv == "dram" or (
         col in pts.columns and pts[col].drop_nulls().len() and pts.height)]
@@ -153,10 +171,12 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                     continue
                 ax.scatter([ai[i] for i in idx], [fl[i] for i in idx],
                            s=[sizes[i] for i in idx], marker=mk,
-                           c=PREC_COLOURS.get(prec, "#2ca02c"), alpha=0.75, edgecolors="k",
+                           c=PREC_COLOURS.get(prec.split("+")[0], "#2ca02c"), alpha=0.75,
+                           edgecolors="k",
                            linewidths=0.5, zorder=3, label=f"{prec}, {prov}")
+        _mixed_roofs(ax, pts)
         notes = pts["note"].to_list() if "note" in pts.columns else [None] * len(t)
-        blind = [i for i in range(pts.height) if notes[i] == BLIND_NOTE]
+        blind = [i for i in range(pts.height) if BLIND_NOTE in str(notes[i] or "")]
         for i in blind:  # FLOPs a lower bound: the kernel lies up the slope-1 line
             ax.annotate("", xy=(ai[i] * 4, fl[i] * 4), xytext=(ai[i], fl[i]), zorder=4,
                         arrowprops={"arrowstyle": "->", "lw": 0.8, "color": "0.3"})

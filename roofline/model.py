@@ -11,6 +11,11 @@ Compute's roofline does (see :mod:`traceparse.ncu.roofline`): per precision
 * bound: ``latency`` when both FLOP/s < ``latency_fraction`` * peak and DRAM B/s <
   ``latency_fraction`` * bandwidth; else ``compute`` when AI_dram >= ridge, else ``memory``.
 
+A kernel whose FP counters count work in two or more precisions (a fp64 dropout that draws
+its random numbers in fp32) is one point at the SUM of its FLOPs, labelled ``fp64+fp32``
+(largest FLOP rate first), against the time-weighted ceiling ``sum F_p / sum (F_p / peak_p)``
+(:func:`mixed_peak`); the note gives each precision's share. See docs/roofline.md.
+
 Provenance is ``measured (ncu)`` for these points; estimated points come from
 :mod:`traceparse.roofline.estimate` and are never mixed in silently (the column says which is
 which).
@@ -23,6 +28,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.categorize import COMM_KERNEL_RE
 
 #: Non-tensor precisions counted by the SASS FP counters.
@@ -136,6 +142,34 @@ def launch_precision(r: dict[str, Any]) -> tuple[str | None, float | None, str |
     return None, None, f"no FLOP counters in this page: {FP_HINT}"
 
 
+def fp_mix(r: dict[str, Any]) -> dict[str, float]:
+    """The FP precisions with FLOP/s > 0 in one launch, largest rate first.
+
+    Example:
+        >>> fp_mix({"fp64_flop_per_s": 2e11, "fp32_flop_per_s": 1.5e11, "fp16_flop_per_s": 0.0})
+        {'fp64': 200000000000.0, 'fp32': 150000000000.0}
+    """
+    known = {p: v for p in FP_PRECISIONS if (v := _get(r, f"{p}_flop_per_s")) is not None
+             and v > 0}
+    return dict(sorted(known.items(), key=lambda kv: -kv[1]))
+
+
+def mixed_peak(rates: dict[str, float], peaks: dict[str, float | None]) -> float | None:
+    """Time-weighted ceiling of FLOPs done in several precisions: the fastest the kernel's
+    FLOPs can run, one precision after the other, each at its own peak, is
+    ``sum F_p / peak_p``; the ceiling is the total over that time. Rates stand in for
+    FLOPs (they share the kernel's time). None when a precision's peak is unknown.
+
+    Example (2 FLOP/s at fp64, peak 10; 1.5 at fp32, peak 20: 3.5 / (0.2 + 0.075)):
+        >>> round(mixed_peak({"fp64": 2.0, "fp32": 1.5}, {"fp64": 10.0, "fp32": 20.0}), 4)
+        12.7273
+    """
+    used = {p: v for p, v in rates.items() if v and v > 0}
+    if not used or any(not peaks.get(p) for p in used):
+        return None
+    return sum(used.values()) / sum(v / float(peaks[p] or 0.0) for p, v in used.items())
+
+
 def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel",
                     latency_fraction: float = 0.05) -> pl.DataFrame:
     """Roofline points from ncu launches: one row per kernel (or launch), placed or not.
@@ -145,13 +179,16 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
     is missing. Communication kernels (NCCL/RCCL names, as the timeline categorises them)
     are never placed, whatever their counters: their roof is the interconnect. Launches
     without a duration (roofline-chart pages print none) weigh 1 each and have a null
-    ``time_ns``.
+    ``time_ns``. FP launches count the FLOPs of every precision (:func:`fp_mix`); a kernel
+    whose launches did FP work in several precisions is one ``fp64+fp32`` point against
+    the time-weighted ceiling (:func:`mixed_peak`).
 
     Args:
         ncu: the timeline's ``ncu`` table.
         ceil: ceilings from :func:`traceparse.roofline.gpus.ceilings`.
         by: ``"launch"`` (one point per launch) or ``"kernel"`` (launches of one kernel name
-            and precision merged: rates weighted by duration, i.e. total work / total time).
+            and precision merged, all FP launches of a name as one: rates weighted by
+            duration, i.e. total work / total time).
         latency_fraction: below this fraction of both roofs a kernel is ``latency`` bound.
 
     Example (one FP32 launch on a page that sees the tensor pipe, idle; peaks 10 TFLOP/s,
@@ -169,8 +206,12 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
     comm = re.compile(COMM_KERNEL_RE)
     for r in ncu.iter_rows(named=True):
         prec, fl, note = launch_precision(r)
+        # FP work: every precision's FLOPs, one point at their sum (labelled after merging)
+        mix = fp_mix(r) if prec in FP_PRECISIONS and fl else {}
+        if mix:
+            fl = sum(mix.values())
         if comm.search(str(r["kernel_name"])):  # its roof is the interconnect
-            prec, fl, note = None, None, COMM_NOTE
+            prec, fl, note, mix = None, None, COMM_NOTE, {}
         blind = prec in FP_PRECISIONS and tensor_blind(r)
         if fl == 0.0 and prec is None and tensor_blind(r):
             note = BLIND_ZERO
@@ -180,21 +221,28 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
         rows.append({"kernel_name": r["kernel_name"], "launch_id": r["launch_id"],
                      "time_ns": dur if dur and dur > 0 else None, "precision": prec,
                      "flop_per_s": fl, "note": note, "_blind": blind,
+                     "_grp": "fp" if mix else prec,
                      "tensor_peak": _get(r, "peak_tensor_flop_per_s") if prec and str(
                          prec).endswith("_tensor") else _get(r, f"peak_{prec}_flop_per_s")
                      if prec in FP_PRECISIONS else None,
                      "sm_clock_hz": _get(r, "peak_sm_clock_hz") or _get(r, "sm_clock_hz"),
-                     **{b: _get(r, b) for b in bytes_cols}})
+                     **{b: _get(r, b) for b in bytes_cols},
+                     **{f"_r_{p}": mix.get(p, 0.0) if mix else None for p in FP_PRECISIONS},
+                     **{f"_pk_{p}": _get(r, f"peak_{p}_flop_per_s") if mix else None
+                        for p in FP_PRECISIONS}})
+    mix_cols = [f"_{k}_{p}" for k in ("r", "pk") for p in FP_PRECISIONS]
     schema = {"kernel_name": pl.String, "launch_id": pl.Int64, "time_ns": pl.Float64,
               "precision": pl.String, "flop_per_s": pl.Float64, "note": pl.String,
-              "_blind": pl.Boolean, "tensor_peak": pl.Float64, "sm_clock_hz": pl.Float64,
-              **{b: pl.Float64 for b in bytes_cols}}
+              "_blind": pl.Boolean, "_grp": pl.String, "tensor_peak": pl.Float64,
+              "sm_clock_hz": pl.Float64, **{b: pl.Float64 for b in bytes_cols},
+              **{c: pl.Float64 for c in mix_cols}}
     f = pl.DataFrame(rows, schema=schema)
-    rates = ["flop_per_s", *bytes_cols, "tensor_peak", "sm_clock_hz"]
+    rates = ["flop_per_s", *bytes_cols, "tensor_peak", "sm_clock_hz", *mix_cols]
     if by == "kernel":
         w = pl.col("time_ns").fill_null(1.0)
-        f = (f.group_by("kernel_name", "precision", maintain_order=True)
+        f = (f.group_by("kernel_name", "_grp", maintain_order=True)
              .agg(pl.len().alias("launches"), pl.col("launch_id").min(),
+                  pl.col("precision").first(),
                   pl.when(pl.col("time_ns").is_not_null().any())
                   .then(pl.col("time_ns").sum()).alias("time_ns"),
                   pl.col("note").drop_nulls().first(), pl.col("_blind").any(),
@@ -206,6 +254,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
              .drop([f"_has_{c}" for c in rates]))
     else:
         f = f.with_columns(pl.lit(1, pl.UInt32).alias("launches"))
+    f = _label_mixed(f.drop("_grp"))
     names = set(ceil["name"].to_list()) if ceil.height else set()
     roofs = {p: _roof(ceil, p) for p in {*FP_PRECISIONS, *[f"{d}_tensor" for d in (
         "fp16", "bf16", "tf32", "fp8", "int8", "fp64")]} if p in names or p == "fp16_tensor"}
@@ -230,6 +279,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
          & pl.col("dram_bytes_per_s").is_not_null() & (pl.col("dram_bytes_per_s") > 0))
         .alias("placed"),
         pl.lit(MEASURED).alias("provenance")).drop("tensor_peak")
+    f = _place_mixed(f, roofs, clocks, user).drop(mix_cols)
     f = f.with_columns(pl.when(~pl.col("placed") & pl.col("note").is_null()
                                & (pl.col("dram_bytes_per_s") == 0))
                        .then(pl.lit("0 DRAM bytes counted: intensity unbounded (all traffic "
@@ -245,7 +295,73 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
         pl.when(on_blind & (pl.col("bound") != "compute")).then(None).otherwise(pl.col("bound"))
         .alias("bound"),
         pl.when(on_blind & pl.col("note").is_null()).then(pl.lit(BLIND_NOTE))
-        .otherwise(pl.col("note")).alias("note")).drop("_blind")
+        .otherwise(pl.col("note")).alias("note")).with_columns(
+        pl.when(pl.col("_mix_note").is_null()).then(pl.col("note"))
+        .when(pl.col("note").is_null()).then(pl.col("_mix_note"))
+        .otherwise(pl.concat_str("note", pl.lit("; "), "_mix_note")).alias("note"),
+    ).drop("_blind", "_mix_note")
+
+
+def _fp_rates(r: dict[str, Any]) -> dict[str, float]:
+    """A point's FP FLOP/s per precision (> 0 only), largest first."""
+    rates = {p: float(r[f"_r_{p}"]) for p in FP_PRECISIONS if r[f"_r_{p}"]}
+    return dict(sorted(rates.items(), key=lambda kv: -kv[1]))
+
+
+def _label_mixed(f: pl.DataFrame) -> pl.DataFrame:
+    """``precision`` of each FP point from its merged rates: the one precision, or the
+    precisions joined by ``+`` (largest FLOP rate first) when more than one did work."""
+    if f["_r_fp32"].drop_nulls().len() == 0:
+        return f
+    labels = []
+    for r in f.select("precision", *[f"_r_{p}" for p in FP_PRECISIONS]).iter_rows(named=True):
+        rates = _fp_rates(r) if r["_r_fp32"] is not None else {}
+        labels.append("+".join(rates) if rates else r["precision"])
+    return f.with_columns(pl.Series("precision", labels, dtype=pl.String))
+
+
+def _place_mixed(f: pl.DataFrame, roofs: dict[str, float | None],
+                 clocks: dict[str, float | None], user: list[str]) -> pl.DataFrame:
+    """Mixed-precision rows (``_r_<p>`` set): ``peak_flop_per_s`` = :func:`mixed_peak` over
+    each precision's roof (the user's, else ncu's counter peak, else the datasheet's at the
+    kernel's clock, as for one precision), and a note with each precision's FLOP share."""
+    if f["_r_fp32"].drop_nulls().len() == 0:
+        return f.with_columns(pl.lit(None, pl.String).alias("_mix_note"))
+    peaks: list[float | None] = []
+    notes: list[str | None] = []
+    for r in f.iter_rows(named=True):
+        rates = _fp_rates(r) if r["_r_fp32"] is not None else {}
+        if len(rates) < 2:
+            peaks.append(r["peak_flop_per_s"])
+            notes.append(None)
+            continue
+        pk: dict[str, float | None] = {}
+        for p in rates:
+            table, clk = roofs.get(p), clocks.get(p)
+            if table is not None and clk and r["sm_clock_hz"]:
+                table = table * float(r["sm_clock_hz"]) / clk
+            pk[p] = roofs.get(p) if p in user else (r[f"_pk_{p}"] or table)
+        eff = mixed_peak(rates, pk)
+        peaks.append(eff)
+        tot = sum(rates.values())
+        mix = " + ".join(f"{p} {_share(100.0 * v / tot)}" for p, v in rates.items())
+        unknown = [p for p in rates if not pk[p]]
+        how = (f"{units.tflops(eff)} = total / sum(FLOPs_p / peak_p)" if eff is not None
+               else f"unknown (no {'/'.join(unknown)} roof for this GPU)")
+        text = f"FLOPs {mix}: one point at their sum; time-weighted roof {how}"
+        notes.append(text)
+    return f.with_columns(pl.Series("peak_flop_per_s", peaks, dtype=pl.Float64),
+                          pl.Series("_mix_note", notes, dtype=pl.String))
+
+
+def _share(pct: float) -> str:
+    """A percentage that never reads 0 % for work that was counted.
+
+    Example:
+        >>> _share(54.9), _share(0.23), _share(0.0004), _share(99.8)
+        ('55%', '0.23%', '0.0004%', '99.8%')
+    """
+    return f"{pct:.0f}%" if 1.0 <= pct <= 99.0 else f"{pct:.{2 if pct < 1 else 3}g}%"
 
 
 def classify(points: pl.DataFrame, *, latency_fraction: float = 0.05) -> pl.DataFrame:

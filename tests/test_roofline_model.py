@@ -199,9 +199,11 @@ def test_sgemm_is_compute_side_with_ncu_ceilings() -> None:
     tl = ncu.read(SGEMM[0])
     ceil = gpus.ceilings(ncu=tl.ncu, gpu="NVIDIA H800")
     r = measured_points(tl.ncu, ceil).row(0, named=True)
-    # FP32 peak from the file: 2 * 16896 lanes * 1.50093 GHz = 50.72 TFLOP/s
-    assert r["peak_flop_per_s"] == pytest.approx(2 * 16896 * 1500930402.02, rel=1e-6)
-    assert r["precision"] == "fp32" and r["bound"] == "compute"
+    # FP32 peak from the file: 2 * 16896 lanes * 1.50093 GHz = 50.72 TFLOP/s; the kernel's
+    # few fp16 FLOPs (0.003 % of them) join the point and move its time-weighted roof
+    # (docs/roofline.md) by 0.0015 %
+    assert r["peak_flop_per_s"] == pytest.approx(2 * 16896 * 1500930402.02, rel=1e-4)
+    assert r["precision"] == "fp32+fp16" and r["bound"] == "compute"
     assert r["pct_of_roof"] == pytest.approx(100 * r["flop_per_s"] / r["peak_flop_per_s"])
 
 

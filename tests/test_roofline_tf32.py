@@ -69,8 +69,9 @@ def test_h200_sweep_fp32_and_tf32_mm_match_the_ncu_counters_of_the_same_run() ->
     # TFLOP/s (FFMA), the TF32 ones at 413.8 TFLOP/s (tensor ops); the shape estimates of
     # the two points land within 1 % of the largest of each
     ncu, _c, _n = build(traceparse.load(SWEEP / "gemm_roofline-sweep.ncu.csv.gz"))
-    big = {p: float(ncu.filter(pl.col("precision") == p)["flop_per_s"].max())
-           for p in ("fp32", "tf32_tensor")}
+    # (the FP32 GEMMs also count a few fp16 FLOPs, 0.003 % and less: "fp32+fp16" points)
+    lead = pl.col("precision").str.split("+").list.first()
+    big = {p: float(ncu.filter(lead == p)["flop_per_s"].max()) for p in ("fp32", "tf32_tensor")}
     assert mm["fp32"]["flop_per_s"] < mm["fp32"]["peak_flop_per_s"]
     assert mm["fp32"]["flop_per_s"] == pytest.approx(big["fp32"], rel=0.01)
     assert mm["tf32_tensor"]["flop_per_s"] == pytest.approx(big["tf32_tensor"], rel=0.01)
