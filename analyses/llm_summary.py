@@ -12,6 +12,16 @@ top of the op / module tree. Both outputs take their numbers from these two func
   with at least :data:`TREE_MIN_PCT` % of the kernel time, at most ``2 * top`` rows (the root
   always first). View: ``modules`` when the trace has ``nn.Module`` frames that own kernels,
   else ``ops``. Empty when the trace has no kernels.
+
+Several ranks (:func:`split_ranks`): both sections follow ``traceparse tree`` / ``layers``
+(``--by rank``, their default): the tree is ``op_tree(..., by_rank=True)`` and the groups
+``layer_groups(..., by_rank=True)``, each with a ``rank`` column, so a node's calls and time
+are one GPU's. The screen is shared out rank by rank rather than cut after the first rows
+(which would show rank 0 alone): each rank keeps the first
+``max(RANK_MIN_ROWS, (2 * top - 1) // ranks)`` rows of its own depth-first subtree (its
+heaviest top-level ranges and what lies under them, as ``tree`` prints them) and its
+:data:`LAYER_GROUPS` heaviest layer groups, so the ranks can be read against each other.
+A single-rank trace gives the frames it gave before (no ``rank`` column).
 """
 
 from __future__ import annotations
@@ -27,6 +37,20 @@ TREE_DEPTH = 4
 TREE_MIN_PCT = 1.0
 LAYER_GROUPS = 3
 MIX_TOP = 3
+RANK_MIN_ROWS = 3
+
+
+def split_ranks(tl: Timeline) -> bool:
+    """Whether the tree and layer sections split by rank: the trace has several ranks
+    (the rule of ``traceparse tree`` / ``layers`` with their default ``--by rank``)."""
+    return optree.rank_count(tl) > 1
+
+
+def _per_rank_head(frame: pl.DataFrame, rows: int) -> pl.DataFrame:
+    """The first ``rows`` rows of each rank, in ``frame``'s order; rows without a rank (the
+    tree's root) are kept."""
+    return frame.filter(pl.col("rank").is_null()
+                        | (pl.int_range(pl.len()).over("rank") < rows))
 
 
 def tree_view(tl: Timeline) -> str:
@@ -66,6 +90,9 @@ def layers_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     """The heaviest repeated-layer groups (empty when there are none)."""
     if not _has_kernels(tl):
         return pl.DataFrame()
+    if split_ranks(tl):
+        return _per_rank_head(layers.layer_groups(tl, view=tree_view(tl), by_rank=True),
+                              LAYER_GROUPS)
     return layers.layer_groups(tl, view=tree_view(tl)).head(LAYER_GROUPS)
 
 
@@ -74,7 +101,13 @@ def op_tree_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     if not _has_kernels(tl):
         return pl.DataFrame()
     view = tree_view(tl)
-    t = optree.op_tree(tl, view=view, max_depth=TREE_DEPTH)
+    by_rank = split_ranks(tl)
+    t = optree.op_tree(tl, view=view, max_depth=TREE_DEPTH, by_rank=by_rank)
     t = t.filter((pl.col("inclusive_pct") >= TREE_MIN_PCT) | (pl.col("depth") == 0))
-    top = int(getattr(opts, "top", 10))
-    return t.head(max(2 * top, 1)).with_columns(pl.lit(view).alias("view"))
+    budget = max(2 * int(getattr(opts, "top", 10)), 1)
+    if by_rank:
+        ranks = t["rank"].drop_nulls().n_unique()
+        t = _per_rank_head(t, max(RANK_MIN_ROWS, (budget - 1) // max(ranks, 1)))
+    else:
+        t = t.head(budget)
+    return t.with_columns(pl.lit(view).alias("view"))

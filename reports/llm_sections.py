@@ -3,8 +3,9 @@ icicle chart.
 
 The numbers are those of ``traceparse summary`` (the ``phases`` and ``op_tree`` sections of
 :func:`traceparse.analyses.summary.summarize`, computed once there and copied here), plus a
-deeper cut of the same tree for the icicle (:data:`ICICLE_DEPTH` levels, nodes narrower than
-:data:`ICICLE_MIN_PCT` % of the root left out, with a visible note).
+deeper cut of the same tree (per rank on several ranks, as the summary's) for the icicle
+(:data:`ICICLE_DEPTH` levels, nodes narrower than :data:`ICICLE_MIN_PCT` % of the root left
+out, with a visible note).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def icicle_svg(nodes: list[dict[str, Any]]) -> str:
 
     ``nodes`` are :func:`traceparse.analyses.optree.op_tree` rows in its depth-first order
     (``node_id``, ``parent_id``, ``depth``, ``name``, ``kind``, ``inclusive_ns``,
-    ``inclusive_pct``)."""
+    ``inclusive_pct``; ``rank`` in a per-rank tree: named in the hover text, and before the
+    name of each rank's top ranges)."""
     if not nodes or not nodes[0]["inclusive_ns"]:
         return ""
     total = nodes[0]["inclusive_ns"]
@@ -58,16 +60,19 @@ def icicle_svg(nodes: list[dict[str, Any]]) -> str:
         w = n["inclusive_ns"] / total * _WIDTH_PX
         next_x[par if par is not None else -1] = x_of[nid] + w
         x, y = x_of[nid], n["depth"] * _ROW_PX
-        name = html.escape(str(n["name"]))
-        tip = html.escape(f'{n["name"]} — {n["inclusive_ns"] / 1e6:.3f} ms '
+        rank = f'rank {n["rank"]}: ' if n.get("rank") is not None else ""
+        tip = html.escape(f'{rank}{n["name"]} — {n["inclusive_ns"] / 1e6:.3f} ms '
                           f'({n["inclusive_pct"]:.1f}% of kernel time)')
         color = _KIND_COLORS.get(str(n.get("kind") or ""), "#9aa5b1")
         parts.append(f'<g><title>{tip}</title><rect x="{x:.2f}" y="{y}" width="{w:.2f}" '
                      f'height="{_ROW_PX - 2}" fill="{color}" stroke="#fff"/>')
         chars = int(w / 7)
         if chars >= 4:
-            label = name if len(n["name"]) <= chars else html.escape(
-                str(n["name"])[: chars - 1] + "…")
+            # a rank's top ranges carry its number, so the side-by-side ranks read apart
+            text = (f'r{n["rank"]} {n["name"]}' if rank and n["depth"] == 1
+                    else str(n["name"]))
+            label = html.escape(text) if len(text) <= chars else html.escape(
+                text[: chars - 1] + "…")
             parts.append(f'<text x="{x + 3:.2f}" y="{y + 14}" font-size="11">{label}</text>')
         parts.append("</g>")
     parts.append("</svg>")
@@ -110,8 +115,10 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                 "rows": rows(mix)}
     lay: pl.DataFrame = secs["layers"]
     if lay.height:
+        ranked = "rank" in lay.columns  # several ranks: each rank's groups (traceparse layers)
         out["layers"] = {
-            "table": {"columns": [_col("parent", "under"), _col("layer", "layer"),
+            "table": {"columns": [*([_col("rank", "rank", "int")] if ranked else []),
+                                  _col("parent", "under"), _col("layer", "layer"),
                                   _col("layers", "layers", "int"), _col("calls", "calls", "int"),
                                   _col("median_ns", "median (ms)", "ms"),
                                   _col("min_ns", "min (ms)", "ms"),
@@ -123,17 +130,23 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
             "note": ("Repeated layers (siblings named by a layer word and an index: "
                      "DecoderLayer_N, Block_N, layers.N, blocks.N; at least 3) in one row: "
                      "per-layer kernel time, spread = (max - min) / median. 'same ops' = every "
-                     "layer runs the same op sequence and kernel counts.")}
+                     "layer runs the same op sequence and kernel counts."
+                     + (f" Several ranks: each rank's layers are its own groups (one GPU's "
+                        f"calls and times, as traceparse layers prints them), its "
+                        f"{llm_summary.LAYER_GROUPS} heaviest shown." if ranked else ""))}
     tree: pl.DataFrame = secs["op_tree"]
     if tree.height:
         view = str(tree["view"][0])
-        full = optree.op_tree(tl, view=view, max_depth=ICICLE_DEPTH)
+        ranked = "rank" in tree.columns  # several ranks: one subtree each (traceparse tree)
+        rank_col = ["rank"] if ranked else []
+        full = optree.op_tree(tl, view=view, max_depth=ICICLE_DEPTH, by_rank=ranked)
         shown = full.filter((pl.col("inclusive_pct") >= ICICLE_MIN_PCT) | (pl.col("depth") == 0))
         out["op_tree"] = {
             "view": view,
-            "nodes": rows(shown.select("node_id", "parent_id", "depth", "name", "kind",
-                                       "inclusive_ns", "inclusive_pct")),
-            "table": {"columns": [_col("depth", "depth", "int"), _col("name", "node"),
+            "nodes": rows(shown.select("node_id", "parent_id", "depth", *rank_col, "name",
+                                       "kind", "inclusive_ns", "inclusive_pct")),
+            "table": {"columns": [*([_col("rank", "rank", "int")] if ranked else []),
+                                  _col("depth", "depth", "int"), _col("name", "node"),
                                   _col("calls", "calls", "int"),
                                   _col("inclusive_ns", "inclusive (ms)", "ms"),
                                   _col("exclusive_ns", "exclusive (ms)", "ms"),
@@ -148,5 +161,10 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                      f"{ICICLE_DEPTH} levels, nodes under {ICICLE_MIN_PCT}% of the root "
                      f"omitted ({full.height - shown.height} of {full.height}). Table: "
                      f"{llm_summary.TREE_DEPTH} levels, nodes of at least "
-                     f"{llm_summary.TREE_MIN_PCT}%.")}
+                     f"{llm_summary.TREE_MIN_PCT}%."
+                     + (" Several ranks: one subtree per rank (calls and times are one GPU's, "
+                        "as traceparse tree prints them; the root is every rank's total and "
+                        "percentages are of it); the table keeps the first rows of each "
+                        "rank's subtree, the icicle puts the ranks side by side (hover: rank)."
+                        if ranked else ""))}
     return out

@@ -254,9 +254,13 @@ def _phases(frame: pl.DataFrame) -> list[str]:
 
 def _op_tree(frame: pl.DataFrame) -> list[str]:
     view = frame["view"][0] if "view" in frame.columns else "ops"
-    lines = [f"Kernel time by {view} tree (inclusive, % of all kernel time)"]
+    ranked = "rank" in frame.columns  # several ranks: one subtree each (traceparse tree)
+    lines = [f"Kernel time by {view} tree (inclusive, % of all kernel time)" if not ranked
+             else f"Kernel time by {view} tree, one subtree per rank rN (inclusive, % of all "
+                  "ranks' kernel time; the first rows of each rank's subtree)"]
     for r in frame.iter_rows(named=True):
-        name = ("  " * r["depth"] + r["name"])[:70]
+        pre = "" if not ranked or r["rank"] is None else f"r{r['rank']:<3}"
+        name = (pre + "  " * r["depth"] + r["name"])[:70]
         lines.append(f"  {name:<70} {fmt_ns(r['inclusive_ns']):>10} "
                      f"{r['inclusive_pct']:6.1f}%  x{r['kernels']}")
     return lines
@@ -271,9 +275,13 @@ def _phase_mix(frame: pl.DataFrame) -> list[str]:
 
 
 def _layers(frame: pl.DataFrame) -> list[str]:
-    lines = ["Repeated layers (per-layer kernel time: median, slowest, spread)"]
+    ranked = "rank" in frame.columns  # several ranks: each rank's groups (traceparse layers)
+    lines = ["Repeated layers (per-layer kernel time: median, slowest, spread)" if not ranked
+             else "Repeated layers per rank rN (one GPU's per-layer kernel time: median, "
+                  "slowest, spread)"]
     for r in frame.iter_rows(named=True):
-        lines.append(f"  {str(r['layer'])[:40]:<40} x{r['layers']:<3} median "
+        name = f"r{r['rank']:<3}{r['layer']}" if ranked else str(r["layer"])
+        lines.append(f"  {name[:40]:<40} x{r['layers']:<3} median "
                      f"{fmt_ns(r['median_ns']):>10}  slowest #{r['slowest']} "
                      f"{fmt_ns(r['max_ns']):>10}  spread {r['spread_pct']:.1f}%"
                      + ("" if r["same_structure"] else "  (layers differ in ops)"))
