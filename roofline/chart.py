@@ -57,9 +57,12 @@ def _rate(v: float, unit: str) -> str:
     return f"{v:,.3g} {unit}"
 
 
-def _mixed_roofs(ax: Any, pts: pl.DataFrame) -> None:
+def _mixed_roofs(ax: Any, pts: pl.DataFrame, bw: float | None = None) -> None:
     """A short dashed roof at each mixed-precision point's time-weighted ceiling (the
-    ``peak_flop_per_s`` its % of roof is against), a factor 3 either side of the point."""
+    ``peak_flop_per_s`` its % of roof is against), a factor 3 either side of the point,
+    never left of where that ceiling meets the DRAM roof (``bw``): left of it the kernel
+    is held by memory, and a roof drawn there floated above the DRAM line (the A100
+    dropout's 9.56 TFLOP/s at intensity 0.1-0.9, where 1.55 TB/s allows 0.16-1.4)."""
     if "peak_flop_per_s" not in pts.columns:
         return
     mixed = pts.filter(pl.col("precision").cast(pl.String).str.contains("+", literal=True)
@@ -67,8 +70,9 @@ def _mixed_roofs(ax: Any, pts: pl.DataFrame) -> None:
                        & pl.col("ai_dram").is_not_null())
     for n, r in enumerate(mixed.iter_rows(named=True)):
         x, v = float(r["ai_dram"]), float(r["peak_flop_per_s"])
+        lo = max(x / 3, v / bw) if bw else x / 3
         col = PREC_COLOURS.get(str(r["precision"]).split("+")[0], "#2ca02c")
-        ax.plot([x / 3, x * 3], [v, v], "--", color=col, lw=1.2,
+        ax.plot([lo, lo * 9], [v, v], "--", color=col, lw=1.2,
                 label="time-weighted roof of a\nmixed-precision kernel" if n == 0 else None)
 
 
@@ -174,7 +178,7 @@ def render(points: pl.DataFrame, ceilings: pl.DataFrame, *, fmt: str = "png",
                            c=PREC_COLOURS.get(prec.split("+")[0], "#2ca02c"), alpha=0.75,
                            edgecolors="k",
                            linewidths=0.5, zorder=3, label=f"{prec}, {prov}")
-        _mixed_roofs(ax, pts)
+        _mixed_roofs(ax, pts, bw)
         notes = pts["note"].to_list() if "note" in pts.columns else [None] * len(t)
         blind = [i for i in range(pts.height) if BLIND_NOTE in str(notes[i] or "")]
         for i in blind:  # FLOPs a lower bound: the kernel lies up the slope-1 line
