@@ -285,7 +285,7 @@ def measured_points(ncu: pl.DataFrame, ceil: pl.DataFrame, *, by: str = "kernel"
                        .then(pl.lit("0 DRAM bytes counted: intensity unbounded (all traffic "
                                     "served by caches)"))
                        .otherwise(pl.col("note")).alias("note"))
-    f = classify(f, latency_fraction=latency_fraction)
+    f = _floor_bound(classify(f, latency_fraction=latency_fraction), latency_fraction)
     # FP FLOPs from a page blind to tensor cores are a lower bound: the intensity can only
     # be higher, so "compute" (intensity >= ridge) stays true; "memory" and "latency" are
     # not known (the H200 cuDNN flash attention, bf16 tensor at 70 % of its roof on the raw
@@ -326,23 +326,27 @@ def _place_mixed(f: pl.DataFrame, roofs: dict[str, float | None],
     each precision's roof (the user's, else ncu's counter peak, else the datasheet's at the
     kernel's clock, as for one precision), and a note with each precision's FLOP share."""
     if f["_r_fp32"].drop_nulls().len() == 0:
-        return f.with_columns(pl.lit(None, pl.String).alias("_mix_note"))
+        return f.with_columns(pl.lit(None, pl.String).alias("_mix_note"),
+                              pl.lit(None, pl.Float64).alias("_peak_lo"))
     peaks: list[float | None] = []
+    lows: list[float | None] = []
     notes: list[str | None] = []
     for r in f.iter_rows(named=True):
         rates = _fp_rates(r) if r["_r_fp32"] is not None else {}
-        if len(rates) < 2:
-            peaks.append(r["peak_flop_per_s"])
-            notes.append(None)
-            continue
         pk: dict[str, float | None] = {}
-        for p in rates:
+        for p in {*rates, "fp32"}:
             table, clk = roofs.get(p), clocks.get(p)
             if table is not None and clk and r["sm_clock_hz"]:
                 table = table * float(r["sm_clock_hz"]) / clk
             pk[p] = roofs.get(p) if p in user else (r[f"_pk_{p}"] or table)
+        if len(rates) < 2:
+            peaks.append(r["peak_flop_per_s"])
+            lows.append(_fp16_floor(rates, pk) if r["peak_flop_per_s"] is None else None)
+            notes.append(None)
+            continue
         eff = mixed_peak(rates, pk)
         peaks.append(eff)
+        lows.append(_fp16_floor(rates, pk) if eff is None else None)
         tot = sum(rates.values())
         mix = " + ".join(f"{p} {_share(100.0 * v / tot)}" for p, v in rates.items())
         unknown = [p for p in rates if not pk[p]]
@@ -351,7 +355,58 @@ def _place_mixed(f: pl.DataFrame, roofs: dict[str, float | None],
         text = f"FLOPs {mix}: one point at their sum; time-weighted roof {how}"
         notes.append(text)
     return f.with_columns(pl.Series("peak_flop_per_s", peaks, dtype=pl.Float64),
-                          pl.Series("_mix_note", notes, dtype=pl.String))
+                          pl.Series("_mix_note", notes, dtype=pl.String),
+                          pl.Series("_peak_lo", lows, dtype=pl.Float64))
+
+
+#: Why an unknown non-tensor fp16 roof may stand at the fp32 roof as a floor.
+FP16_FLOOR_NOTE = ("no non-tensor fp16 roof for this GPU: the fp32 roof is its floor (packed "
+                   "half2 math runs at least at the fp32 rate on every GPU in the table, "
+                   "Volta and later, CDNA2/3), which decides the bound here")
+
+
+def _fp16_floor(rates: dict[str, float], pk: dict[str, float | None]) -> float | None:
+    """A lower bound of a point's ceiling when fp16 (non-tensor) is the only precision
+    without a roof: the time-weighted ceiling with fp16 at the fp32 roof (an fp16 roof at
+    least that high can only raise it). None when another roof is missing too.
+
+    Example (fp32 1.5 FLOP/s + fp16 0.5 at an fp32 roof of 10: 2 / (0.15 + 0.05)):
+        >>> _fp16_floor({"fp32": 1.5, "fp16": 0.5}, {"fp32": 10.0, "fp16": None})
+        10.0
+    """
+    if "fp16" not in rates or pk.get("fp16") or not pk.get("fp32"):
+        return None
+    return mixed_peak(rates, {**pk, "fp16": pk["fp32"]})
+
+
+def _floor_bound(f: pl.DataFrame, latency_fraction: float) -> pl.DataFrame:
+    """Bound and % of roof of points whose ceiling is unknown but bounded below
+    (``_peak_lo``, :func:`_fp16_floor`), where that floor decides them: below the floor's
+    latency fraction in FLOP/s and DRAM B/s is ``latency`` at any higher ceiling; an
+    intensity whose DRAM roof lies under the floor is held by memory at any higher ceiling
+    (``memory`` when DRAM B/s is not below the latency fraction), and its attainable rate
+    is that DRAM roof, so % of roof is exact. Anything else stays unknown."""
+    lo, bw = pl.col("_peak_lo"), pl.col("peak_dram_bytes_per_s")
+    fl, dr = pl.col("flop_per_s"), pl.col("dram_bytes_per_s")
+    on = (pl.col("bound").is_null() & lo.is_not_null() & bw.is_not_null() & fl.is_not_null()
+          & dr.is_not_null() & pl.col("placed").fill_null(False))
+    mem_roof = pl.col("ai_dram") * bw
+    under = mem_roof < lo
+    bound = (pl.when(on & (fl < latency_fraction * lo) & (dr < latency_fraction * bw))
+             .then(pl.lit("latency"))
+             .when(on & under & (dr >= latency_fraction * bw)).then(pl.lit("memory"))
+             .otherwise(pl.col("bound")))
+    exact = on & under
+    return f.with_columns(
+        bound.alias("bound"),
+        pl.when(exact).then(mem_roof).otherwise(pl.col("attainable_flop_per_s"))
+        .alias("attainable_flop_per_s"),
+        pl.when(exact).then(fl * 100.0 / mem_roof).otherwise(pl.col("pct_of_roof"))
+        .alias("pct_of_roof"),
+        pl.when(on & (exact | (bound == "latency")))
+        .then(pl.when(pl.col("_mix_note").is_null()).then(pl.lit(FP16_FLOOR_NOTE))
+              .otherwise(pl.concat_str("_mix_note", pl.lit("; "), pl.lit(FP16_FLOOR_NOTE))))
+        .otherwise(pl.col("_mix_note")).alias("_mix_note")).drop("_peak_lo")
 
 
 def _share(pct: float) -> str:
@@ -382,7 +437,9 @@ def classify(points: pl.DataFrame, *, latency_fraction: float = 0.05) -> pl.Data
         safe_div(fl, pl.col("l1_bytes_per_s")).alias("ai_l1"),
         safe_div(pk, bw).alias("ridge"),
     )
-    attain = pl.min_horizontal(pk, pl.col("ai_dram") * bw)
+    # an unknown ceiling leaves the attainable rate unknown (min() would skip the null and
+    # quote % of the DRAM roof alone: a floor of the true %, printed as if exact)
+    attain = pl.when(pk.is_not_null()).then(pl.min_horizontal(pk, pl.col("ai_dram") * bw))
     latency = (fl < latency_fraction * pk) & (dr < latency_fraction * bw)
     return out.with_columns(
         attain.alias("attainable_flop_per_s"),

@@ -169,3 +169,50 @@ def test_dropout_counts_fp64_and_fp32(tmp_path: Path) -> None:
     assert r["pct_of_roof"] == pytest.approx(
         100 * (total / secs) / min(want, total / dram * 1.555e12), rel=1e-4)
     assert r["bound"] == "memory"
+
+
+def _fp16_page(path: Path) -> Path:
+    """Non-tensor fp16 work next to fp32 (1 us per launch; FLOPs = 2 x fma):
+
+    * ``half_mem``: hfma 1,000,000 (2e6 fp16), ffma 1,000,000 (2e6 fp32), 2,000,000 DRAM
+      bytes: 4e12 FLOP/s, 2e12 B/s, intensity 2;
+    * ``half_tiny``: hfma 1,000 + ffma 1,000 (4e9 FLOP/s), 1,000 DRAM bytes (1e9 B/s);
+    * ``half_dense``: hfma 5,000,000 (1e7 fp16), 1,000 DRAM bytes: 1e13 FLOP/s, AI 10,000.
+    """
+    launches = [("half_mem", 1_000_000, 1_000_000, 2_000_000),
+                ("half_tiny", 1_000, 1_000, 1_000),
+                ("half_dense", 5_000_000, 0, 1_000)]
+    rows = []
+    for lid, (name, hfma, ffma, dram) in enumerate(launches):
+        rows += [ROW.format(lid, name, *r) for r in (
+            (S.format("hfma"), "inst", f"{hfma:,}"), (S.format("hadd"), "inst", "0"),
+            (S.format("hmul"), "inst", "0"), (S.format("ffma"), "inst", f"{ffma:,}"),
+            (S.format("fadd"), "inst", "0"), (S.format("fmul"), "inst", "0"),
+            ("sm__inst_executed_pipe_tensor.sum", "inst", "0"),
+            ("gpu__time_duration.sum", "ns", "1,000"), ("dram__bytes.sum", "byte", f"{dram:,}"))]
+    path.write_text(ID + "\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_unknown_fp16_roof_is_floored_at_the_fp32_roof(tmp_path: Path) -> None:
+    # roofs without a non-tensor fp16 one: fp32 20 TFLOP/s, DRAM 4 TB/s
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text(json.dumps({"fp32": 2e13, "dram": 4e12}))
+    pts, _c, _n = build(traceparse.load(_fp16_page(tmp_path / "h.csv")), ceilings_file=roofs)
+    p = {r["kernel_name"]: r for r in pts.iter_rows(named=True)}
+    m = p["half_mem"]
+    # the ceiling is unknown (no fp16 roof), but at least 4e12 / (2e12/2e13 + 2e12/2e13)
+    # = 2e13 (fp16 at the fp32 roof); the DRAM roof at intensity 2 is 8e12 < 2e13, so the
+    # kernel is held by memory at any ceiling: memory, 4e12 / 8e12 = 50 % (exact)
+    assert m["precision"] in ("fp16+fp32", "fp32+fp16") and m["peak_flop_per_s"] is None
+    assert m["bound"] == "memory" and m["pct_of_roof"] == pytest.approx(50.0)
+    assert "the fp32 roof is its floor" in m["note"]
+    t = p["half_tiny"]
+    # 4e9 FLOP/s < 5 % of the 2e13 floor and 1e9 B/s < 5 % of 4e12: latency at any
+    # ceiling; its DRAM roof (AI 4 x 4e12 = 1.6e13) lies under the floor: 4e9/1.6e13
+    assert t["bound"] == "latency" and t["pct_of_roof"] == pytest.approx(0.025)
+    d = p["half_dense"]
+    # pure fp16, AI 1e13 / 1e9 = 10,000: the DRAM roof (4e16) is above the floor and
+    # 1e13 FLOP/s is 50 % of it: the unknown fp16 roof decides, so nothing is claimed
+    # (before, % of roof was quoted against the DRAM roof alone: 0.025 %)
+    assert d["precision"] == "fp16" and d["bound"] is None and d["pct_of_roof"] is None
