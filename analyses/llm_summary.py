@@ -41,9 +41,9 @@ RANK_MIN_ROWS = 3
 
 
 def split_ranks(tl: Timeline) -> bool:
-    """Whether the tree and layer sections split by rank: the trace has several ranks
-    (the rule of ``traceparse tree`` / ``layers`` with their default ``--by rank``)."""
-    return optree.rank_count(tl) > 1
+    """Whether the tree and layer sections split by rank: the rule of ``traceparse tree``
+    / ``layers`` with their default ``--by rank`` (:func:`optree.splits_by_rank`)."""
+    return optree.splits_by_rank(tl)
 
 
 def _per_rank_head(frame: pl.DataFrame, rows: int) -> pl.DataFrame:

@@ -442,6 +442,13 @@ def rank_count(tl: Timeline) -> int:
     return int(ranks["rank"].drop_nulls().n_unique())
 
 
+def splits_by_rank(tl: Timeline, by: str = "rank") -> bool:
+    """Whether ``tree`` / ``layers`` (and the summary's tree and layer sections, which
+    follow them) give one subtree per rank: ``by`` is ``"rank"`` (their default) and the
+    trace has several ranks (:func:`rank_count`). The one place this rule is written."""
+    return by == "rank" and rank_count(tl) > 1
+
+
 def check_tree(tree: pl.DataFrame) -> pl.DataFrame:
     """Raise ``AssertionError`` unless every node of a tree built without ``max_depth`` has
     ``inclusive_ns == exclusive_ns + sum(children inclusive_ns)`` and category parts that

@@ -58,11 +58,10 @@ def tree_cmd(traces: tuple[str, ...], depth: int, view: str, min_pct: float, by:
     Every kernel is placed under the innermost range open around its launch call; the root
     is the total kernel time, and kernels without a launch call are their own node.
     """
-    from traceparse.analyses.optree import op_tree, rank_count
+    from traceparse.analyses.optree import op_tree, splits_by_rank
 
     tl = load_traces(traces)
-    frame = op_tree(tl, view=view, max_depth=depth,
-                    by_rank=by == "rank" and rank_count(tl) > 1)
+    frame = op_tree(tl, view=view, max_depth=depth, by_rank=splits_by_rank(tl, by))
     frame = frame.filter((pl.col("inclusive_pct") >= min_pct) | (pl.col("depth") == 0))
     if fmt == "table":
         frame = indent_names(frame).drop("node_id", "parent_id", "kind")
@@ -83,10 +82,10 @@ def layers_cmd(traces: tuple[str, ...], view: str, per_layer: bool, by: str, fmt
     """Repeated layers (DecoderLayer_0.._N, layers.N, 'layer N' ranges) grouped into one row
     with the spread across layers, so one slow layer stands out."""
     from traceparse.analyses import layers
-    from traceparse.analyses.optree import rank_count
+    from traceparse.analyses.optree import splits_by_rank
 
     tl = load_traces(traces)
-    split = by == "rank" and rank_count(tl) > 1
+    split = splits_by_rank(tl, by)
     frame = (layers.layer_table(tl, view=view, by_rank=split) if per_layer
              else layers.layer_groups(tl, view=view, by_rank=split))
     emit_frame(frame, fmt, output, decimals=_PCT,
