@@ -299,8 +299,10 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         tokens_source, start_ns, end_ns, gpu_end_ns, wall_ns, kernels, kernel_ns, flops,
         flops_source,
         tflop_per_s, tokens_per_s, attributed_ns`` (the length of the step's window of
-        :func:`attribution_windows`, ``[start_ns, start_ns + attributed_ns)``, never
-        overlapping another step's) and, with ``attribution``, the parts of
+        :func:`attribution_windows`, never overlapping another step's, less its part
+        before the rank's first GPU activity where the trace shows that the GPU ran
+        unrecorded work there: :func:`traceparse.analyses.steps.gpu_known_from`) and, with
+        ``attribution``, the parts of
         :func:`traceparse.analyses.attribution.breakdown_windows` over that window summed
         over the rank's devices.
     """
@@ -318,11 +320,18 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
-    out = attribution_windows(out).with_columns(
-        (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns")).drop("attr_end_ns")
+    from traceparse.analyses.steps import gpu_known_from, known_start
+
+    known = gpu_known_from(tl) if out.height else pl.DataFrame(
+        schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})
+    out = (attribution_windows(out)
+           .join(known.cast({"rank": out.schema["rank"]}), on="rank", how="left")
+           .with_columns(pl.min_horizontal(known_start(), "attr_end_ns").alias("_attr_start"))
+           .with_columns((pl.col("attr_end_ns") - pl.col("_attr_start")).alias("attributed_ns"))
+           .drop("attr_end_ns", "gpu_known_from_ns"))
     if attribution and out.height:
         out = _attribute(tl, out)
-    return out
+    return out.drop("_attr_start")
 
 
 def attribution_windows(steps: pl.DataFrame) -> pl.DataFrame:
@@ -354,8 +363,8 @@ def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
 
     w = steps.with_row_index("_wid")
     wins = w.select("rank", pl.col("_wid").cast(pl.String).alias("window_name"),
-                    pl.col("start_ns").alias("window_start_ns"),
-                    (pl.col("start_ns") + pl.col("attributed_ns")).alias("window_end_ns"))
+                    pl.col("_attr_start").alias("window_start_ns"),
+                    (pl.col("_attr_start") + pl.col("attributed_ns")).alias("window_end_ns"))
     b = breakdown_windows(tl, wins)
     per = (b.with_columns(pl.col("window_name").cast(pl.UInt32).alias("_wid"))
            .group_by("_wid").agg(pl.col(p).sum() for p in PARTS))

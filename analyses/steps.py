@@ -35,7 +35,8 @@ so named is not a step loop): this is how an nsys capture marks its steps.
   counts a leading step only with one-off warm-up evidence, never by its wall alone.
 * When :func:`traceparse.analyses.attribution.breakdown_windows` is available, :func:`step_table`
   adds its per-step attribution (compute, memory, communication, launch overhead, idle)
-  summed over the rank's devices.
+  summed over the rank's devices, from the step's start or, where the rank's first GPU
+  activity was queued behind unrecorded work, from that activity (:func:`gpu_known_from`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,44 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
     return recorded_part(tl, r.select("rank", pl.col("name").cast(pl.String).alias("step"),
                                        "start_ns", "end_ns")
                           .unique(maintain_order=True).sort("rank", "start_ns"))
+
+
+#: A rank's first recorded GPU activity that started this long after its launch call
+#: returned was queued behind GPU work the trace does not hold (:func:`gpu_known_from`).
+#: An idle GPU starts launched work within microseconds, and a fresh context's first
+#: launches within a few milliseconds (shared nsys exports: 1.07 and 2.14 ms).
+UNRECORDED_QUEUE_NS = 10_000_000
+
+
+def gpu_known_from(tl: Timeline) -> pl.DataFrame:
+    """``rank, gpu_known_from_ns``: the ranks whose first recorded non-sync GPU activity
+    started more than :data:`UNRECORDED_QUEUE_NS` after its launch call returned, and
+    that activity's start. Before it the GPU ran work the trace did not record (launched
+    before the recording began, or cut away with the rest of a longer profile), so what
+    the GPU did there is unknown: not idle, not waiting for launches. Step attribution
+    starts there (:func:`step_table`, ``phases.phase_steps``), as the attribution window
+    of :func:`traceparse.analyses.attribution.breakdown` starts at the first activity.
+    ``tracelens__vllm_prefilldecode_piecewise_graph_execution``: the host issues its step
+    in 26 ms from +0; the first copy, launched at +0.1 ms, starts at +151 ms."""
+    from traceparse.links import launch_links
+
+    schema = pl.Schema([("rank", tl.gpu.schema["rank"]), ("gpu_known_from_ns", pl.Int64())])
+    acts = tl.gpu.with_row_index("_r").filter(pl.col("kind").cast(pl.String) != "sync")
+    if acts.height == 0:
+        return pl.DataFrame(schema=schema)
+    first = acts.sort("start_ns", "_r").group_by("rank", maintain_order=True).first()
+    calls = launch_links(tl)["api_row"].gather(first["_r"])
+    ret = (tl.api["end_ns"].cast(pl.Int64).gather(calls) if tl.api.height
+           else pl.Series([None] * first.height, dtype=pl.Int64))
+    return (first.select("rank", pl.col("start_ns").alias("gpu_known_from_ns"))
+            .filter((pl.col("gpu_known_from_ns") - ret) > UNRECORDED_QUEUE_NS)
+            .cast(schema))
+
+
+def known_start(start: str = "start_ns") -> pl.Expr:
+    """Where a step's attribution starts: the later of its ``start`` column and its
+    rank's ``gpu_known_from_ns`` (:func:`gpu_known_from`, joined on ``rank``)."""
+    return pl.max_horizontal(start, pl.col("gpu_known_from_ns").fill_null(pl.col(start)))
 
 
 def recorded_part(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
@@ -185,7 +224,8 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
         with ``attribution``, ``compute_ns, memory_ns, communication_ns,
         launch_overhead_ns, idle_ns`` (from
         :func:`traceparse.analyses.attribution.breakdown_windows`,
-        summed over the rank's devices; a device's parts sum to the step's wall time).
+        summed over the rank's devices; a device's parts sum to the step's wall time, less
+        its part before the rank's :func:`gpu_known_from`).
 
     Example:
         Steps 0..100 (kernels 10..30 and 20..50 -> busy 40) and 100..400 (kernel
@@ -207,9 +247,11 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     if attribution and w.height:
         from traceparse.analyses.attribution import PARTS, breakdown_windows
 
-        wins = w.select("rank", pl.col("_wid").cast(pl.Int64).alias("window_name"),
-                        pl.col("start_ns").alias("window_start_ns"),
-                        pl.col("end_ns").alias("window_end_ns"))
+        known = gpu_known_from(tl)
+        wins = w.join(known.cast({"rank": w.schema["rank"]}), on="rank", how="left").select(
+            "rank", pl.col("_wid").cast(pl.Int64).alias("window_name"),
+            pl.min_horizontal(known_start(), "end_ns").alias("window_start_ns"),
+            pl.col("end_ns").alias("window_end_ns"))
         b = breakdown_windows(tl, wins.with_columns(pl.col("window_name").cast(pl.String)))
         if b.height:
             per = (b.with_columns(pl.col("window_name").cast(pl.UInt32).alias("_wid"))

@@ -188,3 +188,45 @@ def test_tail_tokens_per_s_over_attributed_time() -> None:
     r = t.filter((pl.col("name") == "decode") & (pl.col("metric") == "tokens_per_s")).row(
         0, named=True)
     assert r["base"] == pytest.approx(128 / 0.055)
+
+
+def _queued_first(k0_us: int) -> dict:
+    """Two ProfilerSteps of 20 ms at 0 and 20 ms. Step 0 launches kernel A at 1 ms (the call
+    returns at 1.005 ms) and A runs [k0, k0 + 5 ms); step 1 launches B at 21 ms, running
+    [max(k0 + 5 ms, 21.01 ms), + 5 ms)."""
+    ev: list[dict] = []
+    b0 = max(k0_us + 5000, 21_010)
+    for i, (host, k) in enumerate([(0, k0_us), (20_000, b0)]):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
+                   "pid": PID, "tid": TID, "ts": host, "dur": 20_000, "args": {}})
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID,
+                   "tid": TID, "ts": host + 1000, "dur": 5, "args": {"correlation": 100 + i}})
+        ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": STREAM,
+                   "ts": k, "dur": 5000,
+                   "args": {"device": 0, "stream": STREAM, "correlation": 100 + i,
+                            "grid": [64, 1, 1], "block": [256, 1, 1]}})
+    return _doc(ev)
+
+
+@pytest.mark.parametrize(("k0_us", "known_us"), [(1_010, 0), (12_000, 12_000)])
+def test_step_attribution_starts_where_the_gpu_is_known(tmp_path: Path, k0_us: int,
+                                                         known_us: int) -> None:
+    """A first kernel that starts 5 us after its call returned: the GPU was idle before it
+    and step 0 is attributed from its start (0). One that starts 10.995 ms after (more than
+    steps.UNRECORDED_QUEUE_NS): the GPU ran unrecorded work before it, so step 0 is
+    attributed from the kernel's start (12 ms), in both step tables."""
+    from traceparse.analyses.steps import step_table
+
+    p = tmp_path / "q.pt.trace.json"
+    p.write_text(json.dumps(_queued_first(k0_us)))
+    tl = traceparse.load(p)
+    st = phases.phase_steps(tl)
+    # step 0's window: [known, 20 ms); step 1's [20, 40 ms) (B ends before its host range)
+    assert st["attributed_ns"].to_list() == [(20_000 - known_us) * US, 20_000 * US]
+    assert st["wall_ns"][0] == 20_000 * US  # the step's latency is unchanged
+    assert st["compute_ns"][0] == 5000 * US
+    # the rest of the window is idle or launch overhead: 20 - 5 = 15 ms not queued (1.01
+    # ms before the kernel, 13.99 ms after); queued, only the 3 ms after it (nothing before)
+    assert st["idle_ns"][0] + st["launch_overhead_ns"][0] == (20_000 - known_us - 5000) * US
+    host = step_table(tl).row(0, named=True)
+    assert sum(host[c] for c in PARTS) == (20_000 - known_us) * US
