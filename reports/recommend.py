@@ -164,9 +164,11 @@ def _worst_rank(payload: dict[str, Any], part: str) -> tuple[int, int, int] | No
 
 def _engine(payload: dict[str, Any], change: str) -> dict[str, Any] | None:
     """The savings engine's row (:func:`traceparse.analyses.savings.savings`, copied into
-    the payload's summary) with the largest saving for ``change``."""
-    rows = [r for r in payload.get("summary", {}).get("savings", []) if r["change"] == change]
-    return max(rows, key=lambda r: (r["saving_ns"], -r["rank"])) if rows else None
+    the payload's summary) that headlines quote for ``change`` (its ``bounds_job``:
+    :func:`traceparse.analyses.savings.best`'s row)."""
+    rows = [r for r in payload.get("summary", {}).get("savings", [])
+            if r["change"] == change and r.get("bounds_job")]
+    return rows[0] if rows else None
 
 
 def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
@@ -573,4 +575,22 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
     for i, r in enumerate(items, 1):
         r["rank"] = i
         _unprofiled(payload, r)
+        _job_bound(payload, r)
     return {"verdict": verdict(payload), "items": items, "withheld": withheld}
+
+
+def _job_bound(payload: dict[str, Any], r: dict[str, Any]) -> None:
+    """Say why a fix quotes its rank where another rank alone would save more: the ranks
+    wait for one another in collectives (``savings.coupled_ranks``), so the headline is
+    the rank that bounds the job after the fix (``savings.best``)."""
+    change = ENGINE_CHANGE.get(r["id"])
+    top = _engine(payload, change) if change else None
+    rows = [x for x in payload.get("summary", {}).get("savings", []) if x["change"] == change]
+    most = max(rows, key=lambda x: (x["saving_ns"], -x["rank"])) if rows else None
+    if top is None or most is None or most["saving_ns"] <= top["saving_ns"]:
+        return
+    r["evidence"].append(
+        f"The ranks wait for one another in collectives, so the job is only as fast as its "
+        f"slowest rank after the fix: rank {top['rank']} (replayed "
+        f"{_ms(top['predicted_ns'])}) bounds it, and this is its saving; rank "
+        f"{most['rank']} alone would save {_ms(most['saving_ns'])}.")

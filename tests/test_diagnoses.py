@@ -552,7 +552,8 @@ def test_single_rank_collective_fit_is_marked_and_exported_with_a_warning() -> N
 @pytest.mark.shared
 def test_dlrm_report_savings_are_per_rank(tmp_path: Path) -> None:
     # 8 ranks: every saving is one rank's (at most that rank's part or window), never the
-    # sum over ranks; cuda-graphs equals the engine's best rank, as whatif prints it
+    # sum over ranks; the ranks wait for one another in all-to-alls, so cuda-graphs quotes
+    # the rank whose replay is the longest (it bounds the job), as whatif prints it
     from traceparse import load
     from traceparse.reports.payload import build_payload
 
@@ -567,8 +568,10 @@ def test_dlrm_report_savings_are_per_rank(tmp_path: Path) -> None:
     for r in p["recommendations"]["items"]:
         assert r["saving_ns"] <= longest, r["id"]
     w = whatif(tl, fix="cuda-graphs").filter(pl.col("scope") == "window")
-    best = max(int(x["measured_ns"] - x["predicted_ns"]) for x in w.iter_rows(named=True))
-    assert p["launches"]["graph_recoverable_ns"] == best
+    slowest = max(w.iter_rows(named=True),
+                  key=lambda x: (x["predicted_ns"], x["measured_ns"], -x["rank"]))
+    assert p["launches"]["graph_recoverable_ns"] == (slowest["measured_ns"]
+                                                     - slowest["predicted_ns"])
     idle = dict(bd.select("rank", pl.sum_horizontal("launch_overhead_ns", "warmup_ns",
                                                     "host_sync_ns", "idle_ns")).iter_rows())
     eng = [r for r in p["summary"]["savings"] if r["change"] == "no_launch_overhead"]

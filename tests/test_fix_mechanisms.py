@@ -578,10 +578,12 @@ def test_profiler_free_savings_never_negative_nor_above_the_part(tmp_path: Path)
 
 @pytest.mark.shared
 def test_a_fix_quotes_its_own_ranks_gaps() -> None:
-    """nsys-ai mfu_2gpu_after: the host-sync fix saves most on rank 0, whose three largest
-    gaps beginning inside a cudaStreamSynchronize of its thread 148 last 113,888 /
-    108,863 / 106,944 ns (sqlite: device 0's activity gaps against the sync calls). The
-    report's 50 largest gaps hold none of them (rank 1's 1.23 ms one was quoted before)."""
+    """nsys-ai mfu_2gpu_after: the two ranks wait for each other in their send/recv calls,
+    so the host-sync fix quotes rank 1, whose replay (259 ms) bounds the job, not rank 0,
+    which alone would save more (53.3 ms to 246 ms). Its quoted gaps are rank 1's own: the
+    three largest gaps of device 1 beginning inside a cudaStreamSynchronize of its process
+    last 1,233,787 / 111,488 / 102,240 ns, all on thread 149 (sqlite: device 1's activity
+    gaps against the sync calls of the process whose kernels run on it)."""
     from conftest import shared_files
 
     from traceparse.loader import load
@@ -590,8 +592,56 @@ def test_a_fix_quotes_its_own_ranks_gaps() -> None:
     files = shared_files("nsys", "nsys-ai__mfu_2gpu_after.sqlite")
     assert files
     fix = next(f for f in fixes_list(load(files[0]))[0] if f["id"] == "host-sync")
-    assert fix["rank"] == 1
+    assert fix["evidence"][0].startswith("Replaying rank 1 with the fix")
+    assert "rank 0 alone would save 53.3 ms" in fix["evidence"][-1]
     gaps = [e for e in fix["evidence"] if e.startswith("Gap of")]
     assert [g.split(" (host_sync)")[0] for g in gaps] == [
-        "Gap of 114 µs on rank 0", "Gap of 109 µs on rank 0", "Gap of 107 µs on rank 0"]
-    assert all("cudaStreamSynchronize_v3020 (thread 148)" in g for g in gaps)
+        "Gap of 1.23 ms on rank 1", "Gap of 111 µs on rank 1", "Gap of 102 µs on rank 1"]
+    assert all("cudaStreamSynchronize_v3020 (thread 149)" in g for g in gaps)
+
+
+def _two_ranks(b_name: str, b_category: str) -> Timeline:
+    """Rank 0: test_removing_a_sync_keeps_the_gpu_fed's trace (window 200 -> 140 without
+    the sync). Rank 1: A [0,100) launched [-10,-5), cudaDeviceSynchronize [-4,101), B's call
+    [110,115), B [120,200): without the sync the host goes on 105 earlier, B's call at 5,
+    but A holds the stream until 100 -> B [100,180), window 200 -> 180. B on both ranks is
+    ``b_name``."""
+    ranks = []
+    for rank, (b_call, b) in enumerate([((150, 155), (160, 200)), ((110, 115), (120, 200))]):
+        t = _tl([{"start": 0, "end": 100, "corr": 1},
+                 {"start": b[0], "end": b[1], "corr": 2, "name": b_name}],
+                [{"name": LAUNCH, "start": -10, "end": -5, "corr": 1},
+                 {"name": "cudaDeviceSynchronize", "start": -4, "end": 101},
+                 {"name": LAUNCH, "start": b_call[0], "end": b_call[1], "corr": 2}])
+        gpu = t.gpu.with_columns(
+            pl.lit(rank, pl.Int32).alias("rank"), pl.lit(rank, pl.Int32).alias("device_id"),
+            pl.when(pl.col("correlation_id") == 2).then(pl.lit(b_category))
+            .otherwise(pl.col("category").cast(pl.String)).cast(pl.Categorical)
+            .alias("category"))
+        ranks.append((gpu, t.api.with_columns(pl.lit(rank, pl.Int32).alias("rank"))))
+    return Timeline(gpu=pl.concat([g for g, _ in ranks]),
+                    api=pl.concat([a for _, a in ranks])).validate()
+
+
+@pytest.mark.parametrize(("b_name", "b_category", "coupled", "quoted"), [
+    ("k", "compute", False, (0, 60)),
+    ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm *, unsigned long, ncclWork *)",
+     "communication", True, (1, 20))])
+def test_coupled_ranks_quote_the_rank_that_bounds_the_job(
+        b_name: str, b_category: str, coupled: bool, quoted: tuple[int, int]) -> None:
+    """Removing the syncs saves 60 us on rank 0 and 20 us on rank 1 (windows 200 -> 140 and
+    200 -> 180). Independent ranks: the headline is rank 0's 60 us. Ranks whose B is one
+    all-reduce wait for each other, so the job ends when rank 1 does (180): the headline
+    is rank 1's 20 us, and the fix says what rank 0 alone would save."""
+    from traceparse.analyses import savings as sv
+    from traceparse.reports.fixes import fixes_list
+
+    tl = _two_ranks(b_name, b_category)
+    assert sv.coupled_ranks(tl) is coupled
+    rows = sv.savings(tl).filter(pl.col("change") == "host_sync").sort("rank")
+    assert rows["saving_ns"].to_list() == [60 * US, 20 * US]
+    top = sv.best(sv.savings(tl), "host_sync")
+    assert top is not None and (top["rank"], top["saving_ns"]) == (quoted[0], quoted[1] * US)
+    fix = next(f for f in fixes_list(tl)[0] if f["id"] == "host-sync")
+    assert fix["saving_ns"] == quoted[1] * US
+    assert ("rank 0 alone would save 60.0 µs" in fix["evidence"][-1]) is coupled
