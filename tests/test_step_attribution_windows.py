@@ -30,19 +30,29 @@ def _lagging_steps() -> dict:
     """Three ProfilerSteps of 100 us at 0, 100, 200 us, each with a 1 GFLOP op and
     launching one 150 us kernel 10 us in; the GPU falls behind: kernels [20, 170),
     [170, 320), [320, 470) us."""
-    ev: list[dict] = []
-    for i, (host, k0) in enumerate([(0, 20), (100, 170), (200, 320)]):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
-                   "pid": PID, "tid": TID, "ts": host, "dur": 100, "args": {}})
+    ev = _steps([(0, 20), (100, 170), (200, 320)], step_us=100, call_at=10, kernel_us=150)
+    for host in (0, 100, 200):
         ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": PID, "tid": TID,
                    "ts": host + 1, "dur": 8, "args": {"flops": 1_000_000_000}})
+    return _doc(ev)
+
+
+def _steps(starts: list[tuple[int, int]], *, step_us: int, call_at: int,
+           kernel_us: int) -> list[dict]:
+    """Per (host start, kernel start) in us: a ProfilerStep of ``step_us`` whose 5 us
+    launch call at ``call_at`` in launches one ``kernel_us`` gemm starting there."""
+    ev: list[dict] = []
+    for i, (host, k0) in enumerate(starts):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
+                   "pid": PID, "tid": TID, "ts": host, "dur": step_us, "args": {}})
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID,
-                   "tid": TID, "ts": host + 10, "dur": 5, "args": {"correlation": 100 + i}})
+                   "tid": TID, "ts": host + call_at, "dur": 5,
+                   "args": {"correlation": 100 + i}})
         ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": STREAM,
-                   "ts": k0, "dur": 150,
+                   "ts": k0, "dur": kernel_us,
                    "args": {"device": 0, "stream": STREAM, "correlation": 100 + i,
                             "grid": [64, 1, 1], "block": [256, 1, 1]}})
-    return _doc(ev)
+    return ev
 
 
 def test_attribution_windows_by_hand(tmp_path: Path) -> None:
@@ -194,18 +204,9 @@ def _queued_first(k0_us: int) -> dict:
     """Two ProfilerSteps of 20 ms at 0 and 20 ms. Step 0 launches kernel A at 1 ms (the call
     returns at 1.005 ms) and A runs [k0, k0 + 5 ms); step 1 launches B at 21 ms, running
     [max(k0 + 5 ms, 21.01 ms), + 5 ms)."""
-    ev: list[dict] = []
     b0 = max(k0_us + 5000, 21_010)
-    for i, (host, k) in enumerate([(0, k0_us), (20_000, b0)]):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}",
-                   "pid": PID, "tid": TID, "ts": host, "dur": 20_000, "args": {}})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID,
-                   "tid": TID, "ts": host + 1000, "dur": 5, "args": {"correlation": 100 + i}})
-        ev.append({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": STREAM,
-                   "ts": k, "dur": 5000,
-                   "args": {"device": 0, "stream": STREAM, "correlation": 100 + i,
-                            "grid": [64, 1, 1], "block": [256, 1, 1]}})
-    return _doc(ev)
+    return _doc(_steps([(0, k0_us), (20_000, b0)], step_us=20_000, call_at=1000,
+                       kernel_us=5000))
 
 
 @pytest.mark.parametrize(("k0_us", "known_us"), [(1_010, 0), (12_000, 12_000)])
