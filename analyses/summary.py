@@ -21,6 +21,7 @@ from traceparse.analyses.attribution import breakdown, check_attribution
 from traceparse.analyses.comm import comm_summary
 from traceparse.analyses.gaps import DEFAULT_MIN_NS, idle_gaps
 from traceparse.analyses.launches import launch_summary
+from traceparse.analyses.streamwait import NO_PRODUCER
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -193,6 +194,11 @@ STRAGGLER_MIN_FRAC = 0.05
 #: (:mod:`traceparse.analyses.streamwait`).
 STREAM_WAIT_VERDICT = ("stream-wait-bound", "idle with work queued on a stream that waited "
                        "on an event (cross-stream wait)")
+#: Added when the largest stream wait's event has no producer in the trace: "idle" is
+#: then what the trace records, not what the GPU did (docs/analyses.md).
+UNRECORDED_PRODUCER = ("; an event completes only when its stream reaches it, so with "
+                       "the producer outside this trace the GPU most likely ran work the "
+                       "trace does not record while the stream waited")
 
 
 def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
@@ -228,6 +234,8 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     if cause == "stream_wait" and gaps is not None:
         top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
         line += f" (largest: {top['cause_name']})"
+        if NO_PRODUCER in str(top["cause_name"]):
+            line += UNRECORDED_PRODUCER
     elif cause:
         line += f"; largest gaps mostly {cause}"
     if stragglers is not None and stragglers.height:

@@ -14,7 +14,7 @@ from test_diagnoses import LAUNCH, US, _parts, _tl
 
 from traceparse.analyses.gaps import idle_gaps
 from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
-from traceparse.analyses.summary import summarize
+from traceparse.analyses.summary import UNRECORDED_PRODUCER, summarize
 
 
 def _wait_trace(*, wait: bool, record: bool) -> Any:
@@ -76,6 +76,10 @@ def test_a_finished_producer_holds_nothing() -> None:
 def test_stream_wait_without_its_record_names_no_producer() -> None:
     tl = _wait_trace(wait=True, record=False)
     assert stream_waits(tl)["producer"].to_list() == [NO_PRODUCER, NO_PRODUCER]
+    # the verdict says what "idle" means when the waited work is not in the trace; with
+    # the record (and K1 as producer) it does not
+    assert summarize(tl)["verdict"].endswith(UNRECORDED_PRODUCER)
+    assert UNRECORDED_PRODUCER not in summarize(_wait_trace(wait=True, record=True))["verdict"]
 
 
 def test_without_a_wait_the_blocking_copy_is_host_sync() -> None:
@@ -405,6 +409,8 @@ def test_sglang_prefill_gap_is_the_stream_wait_not_host_sync() -> None:
     assert "producer not in this trace" in g["cause_name"]
     s = summarize(tl)
     assert s["verdict"].startswith("stream-wait-bound")
+    # no record call in the file: the producing stream's work is not in it either
+    assert s["verdict"].endswith(UNRECORDED_PRODUCER)
     assert int(s["sections"]["breakdown"]["host_sync_ns"].sum()) < 1_000_000  # < 1 ms
     items = build_payload(tl)["recommendations"]["items"]
     assert items[0]["id"] == "stream-wait"
