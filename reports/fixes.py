@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.timeline import Timeline
 
 #: The fields of one fix, in order.
@@ -31,12 +32,22 @@ def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
     out = [{k: r[k] for k in FIELDS} for r in items]
     if out:
         return out, ""
+    return [], no_fix_reason(payload)
+
+
+def no_fix_reason(payload: dict[str, Any]) -> str:
+    """The one line ``fixes`` prints, and the report shows, when no fix is offered."""
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
-        return [], "no fix: the trace has no GPU window to improve"
-    return [], ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
-                "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
-                "enough of the window to be worth it")
+        return "no fix: the trace has no GPU window to improve"
+    why = ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
+           "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
+           "enough of the window to be worth it")
+    unrecorded = int(payload.get("gaps", {}).get("stream_wait_unrecorded_ns", 0))
+    if unrecorded:
+        why += (f"; {units.duration(unrecorded)} of stream waits are on events whose producer "
+                "is not in this trace (the GPU most likely ran it then): capture it too")
+    return why
 
 
 def fixes_frame(items: list[dict[str, Any]]) -> pl.DataFrame:

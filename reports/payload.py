@@ -164,5 +164,9 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     from traceparse.reports.recommend import recommend
 
     out["recommendations"] = recommend(out)
+    if not out["recommendations"]["items"]:
+        from traceparse.reports.fixes import no_fix_reason
+
+        out["recommendations"]["why"] = no_fix_reason(out)
     result: dict[str, Any] = clean(out)
     return result

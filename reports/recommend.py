@@ -78,6 +78,7 @@ from typing import Any
 
 from traceparse import units
 from traceparse.analyses.savings import FIX_OF
+from traceparse.analyses.streamwait import NO_PRODUCER
 from traceparse.kernelname import short_kernel_name
 from traceparse.vendor import amd_vendors
 
@@ -163,9 +164,8 @@ def _worst_rank(payload: dict[str, Any], part: str) -> tuple[int, int, int] | No
 
 
 def _engine(payload: dict[str, Any], change: str) -> dict[str, Any] | None:
-    """The savings engine's row (:func:`traceparse.analyses.savings.savings`, copied into
-    the payload's summary) that headlines quote for ``change`` (its ``bounds_job``:
-    :func:`traceparse.analyses.savings.best`'s row)."""
+    """The savings engine's row for ``change`` that headlines quote (``bounds_job``, as
+    :func:`traceparse.analyses.savings.best`; rows copied into the payload's summary)."""
     rows = [r for r in payload.get("summary", {}).get("savings", [])
             if r["change"] == change and r.get("bounds_job")]
     return rows[0] if rows else None
@@ -450,7 +450,11 @@ def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
             if g.get("cause") == "stream_wait"]
     total = sum(int(c.get("total_ns", 0)) for c in payload.get("gaps", {}).get("by_cause", [])
                 if c.get("cause") == "stream_wait")
-    if not gaps or not total:
+    # a wait on a producer not in the trace saves nothing it shows (UNRECORDED_PRODUCER)
+    unrecorded = int(payload.get("gaps", {}).get("stream_wait_unrecorded_ns", 0))
+    total -= unrecorded
+    gaps = [g for g in gaps if NO_PRODUCER not in str(g.get("cause_name"))]
+    if not gaps or total <= 0:
         return []
     rank = int(gaps[0]["rank"])
     w = _by_rank(payload).get(rank, {}).get("window_ns", 0)
@@ -459,6 +463,9 @@ def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
     ev = [f"Gap of {_ms(g['dur_ns'])} on rank {g['rank']}: {g['cause_name']}." for g in gaps[:3]]
     ev.append("The work had been issued (its launch call had returned) but its stream waited "
               "on an event: the host was not the cause.")
+    if unrecorded:
+        ev.append(f"{_ms(unrecorded)} more of stream waits are not counted: their event's "
+                  "producer is not in this trace, so the GPU most likely ran it then.")
     return [_rec("stream-wait", "GPU idle while a stream waited on an event: find its "
                  "producer", total, w, ev,
                  "Find what records the event the stream waits on: if it is work on another "
@@ -534,10 +541,9 @@ ENGINE_CHANGE = {fix: change for change, fix in FIX_OF.items()}
 
 
 def _unprofiled(payload: dict[str, Any], r: dict[str, Any]) -> None:
-    """Add ``saving_unprofiled_ns`` / ``window_unprofiled_ns`` (and their percentage) to a
-    fix: the same engine row's profiler-free replay (torch.profiler traces; None
-    otherwise and for fixes the engine does not replay). A statement of what the fix saves
-    without the profiler's own cost, never a fix for that cost."""
+    """Add ``saving_unprofiled_ns`` / ``window_unprofiled_ns`` (and their percentage): the
+    same engine row's profiler-free replay (torch.profiler traces; else None). What the
+    fix saves without the profiler's own cost, never a fix for that cost."""
     change = ENGINE_CHANGE.get(r["id"])
     top = _engine(payload, change) if change else None
     s, w = (top.get("saving_unprofiled_ns"), top.get("window_unprofiled_ns")) if top else (
@@ -580,17 +586,15 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_bound(payload: dict[str, Any], r: dict[str, Any]) -> None:
-    """Say why a fix quotes its rank where another rank alone would save more: the ranks
-    wait for one another in collectives (``savings.coupled_ranks``), so the headline is
-    the rank that bounds the job after the fix (``savings.best``)."""
+    """Say why a fix quotes its rank where another alone would save more (the ranks wait
+    in collectives: ``savings.coupled_ranks``, ``savings.best``)."""
     change = ENGINE_CHANGE.get(r["id"])
     top = _engine(payload, change) if change else None
     rows = [x for x in payload.get("summary", {}).get("savings", []) if x["change"] == change]
     most = max(rows, key=lambda x: (x["saving_ns"], -x["rank"])) if rows else None
-    if top is None or most is None or most["saving_ns"] <= top["saving_ns"]:
-        return
-    r["evidence"].append(
-        f"The ranks wait for one another in collectives, so the job is only as fast as its "
-        f"slowest rank after the fix: rank {top['rank']} (replayed "
-        f"{_ms(top['predicted_ns'])}) bounds it, and this is its saving; rank "
-        f"{most['rank']} alone would save {_ms(most['saving_ns'])}.")
+    if top is not None and most is not None and most["saving_ns"] > top["saving_ns"]:
+        r["evidence"].append(
+            f"The ranks wait for one another in collectives, so the job is only as fast as "
+            f"its slowest rank after the fix: rank {top['rank']} (replayed "
+            f"{_ms(top['predicted_ns'])}) bounds it, and this is its saving; rank "
+            f"{most['rank']} alone would save {_ms(most['saving_ns'])}.")

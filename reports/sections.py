@@ -20,6 +20,7 @@ from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
 from traceparse.analyses import summary as summary_mod
 from traceparse.analyses.gaps import idle_gaps
+from traceparse.analyses.streamwait import NO_PRODUCER
 from traceparse.reports.options import rows
 from traceparse.timeline import Timeline
 from traceparse.vendor import speak_vendor
@@ -165,6 +166,12 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
         "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
         "min_ns": opts.gap_min_ns,
         "by_cause": rows(by_cause),
+        # stream waits on an event whose producer the trace does not hold: the GPU most
+        # likely ran that work (summary.UNRECORDED_PRODUCER), so no fix may count them
+        "stream_wait_unrecorded_ns": int(frame.filter(
+            (pl.col("cause") == "stream_wait")
+            & pl.col("cause_name").cast(pl.String).str.contains(NO_PRODUCER, literal=True))
+            ["dur_ns"].sum()) if frame.height else 0,
         "table": {"columns": columns, "rows": data},
         "cause_table": {"columns": [col("cause", "cause"), col("count", "gaps", "int"),
                                     col("total_ns", "total (ms)", "ms"),

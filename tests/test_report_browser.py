@@ -233,7 +233,10 @@ def test_real_first_screen(path: Path, tmp_path: Path) -> None:
     fixes = html.count('<li id="rec-')
     # resest: every candidate fix is built on idle time its GPU metrics say was busy, so
     # the page says which fixes it withheld instead (issue 25) and lists none
-    assert fixes >= 1 or "No recommendation offered:" in html
+    # the sglang prefill/decode window: its only candidate waited on a producer the file
+    # does not hold, and the page says so ("No fix: ... capture it too")
+    assert fixes >= 1 or "No recommendation offered:" in html or (
+        "No fix:" in html and "capture it too" in html)
     _assert_first_screen(_first_screen(html, tmp_path), fixes)
     gpu = traceparse.load(path).gpu
     has_comm = gpu.filter(pl.col("category").cast(pl.String) == "communication").height > 0
