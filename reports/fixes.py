@@ -13,7 +13,6 @@ from typing import Any
 
 import polars as pl
 
-from traceparse import units
 from traceparse.timeline import Timeline
 
 #: The fields of one fix, in order.
@@ -22,32 +21,13 @@ FIELDS = ("rank", "id", "title", "saving_ns", "window_ns", "saving_unprofiled_ns
 
 
 def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
-    """``(fixes, why)``: the ranked fixes (:data:`FIELDS`) and, when there is none, one
-    line saying why."""
+    """``(fixes, why)``: the ranked fixes (:data:`FIELDS`) and, when there is none, the
+    one line saying why (the payload's, which the report shows too)."""
     from traceparse.reports.payload import build_payload
-    from traceparse.reports.recommend import recommend
 
-    payload = build_payload(tl)
-    items = recommend(payload)["items"]
-    out = [{k: r[k] for k in FIELDS} for r in items]
-    if out:
-        return out, ""
-    return [], no_fix_reason(payload)
-
-
-def no_fix_reason(payload: dict[str, Any]) -> str:
-    """The one line ``fixes`` prints, and the report shows, when no fix is offered."""
-    attr = payload.get("attribution")
-    if not attr or not attr["totals"]["window_ns"]:
-        return "no fix: the trace has no GPU window to improve"
-    why = ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
-           "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
-           "enough of the window to be worth it")
-    unrecorded = int(payload.get("gaps", {}).get("stream_wait_unrecorded_ns", 0))
-    if unrecorded:
-        why += (f"; {units.duration(unrecorded)} of stream waits are on events whose producer "
-                "is not in this trace (the GPU most likely ran it then): capture it too")
-    return why
+    rec = build_payload(tl)["recommendations"]
+    out = [{k: r[k] for k in FIELDS} for r in rec["items"]]
+    return (out, "") if out else ([], str(rec["why"]))
 
 
 def fixes_frame(items: list[dict[str, Any]]) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from typing import Any
 
 import polars as pl
 
-from traceparse import __version__, schema
+from traceparse import __version__, schema, units
 from traceparse.derived import cached
 from traceparse.reports.options import ReportOptions, clean, rows
 from traceparse.timeline import Timeline, concat
@@ -165,8 +165,21 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
 
     out["recommendations"] = recommend(out)
     if not out["recommendations"]["items"]:
-        from traceparse.reports.fixes import no_fix_reason
-
         out["recommendations"]["why"] = no_fix_reason(out)
     result: dict[str, Any] = clean(out)
     return result
+
+
+def no_fix_reason(payload: dict[str, Any]) -> str:
+    """The one line ``fixes`` prints, and the report shows, when no fix is offered."""
+    attr = payload.get("attribution")
+    if not attr or not attr["totals"]["window_ns"]:
+        return "no fix: the trace has no GPU window to improve"
+    why = ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
+           "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
+           "enough of the window to be worth it")
+    unrecorded = int(payload.get("gaps", {}).get("stream_wait_unrecorded_ns", 0))
+    if unrecorded:
+        why += (f"; {units.duration(unrecorded)} of stream waits are on events whose producer "
+                "is not in this trace (the GPU most likely ran it then): capture it too")
+    return why
