@@ -13,8 +13,8 @@ top of the op / module tree. Both outputs take their numbers from these two func
   always first). View: ``modules`` when the trace has ``nn.Module`` frames that own kernels,
   else ``ops``. Empty when the trace has no kernels.
 
-Several ranks (:func:`split_ranks`): both sections follow ``traceparse tree`` / ``layers``
-(``--by rank``, their default): the tree is ``op_tree(..., by_rank=True)`` and the groups
+Several ranks (:func:`optree.splits_by_rank`): both sections follow ``traceparse tree`` /
+``layers`` (``--by rank``, their default): the tree is ``op_tree(..., by_rank=True)`` and the groups
 ``layer_groups(..., by_rank=True)``, each with a ``rank`` column, so a node's calls and time
 are one GPU's. The screen is shared out rank by rank rather than cut after the first rows
 (which would show rank 0 alone): each rank keeps the first
@@ -38,12 +38,6 @@ TREE_MIN_PCT = 1.0
 LAYER_GROUPS = 3
 MIX_TOP = 3
 RANK_MIN_ROWS = 3
-
-
-def split_ranks(tl: Timeline) -> bool:
-    """Whether the tree and layer sections split by rank: the rule of ``traceparse tree``
-    / ``layers`` with their default ``--by rank`` (:func:`optree.splits_by_rank`)."""
-    return optree.splits_by_rank(tl)
 
 
 def _per_rank_head(frame: pl.DataFrame, rows: int) -> pl.DataFrame:
@@ -90,7 +84,7 @@ def layers_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     """The heaviest repeated-layer groups (empty when there are none)."""
     if not _has_kernels(tl):
         return pl.DataFrame()
-    if split_ranks(tl):
+    if optree.splits_by_rank(tl):
         return _per_rank_head(layers.layer_groups(tl, view=tree_view(tl), by_rank=True),
                               LAYER_GROUPS)
     return layers.layer_groups(tl, view=tree_view(tl)).head(LAYER_GROUPS)
@@ -101,7 +95,7 @@ def op_tree_section(tl: Timeline, opts: Any) -> pl.DataFrame:
     if not _has_kernels(tl):
         return pl.DataFrame()
     view = tree_view(tl)
-    by_rank = split_ranks(tl)
+    by_rank = optree.splits_by_rank(tl)
     t = optree.op_tree(tl, view=view, max_depth=TREE_DEPTH, by_rank=by_rank)
     t = t.filter((pl.col("inclusive_pct") >= TREE_MIN_PCT) | (pl.col("depth") == 0))
     budget = max(2 * int(getattr(opts, "top", 10)), 1)

@@ -95,14 +95,22 @@ def gpu_known_from(tl: Timeline) -> pl.DataFrame:
     starts there (:func:`step_table`, ``phases.phase_steps``), as the attribution window
     of :func:`traceparse.analyses.attribution.breakdown` starts at the first activity.
     ``tracelens__vllm_prefilldecode_piecewise_graph_execution``: the host issues its step
-    in 26 ms from +0; the first copy, launched at +0.1 ms, starts at +151 ms."""
+    in 26 ms from +0; the first copy, launched at +0.1 ms, starts at +151 ms. Computed
+    once per timeline (both step tables of a summary read it)."""
+    return cached(tl, "gpu_known_from", ("gpu", "api"), lambda: _gpu_known_from(tl))
+
+
+def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
     from traceparse.links import launch_links
 
     schema = pl.Schema([("rank", tl.gpu.schema["rank"]), ("gpu_known_from_ns", pl.Int64())])
-    acts = tl.gpu.with_row_index("_r").filter(pl.col("kind").cast(pl.String) != "sync")
+    acts = (tl.gpu.select("rank", "kind", "start_ns").with_row_index("_r")
+            .filter(pl.col("kind").cast(pl.String) != "sync"))
     if acts.height == 0:
         return pl.DataFrame(schema=schema)
-    first = acts.sort("start_ns", "_r").group_by("rank", maintain_order=True).first()
+    # per rank the earliest start, the first such row in table order (arg_min: no sort)
+    first = acts.group_by("rank").agg(pl.col("_r").get(pl.col("start_ns").arg_min()),
+                                      pl.col("start_ns").min())
     calls = launch_links(tl)["api_row"].gather(first["_r"])
     ret = (tl.api["end_ns"].cast(pl.Int64).gather(calls) if tl.api.height
            else pl.Series([None] * first.height, dtype=pl.Int64))
