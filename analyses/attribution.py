@@ -90,7 +90,7 @@ BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]
                    r"cudaMemcpyFromSymbol|cudaMemcpyPeer|cuMemcpy|cuMemcpyDtoH|cuMemcpyHtoD|"
                    r"cuMemcpyDtoD|cuMemcpy2D|cuMemcpy3D|hipMemcpy|hipMemcpy2D|hipMemcpyDtoH|"
                    r"hipMemcpyHtoD|hipMemcpyDtoD|hipMemcpyWithStream)(_v\d+)*$"
-                   r"|^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)(_v\d+)*$")
+                   r"|" + _warmup.ALLOC_API_RE)
 #: Module load and runtime compilation calls, compile ranges (warm-up): see
 #: :mod:`traceparse.analyses.warmup`, which finds every warm-up signal.
 WARMUP_API_RE = _warmup.WARMUP_API_RE

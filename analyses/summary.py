@@ -225,12 +225,8 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
     if cause == "stream_wait":  # work was queued: a stream waited on an event, not the host
         label, what = STREAM_WAIT_VERDICT
     line = f"{label}: {sums[part] * 100.0 / window:.1f}% of the window is {what}"
-    if part == "host_sync_ns" and sync_ops is not None and sync_ops.height:
-        from traceparse.analyses.host_sync import by_call, sync_origin
-
-        call = str(by_call(sync_ops)["name"][0])
-        op = sync_origin(sync_ops, call)
-        line += f" (mostly {call}" + (f", from {op})" if op else ")")
+    if part == "host_sync_ns":
+        line += _sync_clause(sync_ops)
     if cause == "stream_wait" and gaps is not None:
         top = gaps.filter(pl.col("cause") == "stream_wait").row(0, named=True)
         line += f" (largest: {top['cause_name']})"
@@ -256,7 +252,21 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
         if steady > 0:
             line += (f"; steady state (without warm-up) is {VERDICTS[rest][0]}: "
                      f"{sums[rest] * 100.0 / steady:.1f}% {VERDICTS[rest][1]}")
+            if rest == "host_sync_ns":  # warm-up has priority: these are steady-state syncs
+                line += _sync_clause(sync_ops)
     return line
+
+
+def _sync_clause(sync_ops: pl.DataFrame | None) -> str:
+    """`` (mostly CALL, from OP)``: the blocking call with the most host-sync time and the
+    framework op that made most of it (:func:`verdict`); empty without ``sync_ops``."""
+    if sync_ops is None or sync_ops.height == 0:
+        return ""
+    from traceparse.analyses.host_sync import by_call, sync_origin
+
+    call = str(by_call(sync_ops)["name"][0])
+    op = sync_origin(sync_ops, call)
+    return f" (mostly {call}" + (f", from {op})" if op else ")")
 
 
 def _top_by_time(gaps: pl.DataFrame, col: str) -> str | None:

@@ -338,22 +338,46 @@ def _recs(tl: Any) -> list[str]:
     return [r["id"] for r in build_payload(tl)["recommendations"]["items"]]
 
 
-def _first_mm_tl(sync: bool, recur: bool = False) -> Any:
+def test_a_first_allocation_with_nothing_in_flight_is_warmup() -> None:
+    # a cudaMalloc [30,2490) inside the first call, with nothing issued and unfinished (K0
+    # ended at 20): the allocator's own time, so the first call's own time is all 2500 us
+    # >= 10 x 58 and the parts are those of the first test (warm-up has priority over host
+    # sync): window 2890 = compute 190 + launch 170 + warm-up 2485 + idle 45
+    tl = _first_mm_tl(sync=False, call="cudaMalloc")
+    assert _parts(tl) == (2890, 190, 0, 170, 2485, 0, 45)
+    assert summarize(tl)["verdict"].startswith("warm-up-dominated: 86.0% of the window")
+
+
+def test_a_first_allocation_that_waits_for_queued_work_is_not_warmup() -> None:
+    # the same cudaMalloc while KQ (launched [6,8), queued until it runs [2400,2480)) was in
+    # flight: it waited [30,2480) = 2450 us of its 2460, so the first call's own time is
+    # 2500 - 2450 = 50 us < 10 x 58: no warm-up, and the gap is the allocation's sync
+    tl = _first_mm_tl(sync=False, call="cudaMalloc", queued=True)
+    assert _parts(tl)[4] == 0
+    assert idle_gaps(tl).row(0, named=True)["cause"] == "host_sync"
+
+
+def _first_mm_tl(sync: bool, recur: bool = False, call: str = "cudaStreamSynchronize",
+                 queued: bool = False) -> Any:
     # K0 [10,20) (call [0,5)); aten::mm of shape A: first call [20,2520) launching K1
     # (call [2500,2505)) -> [2510,2570); then three calls [x, x+58) for x = 2600, 2700, 2800,
     # each launching (call [x+50,x+55)) a kernel [x+60,x+100). With ``sync``, a
-    # cudaStreamSynchronize [30,2490) inside the first call.
+    # cudaStreamSynchronize [30,2490) inside the first call (``call``: another blocking call
+    # there); ``queued`` adds KQ [2400,2480) launched by a call [6,8).
     dims = "[[64, 4096], [4096, 4096]]"
     acts = [("K0", 10, 20, 0), ("K1", 2510, 2570, 1)]
     calls: list[tuple[str, int, int, Any]] = [(LAUNCH, 0, 5, 0), (LAUNCH, 2500, 2505, 1)]
+    if queued:
+        acts.append(("KQ", 2400, 2480, 9))
+        calls.append((LAUNCH, 6, 8, 9))
     ranges: list[tuple[str, str, int, int, str | None]] = [
         ("cpu_op", "aten::mm", 20, 2520, dims)]
     for i, x in enumerate((2600, 2700, 2800)):
         acts.append(("K", x + 60, x + 100, 2 + i))
         calls.append((LAUNCH, x + 50, x + 55, 2 + i))
         ranges.append(("cpu_op", "aten::mm", x, x + 58, dims))
-    if sync:
-        calls.append(("cudaStreamSynchronize", 30, 2490, None))
+    if sync or call != "cudaStreamSynchronize":
+        calls.append((call, 30, 2490, None))
     if recur:  # one more call of the same shape, as slow as the first, after the others
         ranges.append(("cpu_op", "aten::mm", 2900, 5400, dims))
     return _host_tl(acts, sorted(calls, key=lambda c: c[1]), ranges)
@@ -615,3 +639,39 @@ def test_a_kernel_launched_with_several_grids_says_so() -> None:
     assert occ["evidence"][0].startswith(
         "K1: 3 of 3 launches with 16 to 64 blocks in 3 configurations (most time: grid "
         "4x16x1, 64 blocks, block 384x1x1) on a GPU with 132 SMs: at most 48.5% of the SMs")
+
+
+@pytest.mark.shared
+def test_alexnet_first_allocations_are_warmup_not_steady_state_sync() -> None:
+    from traceparse import load
+    from traceparse.analyses.attribution import BLOCKING_API_RE
+    from traceparse.analyses.warmup import warmup_signals
+
+    path = TRACES / "torch/hta__alexnet_benchmark_trace.json.gz"
+    ev = [e for e in _json_events(path) if e.get("ph") == "X"]
+    # the file's own events: two calls of aten::max_pool2d on the thread, the first 825 ms
+    # and all but 0.3 ms of it in two cudaMalloc calls (the later ones take at most 8.35 ms);
+    # the GPU work issued before it ends 0.68 ms into it: the calls waited at most that
+    # long, the rest (824.6 ms) is the allocator's own first-time work
+    pools = sorted((e for e in ev if e["name"] == "aten::max_pool2d"), key=lambda e: e["ts"])
+    first, later = pools[0], pools[1:]
+    assert first["dur"] > 90 * max(e["dur"] for e in later)
+    inside = [e for e in ev if e["name"] == "cudaMalloc" and first["ts"] <= e["ts"]
+              and e["ts"] + e["dur"] <= first["ts"] + first["dur"]]
+    assert len(inside) == 2 and first["dur"] - sum(e["dur"] for e in inside) < 1000
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in ev
+                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    issued = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+              and launch_ts.get(e["args"].get("correlation"), 1e30) < first["ts"]]
+    assert 0 < max(e["ts"] + e["dur"] for e in issued) - first["ts"] < 1000
+
+    tl = load(path)
+    sig = warmup_signals(tl, BLOCKING_API_RE)
+    hit = sig.filter(pl.col("name").str.starts_with("first aten::max_pool2d:"))
+    assert hit["reason"].to_list() == ["first_call"]
+    assert hit["end_ns"][0] - hit["start_ns"][0] == round(first["dur"] * 1000)
+    # before: warm-up 83.9%, steady state "host-sync-bound: 93.2%" with the 825 ms in it
+    line = summarize(tl)["verdict"]
+    assert line.startswith("warm-up-dominated: 90.3% of the window")
+    assert line.endswith("host-sync-bound: 88.7% the host blocked in a synchronising call "
+                         "(mostly cudaMalloc, from aten::conv2d)")
