@@ -152,7 +152,7 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
     ]
     if st.height:
         parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
-                               pl.col("wall_ns").alias("dur_ns")))
+                               pl.col("period_ns").alias("dur_ns")))
     return pl.concat([p.cast({"dur_ns": pl.Int64}) for p in parts])
 
 

@@ -3,8 +3,10 @@ tokens/s, compared with a seeded bootstrap of the difference (docs/diff.md).
 
 Steps are the windows of :func:`traceparse.analyses.phases.phase_steps` (a serving step
 annotation, a model-runner frame or ``ProfilerStep#N``, or ``--steps REGEX``), with its
-``wall_ns`` (host window, extended to the end of the GPU work the step launched). Graph
-capture steps (phase ``capture``) record work instead of running it and are left out.
+``period_ns`` (:func:`traceparse.analyses.phases.step_periods`: from the step's start, or
+the finish of the rank's earlier steps when later, to its finish, the end of its host window
+or of the GPU work it launched, whichever is last). Graph capture steps (phase ``capture``)
+record work instead of running it and are left out.
 
 **Test.** For quantile ``q`` the statistic is ``Q_q(new) - Q_q(base)`` (linear
 interpolation). Both samples are resampled with replacement ``B = 2000`` times from a
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceparse.analyses.phases import phase_steps
+from traceparse.analyses.phases import phase_steps, step_periods
 from traceparse.timeline import Timeline
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -52,14 +54,16 @@ SCHEMA = {"level": pl.String, "name": pl.String, "metric": pl.String, "n_base": 
 
 
 def step_walls(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
-    """``rank, step, phase, start_ns, end_ns, wall_ns, attributed_ns, tokens`` of every
-    step (capture steps dropped), in time order: one computation for the tail and the time
-    diff."""
+    """``rank, step, phase, start_ns, end_ns, wall_ns, period_ns, attributed_ns, tokens``
+    of every step (capture steps dropped), in time order: one computation for the tail and
+    the time diff, which compare ``period_ns`` (:func:`traceparse.analyses.phases.
+    step_periods`: a step's wall counts the queue behind earlier steps where the host runs
+    ahead of the GPU)."""
     s = phase_steps(tl, steps=step_regex, attribution=False)
-    return (s.filter(pl.col("phase") != "capture")
-            .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns",
-                    "attributed_ns", "tokens")
-            .sort("rank", "start_ns"))
+    return step_periods(s.filter(pl.col("phase") != "capture")
+                        .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns",
+                                "attributed_ns", "tokens")
+                        .sort("rank", "start_ns"))
 
 
 def _min_n(q: float, min_n: int) -> int:
@@ -153,7 +157,7 @@ def _groups(sa: pl.DataFrame, sb: pl.DataFrame) -> list[tuple[str, pl.Expr]]:
 def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
               min_effect_pct: float = 5.0, min_n: int = 3, step_regex: str | None = None,
               walls: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
-    """Per step group (``all steps``, then each serving phase present): wall ``p50``,
+    """Per step group (``all steps``, then each serving phase present): step time ``p50``,
     ``p95``, ``p99`` (ns) and ``tokens_per_s`` of both traces with the bootstrap interval
     of the difference (see the module docstring).
 
@@ -166,8 +170,8 @@ def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     rows: list[dict[str, Any]] = []
     for name, cond in _groups(sa, sb):
         ga, gb = sa.filter(cond), sb.filter(cond)
-        a = ga["wall_ns"].to_numpy().astype(np.float64)
-        b = gb["wall_ns"].to_numpy().astype(np.float64)
+        a = ga["period_ns"].to_numpy().astype(np.float64)
+        b = gb["period_ns"].to_numpy().astype(np.float64)
         for q in QUANTILES:
             metric = f"p{round(q * 100)}_ns"
             va = float(np.quantile(a, q)) if a.size else None

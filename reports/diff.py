@@ -239,7 +239,8 @@ def _sections(c: Comparison, rows: pl.DataFrame, top: int
                 f"{hidden} unflagged rows not shown." if hidden else ""))
     tail = rows.filter(pl.col("section") == "tail")
     if tail.height:
-        out.append(("tail (step wall time; interval: bootstrap of the difference)",
+        out.append(("tail (step time, finish to finish where steps overlap; interval: "
+                    "bootstrap of the difference)",
                     human_rows(tail), ""))
     mem = rows.filter(pl.col("section") == "memory")
     if mem.height:

@@ -118,10 +118,12 @@ def _walls(values: list[float], phase: str = "train",
     return pl.DataFrame({"rank": [0] * n, "step": [f"s{i}" for i in range(n)],
                          "phase": [phase] * n, "start_ns": list(range(n)),
                          "end_ns": list(range(n)), "wall_ns": values,
-                         # steps one after another: each attributed its whole wall
-                         "attributed_ns": values,
+                         # steps one after another: each attributed its whole wall, and
+                         # each one's time (period) is its wall
+                         "period_ns": values, "attributed_ns": values,
                          "tokens": tokens if tokens is not None else [None] * n},
-                        schema_overrides={"wall_ns": pl.Int64, "attributed_ns": pl.Int64,
+                        schema_overrides={"wall_ns": pl.Int64, "period_ns": pl.Int64,
+                                          "attributed_ns": pl.Int64,
                                           "tokens": pl.Int64})
 
 

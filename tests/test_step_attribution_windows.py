@@ -189,11 +189,13 @@ def test_tail_tokens_per_s_over_attributed_time() -> None:
                            "start_ns": [i * 10_000_000 for i in range(4)],
                            "end_ns": [i * 10_000_000 + 1_000_000 for i in range(4)],
                            "wall_ns": [25_000_000] * 4, "tokens": [32] * 4})
-        return phases.attribution_windows(st).with_columns(
-            (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns"))
+        return phases.step_periods(phases.attribution_windows(st).with_columns(
+            (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns")))
 
     w = walls()
     assert w["attributed_ns"].to_list() == [10_000_000] * 3 + [25_000_000]
+    # the step times the tail compares: 25 ms, then a step finished every 10 ms
+    assert w["period_ns"].to_list() == [25_000_000] + [10_000_000] * 3
     t = dt.tail_diff(Timeline(), Timeline(), walls=(w, w))
     r = t.filter((pl.col("name") == "decode") & (pl.col("metric") == "tokens_per_s")).row(
         0, named=True)

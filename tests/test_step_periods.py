@@ -1,0 +1,69 @@
+"""A step's time where the host runs ahead of the GPU: the period, not the wall
+(analyses/phases.py ``step_periods``; docs/diff.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+
+import polars as pl
+import pytest
+from conftest import TRACES
+
+from traceparse.analyses.phases import step_periods
+
+
+def _steps(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema={"rank": pl.Int32, "start_ns": pl.Int64,
+                                      "wall_ns": pl.Int64}, orient="row")
+
+
+def test_periods_tile_the_walls_from_their_finishes() -> None:
+    # rank 0: steps at 0 (wall 150), 100 (wall 150), 300 (wall 50): finishes 150, 250, 350;
+    # periods 150, 250 - max(100, 150) = 100, 350 - max(300, 250) = 50 (sum 300 = the union
+    # [0, 250) + [300, 350)). rank 1: a step at 0 (wall 500) and one at 10 (wall 100) that
+    # finished first: 500, then 0.
+    out = step_periods(_steps([(0, 0, 150), (0, 100, 150), (0, 300, 50),
+                               (1, 0, 500), (1, 10, 100)]))
+    assert out["period_ns"].to_list() == [150, 100, 50, 500, 0]
+
+
+def test_a_host_ahead_of_the_gpu_pays_the_gpu_time_per_step() -> None:
+    # the host issues a step every 100 ns, the GPU needs 160 per step: walls 160, 220, 280,
+    # 340 (the queue grows by 60 a step), periods 160 then 160 each
+    out = step_periods(_steps([(0, 100 * i, 160 + 60 * i) for i in range(4)]))
+    assert out["period_ns"].to_list() == [160, 160, 160, 160]
+
+
+@pytest.mark.shared
+def test_launch_bound_twin_diff_step_is_the_gpu_period() -> None:
+    from traceparse import load
+    from traceparse.analyses.diff_tail import step_walls
+
+    path = TRACES / "gpu/scenarios/launch_bound-twin.json.gz"
+    with gzip.open(path, "rt") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    # the file's own events: each ProfilerStep's finish = the later of its host end and the
+    # end of the GPU work whose launch call (by correlation id) started inside it
+    steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep")
+                    and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    launch = {e["args"]["correlation"]: e["ts"] for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver")
+              and "correlation" in e.get("args", {})}
+    gpu = [(launch[c], e["ts"] + e["dur"]) for e in ev
+           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and (c := e["args"].get("correlation")) in launch]
+    done = [max([s["ts"] + s["dur"]] + [end for t, end in gpu
+                                         if s["ts"] <= t < s["ts"] + s["dur"]])
+            for s in steps]
+    periods = [done[0] - steps[0]["ts"]] + [d - max(s["ts"], p) for s, d, p in
+                                            zip(steps[1:], done[1:], done[:-1], strict=True)]
+    # the host opens a step every ~0.32 ms, the GPU finishes one every ~0.49 ms
+    assert statistics.median(s["dur"] for s in steps) < 350
+    assert all(480 < p < 500 for p in periods[1:])
+    w = step_walls(load(path))
+    assert w["period_ns"].to_list() == [round(p * 1000) for p in periods]
+    # the walls overlap and grow with the queue: 0.80 ms to 1.40 ms after the first
+    assert w["wall_ns"].to_list()[1:] == sorted(w["wall_ns"].to_list()[1:])
+    assert w["wall_ns"][5] > 1_300_000
