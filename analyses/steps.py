@@ -6,7 +6,8 @@ e.g. ``r"^step \\d+$"``). Each step is a window ``[start, end)`` on its rank.
 
 Without ``ProfilerStep`` ranges and without ``step_regex``, NVTX ranges and
 ``record_function`` annotations named as a numbered step (:data:`AUTO_STEP_RE`: ``step 3``,
-``train_step_3``, ``iteration 12``, ``iter#4``) are the steps, when each rank has at least
+``train_step_3``, ``decode_step_3``, ``eval iter 2``, ``iteration 12``, ``iter#4``: a
+step word after an optional phase word, then the number) are the steps, when each rank has at least
 two of them and they follow one another without overlapping (a nested or concurrent range
 so named is not a step loop): this is how an nsys capture marks its steps.
 
@@ -54,7 +55,9 @@ from traceparse.timeline import Timeline
 #: Default: Kineto's profiler step ranges.
 PROFILER_STEP_KIND = "profiler_step"
 #: Without profiler steps: host annotations named as a numbered step (module docstring).
-AUTO_STEP_RE = r"(?i)^(?:train(?:ing)?[ _-]?)?(?:step|iteration|iter)[ _#:=-]*\d+$"
+AUTO_STEP_RE = (r"(?i)^(?:(?:train(?:ing)?|decode|decoding|prefill|eval|val(?:idation)?|"
+                r"infer(?:ence)?|forward|fwd|gen(?:erate|eration)?)[ _-]?)?"
+                r"(?:step|iteration|iter)[ _#:=-]*\d+$")
 #: The annotation kinds :data:`AUTO_STEP_RE` is matched against.
 AUTO_STEP_KINDS = ("nvtx_push_pop", "nvtx_start_end", "user_annotation")
 

@@ -266,9 +266,14 @@ def test_nvtx_step_ranges_are_the_steps_without_profiler_steps() -> None:
     assert s["step"].to_list() == ["step 0", "step 1", "step 2"]
     assert s["wall_ns"].to_list() == [100, 300, 100]
     for name in ("train_step_7", "iteration 12", "iter#4", "Step 3", "training step 2",
-                 "train-step 3"):
+                 "train-step 3", "decode_step_0", "prefill step 2", "eval iter 5",
+                 "fwd_step_1", "inference-step 4"):
         got = step_table(_nvtx_steps([(0, 50), (50, 90)], [name, name]), attribution=False)
         assert got.height == 2, name
+    # a step of something inside a step is not one: no phase word, no step
+    for name in ("optimizer_step_3", "lr_step 2", "decode_step"):
+        got = step_table(_nvtx_steps([(0, 50), (50, 90)], [name, name]), attribution=False)
+        assert got.height == 0, name
     # record_function annotations so named count too
     assert step_table(_nvtx_steps([(0, 50), (50, 90)], kind="user_annotation"),
                       attribution=False).height == 2
@@ -307,3 +312,20 @@ def test_op_tree_merges_only_the_annotations_that_are_steps() -> None:
          {"name": "ProfilerStep#5", "kind": "profiler_step", "start_ns": 0, "end_ns": 90}]),
         gpu=gpu([{"name": "k", "start_ns": 10, "end_ns": 30}]))
     assert names(both) == ["ProfilerStep#*", "step 0", "step 1"]
+
+
+@pytest.mark.shared
+def test_decode_step_annotations_are_the_steps() -> None:
+    """The sweep's decoder marks each step with ``record_function("decode_step_N")`` and
+    has no ProfilerStep: those 20 annotations are its steps, with their own times."""
+    from conftest import TRACES
+
+    path = TRACES / "gpu/sweep/decode_b1_eager.json.gz"
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    marks = sorted((e for e in ev if e.get("cat") == "user_annotation"
+                    and e["name"].startswith("decode_step_")), key=lambda e: e["ts"])
+    assert len(marks) == 20 and not any(e["name"].startswith("ProfilerStep") for e in ev)
+    s = step_table(traceparse.load(path), attribution=False)
+    assert s["step"].to_list() == [e["name"] for e in marks]
+    assert s["wall_ns"].to_list() == [round(e["dur"] * 1000) for e in marks]
