@@ -119,8 +119,9 @@ def _launches(frame: pl.DataFrame) -> list[str]:
 def _savings(frame: pl.DataFrame) -> list[str]:
     if frame.height == 0:
         return []
-    # a change whose part is absent (no communication to overlap) is not news: skip it
-    frame = frame.filter(pl.col("bound_ns") > 0)
+    # a change whose part is absent (no communication to overlap) is not news, nor is one
+    # whose replay saves exactly nothing (no sync holds the GPU back): skip them
+    frame = frame.filter((pl.col("bound_ns") > 0) & (pl.col("saving_ns") != 0))
     if frame.height == 0:
         return []
     lines = ["Could save (per rank; the replay of whatif --fix FIX, bounded by the part it "
