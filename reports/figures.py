@@ -131,6 +131,13 @@ def attribution_bars(rows: Sequence[dict[str, Any]], parts: Sequence[str]) -> st
         return to_svg(fig)
 
 
+def lane_label(lane: dict[str, Any], multi: bool) -> str:
+    """``[rN ]GPUd sS`` for a timeline lane; a lane without a stream (device-wide
+    synchronisation rows) reads ``no stream``, not ``sNone``."""
+    stream = "no stream" if lane["stream_id"] is None else f"s{lane['stream_id']}"
+    return (f"r{lane['rank']} " if multi else "") + f"GPU{lane['device_id']} {stream}"
+
+
 def timeline_overview(lanes: dict[str, Any]) -> str:
     """Lane chart of GPU activity per (rank, device, stream) from :func:`traceparse.reports.lanes.
     timeline_lanes` data; binned segments are shaded by busy fraction."""
@@ -154,8 +161,7 @@ def timeline_overview(lanes: dict[str, Any]) -> str:
             for (ci, level), spans in sorted(groups.items()):
                 ax.broken_barh(spans, (y - 0.38, 0.76), facecolors=COLORS.get(cats[ci]),
                                alpha=level, linewidth=0)
-        labels = [(f"r{r['rank']} " if multi else "") + f"GPU{r['device_id']} s{r['stream_id']}"
-                  for r in rows]
+        labels = [lane_label(r, multi) for r in rows]
         ax.set_yticks(range(len(rows)), labels)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlim(0, max(lanes["window_ns"] / scale, 1e-6))

@@ -208,3 +208,18 @@ def test_sglang_capture_memory_lane_holds_the_allocated_level() -> None:
     tl = payload["timeline"]
     _, ys = hw_figures.lane_levels(s, tl["window_start_ns"], tl["window_ns"])
     assert ys == [before / 2**30] * 2
+
+
+@pytest.mark.shared
+def test_timeline_lane_without_a_stream_is_named_so() -> None:
+    # alexnet's device-wide synchronisation rows carry no stream: their lane read "sNone"
+    from traceparse import load
+    from traceparse.reports import figures
+
+    tl = load(TRACES / "torch" / "hta__alexnet_benchmark_trace.json.gz")
+    lanes = build_payload(tl)["timeline"]["lanes"]
+    labels = [figures.lane_label(r, False) for r in lanes]
+    assert "GPU0 no stream" in labels and not any("None" in x for x in labels)
+    assert (tl.gpu["stream_id"].null_count() > 0)
+    svg = figures.timeline_overview(build_payload(tl)["timeline"])
+    assert "sNone" not in svg and "no stream" in svg
