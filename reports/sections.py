@@ -341,7 +341,8 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     st: pl.DataFrame = steps_mod.step_table(tl)
     prof = (tl.ranges["kind"].cast(pl.String) == steps_mod.PROFILER_STEP_KIND).any()
     source = ("ProfilerStep ranges" if prof else "NVTX / record_function ranges named as "
-              f"numbered steps ({steps_mod.AUTO_STEP_RE})")
+              "numbered steps (step 3, train_step_7, decode_step_0, iteration 12: "
+              "docs/analyses.md)")
     summ: pl.DataFrame = steps_mod.step_summary(st)
     wall = rows(summ.filter(pl.col("metric") == "wall_ns"))
     stats = wall[0] if wall else {}
