@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceparse.analyses.phases import phase_steps, step_periods
+from traceparse.analyses.phases import phase_steps
 from traceparse.timeline import Timeline
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -60,10 +60,10 @@ def step_walls(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
     step_periods`: a step's wall counts the queue behind earlier steps where the host runs
     ahead of the GPU)."""
     s = phase_steps(tl, steps=step_regex, attribution=False)
-    return step_periods(s.filter(pl.col("phase") != "capture")
-                        .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns",
-                                "attributed_ns", "tokens")
-                        .sort("rank", "start_ns"))
+    return (s.filter(pl.col("phase") != "capture")
+            .select("rank", "step", "phase", "start_ns", "end_ns", "wall_ns", "period_ns",
+                    "attributed_ns", "tokens")
+            .sort("rank", "start_ns"))
 
 
 def _min_n(q: float, min_n: int) -> int:

@@ -89,8 +89,8 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     ph: pl.DataFrame = secs["phases"]
     if ph.height:
         cols = [_col("phase", "phase"), _col("steps", "steps", "int"),
-                _col("wall_p50_ns", "P50 (ms)", "ms"), _col("wall_p95_ns", "P95 (ms)", "ms"),
-                _col("wall_p99_ns", "P99 (ms)", "ms"),
+                _col("step_p50_ns", "P50 (ms)", "ms"), _col("step_p95_ns", "P95 (ms)", "ms"),
+                _col("step_p99_ns", "P99 (ms)", "ms"),
                 _col("tokens_per_step", "tokens/step", "int"),
                 _col("tokens_per_s", "tokens/s", "int"), _col("kernel_ns", "kernel (ms)", "ms"),
                 _col("tflop_per_s", "TFLOP/s", "num"), _col("compute_pct", "compute %", "pct"),

@@ -242,12 +242,12 @@ OPTIONAL = ("phases", "phase_mix", "layers", "op_tree")
 
 
 def _phases(frame: pl.DataFrame) -> list[str]:
-    lines = ["Phases (steps: wall P50 / P95 / P99, tokens/s, compute %, achieved FLOP/s)"]
+    lines = ["Phases (steps: step time P50 / P95 / P99, tokens/s, compute %, achieved FLOP/s)"]
     for r in frame.iter_rows(named=True):
         tok = f"{r['tokens_per_s']:,.0f} tok/s" if r.get("tokens_per_s") is not None else ""
         comp, tf = r.get("compute_pct"), r.get("tflop_per_s")
-        lines.append(f"  {r['phase']:<8} x{r['steps']:<4} {fmt_ns(r['wall_p50_ns']):>10} "
-                     f"{fmt_ns(r['wall_p95_ns']):>10} {fmt_ns(r['wall_p99_ns']):>10}  {tok:>14}"
+        lines.append(f"  {r['phase']:<8} x{r['steps']:<4} {fmt_ns(r['step_p50_ns']):>10} "
+                     f"{fmt_ns(r['step_p95_ns']):>10} {fmt_ns(r['step_p99_ns']):>10}  {tok:>14}"
                      + (f"  compute {comp:.1f}%" if comp is not None else "")
                      # in the unit the rate reaches: DLRM's 3.78 GFLOP/s read "0.0 TFLOP/s"
                      + (f"  {units.tflops(tf * 1e12)}" if tf is not None else ""))

@@ -53,7 +53,7 @@ def test_steps_by_phase_csv_and_summary(trace: str) -> None:
     assert [int(r["wall_ns"]) for r in rows] == [300_000, 300_000, 340_000]
     summ = json.loads(_run("steps", trace, "--by", "phase", "--summary", "--format", "json"))
     assert [r["phase"] for r in summ] == ["prefill", "decode"]
-    assert summ[1]["wall_p50_ns"] == 320_000.0
+    assert summ[1]["step_p50_ns"] == 320_000.0
     assert summ[1]["tokens_per_s"] == pytest.approx(12_500.0)
 
 
@@ -79,7 +79,7 @@ def test_summary_has_phases_and_tree(trace: str) -> None:
     out = json.loads(_run("summary", trace, "--format", "json"))
     ph = out["sections"]["phases"]
     assert [r["phase"] for r in ph] == ["prefill", "decode"]
-    assert ph[1]["wall_p50_ns"] == 320_000.0
+    assert ph[1]["step_p50_ns"] == 320_000.0
     tree = out["sections"]["op_tree"]
     assert tree[0]["name"] == "[all kernels]" and tree[0]["inclusive_ns"] == 359_000
     assert {r["view"] for r in tree} == {"modules"}

@@ -71,8 +71,8 @@ def test_sglang_phase_summary_by_hand(sglang: Timeline) -> None:
     assert s["phase"].to_list() == ["prefill", "decode"]
     d = s.row(1, named=True)
     assert d["steps"] == 2
-    assert d["wall_p50_ns"] == 320 * US                     # median of 300 and 340
-    assert d["wall_p95_ns"] == pytest.approx(338 * US)      # 300 + 0.95 * 40
+    assert d["step_p50_ns"] == 320 * US                     # median of 300 and 340
+    assert d["step_p95_ns"] == pytest.approx(338 * US)      # 300 + 0.95 * 40
     assert d["tokens_per_step"] == 4.0
     assert d["tokens_per_s"] == pytest.approx(8 / 640e-6)   # 8 tokens in 640 us
     assert d["compute_pct"] == pytest.approx(234 / 640 * 100)
