@@ -209,7 +209,9 @@ def _first_calls(tl: Timeline, api: pl.DataFrame, host: pl.DataFrame, blocking_r
     cand = first.filter(long | pl.lit(lazy.height > 0))
     if cand.height == 0:
         return pl.DataFrame(schema=_COLS)
-    own = _own_time(cand, api.filter(matches(api["name"], blocking_re)), _in_flight(tl))
+    blocking = api.filter(matches(api["name"], blocking_re))
+    alloc = blocking["name"].cast(pl.String).str.contains(ALLOC_API_RE).any()
+    own = _own_time(cand, blocking, _in_flight(tl) if alloc else {})
     marked = _overlaps(cand, lazy)
     cand = cand.with_columns(pl.Series("_own", own, pl.Int64), pl.Series("_lazy", marked))
     ok = cand.filter((pl.col("_own") >= pl.max_horizontal(FIRST_CALL_RATIO * pl.col("_med"),
