@@ -230,7 +230,9 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     """One row per step: wall time, GPU busy time, outlier flag (and attribution).
 
     Returns:
-        ``rank, step, start_ns, end_ns, wall_ns, gpu_busy_ns, gpu_busy_pct, outlier``
+        ``rank, step, start_ns, end_ns, wall_ns, period_ns`` (the step's time where the
+        GPU falls behind the host: :func:`_with_periods`), ``gpu_busy_ns, gpu_busy_pct,
+        outlier``
         (null with fewer than ``min_steps`` steps: too few to tell) and,
         with ``attribution``, ``compute_ns, memory_ns, communication_ns,
         launch_overhead_ns, idle_ns`` (from
@@ -245,6 +247,7 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     """
     w = step_windows(tl, step_regex=step_regex).with_row_index("_wid")
     w = w.with_columns(wall_ns=pl.col("end_ns") - pl.col("start_ns"))
+    w = _with_periods(tl, w)
     w = w.with_columns(gpu_busy_ns=_busy_in_windows(tl, w).cast(pl.Int64))
     w = w.with_columns(gpu_busy_pct=pl.when(pl.col("wall_ns") > 0)
                        .then(pl.col("gpu_busy_ns") * 100.0 / pl.col("wall_ns")))
@@ -271,6 +274,36 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     return w.sort("_wid").drop("_wid")
 
 
+def _with_periods(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
+    """``w`` (step windows with ``_wid``) plus ``period_ns``: each step's time by
+    :func:`traceparse.analyses.phases.step_periods`, its finish being the later of its end
+    and the end of the GPU work launched inside it (the rule of
+    :func:`traceparse.analyses.phases.phase_steps`): where the GPU falls behind the host the
+    host window (``wall_ns``) is shorter than what a step costs (``launch_bound-twin``:
+    0.32 ms against 0.49 ms)."""
+    from traceparse.analyses.optree import launched_activities
+    from traceparse.analyses.phases import step_periods
+
+    if w.height == 0:
+        return w.with_columns(pl.lit(None, pl.Int64).alias("period_ns"))
+    acts = (launched_activities(tl, ("kernel", "memcpy", "memset"),
+                                columns=["rank", "start_ns", "dur_ns", "api_start_ns"])
+            .filter(pl.col("api_start_ns").is_not_null())
+            .select(pl.col("rank").cast(w.schema["rank"]), "api_start_ns",
+                    (pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
+            .sort("api_start_ns"))
+    win = w.select("rank", "_wid", "start_ns", "end_ns").sort("start_ns")
+    # both sorted on the time key, so within every rank too
+    hit = (acts.join_asof(win, left_on="api_start_ns", right_on="start_ns", by="rank",
+                          strategy="backward", check_sortedness=False)
+           .filter(pl.col("_wid").is_not_null() & (pl.col("api_start_ns") < pl.col("end_ns")))
+           .group_by("_wid").agg(pl.col("_end").max().alias("_gpu_end")))
+    done = pl.max_horizontal("end_ns", "_gpu_end") - pl.col("start_ns")
+    per = step_periods(w.join(hit, on="_wid", how="left")
+                       .select("_wid", "rank", "start_ns", done.alias("wall_ns")))
+    return w.join(per.select("_wid", "period_ns"), on="_wid", how="left").sort("_wid")
+
+
 def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """P50/P95/P99, mean, min and max of ``wall_ns`` and ``gpu_busy_ns`` over the steps of
     :func:`step_table`, plus the step count and, on the ``wall_ns`` row only, the outlier
@@ -283,7 +316,7 @@ def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
         ``gpu_busy_ns`` row outliers null.
     """
     rows = []
-    for c in ("wall_ns", "gpu_busy_ns"):
+    for c in ("wall_ns", "period_ns", "gpu_busy_ns"):
         # too few steps to tell (every flag null): no count, not 0
         out = (pl.when(pl.col("outlier").is_not_null().any())
                .then(pl.col("outlier").sum().cast(pl.Int64)) if c == "wall_ns"

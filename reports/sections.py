@@ -350,13 +350,14 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     for r in data:
         r["label"] = f"r{r['rank']} {r['step']}"
         r["dur_ns"] = r["wall_ns"]
-    keep = [c for c in ("rank", "step", "wall_ns", "gpu_busy_ns", "gpu_busy_pct", "outlier",
+    keep = [c for c in ("rank", "step", "wall_ns", "period_ns", "gpu_busy_ns", "gpu_busy_pct",
+                        "outlier",
                         "compute_ns", "memory_ns", "communication_ns", "launch_overhead_ns",
                         "warmup_ns", "host_sync_ns", "idle_ns") if c in st.columns]
     # one unit for every duration of a step row (step times are milliseconds)
     columns = [c if not c["key"].endswith("_ns") else
-               col(c["key"], "step time (ms)" if c["key"] == "wall_ns"
-                   else c["label"].replace("(µs)", "(ms)"), "ms")
+               col(c["key"], {"wall_ns": "step time (ms)", "period_ns": "period (ms)"}.get(
+                   c["key"], c["label"].replace("(µs)", "(ms)")), "ms")
                for c in auto_columns(st.select(keep))]
     return {
         "rows": data, "stats": stats, "source": source,
@@ -370,7 +371,10 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                                       col("p99", "P99 (ms)", "ms"), col("min", "min (ms)", "ms"),
                                       col("max", "max (ms)", "ms")],
                           "rows": _metric_names(rows(summ))},
-        "note": (f"Steps from {source}. Step time = range end - start; GPU busy = union of the "
+        "note": (f"Steps from {source}. Step time = range end - start; period = from the "
+                 "step's start, or the earlier steps' finish when later, to the end of the "
+                 "GPU work it launched (longer than the step time where the GPU falls behind "
+                 "the host); GPU busy = union of the "
                  "rank's GPU activity inside the step. Outlier: step time > median + 5.19 MAD "
                  "(modified z-score above 3.5)"
                  + (f"; {st.height} steps are too few to call one an outlier (at least "

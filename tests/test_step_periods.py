@@ -91,3 +91,42 @@ def test_gpt2s_b32_phase_step_time_is_the_period_not_the_wall() -> None:
     assert row["step_p50_ns"] == statistics.median(round(p * 1000) for p in periods)
     assert s["wall_ns"].median() > 130e6
     assert abs(row["step_p50_ns"] / 1e6 / truth["step_ms_median"] - 1) < 0.01
+
+
+def test_steps_table_period_where_the_gpu_falls_behind() -> None:
+    # three NVTX steps of 100 ns at 0, 100, 200; each launches (call [s+10, s+15)) one
+    # kernel of 160 ns that starts when the previous one ends: [20,180), [180,340),
+    # [340,500). Finishes 180, 340, 500: periods 180, 160, 160 (walls stay 100)
+    from perf_helpers import api, gpu, ranges, timeline
+
+    from traceparse.analyses.steps import step_summary, step_table
+
+    starts = (0, 100, 200)
+    tl = timeline(
+        ranges=ranges([{"name": f"step {i}", "start_ns": s, "end_ns": s + 100}
+                       for i, s in enumerate(starts)]),
+        api=api([{"start_ns": s + 10, "end_ns": s + 15, "correlation_id": i}
+                 for i, s in enumerate(starts)]),
+        gpu=gpu([{"name": "k", "start_ns": a, "end_ns": a + 160, "correlation_id": i}
+                 for i, a in enumerate((20, 180, 340))]))
+    t = step_table(tl, attribution=False)
+    assert t["wall_ns"].to_list() == [100, 100, 100]
+    assert t["period_ns"].to_list() == [180, 160, 160]
+    row = step_summary(t).filter(pl.col("metric") == "period_ns").row(0, named=True)
+    assert row["p50"] == 160 and row["outliers"] is None
+
+
+@pytest.mark.shared
+def test_steps_table_period_equals_the_phase_period() -> None:
+    # one rule, two tables: `steps` and the phase rows give launch_bound-twin the same
+    # periods, and both equal the raw JSON's
+    from traceparse import load
+    from traceparse.analyses.phases import phase_steps
+    from traceparse.analyses.steps import step_table
+
+    path = TRACES / "gpu/scenarios/launch_bound-twin.json.gz"
+    tl = load(path)
+    _, periods = _raw_periods(path)
+    assert step_table(tl, attribution=False)["period_ns"].to_list() == \
+        phase_steps(tl, attribution=False)["period_ns"].to_list() == \
+        [round(p * 1000) for p in periods]
