@@ -226,6 +226,7 @@ def test_statistics_rows_are_named_without_the_ns_suffix() -> None:
     # the headers say "(µs)" / "(ms)": the row names need no unit suffix
     assert [r["metric"] for r in p["launches"]["table"]["rows"]] == [
         "launch", "queue", "kernel", "total"]
-    assert [r["metric"] for r in p["steps"]["summary_table"]["rows"]] == ["wall", "gpu busy"]
+    assert [r["metric"] for r in p["steps"]["summary_table"]["rows"]] == ["wall", "period",
+                                                                     "gpu busy"]
     # the step figure's statistics still come from the raw summary rows
     assert p["steps"]["stats"]["metric"] == "wall_ns"
