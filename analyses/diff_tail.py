@@ -3,7 +3,7 @@ tokens/s, compared with a seeded bootstrap of the difference (docs/diff.md).
 
 Steps are the windows of :func:`traceparse.analyses.phases.phase_steps` (a serving step
 annotation, a model-runner frame or ``ProfilerStep#N``, or ``--steps REGEX``), with its
-``period_ns`` (:func:`traceparse.analyses.phases.step_periods`: from the step's start, or
+``period_ns`` (:func:`traceparse.analyses.steps.step_periods`: from the step's start, or
 the finish of the rank's earlier steps when later, to its finish, the end of its host window
 or of the GPU work it launched, whichever is last). Graph capture steps (phase ``capture``)
 record work instead of running it and are left out.
@@ -56,7 +56,7 @@ SCHEMA = {"level": pl.String, "name": pl.String, "metric": pl.String, "n_base": 
 def step_walls(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame:
     """``rank, step, phase, start_ns, end_ns, wall_ns, period_ns, attributed_ns, tokens``
     of every step (capture steps dropped), in time order: one computation for the tail and
-    the time diff, which compare ``period_ns`` (:func:`traceparse.analyses.phases.
+    the time diff, which compare ``period_ns`` (:func:`traceparse.analyses.steps.
     step_periods`: a step's wall counts the queue behind earlier steps where the host runs
     ahead of the GPU)."""
     s = phase_steps(tl, steps=step_regex, attribution=False)

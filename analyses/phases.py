@@ -297,7 +297,8 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
     Returns:
         ``rank, step, phase, phase_source, step_source, batch_size, tokens,
         tokens_source, start_ns, end_ns, gpu_end_ns, wall_ns, kernels, kernel_ns, flops,
-        flops_source, period_ns`` (:func:`step_periods`: the step's time),
+        flops_source, period_ns`` (:func:`traceparse.analyses.steps.step_periods`: the
+        step's time),
         tflop_per_s, tokens_per_s, attributed_ns`` (the length of the step's window of
         :func:`attribution_windows`, never overlapping another step's, less its part
         before the rank's first GPU activity where the trace shows that the GPU ran
@@ -320,8 +321,9 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
+    from traceparse.analyses.steps import gpu_known_from, known_start, step_periods
+
     out = step_periods(out)
-    from traceparse.analyses.steps import gpu_known_from, known_start
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(
         schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})
@@ -333,40 +335,6 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
     if attribution and out.height:
         out = _attribute(tl, out)
     return out.drop("_attr_start")
-
-
-def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
-    """``period_ns``: each step's time, from its start or, when later, the finish of the
-    rank's earlier steps (the running maximum of ``start + wall``) to its own finish
-    (``start + wall``); 0 for a step that finished before an earlier one.
-
-    A step's wall runs from its host start to the end of the GPU work it launched, so where
-    the host runs ahead of the GPU the walls of consecutive steps overlap and each holds the
-    queue behind the earlier ones: it grows with every step the host gets ahead, and is not
-    what a step costs. The period is what the run pays per step in steady state: the wall
-    where a step waits for its work (a synchronising loop), the GPU's time per step where
-    the GPU falls behind. The periods of one rank tile the union of its steps' walls, like
-    :func:`attribution_windows`, but anchored at the finishes. ``launch_bound-twin`` (one
-    CUDA-graph launch per step): host windows of 0.30-0.34 ms, walls 0.80-1.40 ms growing
-    by ~0.15 ms a step, periods 0.48-0.50 ms (the GPU finishes a step every ~0.49 ms);
-    ``train_gpt2s_b32``: walls 133 ms, periods 77.6 ms, the step measured without the
-    profiler 78.1 ms. A graph-capture step (``phase`` ``capture``, when the column is
-    there) keeps its wall and is not an earlier step of the loop.
-
-    Example:
-        One rank, steps at 0 (wall 150), 100 (wall 150), 300 (wall 50): finishes 150, 250,
-        350; periods 150, 250 - 150 = 100, 350 - 300 = 50.
-    """
-    done = pl.col("start_ns") + pl.col("wall_ns")
-    loop = done
-    if "phase" in steps.columns:  # a graph capture records work, it is not a loop step
-        loop = pl.when(pl.col("phase") == "capture").then(None).otherwise(done)
-    before = loop.cum_max().forward_fill().shift(1).over("rank", order_by="start_ns")
-    since = pl.max_horizontal("start_ns", before)
-    period = pl.max_horizontal(done - since, pl.lit(0))
-    if "phase" in steps.columns:
-        period = pl.when(pl.col("phase") == "capture").then(pl.col("wall_ns")).otherwise(period)
-    return steps.with_columns(period.cast(pl.Int64).alias("period_ns"))
 
 
 def attribution_windows(steps: pl.DataFrame) -> pl.DataFrame:
@@ -410,7 +378,8 @@ def _attribute(tl: Timeline, steps: pl.DataFrame) -> pl.DataFrame:
 def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
     """One row per phase of :func:`phase_steps`: ``steps``, step time ``p50/p95/p99`` and
     mean (ns; ``step_*_ns``, of ``period_ns``: a step's wall holds the queue behind earlier
-    steps where the host runs ahead of the GPU, :func:`step_periods`),
+    steps where the host runs ahead of the GPU,
+    :func:`traceparse.analyses.steps.step_periods`),
     ``tokens_per_step`` (mean where recorded), ``tokens_per_s`` (summed tokens over the
     summed ``attributed_ns`` of the steps with tokens), ``kernel_ns``, ``tflop_per_s``
     (summed FLOPs over the summed ``attributed_ns`` of the steps with FLOPs) and each

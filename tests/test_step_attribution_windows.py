@@ -20,6 +20,7 @@ import traceparse
 from tests.conftest import TRACES
 from traceparse.analyses import phases
 from traceparse.analyses.attribution import PARTS
+from traceparse.analyses.steps import step_periods
 from traceparse.analyses.summary import summarize
 from traceparse.samplegen.llm import PID, STREAM, TID, _doc
 
@@ -189,7 +190,7 @@ def test_tail_tokens_per_s_over_attributed_time() -> None:
                            "start_ns": [i * 10_000_000 for i in range(4)],
                            "end_ns": [i * 10_000_000 + 1_000_000 for i in range(4)],
                            "wall_ns": [25_000_000] * 4, "tokens": [32] * 4})
-        return phases.step_periods(phases.attribution_windows(st).with_columns(
+        return step_periods(phases.attribution_windows(st).with_columns(
             (pl.col("attr_end_ns") - pl.col("start_ns")).alias("attributed_ns")))
 
     w = walls()

@@ -1,5 +1,5 @@
 """A step's time where the host runs ahead of the GPU: the period, not the wall
-(analyses/phases.py ``step_periods``; docs/diff.md)."""
+(analyses/steps.py ``step_periods``; docs/diff.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 from conftest import TRACES
 
-from traceparse.analyses.phases import step_periods
+from traceparse.analyses.steps import step_periods
 
 
 def _steps(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
