@@ -141,10 +141,11 @@ def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",),
     # launch_join's rows narrowed before the join: only the columns kept are gathered
     # (ngp17, 1M kernels: the full 40-column frame was a 0.3 GB transient)
     idx = links.launch_links(tl)["api_row"]
-    api = tl.api.select("thread_id", "start_ns")
+    api = tl.api.select("thread_id")
     rows = tl.gpu.select(
         "rank", "process_id", "correlation_id", "dur_ns", "start_ns", "category", "name",
-        "kind", _row=idx).filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
+        "kind", links.launch_starts(tl), _row=idx
+    ).filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
     row = rows["_row"]
     def want(c: str) -> bool:
         return columns is None or c in columns
@@ -158,7 +159,7 @@ def launched_activities(tl: Timeline, kinds: Sequence[str] = ("kernel",),
     if want("thread_id"):
         out.append(api["thread_id"].gather(row).fill_null(-1).alias("thread_id"))
     if want("api_start_ns"):
-        out.append(api["start_ns"].gather(row).alias("api_start_ns"))
+        out.append(pl.col("api_start_ns"))
     return rows.select(out)
 
 

@@ -65,6 +65,14 @@ import polars as pl
 
 from traceparse.analyses._dist import percentiles
 from traceparse.analyses.optree import launched_activities
+from traceparse.analyses.steps import (
+    gpu_known_from,
+    known_start,
+    launched_work,
+    recorded_part,
+    step_periods,
+    step_windows,
+)
 from traceparse.timeline import Timeline
 
 PHASES = ("prefill", "decode", "mixed", "capture", "train", "unknown")
@@ -148,7 +156,6 @@ def find_steps(tl: Timeline, *, steps: str | None = None) -> tuple[pl.DataFrame,
                  ("runner", nonop.filter((pl.col("kind") == "python_function")
                                          & pl.col("name").str.contains(_RUNNER))),
                  ("profiler_step", host.filter(pl.col("kind") == "profiler_step"))]
-    from traceparse.analyses.steps import recorded_part, step_windows
 
     for source, r in tries:
         if r.height:
@@ -268,21 +275,16 @@ def _step_rows(tl: Timeline, wins: pl.DataFrame, source: str) -> list[dict[str, 
     host = _ByStart(_host(tl), "start_ns")
     graphs = _ByStart(tl.api.filter(pl.col("name").cast(pl.String).str.contains("GraphLaunch"))
                       .select("rank", "start_ns"), "start_ns")
-    acts = _ByStart(launched_activities(tl, ("kernel", "memcpy", "memset")).filter(
-        pl.col("api_start_ns").is_not_null()), "api_start_ns")
+    work = {r[0]: r[1:] for r in launched_work(tl, wins.with_row_index("_wid")).select(
+        "_wid", "gpu_end_ns", "kernels", "kernel_ns").iter_rows()}
     rows: list[dict[str, Any]] = []
-    for w in wins.iter_rows(named=True):
+    for i, w in enumerate(wins.iter_rows(named=True)):
         s, e, rank = w["start_ns"], w["end_ns"], w["rank"]
         inside = host.window(rank, s, e).filter(pl.col("end_ns") <= e)
         row = {**w, **_classify(w, inside, w["step"]), "step_source": source}
-        launched = acts.window(rank, s, e)
-        kern = launched.filter(pl.col("kind") == "kernel")
-        gpu_end = ((launched["start_ns"] + launched["dur_ns"]).max() if launched.height
-                   else None)
+        gpu_end, row["kernels"], row["kernel_ns"] = work.get(i, (None, 0, 0))
         row["gpu_end_ns"] = gpu_end
-        row["wall_ns"] = max(e, gpu_end or e) - s  # type: ignore[operator]
-        row["kernels"] = kern.height
-        row["kernel_ns"] = int(kern["dur_ns"].sum()) if kern.height else 0
+        row["wall_ns"] = max(e, gpu_end or e) - s
         replays = graphs.window(rank, s, e).height > 0
         row["flops"], row["flops_source"] = ((None, None) if row["phase"] == "capture"
                                              else _step_flops(inside, replays))
@@ -321,8 +323,6 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
-    from traceparse.analyses.steps import gpu_known_from, known_start, step_periods
-
     out = step_periods(out)
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(

@@ -47,6 +47,7 @@ import itertools
 import numpy as np
 import polars as pl
 
+from traceparse import links
 from traceparse.analyses import intervals
 from traceparse.analyses._dist import percentiles
 from traceparse.derived import cached
@@ -104,8 +105,6 @@ def gpu_known_from(tl: Timeline) -> pl.DataFrame:
 
 
 def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
-    from traceparse.links import launch_links
-
     schema = pl.Schema([("rank", tl.gpu.schema["rank"]), ("gpu_known_from_ns", pl.Int64())])
     acts = (tl.gpu.select("rank", "kind", "start_ns").with_row_index("_r")
             .filter(pl.col("kind").cast(pl.String) != "sync"))
@@ -114,7 +113,7 @@ def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
     # per rank the earliest start, the first such row in table order (arg_min: no sort)
     first = acts.group_by("rank").agg(pl.col("_r").get(pl.col("start_ns").arg_min()),
                                       pl.col("start_ns").min())
-    calls = launch_links(tl)["api_row"].gather(first["_r"])
+    calls = links.launch_links(tl)["api_row"].gather(first["_r"])
     ret = (tl.api["end_ns"].cast(pl.Int64).gather(calls) if tl.api.height
            else pl.Series([None] * first.height, dtype=pl.Int64))
     return (first.select("rank", pl.col("start_ns").alias("gpu_known_from_ns"))
@@ -175,14 +174,12 @@ def auto_step_ranks(tl: Timeline) -> list[int]:
 def step_ends(tl: Timeline, end: np.ndarray | None = None, *,
               step_regex: str | None = None) -> list[int]:
     """The last GPU end of each step that has GPU work, in step order: a GPU activity (sync
-    rows left out, in :func:`traceparse.links.launch_join` order) belongs to the step its
+    rows left out, in ``tl.gpu`` order) belongs to the step its
     launching call, else the activity itself, started in. ``end``: the activities' ends
     to read (a replay's, aligned with those rows); None: the measured ones."""
-    from traceparse.links import launch_join
-
     w = step_windows(tl, step_regex=step_regex)
-    # the three columns read, selected before the filter copies them; kind as a code
-    lj = (launch_join(tl).select("kind", "api_start_ns", "start_ns", "end_ns")
+    # the columns read, selected before the filter copies them; kind as a code
+    lj = (tl.gpu.select("kind", links.launch_starts(tl), "start_ns", "end_ns")
           .filter(pl.col("kind") != "sync"))
     t = lj.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
     ends = lj["end_ns"].to_numpy() if end is None else np.asarray(end)
@@ -280,29 +277,46 @@ def _with_periods(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
     launched inside it (the rule of :func:`traceparse.analyses.phases.phase_steps`): where
     the GPU falls behind the host the host window (``wall_ns``) is shorter than what a step
     costs (``launch_bound-twin``: 0.32 ms against 0.49 ms)."""
-    from traceparse import links
-
     if w.height == 0:
         return w.with_columns(pl.lit(None, pl.Int64).alias("period_ns"))
-    # each kernel, copy and set with its launch call's start (links.launch_links' api_row)
-    call = tl.api["start_ns"].gather(links.launch_links(tl)["api_row"])
-    acts = (tl.gpu.select("rank", "kind", "start_ns", "dur_ns")
-            .with_columns(call.alias("api_start_ns"))
+    hit = launched_work(tl, w)
+    done = pl.max_horizontal("end_ns", "gpu_end_ns") - pl.col("start_ns")
+    per = step_periods(w.join(hit, on="_wid", how="left")
+                       .select("_wid", "rank", "start_ns", done.alias("wall_ns")))
+    return w.join(per.select("_wid", "period_ns"), on="_wid", how="left").sort("_wid")
+
+
+def launched_work(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
+    """The GPU work launched inside each step window of ``w`` (``_wid, rank, start_ns,
+    end_ns``): a kernel, copy or set belongs to the step its launch call started in (the
+    rank's latest step started at or before the call, when the call starts before that
+    step's end; work without a linked call belongs to none). One row per step that
+    launched any: ``_wid``, ``gpu_end_ns`` (the latest end of its work: where a step
+    finishes when the GPU falls behind the host, :func:`_with_periods` and
+    :func:`traceparse.analyses.phases.phase_steps`), ``kernels`` and ``kernel_ns`` (its
+    kernels' count and summed duration).
+
+    Example:
+        Steps 0 [0, 100) and 1 [100, 200) of rank 0; kernels launched at 10 (runs 50..90)
+        and 90 (runs 120..260), a copy launched at 150 (runs 300..310): step 0 ends its
+        work at 260 with 2 kernels of 40 + 140 = 180 ns, step 1 at 310 with no kernel.
+    """
+    acts = (tl.gpu.select("rank", "kind", "start_ns", "dur_ns", links.launch_starts(tl))
             .filter(pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
                     & pl.col("api_start_ns").is_not_null())
-            .select(pl.col("rank").cast(w.schema["rank"]), "api_start_ns",
+            .select(pl.col("rank").cast(w.schema["rank"]), "api_start_ns", "dur_ns",
+                    (pl.col("kind") == "kernel").alias("_k"),
                     (pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
             .sort("api_start_ns"))
     win = w.select("rank", "_wid", "start_ns", "end_ns").sort("start_ns")
     # both sorted on the time key, so within every rank too
-    hit = (acts.join_asof(win, left_on="api_start_ns", right_on="start_ns", by="rank",
-                          strategy="backward", check_sortedness=False)
-           .filter(pl.col("_wid").is_not_null() & (pl.col("api_start_ns") < pl.col("end_ns")))
-           .group_by("_wid").agg(pl.col("_end").max().alias("_gpu_end")))
-    done = pl.max_horizontal("end_ns", "_gpu_end") - pl.col("start_ns")
-    per = step_periods(w.join(hit, on="_wid", how="left")
-                       .select("_wid", "rank", "start_ns", done.alias("wall_ns")))
-    return w.join(per.select("_wid", "period_ns"), on="_wid", how="left").sort("_wid")
+    return (acts.join_asof(win, left_on="api_start_ns", right_on="start_ns", by="rank",
+                           strategy="backward", check_sortedness=False)
+            .filter(pl.col("_wid").is_not_null() & (pl.col("api_start_ns") < pl.col("end_ns")))
+            .group_by("_wid").agg(pl.col("_end").max().cast(pl.Int64).alias("gpu_end_ns"),
+                                  pl.col("_k").sum().cast(pl.Int64).alias("kernels"),
+                                  pl.col("dur_ns").filter("_k").sum().cast(pl.Int64)
+                                  .alias("kernel_ns")))
 
 
 def step_periods(steps: pl.DataFrame) -> pl.DataFrame:

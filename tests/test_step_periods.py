@@ -10,8 +10,10 @@ import statistics
 import polars as pl
 import pytest
 from conftest import TRACES
+from perf_helpers import api, gpu, timeline
 
-from traceparse.analyses.steps import step_periods
+from traceparse.analyses.steps import launched_work, step_periods
+from traceparse.links import launch_starts
 
 
 def _steps(rows: list[tuple[int, int, int]]) -> pl.DataFrame:
@@ -34,6 +36,39 @@ def test_a_host_ahead_of_the_gpu_pays_the_gpu_time_per_step() -> None:
     # 340 (the queue grows by 60 a step), periods 160 then 160 each
     out = step_periods(_steps([(0, 100 * i, 160 + 60 * i) for i in range(4)]))
     assert out["period_ns"].to_list() == [160, 160, 160, 160]
+
+
+def _launched_tl() -> object:
+    """Steps 0 [0, 100) and 1 [100, 200) of rank 0 (the windows passed in); kernel a
+    launched at 10 runs 50..90, kernel b launched at 90 runs 120..260, a copy launched at
+    150 runs 300..310, kernel c launched at 250 (after both steps) runs 400..410, and
+    kernel d has no launch call (correlation 9 matches none)."""
+    return timeline(
+        gpu=gpu([{"name": "a", "start_ns": 50, "end_ns": 90, "correlation_id": 1},
+                 {"name": "b", "start_ns": 120, "end_ns": 260, "correlation_id": 2},
+                 {"name": "cp", "kind": "memcpy", "start_ns": 300, "end_ns": 310,
+                  "correlation_id": 3},
+                 {"name": "c", "start_ns": 400, "end_ns": 410, "correlation_id": 4},
+                 {"name": "d", "start_ns": 150, "end_ns": 160, "correlation_id": 9}]),
+        api=api([{"start_ns": 10, "end_ns": 12, "correlation_id": 1},
+                 {"start_ns": 90, "end_ns": 95, "correlation_id": 2},
+                 {"name": "cudaMemcpyAsync", "start_ns": 150, "end_ns": 152,
+                  "correlation_id": 3},
+                 {"start_ns": 250, "end_ns": 252, "correlation_id": 4}]))
+
+
+def test_launched_work_belongs_to_the_step_its_call_started_in() -> None:
+    tl = _launched_tl()
+    assert launch_starts(tl).to_list() == [10, 90, 150, 250, None]  # type: ignore[arg-type]
+    w = pl.DataFrame({"_wid": [0, 1], "rank": [0, 0], "start_ns": [0, 100],
+                      "end_ns": [100, 200]},
+                     schema={"_wid": pl.UInt32, "rank": pl.Int32, "start_ns": pl.Int64,
+                             "end_ns": pl.Int64})
+    got = launched_work(tl, w).sort("_wid")  # type: ignore[arg-type]
+    # step 0: a and b (launched at 10 and 90), done at 260, kernels 40 + 140 ns; step 1:
+    # the copy launched at 150, done at 310, no kernel; c (launched at 250, after step 1's
+    # end) and d (no call) belong to no step
+    assert got.rows() == [(0, 260, 2, 180), (1, 310, 0, 0)]
 
 
 def _raw_periods(path: object) -> tuple[list[dict], list[float]]:

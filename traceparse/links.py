@@ -75,6 +75,26 @@ def launch_links(tl: Timeline) -> pl.DataFrame:
     return cached(tl, "launch_links", ("gpu", "api"), lambda: _launch_links(tl))
 
 
+def launch_starts(tl: Timeline) -> pl.Series:
+    """``api_start_ns``: for each ``gpu`` row (same count, same order) the start of its
+    launching call (:func:`launch_links`' ``api_row``), null where none matched; computed
+    once per timeline. For the analyses that read only when work was issued (the steps'
+    launched work, the warm-up's work in flight, the op tree): :func:`launch_join` gathers
+    every call column onto every GPU row.
+
+    Example:
+        api rows ``(r0, pid 7, corr 5, start 40)`` and ``(r0, pid 7, corr 5, start 30)``,
+        a kernel with key ``(r0, 7, 5)`` and one of pid 8: ``[30, null]``.
+    """
+    def compute() -> pl.Series:
+        rows = launch_links(tl)["api_row"]
+        if tl.api.height == 0:
+            return pl.Series("api_start_ns", [None] * rows.len(), dtype=pl.Int64)
+        return tl.api["start_ns"].cast(pl.Int64).gather(rows).alias("api_start_ns")
+
+    return cached(tl, "launch_starts", ("gpu", "api"), compute)
+
+
 #: The numpy path of :func:`_launch_links` is taken when the keys' ``(rank, process_id)``
 #: pairs are at most this many (one masked pass per pair).
 _MAX_PAIRS = 64
