@@ -42,7 +42,9 @@ window **to the nanosecond**:
     ``cuda{Device,Stream,Event,Ctx}Synchronize``, synchronous
     ``cudaMemcpy*``, a ``cudaMemcpyAsync`` to or from pageable memory, a copy call that
     returned only after its copy had finished, ``cudaMalloc``/``cudaFree`` (implicit
-    device syncs), and their ``cu*``/``hip*`` twins. Never launch overhead.
+    device syncs: only while work was in flight, :mod:`traceparse.analyses.waiting`; the
+    rest of an allocation is the allocator's own work, idle with cause ``cuda_api``), and
+    their ``cu*``/``hip*`` twins. Never launch overhead.
 ``idle_ns``
     The rest: nothing ran and the host was not issuing, warming up or blocked (CPU work,
     data loading, ...; :func:`traceparse.analyses.gaps.idle_gaps` explains the stretches).
@@ -78,6 +80,7 @@ from traceparse.analyses import intervals, sweep
 from traceparse.analyses import warmup as _warmup
 from traceparse.analyses.callparts import STATE_SLOT, call_parts
 from traceparse.analyses.hostrows import name_matches, per_group
+from traceparse.analyses.waiting import ALLOC_API_RE, waiting_parts
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -90,7 +93,7 @@ BLOCKING_API_RE = (r"^(cuda|cu|hip)(Device|Stream|Event|Ctx|Thread)Synchroni[sz]
                    r"cudaMemcpyFromSymbol|cudaMemcpyPeer|cuMemcpy|cuMemcpyDtoH|cuMemcpyHtoD|"
                    r"cuMemcpyDtoD|cuMemcpy2D|cuMemcpy3D|hipMemcpy|hipMemcpy2D|hipMemcpyDtoH|"
                    r"hipMemcpyHtoD|hipMemcpyDtoD|hipMemcpyWithStream)(_v\d+)*$"
-                   r"|" + _warmup.ALLOC_API_RE)
+                   r"|" + ALLOC_API_RE)
 #: Module load and runtime compilation calls, compile ranges (warm-up): see
 #: :mod:`traceparse.analyses.warmup`, which finds every warm-up signal.
 WARMUP_API_RE = _warmup.WARMUP_API_RE
@@ -292,9 +295,11 @@ def _host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str],
     if part == "host_sync":
         # the columns per_group reads; one filter copies only the blocking calls (warm-up
         # reads no API copy: a filtered copy of every call was made for it too)
+        # an allocation call waits only while work is in flight (analyses/waiting.py)
         api = tl.api.select("rank", "process_id", "name", "thread_id", "start_ns", "end_ns")
-        out = per_group(api.filter(pl.col("end_ns").is_not_null()
-                                   & name_matches(api, BLOCKING_API_RE)), acts, group)
+        out = per_group(waiting_parts(tl, api.filter(pl.col("end_ns").is_not_null()
+                                                     & name_matches(api, BLOCKING_API_RE))),
+                        acts, group)
     else:  # every warm-up signal (module loads, compiles, compiler processes, first calls)
         out = per_group(_warmup.warmup_signals(tl, BLOCKING_API_RE), acts, group)
     corr = (call_windows(tl, acts) if windows is None else windows).filter(

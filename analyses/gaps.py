@@ -27,7 +27,10 @@ are dropped; the rest are listed largest first with:
     or a copy to or from pageable memory);
   - ``warmup``: a module-load / compile call, a lazy-loading first launch or a compile or
     autotune range (:func:`traceparse.analyses.attribution.warmup_intervals`);
-  - ``cuda_api``: another CUDA call (issuing work, allocating, querying events, ...);
+  - ``cuda_api``: another CUDA call (issuing work, querying events, ...), or an
+    allocation call (``cudaMalloc``, ``cudaFree`` ...) where the GPU had nothing in flight:
+    it waits only for work in flight (:mod:`traceparse.analyses.waiting`), so the rest of
+    it is the allocator's own work, not a sync;
   - ``os_wait``: an OS-runtime call (``poll``, ``read``, ``futex``, ``pthread_cond_wait``,
     ``sem_wait``, ``sleep``, ...): the launching thread waited on I/O, another thread or
     process;
@@ -89,6 +92,7 @@ from traceparse.analyses.gapjoin import name_issuing as _name_issuing
 from traceparse.analyses.gapjoin import near_gaps as _near_gaps
 from traceparse.analyses.gapjoin import next_launch_threads as _next_launch_threads
 from traceparse.analyses.hostrows import per_group
+from traceparse.analyses.waiting import ALLOC_API_RE
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
 from traceparse.kernelname import short_kernel_name
@@ -428,9 +432,12 @@ def _candidates(tl: Timeline, acts: pl.DataFrame, group: list[str], calls: pl.Da
     def label(frame: pl.DataFrame, cause: str) -> pl.DataFrame:
         return _label(frame, group, cause)
 
-    # the regexes run on the distinct call names, not on every call
+    # the regexes run on the distinct call names, not on every call; an allocation call
+    # is a CUDA call of its own where nothing was in flight (its waiting pieces are among
+    # the host_sync rows: analyses/waiting.py)
     names = tl.api.get_column("name").unique().drop_nulls().cast(pl.String)
-    special = names.filter(names.str.contains(BLOCKING_API_RE)
+    special = names.filter((names.str.contains(BLOCKING_API_RE)
+                            & ~names.str.contains(ALLOC_API_RE))
                            | names.str.contains(WARMUP_API_RE))
     plain = calls.filter(pl.col("name").is_not_null() & ~pl.col("name").is_in(special.implode()))
     kinds = pl.col("kind").cast(pl.String)

@@ -66,9 +66,8 @@ import numpy as np
 import polars as pl
 
 from traceparse import units
-from traceparse.analyses._arrays import length_before
 from traceparse.analyses.codes import matches
-from traceparse.analyses.intervals import union
+from traceparse.analyses.waiting import waiting_parts
 from traceparse.timeline import Timeline
 
 #: Module load, link and runtime compilation calls.
@@ -91,8 +90,6 @@ LINK_LOAD_RE = r"^(cuLink\w*|cuModuleLoad\w*|cuLibraryLoad\w*|nvJitLink\w*|hipMo
 COMPILER_RE = r"(?i)^(ptxas|nvcc|nvlink|cicc|fatbinary|nvdisasm|clang\S*|hipcc|ld|ld\.lld|lld)$"
 #: CUPTI's lazy function loading record.
 LAZY_MARKER_RE = r"^Lazy Function Loading$"
-#: Allocation calls: blocking only while work is in flight (:func:`_own_time`).
-ALLOC_API_RE = r"^(cudaMalloc|cudaFree|cuMemAlloc|cuMemFree|hipMalloc|hipFree)(_v\d+)*$"
 FIRST_CALL_RATIO = 10.0
 FIRST_CALL_MIN_CALLS = 3
 FIRST_CALL_MIN_NS = 100_000
@@ -209,9 +206,7 @@ def _first_calls(tl: Timeline, api: pl.DataFrame, host: pl.DataFrame, blocking_r
     cand = first.filter(long | pl.lit(lazy.height > 0))
     if cand.height == 0:
         return pl.DataFrame(schema=_COLS)
-    blocking = api.filter(matches(api["name"], blocking_re))
-    alloc = blocking["name"].cast(pl.String).str.contains(ALLOC_API_RE).any()
-    own = _own_time(cand, blocking, _in_flight(tl) if alloc else {})
+    own = _own_time(cand, waiting_parts(tl, api.filter(matches(api["name"], blocking_re))))
     marked = _overlaps(cand, lazy)
     cand = cand.with_columns(pl.Series("_own", own, pl.Int64), pl.Series("_lazy", marked))
     ok = cand.filter((pl.col("_own") >= pl.max_horizontal(FIRST_CALL_RATIO * pl.col("_med"),
@@ -238,59 +233,30 @@ def _shape(dims: str) -> str:
     return f" {shapes}" if shapes else ""
 
 
-def _in_flight(tl: Timeline) -> dict[object, tuple[np.ndarray, np.ndarray]]:
-    """Per rank: when its GPU had work issued and not finished, as sorted disjoint
-    ``(starts, ends)``: each activity (but ``sync`` rows) from its launch call's entry (its
-    own start where no call is linked) to its end, so work queued behind a stream wait
-    counts while it waits."""
-    from traceparse.links import launch_join
-
-    acts = (launch_join(tl).filter(pl.col("category") != "sync")
-            .select("rank", pl.min_horizontal(pl.col("api_start_ns").fill_null(pl.col(
-                "start_ns")), pl.col("start_ns")).alias("start_ns"), "end_ns"))
-    out: dict[object, tuple[np.ndarray, np.ndarray]] = {}
-    for k, g in union(acts, by=["rank"]).group_by("rank"):
-        out[k[0]] = (g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
-    return out
-
-
-def _own_time(cand: pl.DataFrame, blocking: pl.DataFrame,
-              busy: dict[object, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """Each candidate op's duration minus the time its thread spent **waiting** inside it,
-    in ``blocking`` calls.
-
-    An explicit synchronise or copy call is there to wait: all of it counts (what it waits
-    for may be work the trace does not hold, e.g. issued before the capture began). An
-    allocation call (:data:`ALLOC_API_RE`) synchronises only implicitly: it waits only while
-    its rank's GPU has work in flight (``busy``: :func:`_in_flight`), and the rest of it is
-    the allocator's own work. ``hta__alexnet_benchmark_trace``: the first
+def _own_time(cand: pl.DataFrame, waits: pl.DataFrame) -> np.ndarray:
+    """Each candidate op's duration minus the time its thread spent **waiting** inside it:
+    ``waits``, the parts of the blocking calls that wait
+    (:func:`traceparse.analyses.waiting.waiting_parts`: an explicit synchronise or copy
+    whole, an allocation only while its rank's GPU had work in flight; the rest of it is
+    the allocator's own work). ``hta__alexnet_benchmark_trace``: the first
     ``aten::max_pool2d`` lasts 825 ms, all of it in two ``cudaMalloc`` calls with nothing in
     flight; its later call takes 8 ms.
     """
     out = cand["dur_ns"].to_numpy().astype(np.int64).copy()
-    if blocking.height == 0:
+    if waits.height == 0:
         return out
-    by: dict[tuple[object, object, object], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    implicit = blocking["name"].cast(pl.String).str.contains(ALLOC_API_RE)
-    for k, g in (blocking.with_columns(implicit.alias("_alloc")).sort("start_ns")
-                 .group_by("rank", "process_id", "thread_id")):
-        by[(k[0], k[1], k[2])] = (g["start_ns"].to_numpy(), g["end_ns"].to_numpy(),
-                                  g["_alloc"].to_numpy())
-    none = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    by = {(k[0], k[1], k[2]): (g["start_ns"].to_numpy(), g["end_ns"].to_numpy())
+          for k, g in waits.sort("start_ns").group_by("rank", "process_id", "thread_id")}
     for i, r in enumerate(cand.select("rank", "process_id", "thread_id", "start_ns",
                                       "end_ns").iter_rows()):
         hit = by.get((r[0], r[1], r[2]))
         if hit is None:
             continue
-        s, e, alloc = hit
+        s, e = hit
         lo, hi = np.searchsorted(e, r[3], "right"), np.searchsorted(s, r[4], "left")
-        if hi > lo:  # the calls' parts inside the op; of an allocation, its in-flight part
-            a, b, al = np.maximum(s[lo:hi], r[3]), np.minimum(e[lo:hi], r[4]), alloc[lo:hi]
-            keep = b > a
-            a, b, al = a[keep], b[keep], al[keep]
-            gpu = busy.get(r[0], none)
-            flight = length_before(*gpu, b[al]) - length_before(*gpu, a[al])
-            out[i] -= int((b[~al] - a[~al]).sum() + flight.sum())
+        if hi > lo:  # the waiting parts inside the op
+            a, b = np.maximum(s[lo:hi], r[3]), np.minimum(e[lo:hi], r[4])
+            out[i] -= int(np.maximum(b - a, 0).sum())
     return out
 
 
