@@ -232,8 +232,8 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
         line += f" (largest: {top['cause_name']})"
         if NO_PRODUCER in str(top["cause_name"]):
             line += UNRECORDED_PRODUCER
-    elif cause:
-        line += f"; largest gaps mostly {cause}"
+    elif cause and gaps is not None:
+        line += _idle_clause(gaps, cause)
     if stragglers is not None and stragglers.height:
         top = stragglers.row(0, named=True)
         longest = int(bd["window_ns"].max() or 0)  # type: ignore[arg-type]
@@ -254,7 +254,21 @@ def verdict(bd: pl.DataFrame, gaps: pl.DataFrame | None = None,
                      f"{sums[rest] * 100.0 / steady:.1f}% {VERDICTS[rest][1]}")
             if rest == "host_sync_ns":  # warm-up has priority: these are steady-state syncs
                 line += _sync_clause(sync_ops)
+            steady_cause = (_top_by_time(gaps, "cause") if rest == "idle_ns"
+                            and gaps is not None and gaps.height else None)
+            if steady_cause and gaps is not None:  # the idle gaps: warm-up's are not idle
+                line += _idle_clause(gaps, steady_cause)
     return line
+
+
+def _idle_clause(gaps: pl.DataFrame, cause: str) -> str:
+    """``; largest gaps mostly CAUSE (NAME)``: the gap cause with the most idle time and,
+    when the gaps name one, the call or range of that cause with the most idle time
+    (``cuda_api (cudaMalloc)``: the host in an allocation with nothing in flight,
+    docs/analyses.md)."""
+    name = (_top_by_time(gaps.filter(pl.col("cause") == cause), "cause_name")
+            if "cause_name" in gaps.columns else None)
+    return f"; largest gaps mostly {cause}" + (f" ({name})" if name else "")
 
 
 def _sync_clause(sync_ops: pl.DataFrame | None) -> str:

@@ -135,3 +135,26 @@ def test_alexnet_malloc_with_an_empty_queue_is_idle_in_a_cuda_call() -> None:
     assert (gap["cause"], gap["cause_name"], gap["cause_start_ns"]) == (
         "cuda_api", "cudaMalloc", ms)
     assert gap["host_sync_ns"] == 0 and gap["idle_ns"] > 700_000_000
+
+
+def test_verdict_names_the_call_behind_the_idle_gaps() -> None:
+    """A window of 1000 ns: warm-up 600, idle 300, compute 100. Idle gaps: cudaMalloc 200
+    and 50 ns of idle (cause cuda_api), a cpu_work range 100 ns, and a warm-up gap (kind
+    warmup: not idle, not counted). Steady state (400 ns) is 75% idle, mostly cuda_api
+    (250 ns), and of it mostly cudaMalloc."""
+    from traceparse.analyses.summary import verdict
+
+    bd = pl.DataFrame({"window_ns": [1000], "compute_ns": [100], "communication_ns": [0],
+                       "memory_ns": [0], "launch_overhead_ns": [0], "warmup_ns": [600],
+                       "host_sync_ns": [0], "idle_ns": [300]})
+    gaps = pl.DataFrame({"kind": ["idle", "idle", "idle", "warmup"],
+                         "cause": ["cuda_api", "cuda_api", "cpu_work", "cuda_api"],
+                         "cause_name": ["cudaMalloc", "cudaFree", "step", "cuModuleLoad"],
+                         "idle_ns": [200, 50, 100, 0], "dur_ns": [200, 50, 100, 600]})
+    said = verdict(bd, gaps)
+    assert said.endswith("steady state (without warm-up) is idle-bound: 75.0% idle (no GPU "
+                         "work queued); largest gaps mostly cuda_api (cudaMalloc)"), said
+    # idle-bound as a whole: the same clause
+    bd2 = bd.with_columns(pl.lit(0).alias("warmup_ns"), pl.lit(900).alias("idle_ns"))
+    assert verdict(bd2, gaps) == ("idle-bound: 90.0% of the window is idle (no GPU work "
+                                  "queued); largest gaps mostly cuda_api (cudaMalloc)")
