@@ -64,12 +64,12 @@ import numpy as np
 import polars as pl
 
 from traceparse.analyses._dist import percentiles
-from traceparse.analyses.optree import launched_activities
 from traceparse.analyses.steps import (
     gpu_known_from,
     known_start,
     launched_work,
     recorded_part,
+    step_of_launch,
     step_periods,
     step_windows,
 )
@@ -416,18 +416,21 @@ def phase_kernel_mix(tl: Timeline, steps: pl.DataFrame, *, top: int = 8) -> pl.D
     """Kernel time per phase and kernel class (:mod:`traceparse.analyses.kclass`):
     ``phase, kernel_class, kernels, kernel_ns, pct`` (of the phase's kernel time),
     ``top_kernel`` (the class's longest-running kernel name); ``top`` classes per phase.
-    A kernel belongs to the step whose host window holds its launch call."""
+    A kernel belongs to the step its launch call started in
+    (:func:`traceparse.analyses.steps.step_of_launch`)."""
     from traceparse.analyses.kclass import class_expr
 
-    acts = launched_activities(tl).filter(pl.col("api_start_ns").is_not_null())
-    if steps.height == 0 or acts.height == 0:
-        return pl.DataFrame(schema={"phase": pl.String, "kernel_class": pl.String,
-                                    "kernels": pl.UInt32, "kernel_ns": pl.Int64,
-                                    "pct": pl.Float64, "top_kernel": pl.String})
-    w = steps.select("rank", "phase", pl.col("start_ns").alias("_s"),
-                     pl.col("end_ns").alias("_e"))
-    j = (acts.join(w, on="rank", how="inner")
-         .filter((pl.col("api_start_ns") >= pl.col("_s")) & (pl.col("api_start_ns") < pl.col("_e")))
+    empty = pl.DataFrame(schema={"phase": pl.String, "kernel_class": pl.String,
+                                 "kernels": pl.UInt32, "kernel_ns": pl.Int64,
+                                 "pct": pl.Float64, "top_kernel": pl.String})
+    if steps.height == 0:
+        return empty
+    w = steps.with_row_index("_wid")
+    j = step_of_launch(tl, w, ["name", "category", "dur_ns"], kinds=("kernel",))
+    if j.height == 0:
+        return empty
+    j = (j.join(w.select("_wid", "phase"), on="_wid", how="left")
+         .with_columns(pl.col("name").cast(pl.String), pl.col("category").cast(pl.String))
          .with_columns(class_expr().alias("kernel_class")))
     per_name = (j.group_by("phase", "kernel_class", "name").agg(pl.col("dur_ns").sum())
                 .sort("dur_ns", "name", descending=[True, False])

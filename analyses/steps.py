@@ -301,22 +301,35 @@ def launched_work(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
         and 90 (runs 120..260), a copy launched at 150 (runs 300..310): step 0 ends its
         work at 260 with 2 kernels of 40 + 140 = 180 ns, step 1 at 310 with no kernel.
     """
-    acts = (tl.gpu.select("rank", "kind", "start_ns", "dur_ns", links.launch_starts(tl))
-            .filter(pl.col("kind").cast(pl.String).is_in(["kernel", "memcpy", "memset"])
+    acts = step_of_launch(tl, w, ["kind", "start_ns", "dur_ns"])
+    end = (pl.col("start_ns") + pl.col("dur_ns")).max().cast(pl.Int64)
+    return acts.with_columns((pl.col("kind") == "kernel").alias("_k")).group_by("_wid").agg(
+        end.alias("gpu_end_ns"), pl.col("_k").sum().cast(pl.Int64).alias("kernels"),
+        pl.col("dur_ns").filter("_k").sum().cast(pl.Int64).alias("kernel_ns"))
+
+
+def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
+                   kinds: tuple[str, ...] = ("kernel", "memcpy", "memset")) -> pl.DataFrame:
+    """The GPU activities of ``kinds`` launched inside a step window of ``w`` (``_wid,
+    rank, start_ns, end_ns``), each with the ``_wid`` of its step: of the rank's steps open
+    at its launch call's start, the one that started last (an activity belongs to one
+    step, the innermost where steps nest; work without a linked call to none). Columns:
+    ``_wid``, ``rank`` and ``columns`` of ``tl.gpu``. The one rule of
+    :func:`launched_work` and the phases' kernel mix
+    (:func:`traceparse.analyses.phases.phase_kernel_mix`)."""
+    keep = [c for c in columns if c not in ("rank", "kind")]
+    acts = (tl.gpu.select("rank", "kind", *keep, links.launch_starts(tl))
+            .filter(pl.col("kind").cast(pl.String).is_in(list(kinds))
                     & pl.col("api_start_ns").is_not_null())
-            .select(pl.col("rank").cast(w.schema["rank"]), "api_start_ns", "dur_ns",
-                    (pl.col("kind") == "kernel").alias("_k"),
-                    (pl.col("start_ns") + pl.col("dur_ns")).alias("_end"))
-            .sort("api_start_ns"))
-    win = w.select("rank", "_wid", "start_ns", "end_ns").sort("start_ns")
-    # both sorted on the time key, so within every rank too
-    return (acts.join_asof(win, left_on="api_start_ns", right_on="start_ns", by="rank",
-                           strategy="backward", check_sortedness=False)
-            .filter(pl.col("_wid").is_not_null() & (pl.col("api_start_ns") < pl.col("end_ns")))
-            .group_by("_wid").agg(pl.col("_end").max().cast(pl.Int64).alias("gpu_end_ns"),
-                                  pl.col("_k").sum().cast(pl.Int64).alias("kernels"),
-                                  pl.col("dur_ns").filter("_k").sum().cast(pl.Int64)
-                                  .alias("kernel_ns")))
+            .with_columns(pl.col("rank").cast(w.schema["rank"])))
+    # the step as a range whose domain is its _wid, matched by the "started last" rule
+    steps = w.select("rank", "start_ns", "end_ns", pl.lit("step").alias("name"),
+                     pl.lit("step").alias("kind"), pl.col("_wid").cast(pl.String).alias("domain"))
+    hit = links.innermost_range(acts, steps, time_col="api_start_ns", group=["rank"],
+                                prefix="_s_", wide_kinds=("step",), wide_group=["rank"])
+    return (hit.filter(pl.col("_s_domain").is_not_null())
+            .select(pl.col("_s_domain").cast(w.schema["_wid"]).alias("_wid"), "rank",
+                    *(c for c in columns if c != "rank")))
 
 
 def step_periods(steps: pl.DataFrame) -> pl.DataFrame:

@@ -165,3 +165,19 @@ def test_steps_table_period_equals_the_phase_period() -> None:
     assert step_table(tl, attribution=False)["period_ns"].to_list() == \
         phase_steps(tl, attribution=False)["period_ns"].to_list() == \
         [round(p * 1000) for p in periods]
+
+
+def test_an_activity_belongs_to_one_step_even_where_windows_nest() -> None:
+    from traceparse.analyses.steps import step_of_launch
+
+    tl = _launched_tl()
+    # step 0 [0, 300) holds step 1 [80, 120): b (launched at 90) goes to step 1, the open
+    # step that started last; a (10), the copy (150, after step 1 closed) and c (250) to
+    # step 0, the only one open at their calls; d has no call
+    w = pl.DataFrame({"_wid": [0, 1], "rank": [0, 0], "start_ns": [0, 80],
+                      "end_ns": [300, 120]},
+                     schema={"_wid": pl.UInt32, "rank": pl.Int32, "start_ns": pl.Int64,
+                             "end_ns": pl.Int64})
+    got = step_of_launch(tl, w, ["name"])  # type: ignore[arg-type]
+    assert sorted(got.select("_wid", pl.col("name").cast(pl.String)).rows()) == [
+        (0, "a"), (0, "c"), (0, "cp"), (1, "b")]
