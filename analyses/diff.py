@@ -90,37 +90,31 @@ def mann_whitney_u(a: Any, b: Any) -> tuple[float, float]:
 def category_per_step(tl: Timeline, walls: pl.DataFrame) -> pl.DataFrame:
     """``level, name, dur_ns``: each GPU category's summed activity time in each step of
     ``walls`` (``rank, start_ns, end_ns``), one row per (category, step), 0 where the step
-    launched none of it. An activity belongs to the step of its rank whose host window
-    ``[start_ns, end_ns)`` holds its launching call's start, else its own start; one
-    launched between steps belongs to none.
+    launched none of it. An activity belongs to the step of its rank open at its launching
+    call's start, else its own start (the one that started last where steps nest:
+    :func:`traceparse.analyses.steps.step_of_launch`); one launched between steps belongs
+    to none.
 
     Example:
         Steps [0, 100) and [100, 200); kernels of 30 and 20 ns launched at 10 and 50 and a
         copy of 5 ns launched at 120: compute 50 and 0, memory 0 and 5.
     """
-    from traceparse.links import launch_join
+    from traceparse.analyses.steps import step_of_launch
 
-    lj = (launch_join(tl).select("rank", "kind", "category", "api_start_ns", "start_ns",
-                                 "dur_ns")
-          .filter(pl.col("kind") != "sync"))
-    cats = sorted(set(lj["category"].cast(pl.String).unique().to_list()))
-    rows: list[pl.DataFrame] = []
-    for (rank,), w in walls.sort("rank", "start_ns").group_by("rank", maintain_order=True):
-        a = lj.filter(pl.col("rank") == rank)
-        t = a.select(pl.coalesce("api_start_ns", "start_ns")).to_series().to_numpy()
-        starts, ends = w["start_ns"].to_numpy(), w["end_ns"].to_numpy()
-        k = np.searchsorted(starts, t, side="right") - 1
-        inside = (k >= 0) & (t < ends[np.maximum(k, 0)])
-        cat = a["category"].cast(pl.String).to_numpy()
-        dur = a["dur_ns"].to_numpy()
-        for c in cats:
-            m = inside & (cat == c)
-            per = np.bincount(k[m], weights=dur[m], minlength=starts.size).astype(np.int64)
-            rows.append(pl.DataFrame({"level": "category", "name": c, "dur_ns": per}))
-    if not rows:
-        return pl.DataFrame(schema={"level": pl.String, "name": pl.String,
-                                    "dur_ns": pl.Int64})
-    return pl.concat(rows)
+    schema = {"level": pl.String, "name": pl.String, "dur_ns": pl.Int64}
+    w = walls.sort("rank", "start_ns").with_row_index("_wid")
+    acts = step_of_launch(tl, w, ["category", "dur_ns"], kinds=None, own_start=True)
+    cats = sorted(set(tl.gpu.filter(pl.col("kind") != "sync")["category"].cast(pl.String)
+                      .unique().to_list()))
+    if w.height == 0 or not cats:
+        return pl.DataFrame(schema=schema)
+    per = acts.group_by("_wid", pl.col("category").cast(pl.String)).agg(pl.col("dur_ns").sum())
+    # one row per (rank, category, step): ranks in order, categories sorted, steps by start
+    grid = (w.select("_wid", "rank").join(pl.DataFrame({"category": cats}), how="cross")
+            .join(per, on=["_wid", "category"], how="left"))
+    return (grid.sort("rank", "category", "_wid")
+            .select(pl.lit("category").alias("level"), pl.col("category").alias("name"),
+                    pl.col("dur_ns").fill_null(0).cast(pl.Int64)))
 
 
 def graph_categories(tl: Timeline) -> set[str]:

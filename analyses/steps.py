@@ -309,18 +309,26 @@ def launched_work(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
-                   kinds: tuple[str, ...] = ("kernel", "memcpy", "memset")) -> pl.DataFrame:
+                   kinds: tuple[str, ...] | None = ("kernel", "memcpy", "memset"),
+                   own_start: bool = False) -> pl.DataFrame:
     """The GPU activities of ``kinds`` launched inside a step window of ``w`` (``_wid,
     rank, start_ns, end_ns``), each with the ``_wid`` of its step: of the rank's steps open
     at its launch call's start, the one that started last (an activity belongs to one
-    step, the innermost where steps nest; work without a linked call to none). Columns:
-    ``_wid``, ``rank`` and ``columns`` of ``tl.gpu``. The one rule of
-    :func:`launched_work` and the phases' kernel mix
-    (:func:`traceparse.analyses.phases.phase_kernel_mix`)."""
+    step, the innermost where steps nest; work without a linked call to none, or with
+    ``own_start`` to the step open at its own start). ``kinds``: None keeps every kind but
+    ``sync``. Columns: ``_wid``, ``rank`` and ``columns`` of ``tl.gpu``, in ``tl.gpu``
+    order. The one rule of :func:`launched_work`, the phases' kernel mix
+    (:func:`traceparse.analyses.phases.phase_kernel_mix`) and ``diff``'s time per step
+    (:func:`traceparse.analyses.diff.category_per_step`)."""
     keep = [c for c in columns if c not in ("rank", "kind")]
-    acts = (tl.gpu.select("rank", "kind", *keep, links.launch_starts(tl))
-            .filter(pl.col("kind").cast(pl.String).is_in(list(kinds))
-                    & pl.col("api_start_ns").is_not_null())
+    kind = pl.col("kind")
+    acts = tl.gpu.select(*dict.fromkeys(["rank", "kind", *keep, "start_ns"]),
+                         links.launch_starts(tl))
+    if own_start:
+        acts = acts.with_columns(pl.coalesce("api_start_ns", "start_ns").alias("api_start_ns"))
+    acts = (acts.filter((kind != "sync" if kinds is None
+                         else kind.cast(pl.String).is_in(list(kinds)))
+                        & pl.col("api_start_ns").is_not_null())
             .with_columns(pl.col("rank").cast(w.schema["rank"])))
     # the step as a range whose domain is its _wid, matched by the "started last" rule
     steps = w.select("rank", "start_ns", "end_ns", pl.lit("step").alias("name"),
