@@ -229,8 +229,8 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     Returns:
         ``rank, step, start_ns, end_ns, wall_ns, period_ns`` (the step's time where the
         GPU falls behind the host: :func:`_with_periods`), ``gpu_busy_ns, gpu_busy_pct,
-        outlier``
-        (null with fewer than ``min_steps`` steps: too few to tell) and,
+        outlier`` (a period above the median by more than ``mad_k`` MADs; null with fewer
+        than ``min_steps`` steps: too few to tell) and,
         with ``attribution``, ``compute_ns, memory_ns, communication_ns,
         launch_overhead_ns, idle_ns`` (from
         :func:`traceparse.analyses.attribution.breakdown_windows`,
@@ -239,8 +239,8 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
 
     Example:
         Steps 0..100 (kernels 10..30 and 20..50 -> busy 40) and 100..400 (kernel
-        100..130 -> busy 30): walls 100 and 300. With three more steps of 100 the median is
-        100, MAD 0, so the 300 step is the outlier.
+        100..130 -> busy 30): walls (and periods) 100 and 300. With three more steps of
+        100 the median is 100, MAD 0, so the 300 step is the outlier.
     """
     w = step_windows(tl, step_regex=step_regex).with_row_index("_wid")
     w = w.with_columns(wall_ns=pl.col("end_ns") - pl.col("start_ns"))
@@ -248,11 +248,15 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     w = w.with_columns(gpu_busy_ns=_busy_in_windows(tl, w).cast(pl.Int64))
     w = w.with_columns(gpu_busy_pct=pl.when(pl.col("wall_ns") > 0)
                        .then(pl.col("gpu_busy_ns") * 100.0 / pl.col("wall_ns")))
-    med = w["wall_ns"].median() if w.height >= max(1, min_steps) else None
+    # outliers by the step's period, not its host window: where the host runs ahead, a
+    # short host window is followed by one that absorbs the wait (pageable_copy-twin:
+    # windows 2.39, 0.27, 3.39, 2.59 ms flagged the third step; periods 5.83, 2.68, 2.69,
+    # 2.67 ms: the first step is the slow one)
+    med = w["period_ns"].median() if w.height >= max(1, min_steps) else None
     if med is not None:
-        mad = (w["wall_ns"] - med).abs().median()
+        mad = (w["period_ns"] - med).abs().median()
         limit = float(med) + mad_k * float(mad or 0.0)  # type: ignore[arg-type]
-        w = w.with_columns(outlier=pl.col("wall_ns") > limit)
+        w = w.with_columns(outlier=pl.col("period_ns") > limit)
     else:
         w = w.with_columns(outlier=pl.lit(None, pl.Boolean))
     if attribution and w.height:
@@ -375,21 +379,21 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
-    """P50/P95/P99, mean, min and max of ``wall_ns`` and ``gpu_busy_ns`` over the steps of
-    :func:`step_table`, plus the step count and, on the ``wall_ns`` row only, the outlier
-    count (one row per metric). Outliers are flagged on the wall time: the ``gpu_busy_ns``
-    row's ``outliers`` is null, not the wall's count (on ``warmup-bottleneck`` the GPU
-    busy row said 2 outliers where the rule, applied to GPU busy, flags 1).
+    """P50/P95/P99, mean, min and max of ``wall_ns``, ``period_ns`` and ``gpu_busy_ns``
+    over the steps of :func:`step_table`, plus the step count and, on the ``period_ns``
+    row only, the outlier count (one row per metric). Outliers are flagged on the period:
+    the other rows' ``outliers`` is null, not the period's count (on ``warmup-bottleneck``
+    the GPU busy row said 2 outliers where the rule, applied to GPU busy, flags 1).
 
     Example:
-        Walls 100, 100, 100, 100, 300 with one wall outlier: ``wall_ns`` row outliers 1,
-        ``gpu_busy_ns`` row outliers null.
+        Periods 100, 100, 100, 100, 300 with one outlier: ``period_ns`` row outliers 1,
+        ``wall_ns`` and ``gpu_busy_ns`` rows outliers null.
     """
     rows = []
     for c in ("wall_ns", "period_ns", "gpu_busy_ns"):
         # too few steps to tell (every flag null): no count, not 0
         out = (pl.when(pl.col("outlier").is_not_null().any())
-               .then(pl.col("outlier").sum().cast(pl.Int64)) if c == "wall_ns"
+               .then(pl.col("outlier").sum().cast(pl.Int64)) if c == "period_ns"
                else pl.lit(None, dtype=pl.Int64))
         rows.append(steps.select(
             pl.lit(c).alias("metric"), pl.len().cast(pl.Int64).alias("steps"),

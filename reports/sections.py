@@ -375,7 +375,7 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                  "step's start, or the earlier steps' finish when later, to the end of the "
                  "GPU work it launched (longer than the step time where the GPU falls behind "
                  "the host); GPU busy = union of the "
-                 "rank's GPU activity inside the step. Outlier: step time > median + 5.19 MAD "
+                 "rank's GPU activity inside the step. Outlier: period > median + 5.19 MAD "
                  "(modified z-score above 3.5)"
                  + (f"; {st.height} steps are too few to call one an outlier (at least "
                     f"{steps_mod.MIN_OUTLIER_STEPS})" if 0 < st.height

@@ -208,13 +208,14 @@ def test_too_few_steps_name_no_outlier() -> None:
 
     three = walls([100_000, 103_000, 100_300])
     assert three["outlier"].to_list() == [None, None, None]
-    assert step_summary(three).row(0, named=True)["outliers"] is None
+    assert step_summary(three).row(1, named=True)["outliers"] is None
     assert walls([100_000, 103_000, 100_300, 100_100])["outlier"].null_count() == 4
     # the same spread with two more steps: median 100,100, deviations 100, 2,900, 200, 0,
     # 100 -> MAD 100; z of 103,000 = 0.6745 * 2,900 / 100 = 19.6: the one outlier
     five = walls([100_000, 103_000, 100_300, 100_100, 100_200])
     assert five["outlier"].to_list() == [False, True, False, False, False]
-    assert step_summary(five).row(0, named=True)["outliers"] == 1
+    # (no launch call: each period is its wall) the count is on the period row
+    assert step_summary(five).row(1, named=True)["outliers"] == 1
     # the warm-up screen still reads 3 steps (its own rule needs warm-up evidence too)
     tl = timeline(ranges=ranges([{"name": f"ProfilerStep#{i}", "kind": "profiler_step",
                                   "start_ns": s, "end_ns": e} for i, (s, e) in
@@ -240,11 +241,15 @@ def test_steps_hand_made() -> None:
     assert s["gpu_busy_ns"].to_list() == [40, 30, 0, 0, 0]
     assert s["outlier"].to_list() == [False, True, False, False, False]
     assert s["compute_ns"].to_list()[:2] == [40, 30]
-    summ = step_summary(s).row(0, named=True)
+    # no launch call links a kernel to a step: each period is its wall
+    assert s["period_ns"].to_list() == [100, 300, 100, 100, 100]
+    summ = step_summary(s).row(1, named=True)
+    assert summ["metric"] == "period_ns"
     assert (summ["steps"], summ["outliers"], summ["p50"], summ["max"]) == (5, 1, 100.0, 300.0)
-    # outliers are flagged on the wall only: the GPU busy row gives no count (the rule
-    # applied to GPU busy 40, 30, 0, 0, 0 would say 2: median 0, MAD 0)
-    assert step_summary(s).row(1, named=True)["outliers"] is None
+    # outliers are flagged on the period only: the wall and GPU busy rows give no count
+    # (the rule applied to GPU busy 40, 30, 0, 0, 0 would say 2: median 0, MAD 0)
+    assert step_summary(s).row(0, named=True)["outliers"] is None
+    assert step_summary(s).row(2, named=True)["outliers"] is None
     # the regex path picks NVTX ranges instead
     assert step_table(tl, step_regex=r"#1$", attribution=False)["wall_ns"].to_list() == [300]
 
