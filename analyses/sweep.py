@@ -237,8 +237,10 @@ def chunk_segments(sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]], chun
     ke: list[np.ndarray] = []
     for i, (g, s, e) in enumerate(cleaned):
         cleaned[i] = (g[:0], s[:0], e[:0])
-        ks.append(np.sort(g * span + (s - lo)))
-        ke.append(np.sort(g * span + (e - lo)))
+        # stable: a timsort of the runs the sets come in (starts in file order are
+        # sorted), half the time of the default quicksort
+        ks.append(np.sort(g * span + (s - lo), kind="stable"))
+        ke.append(np.sort(g * span + (e - lo), kind="stable"))
         del g, s, e
     del cleaned
     cuts = _cut_keys([*ks, *ke], n, chunk)
@@ -264,7 +266,10 @@ def chunk_segments(sets: Sequence[tuple[np.ndarray, pl.Series, pl.Series]], chun
         after += [k[j] for k, j in zip(ke, d, strict=True) if j < k.size]
         nxt = min(after) if after else key[-1]
         key = np.append(key, nxt)
-        g, t = key // span, key % span + lo
+        if ngroups == 1:  # one group: the key is the time (no int64 division)
+            g, t = np.zeros(key.size, np.int64), key + lo
+        else:
+            g, t = key // span, key % span + lo
         run0 = [int(a[i] - c[i]) for i in range(nl)]  # counts carried in from before K0
         # a label's count in the chunk lies in [0, run0 + its starts in the chunk]
         keep, count = _label_counts(lab, sign, (g[1:] == g[:-1]) & (t[1:] > t[:-1]), run0,
