@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
 
 import numpy as np
@@ -80,3 +81,31 @@ def length_before(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
     before = np.concatenate([[0], np.cumsum(e - s)])
     k = np.searchsorted(s, t, side="right")  # intervals started at or before t
     return before[k] - np.where(k > 0, np.maximum(e[np.maximum(k - 1, 0)] - t, 0), 0)
+
+
+def unique_order(keys: Sequence[np.ndarray], t: np.ndarray) -> np.ndarray | None:
+    """The row order by ``keys`` then ``t`` (integer arrays, lexicographic, ascending)
+    when no two rows are equal on all of them, so that it is the only such order (any
+    sort gives it); None on a tie or when the rows' codes do not fit int64. One stable
+    argsort of an int64 code, not a sort of row-encoded keys (a five-column polars sort
+    of a million kernels took 0.4 s).
+
+    Example:
+        >>> unique_order([np.array([1, 0, 1])], np.array([5, 9, 2])).tolist()
+        [1, 2, 0]
+        >>> unique_order([np.array([1, 1])], np.array([5, 5])) is None
+        True
+    """
+    if t.size == 0:
+        return np.zeros(0, np.int64)
+    g = lex_codes(*keys)
+    lo = int(t.min())
+    span = int(t.max()) - lo + 1
+    if (int(g.max()) + 1) * span >= 1 << 62:
+        return None
+    key = g * span + (t.astype(np.int64) - lo)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    if bool((key[1:] == key[:-1]).any()):
+        return None
+    return order

@@ -79,7 +79,7 @@ from traceparse import links
 from traceparse.analyses import intervals, sweep
 from traceparse.analyses import warmup as _warmup
 from traceparse.analyses.callparts import STATE_SLOT, call_parts
-from traceparse.analyses.hostrows import name_matches, per_group
+from traceparse.analyses.hostrows import distinct_rows, name_matches, per_group
 from traceparse.analyses.waiting import ALLOC_API_RE, waiting_parts
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
@@ -404,7 +404,7 @@ def default_segments(tl: Timeline, group: Sequence[str]) -> dict[str, pl.DataFra
 def _default_segments(tl: Timeline, group: list[str]) -> dict[str, pl.DataFrame]:
     acts = busy_activities(tl)
     # the groups in the order the general sweep sorts them (intervals.sort_within)
-    keys = acts.select(group).unique().sort(group)
+    keys = distinct_rows(acts.select(group)).sort(group)
     code = sweep.group_codes(keys, acts, group)
     wins = acts.group_by(group).agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     sets = [(sweep.group_codes(keys, wins, group), wins["start_ns"], wins["end_ns"])]

@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from traceparse.analyses.hostrows import distinct_rows
+
 START = "start_ns"
 END = "end_ns"
 
@@ -58,7 +60,7 @@ def sort_within(frame: pl.DataFrame, by: Sequence[str], col: str) -> pl.DataFram
     by = list(by)
     if not by or frame.height < 2:
         return frame.sort([*by, col])
-    order = frame.select(by).unique().sort(by)
+    order = distinct_rows(frame.select(by)).sort(by)
     if order.height == 1:
         return frame.sort(col)
     parts = frame.partition_by(by, as_dict=True)
@@ -98,7 +100,7 @@ def _groups(f: pl.DataFrame, by: list[str]) -> list[tuple[tuple, np.ndarray, np.
     and the start and end arrays (int64, file order)."""
     if not by:
         return [((), f[START].to_numpy(), f[END].to_numpy())] if f.height else []
-    order = f.select(by).unique().sort(by)
+    order = distinct_rows(f.select(by)).sort(by)
     if order.height == 1:
         return [(order.row(0), f[START].to_numpy(), f[END].to_numpy())]
     parts = f.select(*by, START, END).partition_by(by, as_dict=True)

@@ -342,8 +342,8 @@ def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     # column was the cost); kinds compared as codes
     k = (tl.gpu.with_row_index("_i")
          .select("_i", "rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
-                 "dur_ns", "name").filter(pl.col("kind") != "sync")
-         .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
+                 "dur_ns", "name").filter(pl.col("kind") != "sync"))
+    k = _stream_sorted(k, ["rank", "process_id", "device_id", "stream_id", "start_ns"])
     # the name stays a dictionary code: the regex runs on the distinct names
     kernel = pl.col("kind") == "kernel"
     fus = kernel & matches(tl.gpu["name"], FUSIBLE_RE)
@@ -390,6 +390,18 @@ def _chains(tl: Timeline) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     n = k.group_by("chain").agg(pl.len(), pl.col("_g").any())
     return k.join(n.filter((pl.col("len") >= 2) & pl.col("_g")), on="chain", how="semi").select(
         "_i", "chain", pl.col("name").cast(pl.String), "start_ns", "dur_ns"), mb
+
+
+def _stream_sorted(k: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``k.sort(by)``; integer columns without nulls or ties on ``by`` are ordered by one
+    argsort of an int64 code (:func:`~traceparse.analyses._arrays.unique_order`: the
+    same rows in the same order, the only one there is)."""
+    from traceparse.analyses._arrays import unique_order
+
+    order = None
+    if all(k.schema[c].is_integer() and not k[c].null_count() for c in by):
+        order = unique_order([k[c].to_numpy() for c in by[:-1]], k[by[-1]].to_numpy())
+    return k.sort(by) if order is None else k[order]
 
 
 _DTYPE_BYTES = {"float": 4, "c10::Half": 2, "c10::BFloat16": 2, "double": 8, "half": 2,

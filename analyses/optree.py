@@ -381,9 +381,13 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     dur = acts["dur_ns"].to_numpy().astype(np.int64)
     excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
     kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
-    cats = acts["category"].to_numpy()
-    cat_excl = {c: np.bincount(act_node[cats == c], weights=dur[cats == c],
-                               minlength=n).astype(np.int64) for c in _CATS}
+    # one mask per category compared in polars (an object array of every activity's
+    # category string compared three times was 0.13 s per million kernels)
+    cats = acts.select((pl.col("category") == c).fill_null(False).alias(c) for c in _CATS)
+    cat_excl: dict[str, np.ndarray] = {}
+    for c in _CATS:
+        m = cats[c].to_numpy()
+        cat_excl[c] = np.bincount(act_node[m], weights=dur[m], minlength=n).astype(np.int64)
     incl, kincl = excl.copy(), kexcl.copy()
     cat_incl = {c: v.copy() for c, v in cat_excl.items()}
     for node in range(n - 1, 0, -1):  # children always have larger ids than parents

@@ -64,8 +64,10 @@ def _cum_at(lo: pl.DataFrame, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
     lr = lo["rank"].to_numpy().astype(_I64)
     ends = lo["end_ns"].to_numpy().astype(_I64)
     cums = lo["_cum"].to_numpy().astype(_I64)
-    for r in np.unique(lr).tolist():
-        a, b = np.searchsorted(lr, r), np.searchsorted(lr, r, side="right")
+    b = 0
+    while b < lr.size:  # rank by rank: ``lo`` is sorted by rank (no np.unique sort of it)
+        r = int(lr[b])
+        a, b = b, int(np.searchsorted(lr, r, side="right"))
         e, c = ends[a:b], cums[a:b]
         starts = e - (c - np.append(0, c[:-1]))  # each interval's length off its end
         sel = np.flatnonzero(rank == r)
