@@ -72,6 +72,7 @@ from traceparse.analyses.steps import (
     step_of_launch,
     step_periods,
     step_windows,
+    unrecorded_queue_end,
 )
 from traceparse.timeline import Timeline
 
@@ -323,7 +324,8 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
-    out = step_periods(out)
+    queue = unrecorded_queue_end(tl).cast({"rank": out.schema["rank"]})
+    out = step_periods(out.join(queue, on="rank", how="left")).drop("queue_end_ns")
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(
         schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})

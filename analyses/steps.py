@@ -121,6 +121,39 @@ def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
             .cast(schema))
 
 
+def unrecorded_queue_end(tl: Timeline) -> pl.DataFrame:
+    """``rank, queue_end_ns``: per rank, the end of the GPU work queued before the
+    recording began. A stream runs its work in launch order, so on a stream with at least
+    one recorded launch the activities (``sync`` rows left out) without a launch call that
+    start before the stream's first activity with one were launched before any recorded
+    call: the profiler's warm-up step, whose calls a schedule does not record (a stream
+    with no recorded launch at all tells nothing: ``uvm-pytorch__report4``'s 59,918
+    unlinked activities). Ranks without such work are absent. Computed once per timeline.
+
+    ``train_gpt2s_b32``: 849 kernels without a call run first, to +41.2 ms; the first
+    ``ProfilerStep``'s own kernels wait behind them, so its period (:func:`step_periods`)
+    starts there, not at its host start (119 ms otherwise, against 77.5 ms for the next
+    steps, and a 41 ms "warm-up" that was the previous step's work).
+
+    Example:
+        stream 7: an unlinked kernel 0..50, a linked one 60..90, an unlinked one 95..99;
+        stream 8: only unlinked work: queue end 50.
+    """
+    def compute() -> pl.DataFrame:
+        key = ["rank", "device_id", "stream_id"]
+        g = (tl.gpu.select(*key, "kind", "start_ns", "end_ns", links.launch_starts(tl))
+             .filter(pl.col("kind") != "sync"))
+        first = (g.filter(pl.col("api_start_ns").is_not_null()).group_by(key)
+                 .agg(pl.col("start_ns").min().alias("_first")))
+        return (g.filter(pl.col("api_start_ns").is_null()).join(first, on=key, how="inner")
+                .filter(pl.col("start_ns") < pl.col("_first"))
+                .group_by("rank").agg(pl.col("end_ns").max().cast(pl.Int64)
+                                      .alias("queue_end_ns"))
+                .sort("rank"))
+
+    return cached(tl, "unrecorded_queue_end", ("gpu", "api"), compute)
+
+
 def known_start(start: str = "start_ns") -> pl.Expr:
     """Where a step's attribution starts: the later of its ``start`` column and its
     rank's ``gpu_known_from_ns`` (:func:`gpu_known_from`, joined on ``rank``)."""
@@ -285,8 +318,11 @@ def _with_periods(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
         return w.with_columns(pl.lit(None, pl.Int64).alias("period_ns"))
     hit = launched_work(tl, w)
     done = pl.max_horizontal("end_ns", "gpu_end_ns") - pl.col("start_ns")
+    queue = unrecorded_queue_end(tl)
     per = step_periods(w.join(hit, on="_wid", how="left")
-                       .select("_wid", "rank", "start_ns", done.alias("wall_ns")))
+                       .join(queue.cast({"rank": w.schema["rank"]}), on="rank", how="left")
+                       .select("_wid", "rank", "start_ns", done.alias("wall_ns"),
+                               "queue_end_ns"))
     return w.join(per.select("_wid", "period_ns"), on="_wid", how="left").sort("_wid")
 
 
@@ -360,7 +396,9 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
     by ~0.15 ms a step, periods 0.48-0.50 ms (the GPU finishes a step every ~0.49 ms);
     ``train_gpt2s_b32``: walls 133 ms, periods 77.6 ms, the step measured without the
     profiler 78.1 ms. A graph-capture step (``phase`` ``capture``, when the column is
-    there) keeps its wall and is not an earlier step of the loop.
+    there) keeps its wall and is not an earlier step of the loop. With a
+    ``queue_end_ns`` column (:func:`unrecorded_queue_end`), no period starts before it:
+    work launched before the recording began is not the first step's.
 
     Example:
         One rank, steps at 0 (wall 150), 100 (wall 150), 300 (wall 50): finishes 150, 250,
@@ -371,7 +409,10 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
     if "phase" in steps.columns:  # a graph capture records work, it is not a loop step
         loop = pl.when(pl.col("phase") == "capture").then(None).otherwise(done)
     before = loop.cum_max().forward_fill().shift(1).over("rank", order_by="start_ns")
-    since = pl.max_horizontal("start_ns", before)
+    # work queued before the recording began runs ahead of every step's own
+    # (:func:`unrecorded_queue_end`)
+    queued = [pl.col("queue_end_ns")] if "queue_end_ns" in steps.columns else []
+    since = pl.max_horizontal("start_ns", before, *queued)
     period = pl.max_horizontal(done - since, pl.lit(0))
     if "phase" in steps.columns:
         period = pl.when(pl.col("phase") == "capture").then(pl.col("wall_ns")).otherwise(period)
