@@ -277,13 +277,14 @@ def _step_rows(tl: Timeline, wins: pl.DataFrame, source: str) -> list[dict[str, 
     graphs = _ByStart(tl.api.filter(pl.col("name").cast(pl.String).str.contains("GraphLaunch"))
                       .select("rank", "start_ns"), "start_ns")
     work = {r[0]: r[1:] for r in launched_work(tl, wins.with_row_index("_wid")).select(
-        "_wid", "gpu_end_ns", "kernels", "kernel_ns").iter_rows()}
+        "_wid", "gpu_end_ns", "kernels", "kernel_ns", "first_launch_ns").iter_rows()}
     rows: list[dict[str, Any]] = []
     for i, w in enumerate(wins.iter_rows(named=True)):
         s, e, rank = w["start_ns"], w["end_ns"], w["rank"]
         inside = host.window(rank, s, e).filter(pl.col("end_ns") <= e)
         row = {**w, **_classify(w, inside, w["step"]), "step_source": source}
-        gpu_end, row["kernels"], row["kernel_ns"] = work.get(i, (None, 0, 0))
+        gpu_end, row["kernels"], row["kernel_ns"], row["first_launch_ns"] = work.get(
+            i, (None, 0, 0, None))
         row["gpu_end_ns"] = gpu_end
         row["wall_ns"] = max(e, gpu_end or e) - s
         replays = graphs.window(rank, s, e).height > 0
@@ -325,7 +326,10 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
     queue = unrecorded_queue_end(tl).cast({"rank": out.schema["rank"]})
-    out = step_periods(out.join(queue, on="rank", how="left")).drop("queue_end_ns")
+    first = pl.Series("first_launch_ns", [r.get("first_launch_ns") for r in rows],
+                      dtype=pl.Int64)
+    out = step_periods(out.with_columns(first).join(queue, on="rank", how="left")
+                       ).drop("queue_end_ns", "first_launch_ns")
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(
         schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})

@@ -322,7 +322,7 @@ def _with_periods(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
     per = step_periods(w.join(hit, on="_wid", how="left")
                        .join(queue.cast({"rank": w.schema["rank"]}), on="rank", how="left")
                        .select("_wid", "rank", "start_ns", done.alias("wall_ns"),
-                               "queue_end_ns"))
+                               "queue_end_ns", "first_launch_ns"))
     return w.join(per.select("_wid", "period_ns"), on="_wid", how="left").sort("_wid")
 
 
@@ -334,18 +334,21 @@ def launched_work(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
     launched any: ``_wid``, ``gpu_end_ns`` (the latest end of its work: where a step
     finishes when the GPU falls behind the host, :func:`_with_periods` and
     :func:`traceparse.analyses.phases.phase_steps`), ``kernels`` and ``kernel_ns`` (its
-    kernels' count and summed duration).
+    kernels' count and summed duration), ``first_launch_ns`` (its first launch call's
+    start).
 
     Example:
         Steps 0 [0, 100) and 1 [100, 200) of rank 0; kernels launched at 10 (runs 50..90)
         and 90 (runs 120..260), a copy launched at 150 (runs 300..310): step 0 ends its
-        work at 260 with 2 kernels of 40 + 140 = 180 ns, step 1 at 310 with no kernel.
+        work at 260 with 2 kernels of 40 + 140 = 180 ns (first launch 10), step 1 at 310
+        with no kernel (first launch 150).
     """
-    acts = step_of_launch(tl, w, ["kind", "start_ns", "dur_ns"])
+    acts = step_of_launch(tl, w, ["kind", "start_ns", "dur_ns", "api_start_ns"])
     end = (pl.col("start_ns") + pl.col("dur_ns")).max().cast(pl.Int64)
     return acts.with_columns((pl.col("kind") == "kernel").alias("_k")).group_by("_wid").agg(
         end.alias("gpu_end_ns"), pl.col("_k").sum().cast(pl.Int64).alias("kernels"),
-        pl.col("dur_ns").filter("_k").sum().cast(pl.Int64).alias("kernel_ns"))
+        pl.col("dur_ns").filter("_k").sum().cast(pl.Int64).alias("kernel_ns"),
+        pl.col("api_start_ns").min().cast(pl.Int64).alias("first_launch_ns"))
 
 
 def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
@@ -360,7 +363,7 @@ def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
     order. The one rule of :func:`launched_work`, the phases' kernel mix
     (:func:`traceparse.analyses.phases.phase_kernel_mix`) and ``diff``'s time per step
     (:func:`traceparse.analyses.diff.category_per_step`)."""
-    keep = [c for c in columns if c not in ("rank", "kind")]
+    keep = [c for c in columns if c not in ("rank", "kind", "api_start_ns")]
     kind = pl.col("kind")
     acts = tl.gpu.select(*dict.fromkeys(["rank", "kind", *keep, "start_ns"]),
                          links.launch_starts(tl))
@@ -396,9 +399,11 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
     by ~0.15 ms a step, periods 0.48-0.50 ms (the GPU finishes a step every ~0.49 ms);
     ``train_gpt2s_b32``: walls 133 ms, periods 77.6 ms, the step measured without the
     profiler 78.1 ms. A graph-capture step (``phase`` ``capture``, when the column is
-    there) keeps its wall and is not an earlier step of the loop. With a
-    ``queue_end_ns`` column (:func:`unrecorded_queue_end`), no period starts before it:
-    work launched before the recording began is not the first step's.
+    there) keeps its wall and is not an earlier step of the loop. With
+    ``queue_end_ns`` (:func:`unrecorded_queue_end`) and ``first_launch_ns`` (the step's
+    first launch call) columns, a step's period also leaves out the time its own work
+    waited behind work launched before the recording began: from its first launch (or
+    its start) to the queue's end.
 
     Example:
         One rank, steps at 0 (wall 150), 100 (wall 150), 300 (wall 50): finishes 150, 250,
@@ -410,9 +415,14 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
         loop = pl.when(pl.col("phase") == "capture").then(None).otherwise(done)
     before = loop.cum_max().forward_fill().shift(1).over("rank", order_by="start_ns")
     # work queued before the recording began runs ahead of every step's own
-    # (:func:`unrecorded_queue_end`)
-    queued = [pl.col("queue_end_ns")] if "queue_end_ns" in steps.columns else []
-    since = pl.max_horizontal("start_ns", before, *queued)
+    # (:func:`unrecorded_queue_end`): a step's own work waited behind it from its first
+    # launch to the queue's end, and that wait is not the step's
+    start = pl.col("start_ns")
+    if {"queue_end_ns", "first_launch_ns"} <= set(steps.columns):
+        wait = pl.col("queue_end_ns") - pl.max_horizontal("start_ns", "first_launch_ns")
+        start = start + pl.when(pl.col("first_launch_ns").is_null()).then(0).otherwise(
+            pl.max_horizontal(wait, pl.lit(0))).fill_null(0)
+    since = pl.max_horizontal(start, before)
     period = pl.max_horizontal(done - since, pl.lit(0))
     if "phase" in steps.columns:
         period = pl.when(pl.col("phase") == "capture").then(pl.col("wall_ns")).otherwise(period)
