@@ -670,8 +670,12 @@ def test_alexnet_first_allocations_are_warmup_not_steady_state_sync() -> None:
     hit = sig.filter(pl.col("name").str.starts_with("first aten::max_pool2d:"))
     assert hit["reason"].to_list() == ["first_call"]
     assert hit["end_ns"][0] - hit["start_ns"][0] == round(first["dur"] * 1000)
-    # before: warm-up 83.9%, steady state "host-sync-bound: 93.2%" with the 825 ms in it
+    # before: warm-up 83.9%, steady state "host-sync-bound: 93.2%" with the 825 ms in it;
+    # then "host-sync-bound: 88.7% ... (mostly cudaMalloc, from aten::conv2d)": the later
+    # cudaMalloc calls with nothing in flight were still counted whole as host sync
+    # (analyses/waiting.py: they wait only while work is in flight; tests/
+    # test_alloc_waiting.py checks the longest against the file's events)
     line = summarize(tl)["verdict"]
     assert line.startswith("warm-up-dominated: 90.3% of the window")
-    assert line.endswith("host-sync-bound: 88.7% the host blocked in a synchronising call "
-                         "(mostly cudaMalloc, from aten::conv2d)")
+    assert line.endswith("idle-bound: 93.7% idle (no GPU work queued); largest gaps mostly "
+                         "cuda_api (cudaMalloc)")

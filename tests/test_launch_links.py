@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 import traceparse
 from tests.conftest import ids, shared_files
 from traceparse import links
-from traceparse.analyses import attribution, gaps, launches, optree, phases, replay
+from traceparse.analyses import attribution, gaps, launches, optree, replay
 from traceparse.analyses.summary import summarize
 from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
@@ -112,7 +112,6 @@ def _old(tl: Timeline, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             m.setattr(mod, "launch_join", ref_launch_join)
         m.setattr(optree.links, "launch_join", ref_launch_join)
         m.setattr(optree, "launched_activities", ref_launched_activities)
-        m.setattr(phases, "launched_activities", ref_launched_activities)
         m.setattr(attribution, "classify_calls", ref_classify_calls)
         m.setattr(attribution, "busy_activities", ref_busy)
         m.setattr(gaps, "busy_activities", ref_busy)
