@@ -104,8 +104,9 @@ def category_per_step(tl: Timeline, walls: pl.DataFrame) -> pl.DataFrame:
     schema = {"level": pl.String, "name": pl.String, "dur_ns": pl.Int64}
     w = walls.sort("rank", "start_ns").with_row_index("_wid")
     acts = step_of_launch(tl, w, ["category", "dur_ns"], kinds=None, own_start=True)
-    cats = sorted(set(tl.gpu.filter(pl.col("kind") != "sync")["category"].cast(pl.String)
-                      .unique().to_list()))
+    # the two columns read, selected before the filter copies them
+    cats = sorted(set(tl.gpu.select("kind", "category").filter(pl.col("kind") != "sync")
+                      ["category"].cast(pl.String).unique().to_list()))
     if w.height == 0 or not cats:
         return pl.DataFrame(schema=schema)
     per = acts.group_by("_wid", pl.col("category").cast(pl.String)).agg(pl.col("dur_ns").sum())

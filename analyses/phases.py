@@ -318,7 +318,7 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
               "tokens": pl.Int64, "tokens_source": pl.String, "start_ns": pl.Int64,
               "end_ns": pl.Int64, "gpu_end_ns": pl.Int64, "wall_ns": pl.Int64,
               "kernels": pl.Int64, "kernel_ns": pl.Int64, "flops": pl.Float64,
-              "flops_source": pl.String}
+              "flops_source": pl.String, "first_launch_ns": pl.Int64}
     out = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
     secs = pl.col("wall_ns") / 1e9
     out = out.with_columns(
@@ -326,10 +326,9 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
     queue = unrecorded_queue_end(tl).cast({"rank": out.schema["rank"]})
-    first = pl.Series("first_launch_ns", [r.get("first_launch_ns") for r in rows],
-                      dtype=pl.Int64)
-    out = step_periods(out.with_columns(first).join(queue, on="rank", how="left")
-                       ).drop("queue_end_ns", "first_launch_ns")
+    # first_launch_ns is read by step_periods only
+    out = step_periods(out.join(queue, on="rank", how="left")).drop("queue_end_ns",
+                                                                     "first_launch_ns")
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(
         schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})
