@@ -258,9 +258,9 @@ WARMUP_SCREEN_K = 3.0
 
 
 def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
-    """Warm-up's cost: the leading outlier steps' time (their periods,
-    :func:`traceparse.analyses.steps.step_periods`) above the steady-state median step
-    (:func:`traceparse.analyses.steps.step_table`), per rank, as a window change."""
+    """Warm-up's cost: the leading outlier steps' wall time above the steady-state median
+    step (:func:`traceparse.analyses.steps.step_table`, whose outliers are flagged on the
+    period), per rank, as a window change."""
     from traceparse.analyses import intervals
     from traceparse.analyses.steps import step_table
 
@@ -289,22 +289,23 @@ def _warm_up(tl: Timeline) -> tuple[pl.DataFrame | None, list[str]]:
         warm = int(sum(max(0.0, x - typical) for x in each[:lead]))
         if warm <= 0:
             continue
-        # a step's cost is its period (steps.step_periods): where the host runs ahead, its
-        # host window says when it was issued, not how long the GPU took
-        steady = float(g["period_ns"][lead:].median() or 0)  # type: ignore[arg-type]
+        # host windows, not periods: a first step's period also holds the fill of a
+        # pipelined loop (pageable_copy-twin: its copy overlaps step 1's compute, period
+        # 3.91 ms inside the GPU window against 2.68 ms steady, on a GPU busy throughout),
+        # which no warm-up removes (docs/analyses.md, the warm-up fix row)
+        steady = float(g["wall_ns"][lead:].median() or 0)  # type: ignore[arg-type]
         # the window is the GPU's: only the part of a leading step inside it can shrink it
-        # (a period runs from the step's start, or the earlier steps' finish, to its own)
         lo, hi = spans.get(int(rank), (0, 0))
-        walls = (g.head(lead).select(pl.max_horizontal(
-            pl.col("period_ns") - pl.max_horizontal(pl.lit(lo) - pl.col("start_ns"), pl.lit(0)),
-            pl.lit(0))).to_series().to_list())
+        walls = (g.head(lead).select(pl.min_horizontal("end_ns", pl.lit(hi))
+                                     - pl.max_horizontal("start_ns", pl.lit(lo)))
+                 .to_series().to_list())
         excess = int(sum(max(0.0, w - steady) for w in walls))
         if excess > 0:
             # without the profiler: each step less the profiler's cost of the events
             # recorded in it (:func:`profiler`: the costs the replays remove)
             cost = _recorded_cost(prof, int(rank), g["start_ns"].to_numpy(),
                                   g["end_ns"].to_numpy(), lo, hi)
-            su = float(np.median(g["period_ns"].to_numpy()[lead:] - cost[1][lead:]))
+            su = float(np.median(g["wall_ns"].to_numpy()[lead:] - cost[1][lead:]))
             ex_u = int(sum(max(0.0, w - c - su) for w, c in zip(walls, cost[0][:lead],
                                                                     strict=False)))
             # the steady steps' GPU work still runs: the window never falls below it
