@@ -121,14 +121,36 @@ def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
             .cast(schema))
 
 
+def unrecorded_queue_rows(tl: Timeline) -> pl.Series:
+    """``unrecorded``: for each ``gpu`` row (same count, same order) whether it is work
+    queued before the recording began. A stream runs its work in launch order, so on a
+    stream with at least one recorded launch the activities (``sync`` rows left out)
+    without a launch call that start before the stream's first activity with one were
+    launched before any recorded call: the profiler's warm-up step, whose calls a schedule
+    does not record (a stream with no recorded launch at all tells nothing:
+    ``uvm-pytorch__report4``'s 59,918 unlinked activities). Computed once per timeline.
+
+    Example:
+        stream 7: an unlinked kernel 0..50, a linked one 60..90, an unlinked one 95..99;
+        stream 8: only unlinked work: ``[true, false, false, false]``.
+    """
+    def compute() -> pl.Series:
+        key = ["rank", "device_id", "stream_id"]
+        api = links.launch_starts(tl)
+        g = tl.gpu.select(*key, "kind", "start_ns", api)
+        first = (pl.when(pl.col("api_start_ns").is_not_null()).then(pl.col("start_ns"))
+                 .min().over(key))
+        return g.select((pl.col("api_start_ns").is_null() & (pl.col("kind") != "sync")
+                         & (pl.col("start_ns") < first)).fill_null(False)
+                        .alias("unrecorded")).to_series()
+
+    return cached(tl, "unrecorded_queue_rows", ("gpu", "api"), compute)
+
+
 def unrecorded_queue_end(tl: Timeline) -> pl.DataFrame:
     """``rank, queue_end_ns``: per rank, the end of the GPU work queued before the
-    recording began. A stream runs its work in launch order, so on a stream with at least
-    one recorded launch the activities (``sync`` rows left out) without a launch call that
-    start before the stream's first activity with one were launched before any recorded
-    call: the profiler's warm-up step, whose calls a schedule does not record (a stream
-    with no recorded launch at all tells nothing: ``uvm-pytorch__report4``'s 59,918
-    unlinked activities). Ranks without such work are absent. Computed once per timeline.
+    recording began (:func:`unrecorded_queue_rows`). Ranks without such work are absent.
+    Computed once per timeline.
 
     ``train_gpt2s_b32``: 849 kernels without a call run first, to +41.2 ms; the first
     ``ProfilerStep``'s own kernels wait behind them, so its period (:func:`step_periods`)
@@ -140,13 +162,7 @@ def unrecorded_queue_end(tl: Timeline) -> pl.DataFrame:
         stream 8: only unlinked work: queue end 50.
     """
     def compute() -> pl.DataFrame:
-        key = ["rank", "device_id", "stream_id"]
-        g = (tl.gpu.select(*key, "kind", "start_ns", "end_ns", links.launch_starts(tl))
-             .filter(pl.col("kind") != "sync"))
-        first = (g.filter(pl.col("api_start_ns").is_not_null()).group_by(key)
-                 .agg(pl.col("start_ns").min().alias("_first")))
-        return (g.filter(pl.col("api_start_ns").is_null()).join(first, on=key, how="inner")
-                .filter(pl.col("start_ns") < pl.col("_first"))
+        return (tl.gpu.select("rank", "end_ns").filter(unrecorded_queue_rows(tl))
                 .group_by("rank").agg(pl.col("end_ns").max().cast(pl.Int64)
                                       .alias("queue_end_ns"))
                 .sort("rank"))
@@ -358,7 +374,8 @@ def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
     rank, start_ns, end_ns``), each with the ``_wid`` of its step: of the rank's steps open
     at its launch call's start, the one that started last (an activity belongs to one
     step, the innermost where steps nest; work without a linked call to none, or with
-    ``own_start`` to the step open at its own start). ``kinds``: None keeps every kind but
+    ``own_start`` to the step open at its own start, unless it was queued before the
+    recording began, :func:`unrecorded_queue_rows`). ``kinds``: None keeps every kind but
     ``sync``. Columns: ``_wid``, ``rank`` and ``columns`` of ``tl.gpu``, in ``tl.gpu``
     order. The one rule of :func:`launched_work`, the phases' kernel mix
     (:func:`traceparse.analyses.phases.phase_kernel_mix`) and ``diff``'s time per step
@@ -367,8 +384,9 @@ def step_of_launch(tl: Timeline, w: pl.DataFrame, columns: list[str],
     kind = pl.col("kind")
     acts = tl.gpu.select(*dict.fromkeys(["rank", "kind", *keep, "start_ns"]),
                          links.launch_starts(tl))
-    if own_start:
-        acts = acts.with_columns(pl.coalesce("api_start_ns", "start_ns").alias("api_start_ns"))
+    if own_start:  # work queued before the recording was launched by no recorded step
+        own = pl.when(pl.lit(~unrecorded_queue_rows(tl))).then(pl.col("start_ns"))
+        acts = acts.with_columns(pl.coalesce("api_start_ns", own).alias("api_start_ns"))
     acts = (acts.filter((kind != "sync" if kinds is None
                          else kind.cast(pl.String).is_in(list(kinds)))
                         & pl.col("api_start_ns").is_not_null())
