@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import polars as pl
 
+#: The smallest change (%) of a median worth flagging: ``diff``'s default ``--min-effect``
+#: and the least a step's period must exceed the median by to be an outlier
+#: (:func:`traceparse.analyses.steps.step_table`). Run-to-run jitter of a few percent is
+#: not a finding, however tight the other steps are.
+MIN_EFFECT_PCT = 5.0
+
 
 def nsys_stats(col: str | pl.Expr, prefix: str, *, suffix: str = " (ns)",
                names: tuple[str, ...] = ("Avg", "Med", "Min", "Max", "StdDev")) -> list[pl.Expr]:

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.timeline import Timeline
 
 LEVELS = ("step", "category", "op", "kernel")
@@ -152,7 +153,7 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
 
 
 def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
-         min_effect_pct: float = 5.0, min_n: int = 3,
+         min_effect_pct: float = MIN_EFFECT_PCT, min_n: int = 3,
          step_regex: str | None = None,
          walls: tuple[pl.DataFrame, pl.DataFrame] | None = None,
          graphs: tuple[set[str], set[str]] | None = None) -> pl.DataFrame:
@@ -275,7 +276,7 @@ class Comparison:
 
 def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", "NEW"),
             thresholds: Thresholds | None = None, alpha: float = 0.01,
-            min_effect_pct: float = 5.0, min_n: int = 3, step_regex: str | None = None,
+            min_effect_pct: float = MIN_EFFECT_PCT, min_n: int = 3, step_regex: str | None = None,
             top_allocations: int | None = 50) -> Comparison:
     """Time (:func:`diff`), tail (:func:`traceparse.analyses.diff_tail.tail_diff`) and
     memory (:func:`traceparse.analyses.diff_memory.memory_diff`) of NEW against BASE, each

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from traceparse.analyses import memory as mem
+from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.timeline import Timeline
 
 SCHEMA = {"level": pl.String, "name": pl.String, "rank": pl.Int32, "device_id": pl.Int32,
@@ -103,7 +104,7 @@ def _step_peaks(tl: Timeline, walls: pl.DataFrame) -> pl.DataFrame:
 
 
 def memory_diff(base: Timeline, new: Timeline, walls: tuple[pl.DataFrame, pl.DataFrame], *,
-                min_effect_pct: float = 5.0) -> pl.DataFrame:
+                min_effect_pct: float = MIN_EFFECT_PCT) -> pl.DataFrame:
     """Per device, step and top-level op: peak allocated and peak reserved of both traces.
 
     Args:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.analyses.phases import phase_steps
 from traceparse.timeline import Timeline
 
@@ -155,7 +156,7 @@ def _groups(sa: pl.DataFrame, sb: pl.DataFrame) -> list[tuple[str, pl.Expr]]:
 
 
 def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
-              min_effect_pct: float = 5.0, min_n: int = 3, step_regex: str | None = None,
+              min_effect_pct: float = MIN_EFFECT_PCT, min_n: int = 3, step_regex: str | None = None,
               walls: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> pl.DataFrame:
     """Per step group (``all steps``, then each serving phase present): step time ``p50``,
     ``p95``, ``p99`` (ns) and ``tokens_per_s`` of both traces with the bootstrap interval

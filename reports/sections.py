@@ -19,6 +19,7 @@ from traceparse.analyses import comm as comm_mod
 from traceparse.analyses import launches as launches_mod
 from traceparse.analyses import steps as steps_mod
 from traceparse.analyses import summary as summary_mod
+from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.analyses.gaps import idle_gaps
 from traceparse.analyses.streamwait import NO_PRODUCER
 from traceparse.reports.options import rows
@@ -376,7 +377,8 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
                  "GPU work it launched (longer than the step time where the GPU falls behind "
                  "the host); GPU busy = union of the "
                  "rank's GPU activity inside the step. Outlier: period > median + 5.19 MAD "
-                 "(modified z-score above 3.5)"
+                 f"(modified z-score above 3.5) and at least {MIN_EFFECT_PCT:g}% above the "
+                 "median"
                  + (f"; {st.height} steps are too few to call one an outlier (at least "
                     f"{steps_mod.MIN_OUTLIER_STEPS})" if 0 < st.height
                     < steps_mod.MIN_OUTLIER_STEPS else "") + "."),

@@ -210,9 +210,17 @@ def test_too_few_steps_name_no_outlier() -> None:
     assert three["outlier"].to_list() == [None, None, None]
     assert step_summary(three).row(1, named=True)["outliers"] is None
     assert walls([100_000, 103_000, 100_300, 100_100])["outlier"].null_count() == 4
-    # the same spread with two more steps: median 100,100, deviations 100, 2,900, 200, 0,
-    # 100 -> MAD 100; z of 103,000 = 0.6745 * 2,900 / 100 = 19.6: the one outlier
-    five = walls([100_000, 103_000, 100_300, 100_100, 100_200])
+    # the same spread with two more steps: median 100,200, deviations 200, 2,800, 100, 100,
+    # 0 -> MAD 100; z of 103,000 = 0.6745 * 2,800 / 100 = 18.9, but the step is only 2.8%
+    # above the median, under MIN_EFFECT_PCT (5%): jitter, not an outlier
+    jitter = walls([100_000, 103_000, 100_300, 100_100, 100_200])
+    assert jitter["outlier"].to_list() == [False] * 5
+    assert step_summary(jitter).row(1, named=True)["outliers"] == 0
+    # limit max(100,200 + 5.19 * 100, 100,200 * 1.05 = 105,210): 105,200 is not above
+    # it, 105,300 is
+    assert walls([100_000, 105_200, 100_300, 100_100, 100_200])["outlier"].to_list() == [
+        False] * 5
+    five = walls([100_000, 105_300, 100_300, 100_100, 100_200])
     assert five["outlier"].to_list() == [False, True, False, False, False]
     # (no launch call: each period is its wall) the count is on the period row
     assert step_summary(five).row(1, named=True)["outliers"] == 1

@@ -280,7 +280,8 @@ def test_diff_time_per_step_of_train_gpt2s_b32_against_its_raw_kernels() -> None
     path = TRACES / "gpu" / "sweep" / "train_gpt2s_b32.json.gz"
     if not path.exists():
         pytest.skip(f"real-trace corpus not present: {path}")
-    ev = [e for e in json.load(gzip.open(path))["traceEvents"] if e.get("ph") == "X"]
+    with gzip.open(path, "rb") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     steps = sorted((e for e in ev if e.get("cat") == "user_annotation"
                     and e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
     launches = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 import polars as pl
 
+from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.cli.common import (
     check_output,
     emit,
@@ -288,7 +289,7 @@ def parse_size(text: str) -> int:
 @click.option("--alpha", type=float, default=0.01, show_default=True,
               help="Significance level of the tests (Mann-Whitney; bootstrap interval "
                    "1 - alpha).")
-@click.option("--min-effect", type=float, default=5.0, show_default=True,
+@click.option("--min-effect", type=float, default=MIN_EFFECT_PCT, show_default=True,
               help="Smallest change (%) that is flagged.")
 @steps_option
 @output_options(formats=("table", "csv", "json", "markdown", "html"))
