@@ -40,7 +40,7 @@ def _device_name(r: dict[str, Any]) -> str | None:
     its GFXIP, CU count and memory (:func:`traceparse.roofline.gpus.identify`)."""
     if r["name"] is None:
         return None
-    if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus._GENERIC:
+    if not str(r["name"]).strip() or str(r["name"]).strip().lower() in gpus.GENERIC_NAMES:
         row, _ = gpus.identify(r["name"], sm_count=r["sm_count"],
                                memory_bytes=r["memory_bytes"],
                                compute=(r.get("compute_major"), r.get("compute_minor")),

@@ -190,7 +190,7 @@ AMD_SIGNATURES = {
     (9, 0, 110, 64): "MI250X GCD",
     (9, 4, 304, 192): "MI300X",
 }
-_GENERIC = ("amd radeon graphics", "radeon graphics", "")
+GENERIC_NAMES = ("amd radeon graphics", "radeon graphics", "")
 
 
 def identify(name: str | None, *, sm_count: int | None = None,
@@ -211,7 +211,7 @@ def identify(name: str | None, *, sm_count: int | None = None,
         ...          compute=(9, 0), vendor="amd")[1][:19]
         'unknown GPU: AMD gf'
     """
-    generic = name is None or name.strip().lower() in _GENERIC
+    generic = name is None or name.strip().lower() in GENERIC_NAMES
     is_amd = (vendor or "").lower() == "amd" or (name or "").lower().startswith("amd")
     if not generic:
         row = match(name, sm_count=sm_count, memory_bytes=memory_bytes)

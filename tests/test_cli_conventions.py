@@ -16,7 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from tests.conftest import REPO, shared_files
+from tests.conftest import REPO, TRACES, shared_files
 from traceparse import units
 from traceparse.cli import main
 from traceparse.samplegen import scenarios as samplegen
@@ -259,3 +259,23 @@ def test_statistics_tables_show_durations() -> None:
     assert wall[:2] == ["wall", "3"]
     assert wall[2:4] == ["1.77", "ms"] and wall[4:6] == ["1.77", "ms"]  # mean, p50
     assert wall[-4:] == ["1.76", "ms", "1.78", "ms"]  # min 1.757 ms, max 1.777 ms
+
+
+@pytest.mark.shared
+def test_info_names_an_unnamed_amd_device_as_the_roofline_identifies_it() -> None:
+    """``tracelens__vllm_prefilldecode_piecewise_graph_execution``: deviceProperties name
+    '' with computeMajor 9, computeMinor 4 (gfx94x), 304 CUs and 206,141,652,992 bytes
+    (192 GiB): the signature of an MI300X in ``roofline/gpus.py``; ``info`` said
+    "unknown device" while the roofline used the MI300X's ceilings."""
+    path = TRACES / "torch" / "tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz"
+    if not path.exists():
+        pytest.skip(f"real-trace corpus not present: {path}")
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        props = json.load(fh)["deviceProperties"]
+    assert {(p["name"], p["computeMajor"], p["computeMinor"], p["numSms"],
+             round(p["totalGlobalMem"] / 2**30)) for p in props} == {("", 9, 4, 304, 192)}
+    info = _run("info", str(path)).stdout
+    lines = [ln for ln in info.splitlines() if ln.startswith("device ")]
+    assert len(lines) == len(props)
+    assert all("MI300X (identified)" in ln for ln in lines)
+    assert "unknown device" not in info

@@ -34,6 +34,7 @@ from traceparse.cli.common import (
 from traceparse.cli.executors import chunked_input, executor_options, split_executor
 from traceparse.cli.inputs import load_traces, resolve
 from traceparse.cli.main import main
+from traceparse.roofline import gpus
 from traceparse.timeline import Timeline
 
 #: ``kernels`` and ``memops`` use only the ``gpu`` table: an nsys export read without the
@@ -66,7 +67,15 @@ def info_frame(tl: Timeline) -> pl.DataFrame:
         if shown.height:
             hidden, devices = devices.height - shown.height, shown
     for dev in devices.iter_rows(named=True):
-        desc = dev["name"] or "unknown device"
+        desc = dev["name"] or ""
+        if not desc.strip() or desc.strip().lower() in gpus.GENERIC_NAMES:
+            # ROCm often names no device, or a generic one: identified as the roofline does
+            row, _ = gpus.identify(dev["name"], sm_count=dev["sm_count"],
+                                   memory_bytes=dev.get("memory_bytes"),
+                                   compute=(dev.get("compute_major"), dev.get("compute_minor")),
+                                   vendor=str(dev.get("vendor") or ""))
+            desc = (f"{row['name']} (identified)" if row
+                    else "unknown device")
         if dev["sm_count"]:
             desc += ", " + units.plural(int(dev["sm_count"]), *multiprocessor_words(
                 dev.get("vendor")))
