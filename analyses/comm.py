@@ -46,10 +46,12 @@ _KERNEL_COLL_RE = r"(?i)(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)"
 #: Host ops that name the collective they launch: PyTorch's c10d ops and its NCCL
 #: annotations, the inference engines' custom ops (``c10d::alltoall_base_``,
 #: ``nccl:_all_gather_base``, ``vllm::all_reduce``); group 1 is the name after the prefix.
+#: What follows a comma is ``emit_nvtx``'s counters (nsys: ``nccl:all_to_all, op_id =
+#: 993361``; with shapes also ``, sizes = [...]``), not part of the name.
 _OP_COLL_RE = (r"(?i)^(?:c10d::|c10d_functional::|_c10d_functional::|nccl:|vllm::|sglang::"
                r"|_C_custom_ar::|trtllm::|sgl_kernel::)(\w*(?:all_?reduce|all_?gather"
                r"|reduce_?scatter|all_?to_?all|broadcast|barrier|send|recv|reduce|gather"
-               r"|scatter)\w*)$")
+               r"|scatter)\w*)(?:,.*)?$")
 #: Range kinds that sit on the thread that launched a kernel.
 _THREAD_RANGE_KINDS = ("cpu_op", "user_annotation", "nvtx_push_pop")
 

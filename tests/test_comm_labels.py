@@ -68,6 +68,54 @@ def test_launching_op_names_the_collective_hand_made() -> None:
     assert collectives(other)["collective"].to_list() == ["sendrecv"]
 
 
+def test_emit_nvtx_counters_do_not_hide_the_collective_hand_made() -> None:
+    # nsys with PyTorch's emit_nvtx: every range name ends in its counters
+    # (", op_id = 993361", with shapes also ", sizes = [[4, 8]]"): the launch at 50 is
+    # inside "nccl:all_to_all, op_id = 7" [10, 90) -> alltoall; the one at 110 inside
+    # "c10d::allreduce_, seq = 3, op_id = 9, sizes = [[4, 8]]" [100, 140) -> allreduce
+    tl = timeline(
+        ranges=ranges([
+            {"name": "nccl:all_to_all, op_id = 7", "kind": "nvtx_push_pop", "start_ns": 10,
+             "end_ns": 90},
+            {"name": "c10d::allreduce_, seq = 3, op_id = 9, sizes = [[4, 8]]",
+             "kind": "nvtx_push_pop", "start_ns": 100, "end_ns": 140}]),
+        api=api([{"start_ns": t, "end_ns": t + 2, "correlation_id": c}
+                 for c, t in ((1, 50), (2, 110))]),
+        gpu=gpu([{"name": _SENDRECV, "start_ns": 1000 + 100 * c, "end_ns": 1050 + 100 * c,
+                  "correlation_id": c} for c in (1, 2)]))
+    assert collectives(tl)["collective"].to_list() == ["alltoall", "allreduce"]
+
+
+MFU = shared_files("nsys", "nsys-ai__mfu_2gpu_*.sqlite")
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("path", MFU, ids=ids(MFU))
+def test_nsys_emit_nvtx_alltoall_is_alltoall(path: Path) -> None:
+    """nsys-ai's two-GPU runs launch every ``ncclDevKernel_SendRecv`` from inside an
+    ``nccl:all_to_all, op_id = N`` NVTX range (read from the SQLite: the kernel's runtime
+    call by correlation id, the range on the call's thread holding its start); the comm
+    table said "sendrecv" for all of them. The kernels without a launch call (queued before
+    the capture) stay "sendrecv"."""
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT k.correlationId, k.globalPid,"
+            " (SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r"
+            "  JOIN NVTX_EVENTS n ON n.globalTid = r.globalTid"
+            "  AND n.start <= r.start AND n.end >= r.start"
+            "  LEFT JOIN StringIds s ON s.id = n.textId"
+            "  WHERE r.correlationId = k.correlationId"
+            "  AND r.globalTid / 16777216 = k.globalPid / 16777216"
+            "  AND coalesce(n.text, s.value) LIKE 'nccl:all_to_all,%')"
+            " FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds d ON d.id = k.demangledName"
+            " WHERE d.value LIKE 'ncclDevKernel_SendRecv%'").fetchall()
+    inside = sum(1 for *_, n in rows if n)
+    assert inside >= 60 and len(rows) - inside == 2
+    s = comm_summary(traceparse.load(path))
+    got = dict(zip(s["collective"].to_list(), s["count"].to_list(), strict=True))
+    assert got == {"alltoall": inside, "sendrecv": len(rows) - inside}
+
+
 def test_skew_matches_calls_of_the_launching_op_hand_made() -> None:
     # Two ranks; each runs alltoall then allreduce, both as SendRecv kernels. By kernel name
     # both would be "sendrecv" #0 and #1; by op they are alltoall #0 (starts 1000, 1040:
