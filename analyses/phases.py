@@ -72,7 +72,7 @@ from traceparse.analyses.steps import (
     step_of_launch,
     step_periods,
     step_windows,
-    unrecorded_queue_end,
+    unrecorded_work_end,
 )
 from traceparse.timeline import Timeline
 
@@ -325,7 +325,7 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
         pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
         .alias("tflop_per_s"),
         pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
-    queue = unrecorded_queue_end(tl).cast({"rank": out.schema["rank"]})
+    queue = unrecorded_work_end(tl).cast({"rank": out.schema["rank"]})
     # first_launch_ns is read by step_periods only
     out = step_periods(out.join(queue, on="rank", how="left")).drop("queue_end_ns",
                                                                      "first_launch_ns")

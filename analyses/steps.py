@@ -176,6 +176,30 @@ def unrecorded_queue_end(tl: Timeline) -> pl.DataFrame:
     return cached(tl, "unrecorded_queue_end", ("gpu", "api"), compute)
 
 
+def unrecorded_work_end(tl: Timeline) -> pl.DataFrame:
+    """``rank, queue_end_ns``: per rank, until when the GPU ran work launched before the
+    recording began, which a step's own work waited behind: the end of the recorded
+    activities queued before it (:func:`unrecorded_queue_end`) or, later, the start of a
+    rank's first activity where the GPU ran nothing recorded before it and started it
+    long after its launch (:func:`gpu_known_from`). The queue a step's period leaves out
+    (:func:`step_periods`); ranks with neither are absent.
+    ``tracelens__vllm_prefilldecode_piecewise_graph_execution``: its one step's first copy,
+    launched at +2.2 ms (its first launch), starts at +151.2 ms; its kernels end at
+    +307.7 ms: period 158.7 ms, the 2.2 ms before its first launch and the GPU's 156.5 ms
+    (307.7 ms before the rule, against 156.5 ms of attribution, which tokens/s is over).
+
+    Example:
+        rank 0: recorded queue to 50, first activity at 40 (known from the start): 50;
+        rank 1: no recorded queue, first activity 30 ms after its call: its start.
+    """
+    queue = unrecorded_queue_end(tl)
+    known = gpu_known_from(tl).rename({"gpu_known_from_ns": "_known"})
+    return (queue.join(known.cast({"rank": queue.schema["rank"]}), on="rank", how="full",
+                       coalesce=True)
+            .select("rank", pl.max_horizontal("queue_end_ns", "_known").alias("queue_end_ns"))
+            .sort("rank"))
+
+
 def known_start(start: str = "start_ns") -> pl.Expr:
     """Where a step's attribution starts: the later of its ``start`` column and its
     rank's ``gpu_known_from_ns`` (:func:`gpu_known_from`, joined on ``rank``)."""
@@ -344,7 +368,7 @@ def _with_periods(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
         return w.with_columns(pl.lit(None, pl.Int64).alias("period_ns"))
     hit = launched_work(tl, w)
     done = pl.max_horizontal("end_ns", "gpu_end_ns") - pl.col("start_ns")
-    queue = unrecorded_queue_end(tl)
+    queue = unrecorded_work_end(tl)
     per = step_periods(w.join(hit, on="_wid", how="left")
                        .join(queue.cast({"rank": w.schema["rank"]}), on="rank", how="left")
                        .select("_wid", "rank", "start_ns", done.alias("wall_ns"),
@@ -428,7 +452,7 @@ def step_periods(steps: pl.DataFrame) -> pl.DataFrame:
     ``train_gpt2s_b32``: walls 133 ms, periods 77.6 ms, the step measured without the
     profiler 78.1 ms. A graph-capture step (``phase`` ``capture``, when the column is
     there) keeps its wall and is not an earlier step of the loop. With
-    ``queue_end_ns`` (:func:`unrecorded_queue_end`) and ``first_launch_ns`` (the step's
+    ``queue_end_ns`` (:func:`unrecorded_work_end`) and ``first_launch_ns`` (the step's
     first launch call) columns, a step's period also leaves out the time its own work
     waited behind work launched before the recording began: from its first launch (or
     its start) to the queue's end.

@@ -299,3 +299,61 @@ def test_diff_time_per_step_of_train_gpt2s_b32_against_its_raw_kernels() -> None
     for w, g in zip(want, got["dur_ns"].to_list(), strict=True):
         assert abs(g - w * 1000) < 2500, (g, w)
     assert max(got["dur_ns"]) < 1.01 * min(got["dur_ns"])
+
+
+def test_a_first_activity_long_after_its_launch_is_queued_behind_unrecorded_work() -> None:
+    from perf_helpers import ranges
+
+    from traceparse.analyses.steps import step_table, unrecorded_work_end
+
+    # step 0 [0, 20) launches k0 (call [1, 3)), which starts at 30,000,000: 30 ms after its
+    # call returned (> UNRECORDED_QUEUE_NS, 10 ms) on a GPU that ran nothing recorded
+    # before it, so the GPU was busy with work the trace does not hold until then
+    # (gpu_known_from). k0 runs to 30,000,050. The step's own work waited from its first
+    # launch (1) to 30,000,000: period 30,000,050 - (0 + 30,000,000 - 1) = 51 (not
+    # 30,000,050); step 1 [30,000,100, 30,000,110) launches k1 (call at 30,000,101) that
+    # runs [30,000,105, 30,000,135): period 35
+    tl = timeline(
+        ranges=ranges([{"name": "step 0", "start_ns": 0, "end_ns": 20},
+                       {"name": "step 1", "start_ns": 30_000_100, "end_ns": 30_000_110}]),
+        api=api([{"start_ns": 1, "end_ns": 3, "correlation_id": 1},
+                 {"start_ns": 30_000_101, "end_ns": 30_000_103, "correlation_id": 2}]),
+        gpu=gpu([{"name": "k0", "start_ns": 30_000_000, "end_ns": 30_000_050,
+                  "correlation_id": 1},
+                 {"name": "k1", "start_ns": 30_000_105, "end_ns": 30_000_135,
+                  "correlation_id": 2}]))
+    assert unrecorded_work_end(tl).rows() == [(0, 30_000_000)]  # type: ignore[arg-type]
+    assert step_table(tl, attribution=False)["period_ns"].to_list() == [  # type: ignore[arg-type]
+        51, 35]
+
+
+def test_vllm_step_period_starts_where_its_gpu_work_could_start() -> None:
+    """``tracelens__vllm_prefilldecode_piecewise_graph_execution`` (MI300X): one step, the
+    ``execute_8192_...`` annotation. Its first launch call (a copy) is at +2.2 ms; the GPU
+    ran nothing recorded until that copy started at +151.2 ms; its last kernel ends at
+    +307.7 ms. The period is the host time before its first launch plus the GPU's part:
+    read from the JSON, not from traceparse."""
+    from traceparse import load
+    from traceparse.analyses.phases import phase_steps
+
+    path = TRACES / "torch" / "tracelens__vllm_prefilldecode_piecewise_graph_execution.json.gz"
+    if not path.exists():
+        pytest.skip(f"real-trace corpus not present: {path}")
+    with gzip.open(path, "rb") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    step = next(e for e in ev if e.get("cat") == "user_annotation"
+                and e["name"].startswith("execute_"))
+    calls = {e["args"]["correlation"]: e["ts"] for e in ev if e.get("cat") == "cuda_runtime"
+             and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    first = min(gpu, key=lambda e: e["ts"])
+    mine = [e for e in gpu if step["ts"] <= calls.get(e["args"]["correlation"], -1)
+            < step["ts"] + step["dur"]]
+    first_launch = min(calls[e["args"]["correlation"]] for e in mine)
+    end = max(e["ts"] + e["dur"] for e in mine)
+    assert first["ts"] - calls[first["args"]["correlation"]] > 100_000  # 149 ms in the queue
+    want_us = (first_launch - step["ts"]) + (end - first["ts"])
+    got = phase_steps(load(path))
+    assert got.height == 1
+    assert abs(got["period_ns"][0] - want_us * 1000) < 2_000
+    assert 158_000 < want_us < 159_500  # against 307.7 ms from the step's start
