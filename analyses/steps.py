@@ -56,6 +56,7 @@ import polars as pl
 from traceparse import links
 from traceparse.analyses import intervals
 from traceparse.analyses._dist import MIN_EFFECT_PCT, percentiles
+from traceparse.analyses.streamwait import NO_PRODUCER, stream_waits
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -105,8 +106,10 @@ def gpu_known_from(tl: Timeline) -> pl.DataFrame:
     starts there (:func:`step_table`, ``phases.phase_steps``), as the attribution window
     of :func:`traceparse.analyses.attribution.breakdown` starts at the first activity.
     ``tracelens__vllm_prefilldecode_piecewise_graph_execution``: the host issues its step
-    in 26 ms from +0; the first copy, launched at +0.1 ms, starts at +151 ms. Computed
-    once per timeline (both step tables of a summary read it)."""
+    in 26 ms from +0; the first copy, launched at +0.1 ms, starts at +151 ms. Also the end
+    of a hold at the capture's start on an event the trace does not record, with nothing
+    recorded running (:func:`_unrecorded_hold_end`). Computed once per timeline (both step
+    tables of a summary read it)."""
     return cached(tl, "gpu_known_from", ("gpu", "api"), lambda: _gpu_known_from(tl))
 
 
@@ -122,9 +125,44 @@ def _gpu_known_from(tl: Timeline) -> pl.DataFrame:
     calls = links.launch_links(tl)["api_row"].gather(first["_r"])
     ret = (tl.api["end_ns"].cast(pl.Int64).gather(calls) if tl.api.height
            else pl.Series([None] * first.height, dtype=pl.Int64))
-    return (first.select("rank", pl.col("start_ns").alias("gpu_known_from_ns"))
-            .filter((pl.col("gpu_known_from_ns") - ret) > UNRECORDED_QUEUE_NS)
-            .cast(schema))
+    late = (first.select("rank", pl.col("start_ns").alias("gpu_known_from_ns"))
+            .filter((pl.col("gpu_known_from_ns") - ret) > UNRECORDED_QUEUE_NS))
+    held = _unrecorded_hold_end(tl, first.select("rank", pl.col("start_ns").alias("_first")))
+    out = late.cast(schema)
+    if held.height:
+        out = (pl.concat([out, held.cast(schema)]).group_by("rank")
+               .agg(pl.col("gpu_known_from_ns").max()).sort("rank"))
+    return out
+
+
+def _unrecorded_hold_end(tl: Timeline, first: pl.DataFrame) -> pl.DataFrame:
+    """``rank, gpu_known_from_ns``: per rank, the end of a stream-wait hold at the start
+    of the capture on a producer the trace does not hold (:mod:`.streamwait`), where the
+    GPU ran nothing recorded: the hold begins within :data:`UNRECORDED_QUEUE_NS` of the
+    rank's first activity (``first``: ``rank, _first``), lasts longer than that, and no
+    recorded activity of the rank overlaps it. An event completes when its stream reaches
+    it, so the GPU ran the unrecorded producer until then (the SGLang decode capture on
+    an MI300X: one kernel at +0.05 ms, then its next kernel held 463 ms on an event whose
+    record is not in the trace, every other stream empty)."""
+    w = stream_waits(tl)
+    long_ = ((pl.col("producer") == NO_PRODUCER)
+             & (pl.col("end_ns") - pl.col("start_ns") > UNRECORDED_QUEUE_NS))
+    w = (w.filter(long_).select(pl.col("rank").cast(first.schema["rank"]), "start_ns",
+                                "end_ns")
+         .join(first, on="rank", how="inner")
+         .filter(pl.col("start_ns") - pl.col("_first") <= UNRECORDED_QUEUE_NS)
+         .sort("start_ns").unique("rank", keep="first"))
+    if w.height == 0:
+        return pl.DataFrame(schema={"rank": first.schema["rank"],
+                                    "gpu_known_from_ns": pl.Int64})
+    acts = (tl.gpu.select("rank", "kind", "start_ns", "end_ns")
+            .filter(pl.col("kind") != "sync").drop("kind")
+            .join(w.select("rank", pl.col("start_ns").alias("_hs"),
+                           pl.col("end_ns").alias("_he")), on="rank", how="inner")
+            .filter((pl.col("start_ns") < pl.col("_he")) & (pl.col("end_ns") > pl.col("_hs"))))
+    busy = set(acts["rank"].to_list())
+    return (w.filter(~pl.col("rank").is_in(list(busy)))
+            .select("rank", pl.col("end_ns").cast(pl.Int64).alias("gpu_known_from_ns")))
 
 
 def unrecorded_queue_rows(tl: Timeline) -> pl.Series:

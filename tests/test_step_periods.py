@@ -357,3 +357,82 @@ def test_vllm_step_period_starts_where_its_gpu_work_could_start() -> None:
     assert got.height == 1
     assert abs(got["period_ns"][0] - want_us * 1000) < 2_000
     assert 158_000 < want_us < 159_500  # against 307.7 ms from the step's start
+
+
+def _held_tl(extra: list[dict[str, object]] | None = None,
+             wait_at: int = 3) -> object:
+    from perf_helpers import ranges
+
+    # step 0 [0, 50) (step 1 [40 ms, +10) launches nothing): k0 launched at 1 runs [2, 4)
+    # on stream 7; the thread waits on an event
+    # (cudaStreamWaitEvent at wait_at, no record call in the trace) and launches k1 to
+    # stream 3 at wait_at + 2; k1 starts at 30,000,004 and runs 1,000 ns: held from its
+    # call's return to 30,000,004 on a producer the trace does not hold
+    return timeline(
+        ranges=ranges([{"name": "step 0", "start_ns": 0, "end_ns": 50},
+                       {"name": "step 1", "start_ns": 40_000_000, "end_ns": 40_000_010}]),
+        api=api([{"start_ns": 1, "end_ns": 2, "correlation_id": 1},
+                 {"name": "cudaStreamWaitEvent_v3020", "start_ns": wait_at,
+                  "end_ns": wait_at + 1},
+                 {"start_ns": wait_at + 2, "end_ns": wait_at + 3, "correlation_id": 2}]),
+        gpu=gpu([{"name": "k0", "start_ns": 2, "end_ns": 4, "correlation_id": 1},
+                 {"name": "k1", "stream_id": 3, "start_ns": 30_000_004,
+                  "end_ns": 30_001_004, "correlation_id": 2}, *(extra or [])]))
+
+
+def test_a_hold_on_an_unrecorded_event_at_the_capture_start_is_unrecorded_work() -> None:
+    from traceparse.analyses.steps import gpu_known_from, step_table
+
+    # the hold [6, 30,000,004) on "producer not in this trace" begins 4 ns after the
+    # rank's first activity (k0 at 2), lasts > 10 ms, and nothing recorded runs in it:
+    # the GPU ran the unrecorded producer until 30,000,004. The step's period: its work
+    # ends at 30,001,004; it waited from its first launch (1) to 30,000,004: 30,001,004 -
+    # (0 + 30,000,004 - 1) = 1,001 (not 30,001,004); attribution starts there too
+    tl = _held_tl()
+    assert gpu_known_from(tl).rows() == [(0, 30_000_004)]  # type: ignore[arg-type]
+    t = step_table(tl)  # type: ignore[arg-type]
+    assert t["period_ns"].to_list() == [1_001, 10]
+    # a recorded kernel running inside the hold: the GPU was not idle, the hold tells
+    # nothing of unrecorded work
+    busy = _held_tl([{"name": "k2", "stream_id": 9, "start_ns": 10_000, "end_ns": 20_000,
+                      "correlation_id": 99}])
+    assert gpu_known_from(busy).height == 0  # type: ignore[arg-type]
+    # a hold that begins more than 10 ms after the rank's first activity is not at the
+    # capture's start: k1's call (and the wait) come 12 ms after k0
+    late = _held_tl(wait_at=12_000_000)
+    assert gpu_known_from(late).height == 0  # type: ignore[arg-type]
+
+
+def test_sglang_decode_step_leaves_out_its_hold_on_unrecorded_work() -> None:
+    """``tracelens__sglang_Qwen3-8B_decode`` (MI300X): one kernel at +0.08 ms, then a
+    ``hipStreamWaitEvent`` whose event was recorded before the capture holds the next
+    kernel 463 ms with nothing recorded running; the 32-token decode step's kernels then
+    run for 10.45 ms. Read from the JSON: its period is the host time before its first
+    launch plus the GPU's part after the hold (474 ms before the rule, 68 tok/s), and its
+    attribution starts at the hold's end."""
+    from traceparse import load
+    from traceparse.analyses.phases import phase_steps
+
+    path = TRACES / "torch" / "tracelens__sglang_Qwen3-8B_decode.json.gz"
+    if not path.exists():
+        pytest.skip(f"real-trace corpus not present: {path}")
+    with gzip.open(path, "rb") as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    step = next(e for e in ev if e.get("cat") == "user_annotation"
+                and e["name"].startswith("execute_"))
+    gpu = sorted((e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                 key=lambda e: e["ts"])
+    calls = sorted(e["ts"] for e in ev if e.get("cat") == "cuda_runtime"
+                   and e["name"].startswith("hipLaunch"))
+    assert any(e["name"] == "hipStreamWaitEvent" for e in ev)
+    assert not any("EventRecord" in e["name"] for e in ev)  # its record is not in the trace
+    # the first kernel, then nothing for 463 ms: the held kernel starts the GPU's part
+    held = gpu[1]
+    assert held["ts"] - (gpu[0]["ts"] + gpu[0]["dur"]) > 400_000
+    end = max(e["ts"] + e["dur"] for e in gpu)
+    want_period_us = (calls[0] - step["ts"]) + (end - held["ts"])
+    got = phase_steps(load(path))
+    assert got.height == 1 and got["tokens"][0] == 32
+    assert abs(got["period_ns"][0] - want_period_us * 1000) < 2_000
+    assert abs(got["attributed_ns"][0] - (end - held["ts"]) * 1000) < 2_000
+    assert 10_400 < end - held["ts"] < 10_500
