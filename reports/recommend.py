@@ -79,6 +79,7 @@ from typing import Any
 from traceparse import units
 from traceparse.analyses.savings import FIX_OF
 from traceparse.analyses.streamwait import NO_PRODUCER
+from traceparse.analyses.summary import VERDICTS
 from traceparse.kernelname import short_kernel_name
 from traceparse.vendor import amd_vendors
 
@@ -91,14 +92,17 @@ IDLE_MIN_FRAC = 0.10
 PINNED_MIN_FRAC = 0.01
 COPY_MIN_FRAC = 0.10
 
+#: Each part's label (the summary's own, :data:`traceparse.analyses.summary.VERDICTS`)
+#: and how the detail line names it.
 _BOUND = {
-    "compute_ns": ("compute-bound", "compute kernels"),
-    "memory_ns": ("memory-transfer-bound", "memcpy/memset with nothing else running"),
-    "communication_ns": ("communication-bound", "exposed communication"),
-    "launch_overhead_ns": ("launch-bound", "waiting for kernel launches"),
-    "warmup_ns": ("warm-up-dominated", "warm-up (module loading, compilation, graph capture)"),
-    "host_sync_ns": ("host-sync-bound", "the host blocked in a synchronising call"),
-    "idle_ns": ("host-bound", "idle GPU (no work, no launch in flight)"),
+    "compute_ns": (VERDICTS["compute_ns"][0], "compute kernels"),
+    "memory_ns": (VERDICTS["memory_ns"][0], "memcpy/memset with nothing else running"),
+    "communication_ns": (VERDICTS["communication_ns"][0], "exposed communication"),
+    "launch_overhead_ns": (VERDICTS["launch_overhead_ns"][0], "waiting for kernel launches"),
+    "warmup_ns": (VERDICTS["warmup_ns"][0],
+                  "warm-up (module loading, compilation, graph capture)"),
+    "host_sync_ns": (VERDICTS["host_sync_ns"][0], "the host blocked in a synchronising call"),
+    "idle_ns": (VERDICTS["idle_ns"][0], "idle GPU (no work, no launch in flight)"),
 }
 
 
@@ -130,6 +134,9 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     summary = payload.get("summary")
     if summary and summary.get("verdict"):
         headline = str(summary["verdict"])  # verbatim: `traceparse summary` says the same
+        # and so does the label: the summary's verdict may name what the largest part
+        # hides (stream-wait-bound where the idle GPU had work queued behind an event)
+        bound = headline.split(":", 1)[0]
     return {"headline": headline,
             "detail": f"GPU window {_ms(w)} (summed over devices): {parts}.",
             "bound": bound}

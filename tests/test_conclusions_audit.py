@@ -523,6 +523,10 @@ def test_conclusions_hold_on_the_files_own_events(path: Path, conclusions: Any) 
     cli = payload["_summary_cli_verdict"]
     if cli != payload.get("summary", {}).get("verdict", cli):
         problems.append(f"summary says {cli!r}, the report {payload['summary']['verdict']!r}")
+    # the JSON's label is the verdict's own (it said "host-bound" for stream-wait-bound)
+    bound = payload.get("recommendations", {}).get("verdict", {}).get("bound")
+    if bound is not None and not cli.startswith(f"{bound}:"):
+        problems.append(f"the report's bound {bound!r} is not the verdict's: {cli!r}")
     assert not problems, "\n".join(problems)
 
 
