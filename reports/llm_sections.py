@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from traceparse import units
 from traceparse.analyses import llm_summary, optree
 from traceparse.analyses import summary as summary_mod
+from traceparse.analyses.steps import unrecorded_work_end
 from traceparse.reports.options import rows
 from traceparse.timeline import Timeline
 
@@ -101,9 +103,12 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
             "table": {"columns": [c for c in cols if c["key"] in ph.columns], "rows": rows(ph)},
             "note": ("Steps found from serving annotations (SGLang step[...], vLLM "
                      "execute_..., capture_...), model-runner frames or ProfilerStep#N and "
-                     "classified by the rule in docs/llm.md; step time runs to the end of the "
-                     "last GPU work the step launched. Tokens come from the annotations (or "
-                     "[B, S, H] op shapes); percentages are of the summed step windows.")}
+                     "classified by the rule in docs/llm.md; step time runs from the step's "
+                     "start (or the earlier steps' finish) to the end of the last GPU work "
+                     "the step launched, less any wait of its work behind GPU work the trace "
+                     "does not hold. Tokens come from the annotations (or [B, S, H] op "
+                     "shapes); percentages are of the summed step windows."
+                     + _unrecorded_note(tl))}
         mix: pl.DataFrame = secs["phase_mix"]
         if mix.height:
             out["phases"]["mix_table"] = {
@@ -168,3 +173,19 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                         "rank's subtree, the icicle puts the ranks side by side (hover: rank)."
                         if ranked else ""))}
     return out
+
+
+def _unrecorded_note(tl: Timeline) -> str:
+    """Where the GPU ran work the trace does not hold before the steps' own (the queue of
+    :func:`traceparse.analyses.steps.unrecorded_work_end`): until when, per rank, from the
+    first GPU activity; empty where it did not."""
+    q = unrecorded_work_end(tl)
+    if not q.height:
+        return ""
+    t0 = tl.gpu["start_ns"].min()
+    at = ", ".join(f"+{units.duration(int(e) - int(t0))} on rank {r}"  # type: ignore[arg-type]
+                   for r, e in q.iter_rows())
+    return (" Here the GPU ran work the trace does not hold (launched before the recording "
+            f"began) until {at} (from the first GPU activity); the steps' times leave out "
+            "their work's wait behind it.")
+

@@ -436,3 +436,25 @@ def test_sglang_decode_step_leaves_out_its_hold_on_unrecorded_work() -> None:
     assert abs(got["period_ns"][0] - want_period_us * 1000) < 2_000
     assert abs(got["attributed_ns"][0] - (end - held["ts"]) * 1000) < 2_000
     assert 10_400 < end - held["ts"] < 10_500
+
+
+def test_the_report_says_where_the_gpu_ran_unrecorded_work() -> None:
+    """The phases note of the SGLang decode report names the hold's end (the held kernel's
+    start, 463.30 ms after the first kernel in the JSON) and says the step times leave
+    the wait out; a trace without such work gets no such sentence."""
+    from traceparse import load
+    from traceparse.reports.llm_sections import llm_sections
+    from traceparse.reports.options import ReportOptions
+
+    path = TRACES / "torch" / "tracelens__sglang_Qwen3-8B_decode.json.gz"
+    other = TRACES / "gpu" / "h200" / "gpt_train_decode.json.gz"
+    if not (path.exists() and other.exists()):
+        pytest.skip(f"real-trace corpus not present: {path}")
+    with gzip.open(path, "rb") as f:
+        gpu = sorted(e["ts"] for e in json.load(f)["traceEvents"]
+                     if e.get("ph") == "X" and e.get("cat") == "kernel")
+    assert 463.2 < (gpu[1] - gpu[0]) / 1000 < 463.4
+    note = llm_sections(load(path), ReportOptions())["phases"]["note"]
+    assert "until +463 ms on rank 0 (from the first GPU activity)" in note
+    plain = llm_sections(load(other), ReportOptions())["phases"]["note"]
+    assert "does not hold (launched" not in plain
