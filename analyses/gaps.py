@@ -407,8 +407,10 @@ def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
 
 
 def _launching_threads(tl: Timeline) -> pl.DataFrame:
-    """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls."""
-    return tl.api.select("rank", "process_id", "thread_id").unique()
+    """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls, once per
+    timeline (the candidates and the sampled cover both read it)."""
+    return cached(tl, "launching_threads", ("api",),
+                  lambda: tl.api.select("rank", "process_id", "thread_id").unique())
 
 
 def _label(frame: pl.DataFrame, group: list[str], cause: str) -> pl.DataFrame:
