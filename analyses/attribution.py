@@ -228,7 +228,7 @@ def _compose_host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str]
     ``host_sync`` (:func:`blocking_intervals`), ``warmup`` (:func:`warmup_intervals`), both
     with ``name`` and ``thread_id``, and ``launch`` (group columns and window): the launch
     windows and the issuing stretches (:func:`issuing_intervals`) less the blocking calls
-    and warm-up they overlap, i.e. the host issuing the next work."""
+    and warm-up they overlap and the stream waits (:func:`_minus_stream_waits`)."""
     from traceparse.analyses.issuing import subtract_host_parts
 
     windows = call_windows(tl, acts, columns=group)
@@ -237,9 +237,8 @@ def _compose_host_calls(tl: Timeline, acts: pl.DataFrame, group: list[str]
     launch = windows.filter(pl.col("call_part") == "launch").select(*group, "start_ns",
                                                                       "end_ns")
     issuing = subtract_host_parts(issuing_intervals(tl, group), [sync, warm], group)
-    if issuing.height:
-        launch = pl.concat([launch, issuing.cast(launch.schema)])
-    return {"launch": launch, "host_sync": sync, "warmup": warm}
+    launch = pl.concat([launch, issuing.cast(launch.schema)]) if issuing.height else launch
+    return {"launch": _minus_stream_waits(tl, launch, group), "host_sync": sync, "warmup": warm}
 
 
 def issuing_intervals(tl: Timeline, group: Sequence[str]) -> pl.DataFrame:
@@ -318,7 +317,8 @@ def host_sets(tl: Timeline, acts: pl.DataFrame, group: Sequence[str]
     default activities (:func:`busy_activities`)."""
     group = list(group)
     if acts is busy_activities(tl):
-        return _as_sets(tl, _busy_host_calls(tl, group), group)
+        return dict(cached(tl, "host_sets:" + ",".join(group), ("gpu", "api", "ranges"),
+                           lambda: _as_sets(tl, _busy_host_calls(tl, group), group)))
     return _host_sets(tl, acts, group)
 
 
@@ -345,7 +345,7 @@ def _host_sets(tl: Timeline, acts: pl.DataFrame, group: list[str]) -> dict[str, 
 def _as_sets(tl: Timeline, calls: dict[str, pl.DataFrame], group: list[str]
              ) -> dict[str, pl.DataFrame]:
     cols = [*group, "start_ns", "end_ns"]
-    return {"launch": _minus_stream_waits(tl, calls["launch"], group),
+    return {"launch": calls["launch"],  # less the stream waits already (_compose_host_calls)
             "warmup": calls["warmup"].select(cols),
             "host_sync": _minus_stream_waits(tl, calls["host_sync"].select(cols), group)}
 

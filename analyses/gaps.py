@@ -91,7 +91,7 @@ from traceparse.analyses.gapjoin import join_gaps as _join_gaps
 from traceparse.analyses.gapjoin import name_issuing as _name_issuing
 from traceparse.analyses.gapjoin import near_gaps as _near_gaps
 from traceparse.analyses.gapjoin import next_launch_threads as _next_launch_threads
-from traceparse.analyses.hostrows import per_group
+from traceparse.analyses.hostrows import distinct_rows, per_group
 from traceparse.analyses.waiting import ALLOC_API_RE
 from traceparse.analyses.warmup import LAZY_MARKER_RE
 from traceparse.derived import cached
@@ -407,8 +407,10 @@ def _merge_free(free: pl.DataFrame, group: list[str]) -> pl.DataFrame:
 
 
 def _launching_threads(tl: Timeline) -> pl.DataFrame:
-    """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls."""
-    return tl.api.select("rank", "process_id", "thread_id").unique()
+    """``rank, process_id, thread_id`` of threads that made CUDA/HIP calls, once per
+    timeline (the candidates and the sampled cover both read it)."""
+    return cached(tl, "launching_threads", ("api",), lambda: distinct_rows(
+        tl.api.select("rank", "process_id", "thread_id")))
 
 
 def _label(frame: pl.DataFrame, group: list[str], cause: str) -> pl.DataFrame:

@@ -20,6 +20,7 @@ from traceparse.analyses import llm_summary
 from traceparse.analyses.attribution import breakdown, check_attribution
 from traceparse.analyses.comm import comm_summary
 from traceparse.analyses.gaps import DEFAULT_MIN_NS, idle_gaps
+from traceparse.analyses.hostrows import distinct_rows
 from traceparse.analyses.launches import launch_summary
 from traceparse.analyses.streamwait import NO_PRODUCER
 from traceparse.derived import cached
@@ -62,7 +63,7 @@ def window_section(tl: Timeline, opts: SummaryOptions) -> pl.DataFrame:
     kinds = tl.gpu["kind"]  # compared as codes: no string per activity
     return pl.DataFrame({
         "start_ns": [span[0]], "end_ns": [span[1]], "dur_ns": [span[1] - span[0]],
-        "devices": [tl.gpu.select("rank", "device_id").unique().height],
+        "devices": [distinct_rows(tl.gpu.select("rank", "device_id")).height],
         "kernels": [int((kinds == "kernel").sum())],
         "memops": [int(kinds.is_in(["memcpy", "memset"]).sum())],
         "api_calls": [tl.api.height]})

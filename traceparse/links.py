@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from traceparse.analyses.hostrows import distinct_rows
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -133,7 +134,9 @@ def _launch_links_sorted(tl: Timeline) -> pl.DataFrame | None:
     valid = api.filter(pl.all_horizontal(pl.col(_KEY).is_not_null()))
     if valid.height == 0 or gpu.height == 0 or valid["start_ns"].null_count():
         return None
-    pair_rows = valid.select("rank", "process_id").unique().sort("rank", "process_id").rows()
+    # one (rank, process) in the usual trace: read off the columns' minima and maxima
+    pair_rows = distinct_rows(valid.select("rank", "process_id")).sort("rank",
+                                                                       "process_id").rows()
     bounds = pl.concat([valid.select("correlation_id"), gpu.select("correlation_id")]).select(
         lo=pl.col("correlation_id").min(), hi=pl.col("correlation_id").max()).row(0)
     span = int(bounds[1]) - int(bounds[0]) + 1
