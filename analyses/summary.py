@@ -393,9 +393,16 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
-    return (f"; the profiler itself may have added {dur(pc['overhead_low_ns'])} to "
-            f"{dur(pc['overhead_high_ns'])} ({100 * pc['overhead_frac']:.0f}%) of the "
-            f"{dur(pc['host_ns'])} of host time ({pc['events']:,} recorded ops at "
+    # the band's high end is capped at the host time: then it is no bound, and not said
+    # (hta__nccl_data: ~35 us per op, "366 ms to 667 ms of the 667 ms")
+    capped = pc["overhead_high_ns"] >= pc["host_ns"]
+    share = f"{100 * pc['overhead_frac']:.0f}%"
+    span = (f"at least {dur(pc['overhead_low_ns'])} of the {dur(pc['host_ns'])} of host "
+            f"time (central estimate {share}; its high end is more than all of it)"
+            if capped else
+            f"{dur(pc['overhead_low_ns'])} to {dur(pc['overhead_high_ns'])} ({share}) of the "
+            f"{dur(pc['host_ns'])} of host time")
+    return (f"; the profiler itself may have added {span} ({pc['events']:,} recorded ops at "
             f"~{dur(pc['per_event_ns'])} each"
             + (f", and {dur(pc['graph_launch_ns'])} recorded inside "
                f"{pc['graph_launches']:,} graph launches" if pc["graph_launches"] else "")
