@@ -26,8 +26,8 @@ nothing flagged or gated: the P99 of 20 steps is their maximum, one sample).
 
 A row is a ``regression`` when the interval lies above zero (below zero for tokens/s, a
 throughput) and the change is at least ``min_effect_pct``; ``improvement`` for the mirror
-case. ``tokens_per_s`` of a phase = summed tokens / summed ``attributed_ns`` (the steps'
-non-overlapping windows) of its steps that record tokens
+case. ``tokens_per_s`` of a phase = summed tokens / summed ``period_ns`` (the steps'
+non-overlapping times) of its steps that record tokens
 (:func:`traceparse.analyses.phases.phase_summary`'s definition), resampled by step.
 """
 
@@ -195,7 +195,7 @@ def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             continue
 
         def rate(t: pl.DataFrame) -> float | None:
-            w = float(t["attributed_ns"].sum())
+            w = float(t["period_ns"].sum())
             return float(t["tokens"].sum()) / (w / 1e9) if t.height and w else None
 
         va, vb = rate(ta), rate(tb)
@@ -207,8 +207,8 @@ def tail_diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             rows.append(_row(name, "tokens_per_s", ta.height, tb.height, va, vb, None,
                              "insufficient"))
             continue
-        ci = bootstrap_ratio_diff(ta["tokens"].to_numpy(), ta["attributed_ns"].to_numpy(),
-                                  tb["tokens"].to_numpy(), tb["attributed_ns"].to_numpy(),
+        ci = bootstrap_ratio_diff(ta["tokens"].to_numpy(), ta["period_ns"].to_numpy(),
+                                  tb["tokens"].to_numpy(), tb["period_ns"].to_numpy(),
                                   alpha=alpha)
         r = _row(name, "tokens_per_s", ta.height, tb.height, va, vb, ci, "", scale=1e9)
         r["flag"] = _flag(r["ci_low"], r["ci_high"], r["change_pct"], min_effect_pct, False)

@@ -386,11 +386,16 @@ def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
     steps where the host runs ahead of the GPU,
     :func:`traceparse.analyses.steps.step_periods`),
     ``tokens_per_step`` (mean where recorded), ``tokens_per_s`` (summed tokens over the
-    summed ``attributed_ns`` of the steps with tokens), ``kernel_ns``, ``tflop_per_s``
-    (summed FLOPs over the summed ``attributed_ns`` of the steps with FLOPs) and each
+    summed ``period_ns`` of the steps with tokens), ``kernel_ns``, ``tflop_per_s``
+    (summed FLOPs over the summed ``period_ns`` of the steps with FLOPs) and each
     attribution part as a percentage of the phase's summed attribution windows. A rate is
     over the time the steps took, each nanosecond once: the walls overlap where the GPU
-    falls behind the host, and a sum of walls exceeds it (:func:`attribution_windows`)."""
+    falls behind the host, and a sum of walls exceeds it; the periods tile the same union as
+    the attribution windows but leave out a step's wait behind work queued before the
+    recording, whose FLOPs and tokens are no step's (``train_gpt2s_b32``: 130 TFLOP/s over
+    the windows, whose first holds 41 ms of the previous step's kernels, against 152.8 over
+    the 77.6 ms periods the row's step time gives: the rate and the step time are one
+    computation)."""
     from traceparse.analyses.attribution import PARTS
 
     if steps.height == 0:
@@ -402,9 +407,9 @@ def phase_summary(steps: pl.DataFrame) -> pl.DataFrame:
             *(e.alias(f"step_{e.meta.output_name()}_ns") for e in percentiles("period_ns")),
             pl.col("tokens").mean().alias("tokens_per_step"),
             (pl.col("tokens").filter(tok).sum()
-             / (pl.col("attributed_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
+             / (pl.col("period_ns").filter(tok).sum() / 1e9)).alias("tokens_per_s"),
             pl.col("kernels").sum(), pl.col("kernel_ns").sum(),
-            (pl.col("flops").filter(fl).sum() / pl.col("attributed_ns").filter(fl).sum()
+            (pl.col("flops").filter(fl).sum() / pl.col("period_ns").filter(fl).sum()
              / 1e3).alias("tflop_per_s")]
     if parts:
         total = pl.sum_horizontal(*(pl.col(p).sum() for p in parts))

@@ -487,7 +487,10 @@ def test_vllm_piecewise_step_starts_where_the_gpu_is_known() -> None:
     assert st["wall_ns"] > 300_000_000  # the latency, from the host's start, is unchanged
     s = summarize(tl)
     ph = s["sections"]["phases"].row(0, named=True)
-    assert ph["tokens_per_s"] == pytest.approx(8192 / (st["attributed_ns"] / 1e9))
+    # the phase's rate over the step's time, the row's step time (158.7 ms: its host
+    # before the first launch and the GPU's part), not over the 307.7 ms wall
+    assert ph["tokens_per_s"] == pytest.approx(8192 / (st["period_ns"] / 1e9))
+    assert ph["step_p50_ns"] == st["period_ns"]
     # verdict and step agree, so the verdict needs no steps clause
     assert s["verdict"] == "compute-bound: 99.7% of the window is compute"
 
