@@ -42,7 +42,8 @@ launched by the step counts toward it.
 **Tokens and batch**: from the annotation only (``toks=`` and ``bs=`` of SGLang, where a
 DECODE step without ``toks=`` advances ``bs`` tokens; vLLM's leading token count and
 ``context + generation`` requests), else from shapes ``B * S`` / ``B`` of the first 3-D
-linear input (``tokens_source`` says which). ``tokens_per_s = tokens / wall``.
+linear input (``tokens_source`` says which). ``tokens_per_s = tokens / period`` (the step's
+time, :func:`traceparse.analyses.steps.step_periods`).
 **FLOPs** (``flops_source``): the summed ``flops`` of the cpu_ops in the window (Kineto
 ``with_flops``: ``profiler``); without them, the shape estimate of
 :func:`traceparse.roofline.estimate.op_flops` summed over the outermost covered ops (a
@@ -51,7 +52,7 @@ counted twice: ``shapes``). A step that replays a CUDA/HIP graph (a ``*GraphLaun
 in its window) gets no shape estimate: the graph's ops never ran on the host, so their
 shapes are not in the trace and a partial sum would understate the work; nor does a graph
 capture step (its kernels are recorded, not run).
-``tflop_per_s = flops / wall``.
+``tflop_per_s = flops / period``.
 """
 
 from __future__ import annotations
@@ -320,15 +321,22 @@ def phase_steps(tl: Timeline, *, steps: str | None = None, attribution: bool = T
               "kernels": pl.Int64, "kernel_ns": pl.Int64, "flops": pl.Float64,
               "flops_source": pl.String, "first_launch_ns": pl.Int64}
     out = pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=schema)
-    secs = pl.col("wall_ns") / 1e9
-    out = out.with_columns(
-        pl.when(pl.col("wall_ns") > 0).then(pl.col("flops") / secs / 1e12)
-        .alias("tflop_per_s"),
-        pl.when(pl.col("wall_ns") > 0).then(pl.col("tokens") / secs).alias("tokens_per_s"))
     queue = unrecorded_work_end(tl).cast({"rank": out.schema["rank"]})
     # first_launch_ns is read by step_periods only
     out = step_periods(out.join(queue, on="rank", how="left")).drop("queue_end_ns",
                                                                      "first_launch_ns")
+    # a step's rates over its period, the time its phase's rates sum (phase_summary): over
+    # the wall, the latency, a step that waited 463 ms behind work the trace does not hold
+    # read 67.5 tokens/s beside its phase's 3,041; over its attribution window, host time
+    # where the host runs ahead, a GEMM sweep's steps read 5,757 TFLOP/s on an H200
+    secs = pl.col("period_ns") / 1e9
+    rates = [pl.when(pl.col("period_ns") > 0).then(pl.col("flops") / secs / 1e12)
+             .alias("tflop_per_s"),
+             pl.when(pl.col("period_ns") > 0).then(pl.col("tokens") / secs)
+             .alias("tokens_per_s")]
+    # in their place before the period (the columns' order is the output's)
+    keep = [c for c in out.columns if c != "period_ns"]
+    out = out.with_columns(rates).select(*keep, "tflop_per_s", "tokens_per_s", "period_ns")
 
     known = gpu_known_from(tl) if out.height else pl.DataFrame(
         schema={"rank": out.schema["rank"], "gpu_known_from_ns": pl.Int64})

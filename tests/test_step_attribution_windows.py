@@ -79,6 +79,12 @@ def test_attribution_windows_by_hand(tmp_path: Path) -> None:
     # summed walls, 660 us, it read 4.545)
     assert st["flops"].to_list() == [1e9] * 3
     assert s["tflop_per_s"] == pytest.approx(3e9 / 470e-6 / 1e12)
+    # each step's own rate over its period (finishes 170, 320, 470: periods 170, 150,
+    # 150 us, summing to the same 470): 5.88, 6.67, 6.67 TFLOP/s (over the walls, 170,
+    # 220 and 270 us, it read 5.88, 4.55, 3.70: slower each step only as the queue grew)
+    assert st["period_ns"].to_list() == [170 * US, 150 * US, 150 * US]
+    assert st["tflop_per_s"].to_list() == pytest.approx(
+        [1e9 / 170e-6 / 1e12, 1e9 / 150e-6 / 1e12, 1e9 / 150e-6 / 1e12])
 
 
 def test_attribution_windows_tile_the_union() -> None:
