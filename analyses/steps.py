@@ -26,9 +26,10 @@ so named is not a step loop): this is how an nsys capture marks its steps.
   inflating the spread, as it would with a standard deviation. With MAD = 0 (all steps
   equal but the outliers) the step must still be slow: **a step is an outlier only when
   its period also exceeds the median by** :data:`~traceparse.analyses._dist.MIN_EFFECT_PCT`
-  **(5 %)**, the smallest change ``diff`` flags. On a tight loop the MAD is microseconds
-  and the z-score alone flagged jitter: ``hta__negative_queue_length_rank0``'s step
-  +1.6 % above the median, ``kineto__resnet50_worker0_bare-list``'s +2.4 % and +4.1 %.
+  **(5 %)**, the smallest change ``diff`` flags. On a tight loop the MAD is a fraction of a
+  percent of the step and the z-score alone flagged jitter:
+  ``hta__negative_queue_length_rank0``'s step +1.6 % above the median,
+  ``kineto__resnet50_worker0_bare-list``'s +2.4 % and +4.1 %.
   (The rule was
   ``median + 3 * MAD``, about two standard deviations of normal noise: on 3-20 steps of
   pure noise it flagged a step in 20-44% of runs, against 5-14% now.) **At least
@@ -160,8 +161,7 @@ def _unrecorded_hold_end(tl: Timeline, first: pl.DataFrame) -> pl.DataFrame:
             .join(w.select("rank", pl.col("start_ns").alias("_hs"),
                            pl.col("end_ns").alias("_he")), on="rank", how="inner")
             .filter((pl.col("start_ns") < pl.col("_he")) & (pl.col("end_ns") > pl.col("_hs"))))
-    busy = set(acts["rank"].to_list())
-    return (w.filter(~pl.col("rank").is_in(list(busy)))
+    return (w.join(acts.select("rank"), on="rank", how="anti")
             .select("rank", pl.col("end_ns").cast(pl.Int64).alias("gpu_known_from_ns")))
 
 
@@ -224,7 +224,7 @@ def unrecorded_work_end(tl: Timeline) -> pl.DataFrame:
     ``tracelens__vllm_prefilldecode_piecewise_graph_execution``: its one step's first copy,
     launched at +2.2 ms (its first launch), starts at +151.2 ms; its kernels end at
     +307.7 ms: period 158.7 ms, the 2.2 ms before its first launch and the GPU's 156.5 ms
-    (307.7 ms before the rule, against 156.5 ms of attribution, which tokens/s is over).
+    (307.7 ms before the rule; its tokens/s are over this period, phases.phase_summary).
 
     Example:
         rank 0: recorded queue to 50, first activity at 40 (known from the start): 50;
@@ -373,8 +373,9 @@ def step_table(tl: Timeline, *, step_regex: str | None = None,
     med = w["period_ns"].median() if w.height >= max(1, min_steps) else None
     if med is not None:
         mad = (w["period_ns"] - med).abs().median()
-        # and by at least MIN_EFFECT_PCT: with tight steps the MAD is a few microseconds
-        # and jitter of 1-4% read as outliers (negative_queue_length: +1.6%)
+        # and by at least MIN_EFFECT_PCT: with tight steps the MAD is a fraction of a
+        # percent of the step and jitter of 1-4% read as outliers (negative_queue_length:
+        # +1.6%)
         limit = max(float(med) + mad_k * float(mad or 0.0),  # type: ignore[arg-type]
                     float(med) * (1 + MIN_EFFECT_PCT / 100))  # type: ignore[arg-type]
         w = w.with_columns(outlier=pl.col("period_ns") > limit)

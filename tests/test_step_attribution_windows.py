@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -100,11 +101,14 @@ def test_attribution_windows_tile_the_union() -> None:
 # ------------------------------------------------------------------------------ real file
 
 
-def _raw_step_spans(path: Path) -> tuple[int, int, int]:
-    """From the file's own events (json, not traceparse): ``(sum of the steps' walls,
-    length of their union, kernel time inside that union)``. A step's wall runs from its
-    ProfilerStep start to the later of its end and the end of the last kernel whose
-    launching call (same correlation) started inside it."""
+def _raw_events(path: Path) -> tuple[list[dict[str, Any]], list[str],
+                                      Callable[[Decimal], int], list[tuple[int, int]],
+                                      dict[Any, int]]:
+    """The file's complete events read from its JSON with exact decimals (not through
+    traceparse): the events, their lower-cased categories (2020 Kineto: Runtime, Kernel),
+    the microseconds-to-ns conversion, the host's ProfilerStep ranges ``(start, end)`` in
+    order (not their gpu_user_annotation copies on the GPU) and each runtime/driver call's
+    start by correlation id."""
     with gzip.open(path, "rb") as f:
         doc = json.loads(f.read(), parse_float=Decimal)
     base = int(doc.get("baseTimeNanoseconds") or 0)
@@ -113,14 +117,22 @@ def _raw_step_spans(path: Path) -> tuple[int, int, int]:
         return base + round(v * 1000)
 
     ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    cat = [str(e.get("cat", "")).lower() for e in ev]  # 2020 Kineto: Runtime, Kernel
-    # the host's ProfilerStep ranges (not their gpu_user_annotation copies on the GPU)
+    cat = [str(e.get("cat", "")).lower() for e in ev]
     steps = sorted((ns(e["ts"]), ns(e["ts"] + e["dur"])) for e, c in zip(ev, cat, strict=True)
                    if re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))
                    and c != "gpu_user_annotation")
     launch = {e["args"]["correlation"]: ns(e["ts"]) for e, c in zip(ev, cat, strict=True)
               if c in ("cuda_runtime", "cuda_driver", "runtime")
               and "correlation" in (e.get("args") or {})}
+    return ev, cat, ns, steps, launch
+
+
+def _raw_step_spans(path: Path) -> tuple[int, int, int]:
+    """From the file's own events (json, not traceparse): ``(sum of the steps' walls,
+    length of their union, kernel time inside that union)``. A step's wall runs from its
+    ProfilerStep start to the later of its end and the end of the last kernel whose
+    launching call (same correlation) started inside it."""
+    ev, cat, ns, steps, launch = _raw_events(path)
     kern = [(launch.get(e["args"].get("correlation"), ns(e["ts"])), ns(e["ts"]),
              ns(e["ts"] + e["dur"])) for e, c in zip(ev, cat, strict=True) if c == "kernel"]
     walls = []
@@ -193,18 +205,7 @@ def _raw_first_step_queue_wait(path: Path) -> int:
     waited behind activities with no launch call that ran first on their stream (queued
     before the recording): from its first launch call (or the step's start, if later) to
     the end of that queue, never negative."""
-    with gzip.open(path, "rb") as f:
-        doc = json.loads(f.read(), parse_float=Decimal)
-    base = int(doc.get("baseTimeNanoseconds") or 0)
-
-    def ns(v: Decimal) -> int:
-        return base + round(v * 1000)
-
-    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-    cat = [str(e.get("cat", "")).lower() for e in ev]
-    launch = {e["args"]["correlation"]: ns(e["ts"]) for e, c in zip(ev, cat, strict=True)
-              if c in ("cuda_runtime", "cuda_driver", "runtime")
-              and "correlation" in (e.get("args") or {})}
+    ev, cat, ns, steps, launch = _raw_events(path)
     acts = [((e.get("args") or {}).get("stream"), ns(e["ts"]), ns(e["ts"] + e["dur"]),
              launch.get((e.get("args") or {}).get("correlation")))
             for e, c in zip(ev, cat, strict=True) if c in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -214,9 +215,7 @@ def _raw_first_step_queue_wait(path: Path) -> int:
             first_linked[st] = min(first_linked.get(st, t0), t0)
     queue = max((t1 for st, t0, t1, call in acts
                  if call is None and st in first_linked and t0 < first_linked[st]), default=None)
-    step = min((ns(e["ts"]), ns(e["ts"] + e["dur"])) for e, c in zip(ev, cat, strict=True)
-               if re.fullmatch(r"ProfilerStep#\d+", str(e.get("name")))
-               and c != "gpu_user_annotation")
+    step = steps[0]
     calls = [call for _, _, _, call in acts if call is not None and step[0] <= call < step[1]]
     if queue is None or not calls:
         return 0
