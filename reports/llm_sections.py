@@ -105,9 +105,9 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
                      "execute_..., capture_...), model-runner frames or ProfilerStep#N and "
                      "classified by the rule in docs/llm.md; step time runs from the step's "
                      "start (or the earlier steps' finish) to the end of the last GPU work "
-                     "the step launched, less any wait of its work behind GPU work the trace "
-                     "does not hold. Tokens come from the annotations (or [B, S, H] op "
-                     "shapes); percentages are of the summed step windows."
+                     "the step launched, less any wait of its work behind GPU work launched "
+                     "before the recording began. Tokens come from the annotations (or "
+                     "[B, S, H] op shapes); percentages are of the summed step windows."
                      + _unrecorded_note(tl))}
         mix: pl.DataFrame = secs["phase_mix"]
         if mix.height:
@@ -176,16 +176,18 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
 
 
 def _unrecorded_note(tl: Timeline) -> str:
-    """Where the GPU ran work the trace does not hold before the steps' own (the queue of
-    :func:`traceparse.analyses.steps.unrecorded_work_end`): until when, per rank, from the
-    first GPU activity; empty where it did not."""
+    """Where the GPU ran work launched before the recording, ahead of the steps' own (the
+    queue of :func:`traceparse.analyses.steps.unrecorded_work_end`): until when, per rank,
+    from the first GPU activity; empty where it did not."""
     q = unrecorded_work_end(tl)
     if not q.height:
         return ""
     t0 = tl.gpu["start_ns"].min()
     at = ", ".join(f"+{units.duration(int(e) - int(t0))} on rank {r}"  # type: ignore[arg-type]
                    for r, e in q.iter_rows())
-    return (" Here the GPU ran work the trace does not hold (launched before the recording "
-            f"began) until {at} (from the first GPU activity); the steps' times leave out "
-            "their work's wait behind it.")
+    # launched before the recording: its activities may be in the trace without their
+    # launch calls (train_gpt2s_b32's 849 kernels) or missing (the SGLang capture's hold)
+    return (" Here the GPU ran work launched before the recording began until "
+            f"{at} (from the first GPU activity); the steps' times leave out their work's "
+            "wait behind it.")
 
