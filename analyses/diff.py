@@ -133,6 +133,7 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
     the step median here and the tail's P50 are one computation. ``per_step``: categories
     as :func:`category_per_step` of those steps, else per activity."""
     from traceparse.analyses.diff_tail import step_walls
+    from traceparse.analyses.host_sync import op_waits
 
     g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
     st = walls if walls is not None else step_walls(tl, step_regex=step_regex)
@@ -143,8 +144,9 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
         g.filter(pl.col("kind") == "kernel").select(
             pl.lit("kernel").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
         cat,
-        tl.ranges.filter((pl.col("kind") == "cpu_op") & pl.col("dur_ns").is_not_null())
-        .select(pl.lit("op").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
+        # an op's own time: less the waits for the GPU inside it (docs/diff.md, "Op time")
+        op_waits(tl).select(pl.lit("op").alias("level"), "name",
+                            (pl.col("dur_ns") - pl.col("wait_ns")).alias("dur_ns")),
     ]
     if st.height:
         parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
@@ -216,6 +218,13 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             .sort(["_o", "_a", "name"], descending=[False, True, False]).drop("_o", "_a")
             .select(*[c for c in schema if c not in ("p_value", "flag")], "total_delta_ns",
                     "p_value", "flag"))
+
+
+def _ops_waited(tl: Timeline) -> bool:
+    """Whether some op of ``tl`` waited for the GPU inside a blocking call."""
+    from traceparse.analyses.host_sync import op_waits
+
+    return bool(op_waits(tl).select((pl.col("wait_ns") > 0).any()).item())
 
 
 def time_failed(d: pl.DataFrame, fail_above_pct: float | None) -> pl.Series:
@@ -304,6 +313,12 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      "level tracing): its span also holds the idle between the graph's "
                      "kernels, so its categories are not comparable with kernels launched "
                      "one by one (flag 'not comparable', not gated); the step rows compare")
+    waited = [n for n, tl in zip(names, (base, new), strict=True) if _ops_waited(tl)]
+    if waited:
+        notes.append("time: op rows are each op's own time, less the waits for the GPU "
+                     "inside it (blocking calls such as cudaStreamSynchronize, recorded "
+                     f"inside ops in {' and '.join(waited)}): a wait lasts as long as the "
+                     "GPU work before it, so it moves with the step, not with the op")
     if not walls[0].height and not walls[1].height:
         notes.append("tail: not compared: neither trace has steps (ProfilerStep#N, serving "
                      "step annotations or --steps REGEX; graph-capture steps are left out)")

@@ -31,6 +31,7 @@ from traceparse.analyses.attribution import (
     busy_activities,
     part_intervals,
 )
+from traceparse.analyses.intervals import union
 from traceparse.derived import cached
 from traceparse.timeline import Timeline
 
@@ -119,19 +120,63 @@ def host_sync_by_op(tl: Timeline, *, group: Sequence[str] = DEFAULT_GROUP) -> pl
     return _by_op(tl, list(group))
 
 
+def _with_threads(tl: Timeline, calls: pl.DataFrame) -> pl.DataFrame:
+    """``calls`` (``rank, name, thread_id, start_ns`` ...) with a null ``thread_id`` filled:
+    a copy's implicit sync is listed without its thread, and the runtime call it came from
+    (same rank, name and start) has one (only the calls that need it are looked up: the api
+    table can hold 10M rows)."""
+    need = calls.filter(pl.col("thread_id").is_null()).select("rank", "start_ns").unique()
+    if need.height == 0:
+        return calls
+    api = (tl.api.select("rank", "start_ns", "name", pl.col("thread_id").alias("_tid"))
+           .join(need, on=["rank", "start_ns"], how="semi")
+           .with_columns(pl.col("name").cast(pl.String))
+           .unique(["rank", "name", "start_ns"], keep="first"))
+    return (calls.with_columns(pl.col("name").cast(pl.String))
+            .join(api, on=["rank", "name", "start_ns"], how="left")
+            .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
+
+
+def op_waits(tl: Timeline) -> pl.DataFrame:
+    """Every ``cpu_op`` range with an end, in the ranges' order: ``rank, name, dur_ns,
+    wait_ns``, where ``wait_ns`` is the part of the op its thread spent in blocking calls
+    (:func:`traceparse.analyses.attribution.blocking_intervals`: synchronise and
+    synchronous copy calls whole, an allocation call while work was in flight), the time
+    the op waited for the GPU rather than ran (docs/diff.md, "Op time").
+
+    Example:
+        ``aten::item`` [5, 55) on thread 7 holding a ``cudaStreamSynchronize`` [10, 50)
+        and ``aten::add`` [60, 70): ``wait_ns`` 40 and 0.
+    """
+    return cached(tl, "op_waits", ("gpu", "api", "ranges"), lambda: _op_waits(tl))
+
+
+def _op_waits(tl: Timeline) -> pl.DataFrame:
+    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+                            & pl.col("dur_ns").is_not_null())
+           .select("rank", "thread_id", "start_ns", "end_ns", "dur_ns",
+                   pl.col("name").cast(pl.String)).with_row_index("_i"))
+    calls = blocking_intervals(tl, busy_activities(tl), list(DEFAULT_GROUP))
+    wait = np.zeros(ops.height, np.int64)
+    if ops.height and calls.height:
+        calls = _with_threads(tl, calls.select("rank", "name", "thread_id", "start_ns",
+                                               "end_ns"))
+        # a thread blocks in one call at a time, but a call shows once per device of its
+        # rank: the union per thread counts it once
+        held = {k: (h["start_ns"].to_numpy(), h["end_ns"].to_numpy()) for k, h in union(
+            calls.filter(pl.col("thread_id").is_not_null()), by=["rank", "thread_id"])
+            .partition_by("rank", "thread_id", as_dict=True, maintain_order=True).items()}
+        for k, o in ops.partition_by("rank", "thread_id", as_dict=True).items():
+            h = held.get(k)
+            if h is not None:
+                wait[o["_i"].to_numpy()] = (
+                    length_before(*h, o["end_ns"].to_numpy())
+                    - length_before(*h, o["start_ns"].to_numpy()))
+    return ops.select("rank", "name", "dur_ns", pl.Series("wait_ns", wait, pl.Int64))
+
+
 def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
-    ov = _overlaps(tl, group)
-    # a copy's implicit sync is listed without its thread: the runtime call it came from
-    # (same rank, name and start) has one
-    # (only the calls that need it are looked up: the api table can hold 10M rows)
-    need = ov.filter(pl.col("thread_id").is_null()).select("rank", "start_ns").unique()
-    if need.height:
-        api = (tl.api.select("rank", "start_ns", "name", pl.col("thread_id").alias("_tid"))
-               .join(need, on=["rank", "start_ns"], how="semi")
-               .with_columns(pl.col("name").cast(pl.String))
-               .unique(["rank", "name", "start_ns"], keep="first"))
-        ov = (ov.join(api, on=["rank", "name", "start_ns"], how="left")
-              .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
+    ov = _with_threads(tl, _overlaps(tl, group))
     ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
                             & pl.col("end_ns").is_not_null())
            .select(pl.col("rank").alias("_r"), pl.col("thread_id").alias("_t"),

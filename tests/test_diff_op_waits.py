@@ -1,0 +1,125 @@
+"""diff's op level compares an op's own time, less its waits for the GPU in blocking calls
+(analyses/host_sync.py ``op_waits``; docs/diff.md "Op time")."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import polars as pl
+import pytest
+from conftest import TRACES
+from perf_helpers import api, gpu, ranges, timeline
+
+from traceparse import load
+from traceparse.analyses.diff import compare, diff
+from traceparse.analyses.host_sync import op_waits
+from traceparse.timeline import Timeline
+
+STEP = 10_000  # ns
+
+
+def test_an_op_waits_only_inside_its_own_thread_s_blocking_calls() -> None:
+    # thread 2: aten::item [5, 55) holds cudaStreamSynchronize [10, 50): 40 ns; an op
+    # [30, 70) on the same thread overlaps the call over [30, 50): 20; an op on thread 3
+    # over the same span waited for nothing; aten::add [60, 70) is after the call: 0
+    tl = timeline(
+        gpu=gpu([{"start_ns": 0, "end_ns": 50, "name": "k", "correlation_id": 1}]),
+        api=api([{"name": "cudaLaunchKernel", "start_ns": 0, "end_ns": 4,
+                  "correlation_id": 1},
+                 {"name": "cudaStreamSynchronize", "start_ns": 10, "end_ns": 50}]),
+        ranges=ranges([{"kind": "cpu_op", "name": n, "start_ns": s, "end_ns": e,
+                        "thread_id": t}
+                       for n, s, e, t in [("aten::item", 5, 55, 2), ("outer", 30, 70, 2),
+                                          ("other", 5, 55, 3), ("aten::add", 60, 70, 2)]]))
+    w = op_waits(tl)
+    assert w.select("name", "dur_ns", "wait_ns").rows() == [
+        ("aten::item", 50, 40), ("outer", 40, 20), ("other", 50, 0), ("aten::add", 10, 0)]
+
+
+def _run(wait: int, n: int = 6) -> Timeline:
+    """``n`` steps of ``STEP`` ns: a kernel launched at +0 runs [+10, +110 + wait); the
+    host then calls ``aten::item`` at +100, which spends 10 ns, synchronises over
+    [+110, +110 + wait) (the kernel's end), and spends 10 ns more: its duration is
+    ``wait`` + 20, its own time 20."""
+    g, a, r = [], [], []
+    for s in range(n):
+        t0 = s * STEP
+        r.append({"kind": "profiler_step", "name": f"ProfilerStep#{s}", "start_ns": t0,
+                  "end_ns": t0 + STEP})
+        a.append({"name": "cudaLaunchKernel", "start_ns": t0, "end_ns": t0 + 5,
+                  "correlation_id": s + 1})
+        g.append({"start_ns": t0 + 10, "end_ns": t0 + 110 + wait, "name": "k",
+                  "correlation_id": s + 1})
+        a.append({"name": "cudaStreamSynchronize", "start_ns": t0 + 110,
+                  "end_ns": t0 + 110 + wait})
+        r.append({"kind": "cpu_op", "name": "aten::item", "start_ns": t0 + 100,
+                  "end_ns": t0 + 120 + wait})
+    return timeline(gpu=gpu(g), api=api(a), ranges=ranges(r))
+
+
+def test_a_longer_wait_is_not_an_op_regression() -> None:
+    # the kernel grows from 200 to 5,100 ns: aten::item's duration 120 -> 5,020 ns (+4,083 %)
+    # but its own time is 20 ns in both; the kernel row carries the change
+    d = diff(_run(100), _run(5000))
+    op = d.filter(pl.col("level") == "op").row(0, named=True)
+    assert (op["name"], op["base_median_ns"], op["new_median_ns"], op["flag"]) == (
+        "aten::item", 20.0, 20.0, "")
+    k = d.filter(pl.col("level") == "kernel").row(0, named=True)
+    assert (k["base_median_ns"], k["new_median_ns"], k["flag"]) == (200.0, 5100.0,
+                                                                     "regression")
+    notes = compare(_run(100), _run(5000), names=("A", "B")).notes
+    assert any("less the waits for the GPU" in n and "A and B" in n for n in notes)
+
+
+def test_without_waits_there_is_no_note() -> None:
+    t = timeline(gpu=gpu([{"start_ns": 0, "end_ns": 50, "name": "k", "correlation_id": 1}]),
+                 api=api([{"name": "cudaLaunchKernel", "start_ns": 0, "end_ns": 4,
+                           "correlation_id": 1}]),
+                 ranges=ranges([{"kind": "cpu_op", "name": "aten::add", "start_ns": 0,
+                                 "end_ns": 6}]))
+    assert not any("waits for the GPU" in n for n in compare(t, t).notes)
+
+
+@pytest.mark.shared
+def test_decode_graph_item_waits_are_its_synchronise_calls() -> None:
+    """``sweep/decode_b1_graph``: every ``aten::item`` holds one ``cudaStreamSynchronize``
+    on its thread; its wait is that call's duration, read from the JSON."""
+    path = TRACES / "gpu" / "sweep" / "decode_b1_graph.json.gz"
+    if not path.exists():
+        pytest.skip(f"real-trace corpus not present: {path}")
+    with gzip.open(path) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    syncs = [e for e in ev if e.get("cat") == "cuda_runtime"
+             and e["name"] == "cudaStreamSynchronize"]
+    expect = []
+    for it in (e for e in ev if e["name"] == "aten::item"):
+        inside = [c for c in syncs if c["tid"] == it["tid"] and it["ts"] <= c["ts"]
+                  and c["ts"] + c["dur"] <= it["ts"] + it["dur"]]
+        assert len(inside) == 1
+        expect.append(inside[0]["dur"])
+    got = op_waits(load(path)).filter(pl.col("name") == "aten::item")["wait_ns"].to_list()
+    assert len(got) == len(expect) == 20
+    # the JSON's microseconds with three decimals are whole nanoseconds
+    assert got == [round(d * 1000) for d in expect]
+    assert min(got) > 270_000  # each waits for most of a graph replay
+
+
+@pytest.mark.shared
+def test_eager_to_graph_decode_flags_no_op_for_its_waits() -> None:
+    """``decode_b1_eager`` -> ``decode_b1_graph``: compared whole, ``aten::item`` was a
+    +2,030 % regression (its median 24.2 -> 516 us, 490 us of it the synchronise); less
+    the waits it is faster, and no op of the pair is flagged slower by more than its own
+    host work."""
+    base, new = (TRACES / "gpu" / "sweep" / f"decode_b1_{v}.json.gz" for v in ("eager", "graph"))
+    if not base.exists():
+        pytest.skip(f"real-trace corpus not present: {base}")
+    d = diff(load(base), load(new))
+    item = d.filter((pl.col("level") == "op") & (pl.col("name") == "aten::item")).row(
+        0, named=True)
+    assert item["flag"] == "improvement"
+    assert item["new_median_ns"] < 20_000
+    step = d.filter(pl.col("level") == "step").row(0, named=True)
+    assert step["flag"] == "improvement" and step["delta_pct"] < -80
+    assert d.filter((pl.col("level") == "op") & (pl.col("flag") == "regression")
+                    & (pl.col("delta_pct") > 100)).height == 0
