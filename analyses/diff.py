@@ -25,7 +25,10 @@ steps on both sides a category is compared per instance (``per`` = ``instance``)
 kernels and ops always are. Even per step, a graph's span also holds the idle between its
 kernels, which a trace of the same kernels launched one by one counts as idle: when only
 one trace records whole-graph activities, the categories holding them are shown but
-flagged ``not comparable`` (never gated). Flags: ``regression`` (slower),
+flagged ``not comparable`` (never gated). An **op**'s instance is its host time less its
+waits for the GPU in blocking calls (:func:`traceparse.analyses.host_sync.op_waits`); when
+the two traces were recorded with different profiler options (:func:`recording_differs`),
+op rows are ``not comparable`` too. Flags: ``regression`` (slower),
 ``improvement`` (faster), ``insufficient``, ``not comparable`` (above), ``only base`` /
 ``only new``, or empty.
 
@@ -175,6 +178,9 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     per_step = wb.height >= min_n and wn.height >= min_n
     gb_cats, gn_cats = graphs or (graph_categories(base), graph_categories(new))
     mixed = gb_cats ^ gn_cats
+    # ops are host time: recorded with different profiler options they carry different
+    # profiler costs (docs/diff.md, "Recording options")
+    ops_comparable = not recording_differs(base, new)
     ib = instances(base, walls=wb, per_step=per_step)
     inew = instances(new, walls=wn, per_step=per_step)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
@@ -191,7 +197,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             flag = "only new"
         elif not b.size:
             flag = "only base"
-        elif key[0] == "category" and key[1] in mixed:
+        elif (key[0] == "category" and key[1] in mixed) or (key[0] == "op"
+                                                            and not ops_comparable):
             flag = "not comparable"
         elif a.size < min_n or b.size < min_n:
             flag = "insufficient"
@@ -218,6 +225,21 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             .sort(["_o", "_a", "name"], descending=[False, True, False]).drop("_o", "_a")
             .select(*[c for c in schema if c not in ("p_value", "flag")], "total_delta_ns",
                     "p_value", "flag"))
+
+
+def recording_differs(base: Timeline, new: Timeline) -> dict[str, str]:
+    """The torch.profiler options (:func:`traceparse.analyses.profiler_cost.options`, read
+    from the events) on in one trace and off in the other: option -> the trace it is on in
+    (``"base"`` / ``"new"``). Only between two traces that both recorded ops: in a trace
+    without any (a CUDA-graph replay of the whole step records none) the options cannot
+    be seen."""
+    from traceparse.analyses.profiler_cost import options
+
+    if not all(t.ranges.select((pl.col("kind").cast(pl.String) == "cpu_op").any()).item()
+               for t in (base, new)):
+        return {}
+    ob, on = options(base), options(new)
+    return {k: ("base" if ob[k] else "new") for k in ob if ob[k] != on[k]}
 
 
 def _ops_waited(tl: Timeline) -> bool:
@@ -313,6 +335,15 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      "level tracing): its span also holds the idle between the graph's "
                      "kernels, so its categories are not comparable with kernels launched "
                      "one by one (flag 'not comparable', not gated); the step rows compare")
+    rec = recording_differs(base, new)
+    if rec:
+        on = {w: [k for k, v in rec.items() if v == w] for w in ("base", "new")}
+        said = "; ".join(f"{name} with {', '.join(on[w])}" for name, w in
+                         zip(names, ("base", "new"), strict=True) if on[w])
+        notes.append(f"time: the two traces were recorded with different profiler options "
+                     f"({said}; the other without): the profiler's own cost on the host "
+                     "differs, so op rows are flagged 'not comparable' (not gated), and a "
+                     "host-bound step's time differs by the recording too")
     waited = [n for n, tl in zip(names, (base, new), strict=True) if _ops_waited(tl)]
     if waited:
         notes.append("time: op rows are each op's own time, less the waits for the GPU "

@@ -1,5 +1,6 @@
-"""diff's op level compares an op's own time, less its waits for the GPU in blocking calls
-(analyses/host_sync.py ``op_waits``; docs/diff.md "Op time")."""
+"""diff's op level is host time: an op's own time, less its waits for the GPU in blocking
+calls (analyses/host_sync.py ``op_waits``; docs/diff.md "Op time"), and not comparable
+between traces recorded with different profiler options ("Recording options")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from conftest import TRACES
 from perf_helpers import api, gpu, ranges, timeline
 
 from traceparse import load
-from traceparse.analyses.diff import compare, diff
+from traceparse.analyses.diff import compare, diff, recording_differs
 from traceparse.analyses.host_sync import op_waits
 from traceparse.timeline import Timeline
 
@@ -123,3 +124,60 @@ def test_eager_to_graph_decode_flags_no_op_for_its_waits() -> None:
     assert step["flag"] == "improvement" and step["delta_pct"] < -80
     assert d.filter((pl.col("level") == "op") & (pl.col("flag") == "regression")
                     & (pl.col("delta_pct") > 100)).height == 0
+
+
+def _with_frames(frames: bool) -> Timeline:
+    """``_run(100)`` whose ops carry Input Dims; ``frames``: a Python frame (``with_stack``)
+    around each op, as ``torch.profiler(with_stack=True)`` records."""
+    t = _run(100)
+    r = t.ranges.with_columns(
+        pl.when(pl.col("kind").cast(pl.String) == "cpu_op").then(pl.lit("[[1]]"))
+        .otherwise(None).alias("input_dims"))
+    if frames:
+        ops = r.filter(pl.col("kind").cast(pl.String) == "cpu_op")
+        py = ranges([{"kind": "python_function", "name": "model.py(12): forward",
+                      "start_ns": s - 5, "end_ns": e + 5}
+                     for s, e in zip(ops["start_ns"], ops["end_ns"], strict=True)])
+        r = pl.concat([r, py], how="vertical_relaxed")
+    return timeline(gpu=t.gpu, api=t.api, ranges=r)
+
+
+def test_ops_recorded_with_different_options_are_not_comparable() -> None:
+    a, b = _with_frames(False), _with_frames(True)
+    assert recording_differs(a, b) == {"with_stack": "new"}
+    assert recording_differs(b, a) == {"with_stack": "base"}
+    assert recording_differs(a, a) == {}
+    d = diff(a, b)
+    assert d.filter(pl.col("level") == "op")["flag"].to_list() == ["not comparable"]
+    assert d.filter(pl.col("level") == "kernel")["flag"].to_list() == [""]
+    notes = compare(a, b, names=("A", "B")).notes
+    assert any("different profiler options (B with with_stack" in n for n in notes)
+
+
+def test_a_trace_without_ops_shows_no_options() -> None:
+    # a whole-step CUDA-graph replay records no op: its options are unknown, not off
+    t = _with_frames(True)
+    bare = timeline(gpu=t.gpu, api=t.api,
+                    ranges=t.ranges.filter(pl.col("kind").cast(pl.String) == "profiler_step"))
+    assert recording_differs(t, bare) == {}
+
+
+@pytest.mark.shared
+def test_warmup_twin_recorded_python_frames_its_bottleneck_did_not() -> None:
+    """``scenarios/warmup``: the bottleneck ran without ``with_stack`` (its meta: compiling
+    inside the profiled steps would record millions of compiler frames), the twin with it:
+    the twin's 328 Python frames a step made ``aten::copy_`` 11.4 -> 41.6 us and
+    ``TorchDynamo Cache Lookup`` +296 %, flagged as regressions of the warmed-up run."""
+    s = TRACES / "gpu" / "scenarios"
+    base, new = s / "warmup-bottleneck.json.gz", s / "warmup-twin.json.gz"
+    if not base.exists():
+        pytest.skip(f"real-trace corpus not present: {base}")
+    metas = [json.loads(p.with_name(p.name.replace(".json.gz", ".meta.json")).read_text())
+             ["profiler"] for p in (base, new)]
+    assert [m["with_stack"] for m in metas] == [False, True]
+    a, b = load(base), load(new)
+    assert recording_differs(a, b) == {"with_stack": "new", "with_modules": "new"}
+    d = diff(a, b)
+    ops = d.filter(pl.col("level") == "op")
+    assert ops.filter(pl.col("flag").is_in(["regression", "improvement"])).height == 0
+    assert "not comparable" in ops["flag"].to_list()
