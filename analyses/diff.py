@@ -8,7 +8,9 @@ flagged when run-to-run noise does not explain it:
 * the two-sided **Mann-Whitney U test** (rank-sum; no normality assumption; ties get
   average ranks, the normal approximation uses the tie-corrected variance and a continuity
   correction) gives ``p_value`` < ``alpha`` (default 0.01), and
-* the median changed by at least ``min_effect_pct`` (default 5 %), and
+* the median changed by at least ``min_effect_pct`` (default 5 %) and by more than one
+  tick of the coarser clock (:func:`clock_tick_ns`: whole microseconds in older Kineto
+  traces), and
 * both sides have at least ``min_n`` (default 3) instances (else ``insufficient``).
 
 ``delta_pct`` is the change of the median instance duration, ``total_delta_ns`` the change
@@ -181,6 +183,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     # ops are host time: recorded with different profiler options they carry different
     # profiler costs (docs/diff.md, "Recording options")
     ops_comparable = not recording_differs(base, new)
+    # a median that moved by at most one tick of the coarser clock is not a measured change
+    tick = max(clock_tick_ns(base), clock_tick_ns(new))
     ib = instances(base, walls=wb, per_step=per_step)
     inew = instances(new, walls=wn, per_step=per_step)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
@@ -204,7 +208,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             flag = "insufficient"
         else:
             p = mann_whitney_u(a, b)[1]
-            big = delta is not None and abs(delta) >= min_effect_pct
+            big = (delta is not None and abs(delta) >= min_effect_pct
+                   and abs(mn - mb) > tick)  # type: ignore[operator]
             flag = ("regression" if delta > 0 else "improvement") if (  # type: ignore[operator]
                 p < alpha and big) else ""
         per = "step" if key[0] == "step" or (key[0] == "category" and per_step) else "instance"
@@ -225,6 +230,22 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             .sort(["_o", "_a", "name"], descending=[False, True, False]).drop("_o", "_a")
             .select(*[c for c in schema if c not in ("p_value", "flag")], "total_delta_ns",
                     "p_value", "flag"))
+
+
+def clock_tick_ns(tl: Timeline, *, min_values: int = 16) -> int:
+    """The tick of the clock ``tl``'s times were written in: 1,000 ns when every GPU
+    activity's and host range's start (from the earliest) and duration is a whole
+    microsecond and there are at least ``min_values`` of them; else 1. Kineto traces
+    written before 2022 hold whole microseconds (``"ts": 1694128201545, "dur": 2``): a
+    2 us op there may have taken anything from 1.5 to 2.5 us. (Finer round ticks are not
+    read: no profiler writes them, and hand-made timelines would match.)"""
+    vals = []
+    for f in (tl.gpu, tl.ranges):
+        if f.height:
+            t = f.select(pl.col("start_ns") - pl.col("start_ns").min(), "dur_ns").drop_nulls()
+            vals += [t["start_ns"].to_numpy(), t["dur_ns"].to_numpy()]
+    v = np.concatenate(vals) if vals else np.zeros(0, np.int64)
+    return 1000 if v.size >= min_values and not np.any(v % 1000) else 1
 
 
 def recording_differs(base: Timeline, new: Timeline) -> dict[str, str]:
@@ -335,6 +356,12 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      "level tracing): its span also holds the idle between the graph's "
                      "kernels, so its categories are not comparable with kernels launched "
                      "one by one (flag 'not comparable', not gated); the step rows compare")
+    ticks = {n: clock_tick_ns(t) for n, t in zip(names, (base, new), strict=True)}
+    coarse = [n for n, t in ticks.items() if t > 1]
+    if coarse:
+        notes.append(f"time: {' and '.join(coarse)} hold{'s' if len(coarse) == 1 else ''} "
+                     "times in whole microseconds: a median that moved by at most one tick "
+                     "(1 us) is not flagged (a 2 us op there took 1.5 to 2.5 us)")
     rec = recording_differs(base, new)
     if rec:
         on = {w: [k for k, v in rec.items() if v == w] for w in ("base", "new")}

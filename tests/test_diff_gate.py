@@ -211,7 +211,8 @@ def test_trace_without_memory_events_says_so() -> None:
     c = compare(tl, _memory_run(False), names=("a.sqlite", "b.json"),
                 thresholds=Thresholds(memory_pct=0.0))
     assert c.memory.height == 0 and not c.failed["memory"]
-    assert len(c.notes) == 1 and "a.sqlite recorded no memory events" in c.notes[0]
+    mem = [n for n in c.notes if n.startswith("memory:")]
+    assert len(mem) == 1 and "a.sqlite recorded no memory events" in mem[0]
     md = render.to_markdown(c, base="a.sqlite", new="b.json")
     assert "not compared" in md and "no change" not in md
     txt = render.to_text(c, base="a", new="b")
