@@ -1,6 +1,8 @@
-"""Compare two traces: per kernel, op, category and step, with a noise-aware test.
+"""Compare two traces: per kernel, op, host range, category and step, with a noise-aware
+test.
 
-For every key (kernel name, torch op name, GPU category, step) both traces give a
+For every key (kernel name, torch op name, NVTX range or annotation name, GPU category,
+step) both traces give a
 **distribution of instance durations** (every launch of a kernel, every call of an op,
 every activity of a category or its time per step, every step). A change is only
 flagged when run-to-run noise does not explain it:
@@ -51,7 +53,7 @@ import polars as pl
 from traceparse.analyses._dist import MIN_EFFECT_PCT
 from traceparse.timeline import Timeline
 
-LEVELS = ("step", "category", "op", "kernel")
+LEVELS = ("step", "category", "range", "op", "kernel")
 
 
 def _avg_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +140,6 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
     the step median here and the tail's P50 are one computation. ``per_step``: categories
     as :func:`category_per_step` of those steps, else per activity."""
     from traceparse.analyses.diff_tail import step_walls
-    from traceparse.analyses.host_sync import op_waits
 
     g = tl.gpu.filter(pl.col("kind").cast(pl.String) != "sync")
     st = walls if walls is not None else step_walls(tl, step_regex=step_regex)
@@ -149,14 +150,33 @@ def instances(tl: Timeline, *, step_regex: str | None = None,
         g.filter(pl.col("kind") == "kernel").select(
             pl.lit("kernel").alias("level"), pl.col("name").cast(pl.String), "dur_ns"),
         cat,
-        # an op's own time: less the waits for the GPU inside it (docs/diff.md, "Op time")
-        op_waits(tl).select(pl.lit("op").alias("level"), "name",
-                            (pl.col("dur_ns") - pl.col("wait_ns")).alias("dur_ns")),
+        host_ranges(tl),
     ]
     if st.height:
         parts.append(st.select(pl.lit("step").alias("level"), pl.lit("step").alias("name"),
                                pl.col("period_ns").alias("dur_ns")))
     return pl.concat([p.cast({"dur_ns": pl.Int64}) for p in parts])
+
+
+def host_ranges(tl: Timeline) -> pl.DataFrame:
+    """The op and range levels' instances: ``level, name, dur_ns`` of every closed
+    :data:`traceparse.analyses.host_sync.WAIT_KINDS` range, its duration less its waits for
+    the GPU (docs/diff.md, "Op time"). Level ``op``: framework ops, and NVTX ranges that
+    ``emit_nvtx`` wrote for them (``aten::mm, seq = 12, op_id = 34``: its counters dropped,
+    so the calls of one op are one key); level ``range``: other NVTX ranges and
+    ``record_function`` annotations, but the numbered step annotations
+    (:data:`traceparse.analyses.steps.AUTO_STEP_RE`), which are the step level."""
+    from traceparse.analyses.host_sync import op_waits
+    from traceparse.analyses.optree import EMIT_NVTX_COUNTERS
+    from traceparse.analyses.steps import AUTO_STEP_RE
+
+    name = pl.col("name")
+    emit = name.str.contains(EMIT_NVTX_COUNTERS)
+    return (op_waits(tl).filter(~name.str.contains(AUTO_STEP_RE))
+            .select(pl.when((pl.col("kind") == "cpu_op") | emit).then(pl.lit("op"))
+                    .otherwise(pl.lit("range")).alias("level"),
+                    name.str.replace_all(EMIT_NVTX_COUNTERS, ""),
+                    (pl.col("dur_ns") - pl.col("wait_ns")).alias("dur_ns")))
 
 
 def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
@@ -201,8 +221,8 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             flag = "only new"
         elif not b.size:
             flag = "only base"
-        elif (key[0] == "category" and key[1] in mixed) or (key[0] == "op"
-                                                            and not ops_comparable):
+        elif (key[0] == "category" and key[1] in mixed) or (
+                key[0] in ("op", "range") and not ops_comparable):
             flag = "not comparable"
         elif a.size < min_n or b.size < min_n:
             flag = "insufficient"
@@ -264,7 +284,7 @@ def recording_differs(base: Timeline, new: Timeline) -> dict[str, str]:
 
 
 def _ops_waited(tl: Timeline) -> bool:
-    """Whether some op of ``tl`` waited for the GPU inside a blocking call."""
+    """Whether some op or range of ``tl`` waited for the GPU inside a blocking call."""
     from traceparse.analyses.host_sync import op_waits
 
     return bool(op_waits(tl).select((pl.col("wait_ns") > 0).any()).item())
@@ -369,14 +389,15 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                          zip(names, ("base", "new"), strict=True) if on[w])
         notes.append(f"time: the two traces were recorded with different profiler options "
                      f"({said}; the other without): the profiler's own cost on the host "
-                     "differs, so op rows are flagged 'not comparable' (not gated), and a "
-                     "host-bound step's time differs by the recording too")
+                     "differs, so op and range rows are flagged 'not comparable' (not "
+                     "gated), and a host-bound step's time differs by the recording too")
     waited = [n for n, tl in zip(names, (base, new), strict=True) if _ops_waited(tl)]
     if waited:
-        notes.append("time: op rows are each op's own time, less the waits for the GPU "
-                     "inside it (blocking calls such as cudaStreamSynchronize, recorded "
-                     f"inside ops in {' and '.join(waited)}): a wait lasts as long as the "
-                     "GPU work before it, so it moves with the step, not with the op")
+        notes.append("time: op and range rows are each op's or range's own time, less "
+                     "the waits for the GPU inside it (blocking calls such as "
+                     f"cudaStreamSynchronize, recorded inside them in {' and '.join(waited)})"
+                     ": a wait lasts as long as the GPU work before it, so it moves with the "
+                     "step, not with the op")
     if not walls[0].height and not walls[1].height:
         notes.append("tail: not compared: neither trace has steps (ProfilerStep#N, serving "
                      "step annotations or --steps REGEX; graph-capture steps are left out)")

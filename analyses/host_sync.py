@@ -137,12 +137,18 @@ def _with_threads(tl: Timeline, calls: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.coalesce("thread_id", "_tid").alias("thread_id")).drop("_tid"))
 
 
+#: Host ranges whose own time :func:`op_waits` measures: framework ops, NVTX ranges and
+#: ``record_function`` annotations.
+WAIT_KINDS = ("cpu_op", "nvtx_push_pop", "nvtx_start_end", "user_annotation")
+
+
 def op_waits(tl: Timeline) -> pl.DataFrame:
-    """Every ``cpu_op`` range with an end, in the ranges' order: ``rank, name, dur_ns,
-    wait_ns``, where ``wait_ns`` is the part of the op its thread spent in blocking calls
+    """Every closed host range of :data:`WAIT_KINDS` (ops, NVTX ranges, annotations), in
+    the ranges' order: ``rank, kind, name, dur_ns, wait_ns``, where ``wait_ns`` is the part
+    of the range its thread spent in blocking calls
     (:func:`traceparse.analyses.attribution.blocking_intervals`: synchronise and
     synchronous copy calls whole, an allocation call while work was in flight), the time
-    the op waited for the GPU rather than ran (docs/diff.md, "Op time").
+    it waited for the GPU rather than ran (docs/diff.md, "Op time").
 
     Example:
         ``aten::item`` [5, 55) on thread 7 holding a ``cudaStreamSynchronize`` [10, 50)
@@ -152,10 +158,11 @@ def op_waits(tl: Timeline) -> pl.DataFrame:
 
 
 def _op_waits(tl: Timeline) -> pl.DataFrame:
-    ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
+    ops = (tl.ranges.filter(pl.col("kind").cast(pl.String).is_in(WAIT_KINDS)
                             & pl.col("dur_ns").is_not_null())
            .select("rank", "thread_id", "start_ns", "end_ns", "dur_ns",
-                   pl.col("name").cast(pl.String)).with_row_index("_i"))
+                   pl.col("kind").cast(pl.String), pl.col("name").cast(pl.String))
+           .with_row_index("_i"))
     calls = blocking_intervals(tl, busy_activities(tl), list(DEFAULT_GROUP))
     wait = np.zeros(ops.height, np.int64)
     if ops.height and calls.height:
@@ -172,7 +179,7 @@ def _op_waits(tl: Timeline) -> pl.DataFrame:
                 wait[o["_i"].to_numpy()] = (
                     length_before(*h, o["end_ns"].to_numpy())
                     - length_before(*h, o["start_ns"].to_numpy()))
-    return ops.select("rank", "name", "dur_ns", pl.Series("wait_ns", wait, pl.Int64))
+    return ops.select("rank", "kind", "name", "dur_ns", pl.Series("wait_ns", wait, pl.Int64))
 
 
 def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:

@@ -91,7 +91,7 @@ _HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_
 _MODULE_PREFIX = "nn.Module: "
 _CATS = ("compute", "communication", "memory")
 #: Counters ``emit_nvtx`` appends to every range name (unique per call).
-_EMIT_NVTX_COUNTERS = r", (?:seq|op_id) = \d+"
+EMIT_NVTX_COUNTERS = r", (?:seq|op_id) = \d+"
 
 
 def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
@@ -112,7 +112,7 @@ def view_ranges(tl: Timeline, view: str = "full", *, merge_steps: bool = True
                      | ((kind == "python_function") & name.str.starts_with(_MODULE_PREFIX)))
     elif view == "python":
         r = r.filter(kind.is_in(["python_function", "profiler_step"]))
-    name = name.str.replace_all(_EMIT_NVTX_COUNTERS, "")
+    name = name.str.replace_all(EMIT_NVTX_COUNTERS, "")
     if merge_steps:
         from traceparse.analyses.steps import AUTO_STEP_KINDS, AUTO_STEP_RE, auto_step_ranks
 

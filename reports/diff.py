@@ -137,7 +137,7 @@ def _gate_lines(c: Comparison, rows: pl.DataFrame) -> list[dict[str, str]]:
     mem = " and ".join(x for x in (f"> {t.memory_pct:g}%" if t.memory_pct is not None else "",
                                    f"> {units.size(t.memory_bytes)}" if t.memory_bytes
                                    is not None else "") if x)
-    spec = {"time": ("median per kernel/op/category/step (Mann-Whitney)",
+    spec = {"time": ("median per kernel/op/range/category/step (Mann-Whitney)",
                      f"> {t.time_pct:g}%" if t.time_pct is not None else "not gated"),
             "tail": ("step P50/P95/P99, tokens/s (bootstrap)",
                      f"> {t.tail_pct:g}%" if t.tail_pct is not None else "not gated"),

@@ -13,7 +13,7 @@ from conftest import TRACES
 from perf_helpers import api, gpu, ranges, timeline
 
 from traceparse import load
-from traceparse.analyses.diff import compare, diff, recording_differs
+from traceparse.analyses.diff import compare, diff, host_ranges, recording_differs
 from traceparse.analyses.host_sync import op_waits
 from traceparse.timeline import Timeline
 
@@ -181,3 +181,42 @@ def test_warmup_twin_recorded_python_frames_its_bottleneck_did_not() -> None:
     ops = d.filter(pl.col("level") == "op")
     assert ops.filter(pl.col("flag").is_in(["regression", "improvement"])).height == 0
     assert "not comparable" in ops["flag"].to_list()
+
+
+def test_nvtx_ranges_are_ops_when_emit_nvtx_wrote_them_else_ranges() -> None:
+    # emit_nvtx names each op's range "aten::mm, seq = N, op_id = M" (unique per call): the
+    # counters go and the two calls are one op key; a user's "forward" range is a range;
+    # the numbered step annotation "step 3" is the step level's, not a range
+    rows = [("aten::mm, seq = 1, op_id = 10", 0, 40), ("aten::mm, seq = 2, op_id = 11", 50, 80),
+            ("forward", 0, 90), ("step 3", 0, 100)]
+    tl = timeline(
+        gpu=gpu([{"start_ns": 0, "end_ns": 50, "name": "k", "correlation_id": 1}]),
+        api=api([{"name": "cudaLaunchKernel", "start_ns": 0, "end_ns": 4,
+                  "correlation_id": 1},
+                 {"name": "cudaDeviceSynchronize", "start_ns": 60, "end_ns": 75}]),
+        ranges=ranges([{"name": n, "start_ns": s_, "end_ns": e} for n, s_, e in rows]))
+    # the second aten::mm [50, 80) and forward [0, 90) hold the 15 ns synchronise [60, 75)
+    assert host_ranges(tl).rows() == [("op", "aten::mm", 40), ("op", "aten::mm", 15),
+                                      ("range", "forward", 75)]
+
+
+@pytest.mark.shared
+def test_emit_nvtx_ops_of_an_nsys_export_are_compared() -> None:
+    """``nsys-ai__mfu_2gpu_before``: 1,995 closed NVTX ranges named ``aten::to, op_id = N``
+    (counted in the SQLite): one op key with 1,995 instances; NCCL's own NVTX ranges
+    (``ncclGroupEnd``) are ranges."""
+    import sqlite3
+
+    path = TRACES / "nsys" / "nsys-ai__mfu_2gpu_before.sqlite"
+    if not path.exists():
+        pytest.skip(f"real-trace corpus not present: {path}")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    n = con.execute("select count(*) from NVTX_EVENTS e left join StringIds s on s.id = "
+                    "e.textId where coalesce(e.text, s.value) like 'aten::to, %' and "
+                    "e.end is not null and e.eventType = 59").fetchone()[0]
+    con.close()
+    h = host_ranges(load(path))
+    assert n == 1995
+    assert h.filter((pl.col("level") == "op") & (pl.col("name") == "aten::to")).height == n
+    assert h.filter(pl.col("name") == "ncclGroupEnd")["level"].unique().to_list() == ["range"]
+    assert not h["name"].str.contains("op_id").any()
