@@ -202,7 +202,7 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     mixed = gb_cats ^ gn_cats
     # ops are host time: recorded with different profiler options they carry different
     # profiler costs (docs/diff.md, "Recording options")
-    ops_comparable = not recording_differs(base, new)
+    ops_comparable = not recording_differs(base, new) and not profilers_differ(base, new)
     # a median that moved by at most one tick of the coarser clock is not a measured change
     tick = max(clock_tick_ns(base), clock_tick_ns(new))
     ib = instances(base, walls=wb, per_step=per_step)
@@ -266,6 +266,15 @@ def clock_tick_ns(tl: Timeline, *, min_values: int = 16) -> int:
             vals += [t["start_ns"].to_numpy(), t["dur_ns"].to_numpy()]
     v = np.concatenate(vals) if vals else np.zeros(0, np.int64)
     return 1000 if v.size >= min_values and not np.any(v % 1000) else 1
+
+
+def profilers_differ(base: Timeline, new: Timeline) -> bool:
+    """Whether one trace was recorded by torch.profiler and the other by another profiler
+    (Nsight Systems): their host ranges (Kineto ops against ``emit_nvtx``'s NVTX ranges)
+    carry different recording costs."""
+    from traceparse.analyses.profiler_cost import is_kineto
+
+    return is_kineto(base) != is_kineto(new)
 
 
 def recording_differs(base: Timeline, new: Timeline) -> dict[str, str]:
@@ -391,6 +400,10 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      f"({said}; the other without): the profiler's own cost on the host "
                      "differs, so op and range rows are flagged 'not comparable' (not "
                      "gated), and a host-bound step's time differs by the recording too")
+    if profilers_differ(base, new):
+        notes.append("time: one trace was recorded by torch.profiler and the other by "
+                     "another profiler: their host ranges carry different recording costs, "
+                     "so op and range rows are flagged 'not comparable' (not gated)")
     waited = [n for n, tl in zip(names, (base, new), strict=True) if _ops_waited(tl)]
     if waited:
         notes.append("time: op and range rows are each op's or range's own time, less "

@@ -220,3 +220,18 @@ def test_emit_nvtx_ops_of_an_nsys_export_are_compared() -> None:
     assert h.filter((pl.col("level") == "op") & (pl.col("name") == "aten::to")).height == n
     assert h.filter(pl.col("name") == "ncclGroupEnd")["level"].unique().to_list() == ["range"]
     assert not h["name"].str.contains("op_id").any()
+
+
+@pytest.mark.shared
+def test_ops_of_nsys_and_kineto_traces_are_not_comparable() -> None:
+    """``aten::add`` timed by ``emit_nvtx`` under Nsight Systems (``nsys-ai__mfu_2gpu_before``)
+    and by torch.profiler (``sweep/decode_b1_eager``): different recording costs."""
+    n = TRACES / "nsys" / "nsys-ai__mfu_2gpu_before.sqlite"
+    k = TRACES / "gpu" / "sweep" / "decode_b1_eager.json.gz"
+    if not n.exists() or not k.exists():
+        pytest.skip(f"real-trace corpus not present: {n}")
+    c = compare(load(n), load(k), names=("N", "K"))
+    add = c.time.filter((pl.col("level") == "op") & (pl.col("name") == "aten::add"))
+    assert add["n_base"].item() > 0 and add["n_new"].item() > 0
+    assert add["flag"].item() == "not comparable"
+    assert any("recorded by torch.profiler and the other by" in x for x in c.notes)
