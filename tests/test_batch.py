@@ -107,6 +107,38 @@ def test_failed_trace_is_an_error_row(fleet: Path, tmp_path: Path) -> None:
     assert len(list((tmp_path / "out" / "gpu").iterdir())) == 2
 
 
+def test_files_that_are_no_trace_are_skipped_not_failed(fleet: Path, tmp_path: Path) -> None:
+    # a capture's sidecar (JSON without traceEvents), an unrelated CSV and an SQLite
+    # database without nsys tables are no traces: skipped with the reason; a truncated
+    # Kineto JSON is a damaged trace: an error, and the exit code is 2
+    import sqlite3
+
+    d = tmp_path / "in"
+    d.mkdir()
+    samplegen.write_sqlite("compute_bound", d / "run.sqlite")
+    (d / "run.meta.json").write_text('{"tool": "capture.py", "steps": 6}')
+    (d / "table.csv").write_text("a,b\n1,2\n")
+    con = sqlite3.connect(d / "other.db")
+    con.execute("create table t (x)")
+    con.commit()
+    con.close()
+    summary = run_batch(discover(d), tmp_path / "out", workers=1)
+    status = dict(zip([Path(f).name for f in summary["file"]], summary["status"], strict=True))
+    assert status == {"run.sqlite": "ok", "run.meta.json": "skipped", "table.csv": "skipped",
+                      "other.db": "skipped"}
+    skipped = summary.filter(pl.col("status") == "skipped")
+    assert skipped.filter(pl.col("error").str.contains("no traceEvents key")).height == 1
+    res = CliRunner().invoke(main, ["--no-cache", "batch", str(d), "-o", str(tmp_path / "o"),
+                                    "-j", "1"])
+    assert res.exit_code == 0, res.output
+    assert "1 of 1 traces (3 files skipped: not a trace" in res.output
+    (d / "cut.json").write_text('{"traceEvents": [{"ph": "X", "na')
+    res = CliRunner().invoke(main, ["--no-cache", "batch", str(d), "-o", str(tmp_path / "q"),
+                                    "-j", "1"])
+    assert res.exit_code == 2
+    assert "1 of 2 traces failed" in res.output
+
+
 def test_cli_batch_and_exit_code(fleet: Path, tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["--no-cache", "batch", str(fleet / "job_a"), "-o",
                                     str(tmp_path / "o"), "-j", "1"])

@@ -13,7 +13,9 @@ Read the dataset back with ``pl.scan_parquet("OUT/gpu/**/*.parquet", hive_partit
 (the ``trace`` column comes from the directory name) or ``pyarrow.dataset``.
 
 A trace that fails to load does not stop the batch: its summary row has ``status = "error"``
-and the one-line reason in ``error``, and it has no partition.
+and the one-line reason in ``error``, and it has no partition. A file that is no trace at
+all (:class:`traceparse.errors.NotATrace`: a capture's ``*.meta.json`` sidecar, an unrelated
+CSV) gets ``status = "skipped"`` with the reason, and does not fail the batch.
 
 Example:
     >>> paths = discover("runs/")                                   # doctest: +SKIP
@@ -33,7 +35,7 @@ from typing import Any
 
 import polars as pl
 
-from traceparse.errors import TraceError
+from traceparse.errors import NotATrace, TraceError
 
 #: File suffixes :func:`discover` picks up in a directory.
 TRACE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".json", ".json.gz", ".csv")
@@ -146,6 +148,8 @@ def process_one(path: str, trace: str, out_dir: str,
 
     try:
         tl = load(path, cache=cache_dir if cache_dir else None)
+    except NotATrace as exc:
+        return {"trace": trace, "file": path, "status": "skipped", "error": str(exc)}
     except TraceError as exc:
         return {"trace": trace, "file": path, "status": "error", "error": str(exc)}
     for table in DATASET_TABLES:

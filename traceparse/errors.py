@@ -23,5 +23,12 @@ class TraceError(Exception):
         return type(self), (self.path, self.problem)
 
 
+class NotATrace(TraceError):
+    """Well-formed input of another kind: a JSON document without trace events, an SQLite
+    database without Nsight Systems tables, a CSV without an Nsight Compute header or log.
+    Not a damaged trace but no trace at all: ``batch`` skips such files (a capture's
+    ``*.meta.json`` sidecar beside its trace) where it fails on a damaged one."""
+
+
 class UsageError(TraceError):
     """Bad command-line usage that is about input or output paths (exit code 2)."""

@@ -39,6 +39,8 @@ def batch(traces: str, out_dir: str, executor: str, workers: int | None,
     + summary.csv (one row per trace: kernels, GPU time, window, top kernel, attribution).
 
     Traces that fail are listed with their error in the summary; the exit code is then 2.
+    Files that are no trace at all (a capture's *.meta.json sidecar, an unrelated CSV) are
+    listed as skipped, with the reason, and do not fail the batch.
     """
     from traceparse.batch import discover, run_batch
     from traceparse.progress import Progress
@@ -53,8 +55,11 @@ def batch(traces: str, out_dir: str, executor: str, workers: int | None,
     emit(render(summary.select(cols), "table", decimals={"compute_pct": 1, "idle_pct": 1}),
          None)
     failed = summary.filter(summary["status"] == "error").height
-    click.echo(f"wrote {out_dir}: {summary.height - failed} of {summary.height} traces",
-               err=True)
+    skipped = summary.filter(summary["status"] == "skipped").height
+    note = (f" ({skipped} file{'s' if skipped != 1 else ''} skipped: not a trace, see the "
+            "error column of summary.csv)" if skipped else "")
+    click.echo(f"wrote {out_dir}: {summary.height - failed - skipped} of "
+               f"{summary.height - skipped} traces{note}", err=True)
     if failed:
-        raise TraceError(out_dir, f"{failed} of {summary.height} traces failed (see the "
-                                  "error column of summary.csv)")
+        raise TraceError(out_dir, f"{failed} of {summary.height - skipped} traces failed (see "
+                                  "the error column of summary.csv)")

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceparse.errors import TraceError
+from traceparse.errors import NotATrace, TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: UTF-8 byte-order mark some Windows tools write before the JSON text (plain or gzipped):
@@ -197,10 +197,10 @@ def decode(raw: bytes, path: Path | str, *, quote_times: bool = False,
     if isinstance(doc, list):
         return {}, doc
     if not isinstance(doc, dict):
-        raise TraceError(path, f"not a trace: top-level JSON is a {type(doc).__name__}, "
+        raise NotATrace(path, f"not a trace: top-level JSON is a {type(doc).__name__}, "
                                "expected an object with traceEvents or a list of events")
     if "traceEvents" not in doc:
-        raise TraceError(path, "not a Kineto/Chrome trace: no traceEvents key")
+        raise NotATrace(path, "not a Kineto/Chrome trace: no traceEvents key")
     events = doc.pop("traceEvents")
     if not isinstance(events, list):
         raise TraceError(path, f"traceEvents is a {type(events).__name__}, expected a list")

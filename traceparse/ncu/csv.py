@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from traceparse.errors import TraceError
+from traceparse.errors import NotATrace, TraceError
 from traceparse.ncu.labels import label_metric_frame
 from traceparse.ncu.units import normalise_unit
 
@@ -120,8 +120,10 @@ def _find_header(path: str | os.PathLike[str], text: str) -> tuple[int, int]:
                 first_log = stripped.strip()
         pos += len(line)
     hint = f" (first error line: {first_log[:120]})" if first_log else ""
-    raise TraceError(path, f"no Nsight Compute CSV in the file: no header row starting with "
-                           f'"ID" among {before} non-empty lines{hint}')
+    # with ncu's own log lines it is a failed profile; without, some other CSV
+    raise (TraceError if first_log else NotATrace)(
+        path, f'no Nsight Compute CSV in the file: no header row starting with "ID" among '
+              f"{before} non-empty lines{hint}")
 
 
 def _rows(path: str | os.PathLike[str], text: str) -> tuple[list[str], list[list[str]], int]:

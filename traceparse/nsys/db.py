@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import polars as pl
 
-from traceparse.errors import TraceError
+from traceparse.errors import NotATrace, TraceError
 
 R = TypeVar("R")
 
@@ -239,7 +239,7 @@ class NsysDB:
             raise TraceError(self.path, f"{problem} ({exc})") from None
         self.tables: set[str] = {r[0] for r in rows}
         if not self.tables & set(NSYS_MARKER_TABLES):
-            raise TraceError(self.path, "SQLite database without Nsight Systems tables "
+            raise NotATrace(self.path, "SQLite database without Nsight Systems tables "
                                         "(no StringIds, META_DATA_EXPORT or CUPTI_* table)")
 
     def _discard_copy(self) -> None:
