@@ -213,7 +213,12 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
     GPU drained while a blocking call waited, ``input_pipeline`` with data-loading
     evidence, ``profiler`` for the profiler's own code, ``issuing`` when the gap is mostly
     the host issuing the next work (the attribution's launch overhead)."""
-    from traceparse.analyses.issuing import DATA_LOADING_RE, IO_READ_RE, PROFILER_RANGE_RE
+    from traceparse.analyses.issuing import (
+        DATA_LOADING_RE,
+        IO_READ_RE,
+        PROFILER_RANGE_RE,
+        loading_range,
+    )
 
     cpu = pl.col("cause").is_in(["cpu_work", "cpu_busy", "os_wait", "cuda_api", "unknown"])
     name = pl.col("cause_name").fill_null("")
@@ -224,8 +229,7 @@ def _host_classes(tl: Timeline, acts: pl.DataFrame, gaps: pl.DataFrame, group: l
     issuing = cpu & is_issuing()
     from traceparse.analyses.issuing import host_ranges
 
-    dl = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
-                                & pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False))
+    dl = host_ranges(tl).filter(loading_range(pl.col("name"), pl.col("kind")))
     if dl.height:
         # a data-loading range around the covering one names the gap
         pg = per_group(dl.with_columns((pl.col("kind") == "python_function").alias("_py"))

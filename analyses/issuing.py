@@ -77,10 +77,20 @@ _NOT_HOST = ("gpu_user_annotation", "profiler_step", "nvtx_mark", "osrt", "cpu_s
 _THREAD = ["rank", "process_id", "thread_id"]
 
 
+def loading_range(name: pl.Expr, kind: pl.Expr) -> pl.Expr:
+    """A host range (``name``, ``kind`` as strings) named like data loading that is not a
+    framework op. A framework op's name holds its namespace (``aten::``, ``c10d::``); a
+    ``record_function`` range has none, and profilers before 2022 recorded those ranges as
+    ops too (every CPU range of ``kineto__resnet50_worker0`` is ``"cat": "Operator"``, its
+    ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`` among them)."""
+    op = (kind == "cpu_op") & name.str.contains("::")
+    return (~op & (kind != "osrt") & name.str.contains(DATA_LOADING_RE)).fill_null(False)
+
+
 def is_data_loading(name: pl.Expr, kind: pl.Expr) -> pl.Expr:
-    """Data-loading evidence of a host row (``name``, ``kind`` as strings): a non-op range
-    named like data loading, or an OS-runtime read of a file or socket."""
-    return (((kind != "cpu_op") & (kind != "osrt") & name.str.contains(DATA_LOADING_RE))
+    """Data-loading evidence of a host row (``name``, ``kind`` as strings): a range named
+    like data loading (:func:`loading_range`), or an OS-runtime read of a file or socket."""
+    return (loading_range(name, kind)
             | ((kind == "osrt") & name.str.contains(IO_READ_RE))).fill_null(False)
 
 

@@ -294,10 +294,9 @@ def data_loading_idle(tl: Timeline) -> pl.DataFrame:
     from traceparse.analyses import intervals
     from traceparse.analyses.attribution import busy_activities, part_intervals
     from traceparse.analyses.hostrows import per_group
-    from traceparse.analyses.issuing import DATA_LOADING_RE, host_ranges
+    from traceparse.analyses.issuing import host_ranges, loading_range
 
-    r = host_ranges(tl).filter((pl.col("kind") != "cpu_op")
-                               & pl.col("name").str.contains(DATA_LOADING_RE).fill_null(False))
+    r = host_ranges(tl).filter(loading_range(pl.col("name"), pl.col("kind")))
     if r.height == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "device_id": pl.Int32,
                                     "start_ns": pl.Int64, "end_ns": pl.Int64})
@@ -309,14 +308,13 @@ def data_loading_idle(tl: Timeline) -> pl.DataFrame:
 
 
 def _input(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
-    from traceparse.analyses.issuing import DATA_LOADING_RE, host_ranges
+    from traceparse.analyses.issuing import host_ranges, loading_range
 
     iv = data_loading_idle(tl)
     if iv.height == 0:
         return None, []
-    names = (host_ranges(tl).filter((pl.col("kind") != "cpu_op")
-                                    & pl.col("name").str.contains(DATA_LOADING_RE)
-                                    .fill_null(False))["name"].value_counts()
+    names = (host_ranges(tl).filter(loading_range(pl.col("name"), pl.col("kind")))
+             ["name"].value_counts()
              .sort(["count", "name"], descending=[True, False]).head(3))
     listed = ", ".join(f"{n} x{c}" for n, c in names.iter_rows())
     return ({"remove": iv.select("rank", "start_ns", "end_ns")},

@@ -22,12 +22,13 @@ FIELDS = ("rank", "id", "title", "saving_ns", "window_ns", "saving_unprofiled_ns
 
 def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
     """``(fixes, why)``: the ranked fixes (:data:`FIELDS`) and, when there is none, the
-    one line saying why (the payload's, which the report shows too)."""
+    one line saying why (the payload's, which the report shows too); with fixes, the line
+    naming those withheld because they save enough only under the profiler, else ""."""
     from traceparse.reports.payload import build_payload
 
     rec = build_payload(tl)["recommendations"]
     out = [{k: r[k] for k in FIELDS} for r in rec["items"]]
-    return (out, "") if out else ([], str(rec["why"]))
+    return (out, str(rec.get("profiler_only_note", ""))) if out else ([], str(rec["why"]))
 
 
 def fixes_frame(items: list[dict[str, Any]]) -> pl.DataFrame:

@@ -166,6 +166,11 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     out["recommendations"] = recommend(out)
     if not out["recommendations"]["items"]:
         out["recommendations"]["why"] = no_fix_reason(out)
+    elif out["recommendations"]["profiler_only"]:
+        from traceparse.reports.recommend import profiler_only_note
+
+        note = profiler_only_note(out["recommendations"]["profiler_only"])
+        out["recommendations"]["profiler_only_note"] = note[:1].upper() + note[1:]
     result: dict[str, Any] = clean(out)
     return result
 
@@ -175,9 +180,14 @@ def no_fix_reason(payload: dict[str, Any]) -> str:
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
         return "no fix: the trace has no GPU window to improve"
-    why = ("no fix: no mechanism (CUDA graphs, fusion, pinned memory, host sync, input "
-           "pipeline, warm-up, communication overlap, copies, tensor cores) would save "
+    from traceparse.reports.recommend import graphs_word, profiler_only_note
+
+    why = (f"no fix: no mechanism ({graphs_word(payload)}, fusion, pinned memory, host sync, "
+           "input pipeline, warm-up, communication overlap, copies, tensor cores) would save "
            "enough of the window to be worth it")
+    rows = payload.get("recommendations", {}).get("profiler_only")
+    if rows:
+        why += "; " + profiler_only_note(rows)
     unrecorded = int(payload.get("gaps", {}).get("stream_wait_unrecorded_ns", 0))
     if unrecorded:
         why += (f"; {units.duration(unrecorded)} of stream waits are on events whose producer "

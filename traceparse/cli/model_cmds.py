@@ -346,7 +346,7 @@ def fixes_cmd(traces: tuple[str, ...], gpu: str | None, fmt: str, output: str | 
 
     tl = load_traces(traces, gpu=gpu)
     items, why = fixes_list(tl)
-    if not items:
+    if why:  # no fix and why, or the fixes withheld as the profiler's own cost
         click.echo(why, err=True)
     if fmt == "json":
         emit(json.dumps(items, indent=1) + "\n", output)
