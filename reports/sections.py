@@ -286,9 +286,22 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
                  f"call; CUDA graphs could save {units.duration(int(rec.get('sum') or 0))}"
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
                  + " (the replay of whatif --fix cuda-graphs, at most that rank's time with "
-                 f"the GPU not busy); "
+                 f"the GPU not busy{_unprofiled_graphs(tl)}); "
                  f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."), tl),
     }
+
+
+def _unprofiled_graphs(tl: Timeline) -> str:
+    """``; without the profiler X of Y``: the CUDA-graph saving's profiler-free figure
+    (the savings engine's row, as the fix and ``summary`` quote it), else ""."""
+    from traceparse.analyses.savings import best, savings
+
+    top = best(savings(tl), "no_launch_overhead")
+    if not top or top.get("saving_unprofiled_ns") is None or not top.get(
+            "window_unprofiled_ns"):
+        return ""
+    return (f"; without the profiler {units.duration(int(top['saving_unprofiled_ns']))} of "
+            f"{units.duration(int(top['window_unprofiled_ns']))}")
 
 
 def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:

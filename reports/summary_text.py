@@ -85,7 +85,7 @@ def _top_gaps(frame: pl.DataFrame, t0: int | None = None) -> list[str]:
     return lines
 
 
-def _launches(frame: pl.DataFrame) -> list[str]:
+def _launches(frame: pl.DataFrame, savings: pl.DataFrame | None = None) -> list[str]:
     rows = {r["metric"]: r for r in frame.iter_rows(named=True)}
     graphs = rows.get("graph_launches")
     if not rows or not (rows.get("launch_ns", {}).get("count") or graphs):
@@ -110,9 +110,17 @@ def _launches(frame: pl.DataFrame) -> list[str]:
     rec = rows.get("graph_recoverable_ns")
     if rec and rec["sum"]:
         where = f" on rank {rec['rank']}" if rec.get("rank") is not None else ""
+        # the same engine row's profiler-free figure, as "Could save" quotes it
+        top = (savings.filter((pl.col("change") == "no_launch_overhead")
+                              & pl.col("bounds_job")).to_dicts()
+               if savings is not None and savings.height else [])
+        unprof = (f"; without the profiler {fmt_ns(top[0]['saving_unprofiled_ns'])} of "
+                  f"{fmt_ns(top[0]['window_unprofiled_ns'])}"
+                  if top and top[0].get("saving_unprofiled_ns") is not None
+                  and top[0].get("window_unprofiled_ns") else "")
         lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (issuing time of "
                      f"each step removed = whatif --fix cuda-graphs; "
-                     f"{units.plural(rec['count'], 'launch-bound kernel')})")
+                     f"{units.plural(rec['count'], 'launch-bound kernel')}{unprof})")
     return lines
 
 
@@ -304,6 +312,11 @@ def render_text(summary: dict[str, Any]) -> str:
         if name in OPTIONAL and frame.height == 0:
             continue
         fn = RENDERERS.get(name)
+        if name == "launches":  # its CUDA-graph line quotes the savings' row too
+            lines = _launches(frame, summary["sections"].get("savings"))
+            if lines:
+                blocks.append("\n".join(lines))
+            continue
         if name in ("top_gaps", "memory"):  # their times are shown from the trace start
             lines = _top_gaps(frame, t0) if name == "top_gaps" else _memory(frame, t0)
             if lines:

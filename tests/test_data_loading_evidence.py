@@ -130,3 +130,26 @@ def test_no_fix_line_names_the_profiler_only_fix_in_the_vendor_s_words() -> None
     assert why.startswith("no fix: no mechanism (HIP graphs, fusion")
     assert "CUDA graphs" not in why
     assert "withheld, as the saving is the profiler's own recording: cuda-graphs" in why
+
+
+@pytest.mark.shared
+def test_the_graph_line_quotes_the_profiler_free_figure_too() -> None:
+    """``summary``'s launches line and the report's launch note quote the CUDA-graph
+    saving beside its profiler-free figure, the engine row the withheld fix names."""
+    if not RESNET.exists():
+        pytest.skip(f"real-trace corpus not present: {RESNET}")
+    from click.testing import CliRunner
+
+    from traceparse.analyses.savings import best
+    from traceparse.cli import main
+    from traceparse.reports.payload import build_payload
+
+    tl = load(RESNET)
+    top = best(savings(tl), "no_launch_overhead")
+    assert top is not None
+    unprof = (f"without the profiler {_ms(top['saving_unprofiled_ns'])} of "
+              f"{_ms(top['window_unprofiled_ns'])}")
+    out = CliRunner().invoke(main, ["summary", str(RESNET)])
+    line = next(x for x in out.output.splitlines() if "CUDA graphs could save" in x)
+    assert f"could save {_ms(top['saving_ns'])} on rank 0" in line and unprof in line
+    assert unprof in build_payload(tl)["launches"]["note"]
