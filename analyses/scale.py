@@ -19,7 +19,9 @@ docs/calibration.md, "Predicting another batch").
 * **Host side**: every host instant moves earlier by the profiler's recording cost before
   it (:mod:`traceparse.analyses.profiler_cost`); the rest of the host time is kept: it
   does not depend on the batch (dispatch and Python per op, and the op count does not
-  change with the batch).
+  change with the batch), but for the input pipeline, which prepares every sample of the
+  batch: a launching thread's time in data-loading ranges grows ``F`` times
+  (:mod:`traceparse.analyses.scale_host`).
 * **Replay** (:mod:`traceparse.analyses.replay_host`): the trace's own order (host
   thread issuing, stream order, blocking syncs) with the new durations; the step time is
   the replayed step, median over steps.
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from traceparse.analyses import fit, profiler_cost, replay_host, scale_work
+from traceparse.analyses import fit, profiler_cost, replay_host, scale_host, scale_work
 from traceparse.analyses.intervals import union
 from traceparse.analyses.steps import step_windows
 from traceparse.errors import TraceError
@@ -303,14 +305,21 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     ops, graph = profiler_cost.event_cost_parts(tl, steps, per_event_ns=per_event_ns)
 
     waits = replay_host.queue_waits(tl)
+    # the input pipeline's host time grows with the batch (scale_host)
+    stretches = scale_host.loader_stretches(tl)
+    loader = stretches if factor != 1 else {}
 
     def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
         """The replay with the profiler's per-op cost times ``scale``: rows, steps."""
         costs = {k: v * scale + graph[k] for k, v in ops.items()}
 
         def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
-            return (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0))
-                    + replay_host.waited(waits.get(key), t))
+            a = (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0))
+                 + replay_host.waited(waits.get(key), t))
+            if key in loader:  # (F - 1) x the profiler-free loader time before t, later
+                a = a - np.rint((factor - 1) * scale_host.loader_time(
+                    loader[key], ev.get(key), costs.get(key, 0.0), t)).astype(np.int64)
+            return a
 
         r = replay_host.replay_host(tl, durations=dur["pred_dur_ns"].to_numpy(), advance=adv,
                                     all_syncs=True, step_syncs=_step_ends(tl, steps))
@@ -318,6 +327,11 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
 
     rep, st = replay(1.0)
     prof = profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=per_event_ns)
+    costs1 = {k: v + graph[k] for k, v in ops.items()}
+    # the profiler-free loader time at the traced batch, all steps (every launching process)
+    loader_ns = int(sum(int(scale_host.loader_time(
+        st_, ev.get(k), costs1.get(k, 0.0), np.array([st_[1][-1]]))[0])
+        for k, st_ in stretches.items()))
     # the step at the ends of the per-event cost's measured range (a larger cost removes
     # more host time: the low step); none when nothing is removed
     lo_hi = None
@@ -354,6 +368,8 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
         "profiled_step_ns": int(np.median(wall)),
         "profiler": prof,
         "queue_wait_ns": int(sum(int(w[1][-1]) for w in waits.values())),
+        "input_pipeline_ns": loader_ns,
+        "input_pipeline_added_ns": round((factor - 1) * loader_ns),
         "steps": st.to_dicts(),
         "warnings": warnings,
     }
@@ -423,6 +439,10 @@ def summary_rows(result: dict[str, Any]) -> pl.DataFrame:
          + (f" + {pc['graph_launches']} graph launches' recording "
             f"{pc['graph_launch_ns']:,} ns" if pc.get("graph_launches") else "")),
         ("queue_wait_ns", result["queue_wait_ns"], "host waiting for a full launch queue"),
+        ("input_pipeline_ns", result.get("input_pipeline_ns"),
+         "launching threads in data-loading ranges, profiler-free, all steps"),
+        ("input_pipeline_added_ns", result.get("input_pipeline_added_ns"),
+         "that time x (factor - 1): the loader prepares every sample of the batch"),
     ]
     def cell(v: float | None) -> str:
         if v is None:
