@@ -362,18 +362,26 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
 HOST_VERDICTS = tuple(VERDICTS[p][0] for p in ("launch_overhead_ns", "host_sync_ns", "idle_ns"))
 
 
+#: The profiler clause of a warm-up verdict with a host-bound steady state needs the
+#: profiler's central share of the host time to reach this (``hta__alexnet``: 0% of 43 s).
+STEADY_CLAUSE_FRAC = 0.01
+
+
 def _profiler_clause(tl: Timeline, line: str) -> str:
-    """For a host-bound verdict on a torch.profiler trace, how much of the host time the
-    profiler itself may have added (:func:`traceparse.analyses.profiler_cost.profiler_cost`:
-    each recorded op at its step's per-op cost, as ``predict`` and the fixes' profiler-free
-    replay remove it). Never a fix: it only says how much
-    of the measured host time would not be there without the profiler."""
+    """For a host-bound verdict (or a warm-up verdict whose steady state is host-bound) on a
+    torch.profiler trace, how much of the host time the profiler itself may have added
+    (:func:`traceparse.analyses.profiler_cost.profiler_cost`: each recorded op at its
+    step's per-op cost, as ``predict`` and the fixes' profiler-free replay remove it).
+    Never a fix: it only says how much of the measured host time would not be there
+    without the profiler."""
     from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, profiler_cost
     from traceparse.analyses.savings import windows_of
     from traceparse.analyses.steps import step_windows
 
     dur = units.duration
-    if not line.startswith(HOST_VERDICTS):
+    # a warm-up verdict whose steady state is host-bound measures the host too
+    steady = any(f"(without warm-up) is {v}:" in line for v in HOST_VERDICTS)
+    if not line.startswith(HOST_VERDICTS) and not steady:
         # the graph launches' recording is measured, and where the GPU waited for it, it
         # idles the GPU whatever the verdict: said when that holds at least
         # GRAPH_CLAUSE_FRAC of the GPU window
@@ -393,6 +401,8 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
+    if steady and pc["overhead_frac"] < STEADY_CLAUSE_FRAC:
+        return ""  # a warm-up trace's host time is mostly the warm-up's
     # the band's high end is capped at the host time: then it is no bound, and not said
     # (hta__nccl_data: ~35 us per op, "366 ms to 667 ms of the 667 ms")
     capped = pc["overhead_high_ns"] >= pc["host_ns"]

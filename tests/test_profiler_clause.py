@@ -83,3 +83,21 @@ def test_a_capped_high_end_is_not_quoted_as_a_bound() -> None:
             "is more than all of it)")
     assert want in verdict, verdict
     assert f" to {units.duration(pc['host_ns'])}" not in verdict
+
+
+@pytest.mark.shared
+def test_a_host_bound_steady_state_after_warm_up_gets_the_clause() -> None:
+    """``hta__mi250_minitoy`` (ROCm): warm-up-dominated, its steady state launch-bound; the
+    clause quotes the same estimate as a host-bound verdict (18% of 9.37 ms, 73 ops). On
+    ``hta__alexnet`` (steady state idle-bound after 43 s of host time) the central share
+    is 0% and no clause is said."""
+    p = TRACES / "torch" / "hta__mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    a = TRACES / "torch" / "hta__alexnet_benchmark_trace.json.gz"
+    tl = traceparse.load(p)
+    v = summarize(tl)["verdict"]
+    assert v.startswith("warm-up-dominated") and "(without warm-up) is launch-bound" in v
+    pc = profiler_cost(tl, price_windows=step_windows(tl))
+    assert f"({100 * pc['overhead_frac']:.0f}%) of the " in v
+    assert f"({pc['events']:,} recorded ops at " in v
+    va = summarize(traceparse.load(a))["verdict"]
+    assert "(without warm-up) is idle-bound" in va and "profiler itself" not in va
