@@ -388,3 +388,27 @@ def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:
     job after the change), as a dict; None when there is none."""
     f = frame.filter((pl.col("change") == change) & pl.col("bounds_job"))
     return f.row(0, named=True) if f.height else None
+
+
+def unprofiled_at(tl: Timeline, change: str, scale: float, rank: int
+                  ) -> tuple[int, int] | None:
+    """``(saving_ns, window_ns)`` of ``change`` on ``rank`` without the profiler when each
+    recorded op costs ``scale`` times the estimate :func:`savings` removes (the per-op
+    estimate's band, :func:`traceparse.analyses.profiler_cost.profiler_cost`), the saving
+    no less than 0; None for a trace not recorded by torch.profiler or a change the engine
+    does not replay here. Says how a profiler-free figure moves with the estimate."""
+    from traceparse.analyses.mechanisms import replay_args
+    from traceparse.analyses.replay import predicted
+
+    prof = profiler(tl)
+    args, _ = replay_args(tl, change) if change != "warm_up" else (None, [])
+    if prof is None or args is None:
+        return None
+    ev, costs = prof
+    scaled = (ev, {k: v * scale for k, v in costs.items()})
+    base = windows(predicted(tl, profiler=scaled)).filter(pl.col("rank") == rank)
+    after = windows(predicted(tl, **args, profiler=scaled)).filter(pl.col("rank") == rank)
+    if base.height == 0 or after.height == 0:
+        return None
+    w = int(base["predicted_ns"][0])
+    return max(w - int(after["predicted_ns"][0]), 0), w

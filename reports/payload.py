@@ -164,6 +164,7 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     from traceparse.reports.recommend import recommend
 
     out["recommendations"] = recommend(out)
+    _low_end(tl, out["recommendations"]["profiler_only"])
     if not out["recommendations"]["items"]:
         out["recommendations"]["why"] = no_fix_reason(out)
     elif out["recommendations"]["profiler_only"]:
@@ -173,6 +174,28 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
         out["recommendations"]["profiler_only_note"] = note[:1].upper() + note[1:]
     result: dict[str, Any] = clean(out)
     return result
+
+
+def _low_end(tl: Timeline, rows: list[dict[str, Any]]) -> None:
+    """Each withheld fix's profiler-free saving at the low end of the profiler's per-op
+    estimate (the least recording removed): ``saving_low_ns`` / ``window_low_ns``
+    (:func:`traceparse.analyses.savings.unprofiled_at`), so its note says where the
+    estimate's band would still offer it."""
+    if not rows:
+        return
+    from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.savings import unprofiled_at
+    from traceparse.analyses.steps import step_windows
+    from traceparse.reports.recommend import ENGINE_CHANGE
+
+    pc = profiler_cost(tl, price_windows=step_windows(tl))
+    if not pc["overhead_ns"] or pc["overhead_low_ns"] is None:
+        return
+    for r in rows:
+        low = unprofiled_at(tl, ENGINE_CHANGE[r["id"]], pc["overhead_low_ns"] / pc["overhead_ns"],
+                            r["rank"])
+        if low is not None:
+            r["saving_low_ns"], r["window_low_ns"] = low
 
 
 def no_fix_reason(payload: dict[str, Any]) -> str:

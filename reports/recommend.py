@@ -529,29 +529,39 @@ _MIN_OF = {"no_launch_overhead": LAUNCH_MIN_FRAC, "host_sync": LAUNCH_MIN_FRAC,
 
 def profiler_only(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The fixes withheld because they save enough only under the profiler
-    (:func:`_unprofiled_fires`): ``id, saving_ns, window_ns, saving_unprofiled_ns,
-    window_unprofiled_ns`` of the engine row each would quote."""
+    (:func:`_unprofiled_fires`): ``id, rank, min_frac`` (the share it needs),
+    ``saving_ns, window_ns, saving_unprofiled_ns, window_unprofiled_ns`` of the engine row
+    each would quote."""
     out = []
     for change, frac in _MIN_OF.items():
         top = _engine(payload, change)
         if top is None or top["saving_ns"] <= 0 or top["saving_ns"] < frac * top["measured_ns"] \
                 or _unprofiled_fires(top, frac):
             continue
-        out.append({"id": FIX_OF[change], "saving_ns": top["saving_ns"],
-                    "window_ns": top["measured_ns"],
+        out.append({"id": FIX_OF[change], "rank": top["rank"], "min_frac": frac,
+                    "saving_ns": top["saving_ns"], "window_ns": top["measured_ns"],
                     "saving_unprofiled_ns": top["saving_unprofiled_ns"],
                     "window_unprofiled_ns": top["window_unprofiled_ns"]})
     return sorted(out, key=lambda r: (-r["saving_ns"], r["id"]))
 
 
 def profiler_only_note(rows: list[dict[str, Any]]) -> str:
-    """One sentence naming the fixes :func:`profiler_only` withheld, with both figures."""
+    """One sentence naming the fixes :func:`profiler_only` withheld, with both figures, and
+    where the low end of the profiler's per-op estimate would still offer one
+    (``saving_low_ns``), that figure too."""
+    def low(r: dict[str, Any]) -> str:
+        s, w = r.get("saving_low_ns"), r.get("window_low_ns")
+        if s is None or not w or s < r["min_frac"] * w:
+            return ""
+        return (f" ({_ms(s)} of {_ms(w)} at the low end of the profiler's per-op estimate: "
+                "measure it without the profiler before relying on either)")
+
     each = "; ".join(
         f"{r['id']} would save {_ms(r['saving_ns'])} of {_ms(r['window_ns'])} under the "
         f"profiler but {_ms(r['saving_unprofiled_ns'])} of {_ms(r['window_unprofiled_ns'])} "
-        "without it" for r in rows)
-    return (f"withheld, as the saving is the profiler's own recording: {each} (removing "
-            "the profiler is never a fix)")
+        f"without it{low(r)}" for r in rows)
+    return (f"withheld, as at the central estimate of the profiler's per-op cost the saving "
+            f"is its own recording: {each} (removing the profiler is never a fix)")
 
 
 def _job_bound(payload: dict[str, Any], r: dict[str, Any]) -> None:

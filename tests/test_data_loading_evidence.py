@@ -109,11 +109,23 @@ def test_resnet50_offers_no_fix_that_only_the_profiler_needs() -> None:
     items, note = fixes_list(tl)
     assert [r["id"] for r in items] == ["fusion"]
     # the withheld fixes are named with both figures, the engine's own
-    assert note.startswith("Withheld, as the saving is the profiler's own recording: ")
+    assert note.startswith("Withheld, as at the central estimate of the profiler's per-op "
+                           "cost the saving is its own recording: ")
     assert (f"cuda-graphs would save {_ms(cg['saving_ns'])} of {_ms(cg['measured_ns'])} "
             f"under the profiler but {_ms(cg['saving_unprofiled_ns'])} of "
             f"{_ms(cg['window_unprofiled_ns'])} without it") in note
     assert "input-pipeline would save" in note
+    # at the band's low end (least recording removed) CUDA graphs would clear 5 %: said
+    from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.savings import unprofiled_at
+    from traceparse.analyses.steps import step_windows
+
+    pc = profiler_cost(tl, price_windows=step_windows(tl))
+    low = unprofiled_at(tl, "no_launch_overhead", pc["overhead_low_ns"] / pc["overhead_ns"], 0)
+    assert low is not None and low[0] >= 0.05 * low[1]
+    assert (f"({_ms(low[0])} of {_ms(low[1])} at the low end of the profiler's per-op "
+            "estimate") in note
+    assert note.count("at the low end") == 1  # the input pipeline stays under 10 % there
 
 
 @pytest.mark.shared
@@ -129,7 +141,7 @@ def test_no_fix_line_names_the_profiler_only_fix_in_the_vendor_s_words() -> None
     assert items == []
     assert why.startswith("no fix: no mechanism (HIP graphs, fusion")
     assert "CUDA graphs" not in why
-    assert "withheld, as the saving is the profiler's own recording: cuda-graphs" in why
+    assert "is its own recording: cuda-graphs would save" in why
 
 
 @pytest.mark.shared
