@@ -183,9 +183,11 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
          min_effect_pct: float = MIN_EFFECT_PCT, min_n: int = 3,
          step_regex: str | None = None,
          walls: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-         graphs: tuple[set[str], set[str]] | None = None) -> pl.DataFrame:
-    """Per-key comparison of two timelines (see the module docstring). ``walls`` and
-    ``graphs`` (:func:`graph_categories` of both) when the caller already has them.
+         graphs: tuple[set[str], set[str]] | None = None,
+         clocks: Clocks | None = None) -> pl.DataFrame:
+    """Per-key comparison of two timelines (see the module docstring). ``walls``,
+    ``graphs`` (:func:`graph_categories` of both) and ``clocks`` (:func:`clocks_of`) when the
+    caller already has them.
 
     Returns:
         ``level, name, per, n_base, n_new, base_median_ns, new_median_ns, delta_pct,
@@ -200,11 +202,12 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
     per_step = wb.height >= min_n and wn.height >= min_n
     gb_cats, gn_cats = graphs or (graph_categories(base), graph_categories(new))
     mixed = gb_cats ^ gn_cats
-    # ops are host time: recorded with different profiler options they carry different
-    # profiler costs (docs/diff.md, "Recording options")
-    ops_comparable = not recording_differs(base, new) and not profilers_differ(base, new)
+    c = clocks or clocks_of(base, new)
+    # ops are host time: recorded with different profiler options or by different profilers
+    # they carry different profiler costs (docs/diff.md, "Recording options")
+    ops_comparable = not c.recording and not c.profilers
     # a median that moved by at most one tick of the coarser clock is not a measured change
-    tick = max(clock_tick_ns(base), clock_tick_ns(new))
+    tick = max(c.ticks)
     ib = instances(base, walls=wb, per_step=per_step)
     inew = instances(new, walls=wn, per_step=per_step)
     gb = {k: v["dur_ns"].to_numpy() for k, v in ib.group_by("level", "name")}
@@ -250,6 +253,23 @@ def diff(base: Timeline, new: Timeline, *, alpha: float = 0.01,
             .sort(["_o", "_a", "name"], descending=[False, True, False]).drop("_o", "_a")
             .select(*[c for c in schema if c not in ("p_value", "flag")], "total_delta_ns",
                     "p_value", "flag"))
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """How the two traces' host and GPU times were recorded (:func:`clocks_of`): each
+    one's clock tick, the profiler options on in only one (:func:`recording_differs`), and
+    whether two different profilers recorded them (:func:`profilers_differ`)."""
+
+    ticks: tuple[int, int]
+    recording: dict[str, str]
+    profilers: bool
+
+
+def clocks_of(base: Timeline, new: Timeline) -> Clocks:
+    """:class:`Clocks` of BASE and NEW, computed once for :func:`diff` and its notes."""
+    return Clocks((clock_tick_ns(base), clock_tick_ns(new)), recording_differs(base, new),
+                  profilers_differ(base, new))
 
 
 def clock_tick_ns(tl: Timeline, *, min_values: int = 16) -> int:
@@ -369,8 +389,9 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
     walls = (dt.step_walls(base, step_regex=step_regex),
              dt.step_walls(new, step_regex=step_regex))
     graphs = (graph_categories(base), graph_categories(new))
+    clocks = clocks_of(base, new)
     d = diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
-             step_regex=step_regex, walls=walls, graphs=graphs)
+             step_regex=step_regex, walls=walls, graphs=graphs, clocks=clocks)
     t = dt.tail_diff(base, new, alpha=alpha, min_effect_pct=min_effect_pct, min_n=min_n,
                      walls=walls)
     m = dm.memory_diff(base, new, walls, min_effect_pct=min_effect_pct)
@@ -385,13 +406,12 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      "level tracing): its span also holds the idle between the graph's "
                      "kernels, so its categories are not comparable with kernels launched "
                      "one by one (flag 'not comparable', not gated); the step rows compare")
-    ticks = {n: clock_tick_ns(t) for n, t in zip(names, (base, new), strict=True)}
-    coarse = [n for n, t in ticks.items() if t > 1]
+    coarse = [n for n, t in zip(names, clocks.ticks, strict=True) if t > 1]
     if coarse:
         notes.append(f"time: {' and '.join(coarse)} hold{'s' if len(coarse) == 1 else ''} "
                      "times in whole microseconds: a median that moved by at most one tick "
                      "(1 us) is not flagged (a 2 us op there took 1.5 to 2.5 us)")
-    rec = recording_differs(base, new)
+    rec = clocks.recording
     if rec:
         on = {w: [k for k, v in rec.items() if v == w] for w in ("base", "new")}
         said = "; ".join(f"{name} with {', '.join(on[w])}" for name, w in
@@ -400,7 +420,7 @@ def compare(base: Timeline, new: Timeline, *, names: tuple[str, str] = ("BASE", 
                      f"({said}; the other without): the profiler's own cost on the host "
                      "differs, so op and range rows are flagged 'not comparable' (not "
                      "gated), and a host-bound step's time differs by the recording too")
-    if profilers_differ(base, new):
+    if clocks.profilers:
         notes.append("time: one trace was recorded by torch.profiler and the other by "
                      "another profiler: their host ranges carry different recording costs, "
                      "so op and range rows are flagged 'not comparable' (not gated)")

@@ -176,9 +176,8 @@ def _op_waits(tl: Timeline) -> pl.DataFrame:
         for k, o in ops.partition_by("rank", "thread_id", as_dict=True).items():
             h = held.get(k)
             if h is not None:
-                wait[o["_i"].to_numpy()] = (
-                    length_before(*h, o["end_ns"].to_numpy())
-                    - length_before(*h, o["start_ns"].to_numpy()))
+                wait[o["_i"].to_numpy()] = overlap_with(*h, o["start_ns"].to_numpy(),
+                                                        o["end_ns"].to_numpy())[1]
     return ops.select("rank", "kind", "name", "dur_ns", pl.Series("wait_ns", wait, pl.Int64))
 
 

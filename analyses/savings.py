@@ -390,25 +390,33 @@ def best(frame: pl.DataFrame, change: str) -> dict[str, Any] | None:
     return f.row(0, named=True) if f.height else None
 
 
-def unprofiled_at(tl: Timeline, change: str, scale: float, rank: int
-                  ) -> tuple[int, int] | None:
-    """``(saving_ns, window_ns)`` of ``change`` on ``rank`` without the profiler when each
-    recorded op costs ``scale`` times the estimate :func:`savings` removes (the per-op
-    estimate's band, :func:`traceparse.analyses.profiler_cost.profiler_cost`), the saving
-    no less than 0; None for a trace not recorded by torch.profiler or a change the engine
-    does not replay here. Says how a profiler-free figure moves with the estimate."""
+def unprofiled_at(tl: Timeline, wanted: list[tuple[str, int]], scale: float
+                  ) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(saving_ns, window_ns)`` of each ``(change, rank)`` of ``wanted`` without the
+    profiler when each recorded op costs ``scale`` times the estimate :func:`savings`
+    removes (the per-op estimate's band,
+    :func:`traceparse.analyses.profiler_cost.profiler_cost`), the saving no less than 0;
+    left out for a trace not recorded by torch.profiler, a change the engine does not
+    replay here, or a rank without GPU work. Says how a profiler-free figure moves with
+    the estimate; the trace's own profiler-free window is replayed once for all."""
     from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
 
     prof = profiler(tl)
-    args, _ = replay_args(tl, change) if change != "warm_up" else (None, [])
-    if prof is None or args is None:
-        return None
+    if prof is None or not wanted:
+        return {}
     ev, costs = prof
     scaled = (ev, {k: v * scale for k, v in costs.items()})
-    base = windows(predicted(tl, profiler=scaled)).filter(pl.col("rank") == rank)
-    after = windows(predicted(tl, **args, profiler=scaled)).filter(pl.col("rank") == rank)
-    if base.height == 0 or after.height == 0:
-        return None
-    w = int(base["predicted_ns"][0])
-    return max(w - int(after["predicted_ns"][0]), 0), w
+    base = dict(windows(predicted(tl, profiler=scaled)).select("rank", "predicted_ns")
+                .iter_rows())
+    out = {}
+    for change, rank in wanted:
+        args, _ = replay_args(tl, change) if change != "warm_up" else (None, [])
+        if args is None or rank not in base:
+            continue
+        after = dict(windows(predicted(tl, **args, profiler=scaled))
+                     .select("rank", "predicted_ns").iter_rows())
+        if rank in after:
+            w = int(base[rank])
+            out[(change, rank)] = (max(w - int(after[rank]), 0), w)
+    return out

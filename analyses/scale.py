@@ -309,9 +309,14 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
     stretches = scale_host.loader_stretches(tl)
     loader = stretches if factor != 1 else {}
 
+    def costs_at(scale: float) -> dict[tuple[int, int], Any]:
+        """Each process's recorded events' costs, the per-op estimate times ``scale`` (the
+        graph launches' measured excess unscaled)."""
+        return {k: v * scale + graph[k] for k, v in ops.items()}
+
     def replay(scale: float) -> tuple[replay_host.HostReplay, pl.DataFrame]:
         """The replay with the profiler's per-op cost times ``scale``: rows, steps."""
-        costs = {k: v * scale + graph[k] for k, v in ops.items()}
+        costs = costs_at(scale)
 
         def adv(key: tuple[int, int], t: np.ndarray) -> np.ndarray:
             a = (profiler_cost.advance(ev.get(key), t, costs.get(key, 0.0))
@@ -327,7 +332,7 @@ def predict_scaled(tl: Timeline, cal: dict[str, Any], factor: float = 1.0, *,
 
     rep, st = replay(1.0)
     prof = profiler_cost.profiler_cost(tl, windows=steps, per_event_ns=per_event_ns)
-    costs1 = {k: v + graph[k] for k, v in ops.items()}
+    costs1 = costs_at(1.0)
     # the profiler-free loader time at the traced batch, all steps (every launching process)
     loader_ns = int(sum(int(scale_host.loader_time(
         st_, ev.get(k), costs1.get(k, 0.0), np.array([st_[1][-1]]))[0])

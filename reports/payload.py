@@ -191,11 +191,11 @@ def _low_end(tl: Timeline, rows: list[dict[str, Any]]) -> None:
     pc = profiler_cost(tl, price_windows=step_windows(tl))
     if not pc["overhead_ns"] or pc["overhead_low_ns"] is None:
         return
-    for r in rows:
-        low = unprofiled_at(tl, ENGINE_CHANGE[r["id"]], pc["overhead_low_ns"] / pc["overhead_ns"],
-                            r["rank"])
-        if low is not None:
-            r["saving_low_ns"], r["window_low_ns"] = low
+    keys = [(ENGINE_CHANGE[r["id"]], r["rank"]) for r in rows]
+    low = unprofiled_at(tl, keys, pc["overhead_low_ns"] / pc["overhead_ns"])
+    for r, k in zip(rows, keys, strict=True):
+        if k in low:
+            r["saving_low_ns"], r["window_low_ns"] = low[k]
 
 
 def no_fix_reason(payload: dict[str, Any]) -> str:

@@ -41,3 +41,13 @@ def _by_rank(payload: dict[str, Any]) -> dict[int, dict[str, int]]:
             if k.endswith("_ns") and isinstance(v, int):
                 d[k] = d.get(k, 0) + v
     return out
+
+
+def unprofiled_clause(row: dict[str, Any]) -> str:
+    """``; without the profiler X of Y`` of a savings-engine row (its ``saving_unprofiled_ns``
+    of ``window_unprofiled_ns``), or "" where it has no profiler-free figure: the one
+    wording ``summary``'s savings and launch lines and the report's launch note share."""
+    if row.get("saving_unprofiled_ns") is None or not row.get("window_unprofiled_ns"):
+        return ""
+    return (f"; without the profiler {_ms(row['saving_unprofiled_ns'])} of "
+            f"{_ms(row['window_unprofiled_ns'])}")

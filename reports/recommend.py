@@ -164,10 +164,8 @@ def graphs_word(payload: dict[str, Any]) -> str:
 
 
 def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    top = _engine(payload, "no_launch_overhead")
-    if top is None or top["saving_ns"] <= 0 \
-            or top["saving_ns"] < LAUNCH_MIN_FRAC * top["measured_ns"] \
-            or not _unprofiled_fires(top, LAUNCH_MIN_FRAC):
+    top = _engine_rec(payload, "no_launch_overhead")
+    if top is None:
         return []
     graphs = graphs_word(payload)
     r = top["rank"]
@@ -209,15 +207,26 @@ def _launch(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str
                  "without launch cost (at most the rank's launch overhead).")]
 
 
-def _engine_rec(payload: dict[str, Any], change: str, min_frac: float
-                ) -> dict[str, Any] | None:
-    """The engine's row for ``change`` when it saves at least ``min_frac`` of its rank's
-    window (and anything at all), and, for a torch.profiler trace, also without the
-    profiler (:func:`_unprofiled_fires`)."""
+#: The engine changes whose fix fires on their saving, with the share of the rank's window
+#: each needs (overlap-comm fires on the exposed communication instead: :func:`_comm`).
+_MIN_OF = {"no_launch_overhead": LAUNCH_MIN_FRAC, "host_sync": LAUNCH_MIN_FRAC,
+           "warm_up": LAUNCH_MIN_FRAC, "fusion": FUSION_MIN_FRAC,
+           "pinned_memory": PINNED_MIN_FRAC, "input_pipeline": IDLE_MIN_FRAC}
+
+
+def _profiled_fires(top: dict[str, Any], change: str) -> bool:
+    """Whether the engine row ``top`` of ``change`` saves anything at all and at least its
+    :data:`_MIN_OF` share of its rank's window."""
+    return top["saving_ns"] > 0 and top["saving_ns"] >= _MIN_OF[change] * top["measured_ns"]
+
+
+def _engine_rec(payload: dict[str, Any], change: str) -> dict[str, Any] | None:
+    """The engine's row for ``change`` when it fires (:func:`_profiled_fires`) and, for a
+    torch.profiler trace, also fires without the profiler (:func:`_unprofiled_fires`)."""
     top = _engine(payload, change)
-    if top is None or top["saving_ns"] <= 0 or top["saving_ns"] < min_frac * top["measured_ns"]:
+    if top is None or not _profiled_fires(top, change):
         return None
-    return top if _unprofiled_fires(top, min_frac) else None
+    return top if _unprofiled_fires(top, _MIN_OF[change]) else None
 
 
 def _unprofiled_fires(top: dict[str, Any], min_frac: float) -> bool:
@@ -295,7 +304,7 @@ def _beyond_drain(payload: dict[str, Any], top: dict[str, Any]) -> list[str]:
 
 
 def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    top = _engine_rec(payload, "host_sync", LAUNCH_MIN_FRAC)
+    top = _engine_rec(payload, "host_sync")
     if top is None:
         return []
     ev = [_replayed(top, "host-sync"), *_beyond_drain(payload, top), *_sync_ops(payload),
@@ -311,7 +320,7 @@ def _host_sync(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[
 
 
 def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    top = _engine_rec(payload, "fusion", FUSION_MIN_FRAC)
+    top = _engine_rec(payload, "fusion")
     if top is None:
         return []
     tiny = payload["evidence"]["tiny_memory_kernels"]
@@ -331,7 +340,7 @@ def _fusion(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 
 
 def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
-    top = _engine_rec(payload, "pinned_memory", PINNED_MIN_FRAC)
+    top = _engine_rec(payload, "pinned_memory")
     if top is None:
         return []
     pg = payload["evidence"]["pageable_copies"]["pageable"]
@@ -348,7 +357,7 @@ def _pinned(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
 
 
 def _warm(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    top = _engine_rec(payload, "warm_up", LAUNCH_MIN_FRAC)
+    top = _engine_rec(payload, "warm_up")
     if top is None:
         return []
     ev = [f"Rank {top['rank']}: {top.get('note') or 'the first steps'} cost "
@@ -451,7 +460,7 @@ def _stream_wait(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _idle(payload: dict[str, Any], t: dict[str, int], w: int) -> list[dict[str, Any]]:
-    top = _engine_rec(payload, "input_pipeline", IDLE_MIN_FRAC)
+    top = _engine_rec(payload, "input_pipeline")
     if top is None:  # no data-loading evidence, or nothing to hide
         return []
     ev = [_replayed(top, "input-pipeline"), *_gap_evidence(payload, ("input_pipeline",),
@@ -520,13 +529,6 @@ def recommend(payload: dict[str, Any]) -> dict[str, Any]:
             "profiler_only": profiler_only(payload)}
 
 
-#: The engine changes whose fix fires on their saving, with the share of the window each
-#: needs (overlap-comm fires on the exposed communication instead).
-_MIN_OF = {"no_launch_overhead": LAUNCH_MIN_FRAC, "host_sync": LAUNCH_MIN_FRAC,
-           "warm_up": LAUNCH_MIN_FRAC, "fusion": FUSION_MIN_FRAC,
-           "pinned_memory": PINNED_MIN_FRAC, "input_pipeline": IDLE_MIN_FRAC}
-
-
 def profiler_only(payload: dict[str, Any]) -> list[dict[str, Any]]:
     """The fixes withheld because they save enough only under the profiler
     (:func:`_unprofiled_fires`): ``id, rank, min_frac`` (the share it needs),
@@ -535,8 +537,7 @@ def profiler_only(payload: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for change, frac in _MIN_OF.items():
         top = _engine(payload, change)
-        if top is None or top["saving_ns"] <= 0 or top["saving_ns"] < frac * top["measured_ns"] \
-                or _unprofiled_fires(top, frac):
+        if top is None or not _profiled_fires(top, change) or _unprofiled_fires(top, frac):
             continue
         out.append({"id": FIX_OF[change], "rank": top["rank"], "min_frac": frac,
                     "saving_ns": top["saving_ns"], "window_ns": top["measured_ns"],

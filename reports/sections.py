@@ -295,13 +295,10 @@ def _unprofiled_graphs(tl: Timeline) -> str:
     """``; without the profiler X of Y``: the CUDA-graph saving's profiler-free figure
     (the savings engine's row, as the fix and ``summary`` quote it), else ""."""
     from traceparse.analyses.savings import best, savings
+    from traceparse.reports.rec_base import unprofiled_clause
 
     top = best(savings(tl), "no_launch_overhead")
-    if not top or top.get("saving_unprofiled_ns") is None or not top.get(
-            "window_unprofiled_ns"):
-        return ""
-    return (f"; without the profiler {units.duration(int(top['saving_unprofiled_ns']))} of "
-            f"{units.duration(int(top['window_unprofiled_ns']))}")
+    return unprofiled_clause(top) if top else ""
 
 
 def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:

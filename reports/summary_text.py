@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from traceparse import units
+from traceparse.reports.rec_base import unprofiled_clause
 
 #: Bar glyph per attribution part, in priority order.
 GLYPHS = {"compute_ns": "#", "communication_ns": "C", "memory_ns": "M",
@@ -111,13 +112,10 @@ def _launches(frame: pl.DataFrame, savings: pl.DataFrame | None = None) -> list[
     if rec and rec["sum"]:
         where = f" on rank {rec['rank']}" if rec.get("rank") is not None else ""
         # the same engine row's profiler-free figure, as "Could save" quotes it
-        top = (savings.filter((pl.col("change") == "no_launch_overhead")
-                              & pl.col("bounds_job")).to_dicts()
-               if savings is not None and savings.height else [])
-        unprof = (f"; without the profiler {fmt_ns(top[0]['saving_unprofiled_ns'])} of "
-                  f"{fmt_ns(top[0]['window_unprofiled_ns'])}"
-                  if top and top[0].get("saving_unprofiled_ns") is not None
-                  and top[0].get("window_unprofiled_ns") else "")
+        from traceparse.analyses.savings import best
+
+        top = best(savings, "no_launch_overhead") if savings is not None else None
+        unprof = unprofiled_clause(top) if top else ""
         lines.append(f"  CUDA graphs could save {fmt_ns(rec['sum'])}{where} (issuing time of "
                      f"each step removed = whatif --fix cuda-graphs; "
                      f"{units.plural(rec['count'], 'launch-bound kernel')}{unprof})")
@@ -139,10 +137,7 @@ def _savings(frame: pl.DataFrame) -> list[str]:
         # replay's own error, instead of quoting a negative saving
         saved = (f"{fmt_ns(r['saving_ns']):>10}" if r["saving_ns"] >= 0 else
                  f"{'none':>10} (the replay runs {fmt_ns(-r['saving_ns'])} longer)")
-        unprof = (f"; without the profiler {fmt_ns(r['saving_unprofiled_ns'])} of "
-                  f"{fmt_ns(r['window_unprofiled_ns'])}"
-                  if r.get("saving_unprofiled_ns") is not None
-                  and r.get("window_unprofiled_ns") else "")
+        unprof = unprofiled_clause(r)
         lines.append(f"  rank {r['rank']:<3} {r.get('fix') or r['change']:<20} {saved} "
                      f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
                      f"{fmt_ns(r['predicted_ns'])}{unprof})")
