@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--hta-python", default=None, help="python with HTA installed")
     opts = ap.parse_args()
-    from traceparse.kineto.reader import read_dir
+    from traceparse.kineto.ranks import read_dir
 
     files = sorted(TORCH.glob("param__dlrm_8rank__worker*.json"))
     with tempfile.TemporaryDirectory() as tmp:

@@ -64,7 +64,7 @@ def temporal(gpu: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
 
 def main() -> None:
     import traceparse
-    from traceparse.kineto.reader import read_dir
+    from traceparse.kineto.ranks import read_dir
 
     torch = SHARED / "traces" / "torch"
     cases: list[tuple[str, object]] = [

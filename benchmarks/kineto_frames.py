@@ -31,7 +31,7 @@ TABLES = ("gpu", "api", "ranges", "memory", "devices", "ingest", "sources", "met
 
 def dump(out: Path, dirs: list[str]) -> int:
     from traceparse.errors import TraceError
-    from traceparse.kineto import reader
+    from traceparse.kineto import ranks, reader
 
     out.mkdir(parents=True, exist_ok=True)
     files = sorted(p for d in ("torch", "gpu") for p in (SHARED / d).rglob("*")
@@ -40,7 +40,7 @@ def dump(out: Path, dirs: list[str]) -> int:
         (str(p.relative_to(SHARED)), lambda p=p: reader.read(p)) for p in files]
     for d in dirs:
         jobs += [(f"{Path(d).name} read_dir workers={w}",
-                  lambda d=d, w=w: reader.read_dir(d, workers=w)) for w in (1, 2)]
+                  lambda d=d, w=w: ranks.read_dir(d, workers=w)) for w in (1, 2)]
     for i, (name, fn) in enumerate(jobs):
         try:
             tl = fn()

@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 import traceparse
-import traceparse.kineto.reader
+import traceparse.kineto.ranks
 from traceparse.errors import TraceError
-from traceparse.kineto.reader import read, read_dir
+from traceparse.kineto.ranks import read_dir
+from traceparse.kineto.reader import read
 from traceparse.timeline import Timeline
 
 BASE = 1_735_632_360_000_000_000
@@ -217,7 +218,7 @@ def test_read_dir_shared_pool_matches_serial(tmp_path: Path,
             {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
              "dur": k + 1}]})
     serial = read_dir(tmp_path, workers=1)
-    monkeypatch.setattr(traceparse.kineto.reader, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(traceparse.kineto.ranks, "PARALLEL_MIN_BYTES", 0)
     shared = read_dir(tmp_path, workers=2)
     assert shared.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000, 3000, 4000, 5000]
     for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
@@ -237,7 +238,7 @@ def test_read_dir_shares_once_a_core_was_idle(tmp_path: Path,
     the serial timeline."""
     import os
 
-    reader = traceparse.kineto.reader
+    reader = traceparse.kineto.ranks
     for k in range(5):
         _write(tmp_path / f"rank_{k}.json", {"traceEvents": [
             {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
@@ -271,7 +272,7 @@ def test_idle_since_counts_idle_ticks_per_second(monkeypatch: pytest.MonkeyPatch
     /proc/stat) counts none."""
     import os
 
-    reader = traceparse.kineto.reader
+    reader = traceparse.kineto.ranks
     monkeypatch.setattr(reader, "_idle_mark", lambda: (1150, 11.0))
     monkeypatch.setattr(os, "sysconf", lambda name: 100)
     assert reader.idle_since((1000, 10.0)) == 1.5

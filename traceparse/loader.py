@@ -153,8 +153,8 @@ def _parse(path: str | os.PathLike[str], kind: str,
 
         return read_nsys(path, tables=tables)
     if kind in ("kineto-json", "kineto-dir"):
+        from traceparse.kineto.ranks import read_dir as read_kineto_dir
         from traceparse.kineto.reader import read as read_kineto
-        from traceparse.kineto.reader import read_dir as read_kineto_dir
 
         return read_kineto_dir(path) if kind == "kineto-dir" else read_kineto(path)
     from traceparse.ncu.reader import read as read_ncu

@@ -260,9 +260,10 @@ INGEST = (
     RANK,
     _c("table", CAT, "", "Timeline table the source rows feed (gpu, api, ranges, ...); "
        "api_ids: rows that add no row but give api calls their stream and event ids "
-       "(nsys synchronization and CUDA-event records).", required=True),
-    _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page.",
-       required=True),
+       "(nsys synchronization and CUDA-event records); files: a file of a Kineto rank "
+       "directory that is no trace (one row, outcome 'not read').", required=True),
+    _c("source", STR, "", "Raw source: nsys table name, Kineto category, ncu page, or "
+       "the file name (table files).", required=True),
     _c("outcome", CAT, "", "parsed or skipped (rows of a source the readers map); lookup "
        "(a table read only to resolve other tables' ids) or 'not read' (a table the "
        "timeline does not model; reason says why).", required=True),

@@ -131,7 +131,10 @@ def accounting_rows(ingest: pl.DataFrame) -> list[tuple[str, str]]:
         label = f"{source} (rank {rank})" if ranks else str(source)
         other = part.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
         for r in other.iter_rows(named=True):
-            unread.append((f"{r['outcome']} {label}", f"{r['count']} rows ({r['reason']})"))
+            if r["table"] == "files":  # a file of a rank directory that is no trace
+                unread.append((f"{r['outcome']} {source}", f"file ({r['reason']})"))
+            else:
+                unread.append((f"{r['outcome']} {label}", f"{r['count']} rows ({r['reason']})"))
         if other.height == part.height:
             continue
         parsed = int(part.filter(pl.col("outcome") == "parsed")["count"].sum())

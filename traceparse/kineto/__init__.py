@@ -6,7 +6,9 @@ Traces from PyTorch 1.8 (2020) to 2.x (2025), CUDA and ROCm, with or without the
 ``traceparse.load`` calls them.
 
 Modules:
-    reader   ``read`` / ``read_dir``: events -> the unified timeline, ranks, devices, ingest.
+    reader   ``read``: events -> the unified timeline, ranks, devices, ingest.
+    ranks    ``read_dir``: a directory of per-rank files (in helper processes), files that
+             are no trace counted as not read.
     io       file bytes, gzip limit, header and raw event list, exact time conversion.
     decode   typed, field-selective msgspec decoding into ``Event`` records.
     times    exact ``ts``/``dur`` nanosecond columns from the raw JSON text.
@@ -21,8 +23,14 @@ from typing import TYPE_CHECKING
 from traceparse.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from traceparse.kineto.reader import read, read_dir
+    from traceparse.kineto.ranks import read_dir
+    from traceparse.kineto.reader import read
 
 __all__ = ["read", "read_dir"]
 
-__getattr__ = lazy_exports(__name__, "reader", __all__)
+_read = lazy_exports(__name__, "reader", ["read"])
+_read_dir = lazy_exports(__name__, "ranks", ["read_dir"])
+
+
+def __getattr__(name: str) -> object:
+    return _read_dir(name) if name == "read_dir" else _read(name)

@@ -1,0 +1,124 @@
+"""A directory of per-rank Kineto traces that also holds JSON files which are no trace (a
+capture's ``*.meta.json`` sidecar, ``ncu_kernels.json``): those files are not read, each
+gets one ``ingest`` row saying why, and the ranks come from the trace files alone. A
+damaged trace still fails the whole directory (it is a trace, just a broken one)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import TRACES
+
+import traceparse.kineto.ranks
+from traceparse.cli import main
+from traceparse.errors import TraceError
+from traceparse.kineto.ranks import read_dir
+from traceparse.kineto.reader import read
+
+
+def _kernel_trace(path: Path, dur_us: int) -> Path:
+    path.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
+         "dur": dur_us}]}))
+    return path
+
+
+def _sidecar(path: Path) -> Path:
+    path.write_text(json.dumps({"gpu": "NVIDIA H200", "steps": 6, "torch": "2.11"}))
+    return path
+
+
+def _not_read(tl: traceparse.timeline.Timeline) -> list[tuple[str, str, str, int]]:
+    rows = tl.ingest.filter(pl.col("table").cast(pl.String) == "files")
+    return [(r["source"], str(r["outcome"]), r["reason"], r["count"])
+            for r in rows.iter_rows(named=True)]
+
+
+def test_sidecar_is_not_read_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """rank_0 (a 1 us kernel), rank_1 (2 us) and run.meta.json: two ranks, 1000 and 2000 ns
+    of kernels, one 'not read' row for the sidecar; the helper-process path (pool threshold
+    lowered to 0) gives the same timeline, ingest included."""
+    _kernel_trace(tmp_path / "rank_0.json", 1)
+    _kernel_trace(tmp_path / "rank_1.json", 2)
+    _sidecar(tmp_path / "run.meta.json")
+    serial = read_dir(tmp_path, workers=1)
+    assert serial.meta["ranks"] == [0, 1]
+    assert serial.meta["files"] == ["rank_0.json", "rank_1.json"]
+    assert serial.meta["not_read"] == ["run.meta.json"]
+    assert serial.gpu.sort("rank")["dur_ns"].to_list() == [1000, 2000]
+    assert _not_read(serial) == [
+        ("run.meta.json", "not read", "not a Kineto/Chrome trace: no traceEvents key", 1)]
+    monkeypatch.setattr(traceparse.kineto.ranks, "PARALLEL_MIN_BYTES", 0)
+    shared = read_dir(tmp_path, workers=2)
+    for table in ("gpu", "api", "ranges", "devices", "ingest", "sources"):
+        assert getattr(shared, table).equals(getattr(serial, table)), table
+    assert shared.meta == serial.meta
+
+
+def test_file_order_ranks_skip_the_sidecar(tmp_path: Path) -> None:
+    """a.json, b.meta.json, c.json carry no rank: by name order a is rank 0 and c rank 1
+    (not 2: the sidecar between them is no rank). c's 3 us kernel is rank 1's."""
+    _kernel_trace(tmp_path / "a.json", 1)
+    _sidecar(tmp_path / "b.meta.json")
+    _kernel_trace(tmp_path / "c.json", 3)
+    tl = read_dir(tmp_path, workers=1)
+    assert tl.meta["ranks"] == [0, 1]
+    assert tl.sources.sort("rank")["file"].to_list() == ["a.json", "c.json"]
+    assert set(tl.sources["rank_source"].cast(pl.String)) == {"file order"}
+    assert tl.gpu.sort("rank")["dur_ns"].to_list() == [1000, 3000]
+
+
+def test_no_trace_at_all_or_a_damaged_one_fails(tmp_path: Path) -> None:
+    _sidecar(tmp_path / "a.meta.json")
+    _sidecar(tmp_path / "b.meta.json")
+    with pytest.raises(TraceError, match=r"none a trace \(a.meta.json: not a Kineto"):
+        read_dir(tmp_path)
+    (tmp_path / "rank_0.json").write_bytes(b'{"traceEvents": [')
+    with pytest.raises(TraceError, match=r"rank_0\.json: .*invalid JSON"):
+        read_dir(tmp_path)
+
+
+def test_cli_info_and_summary_on_a_directory_with_a_sidecar(tmp_path: Path) -> None:
+    _kernel_trace(tmp_path / "rank_0.json", 1)
+    _kernel_trace(tmp_path / "rank_1.json", 2)
+    _sidecar(tmp_path / "run.meta.json")
+    res = CliRunner().invoke(main, ["--no-cache", "info", str(tmp_path), "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    assert ("not read run.meta.json,file (not a Kineto/Chrome trace: no traceEvents key)"
+            in res.output)
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.shared
+def test_real_capture_directory_reads_its_one_trace() -> None:
+    """traces/gpu/h200 holds one trace and two JSON files that are none (the capture's
+    meta sidecar and the ncu kernel list; each opened here: no traceEvents key). Read as a
+    directory it is the trace alone, as rank 0, plus one 'not read' row per other file."""
+    d = TRACES / "gpu" / "h200"
+    others = sorted(p.name for p in d.glob("*.json"))
+    for name in others:
+        assert "traceEvents" not in json.loads((d / name).read_text())
+    tl = read_dir(d, workers=1)
+    alone = read(d / "gpt_train_decode.json.gz")
+    assert tl.meta["files"] == ["gpt_train_decode.json.gz"]
+    assert tl.meta["not_read"] == others == ["gpt_train_decode.meta.json", "ncu_kernels.json"]
+    for table in ("gpu", "api", "ranges", "devices"):
+        assert getattr(tl, table).equals(getattr(alone, table)), table
+    # the one difference: where its rank 0 came from (first trace in name order, not
+    # the single file's default)
+    assert tl.sources.drop("rank_source").equals(alone.sources.drop("rank_source"))
+    assert tl.sources["rank_source"].cast(pl.String).to_list() == ["file order"]
+    assert [r[0] for r in _not_read(tl)] == others
+    trace_rows = tl.ingest.filter(pl.col("table").cast(pl.String) != "files")
+    assert trace_rows.equals(alone.ingest)
+    # every event of the file is accounted for: parsed + skipped = the events in the JSON
+    n_events = len(json.loads(gzip.decompress((d / "gpt_train_decode.json.gz").read_bytes())
+                              )["traceEvents"])
+    assert int(trace_rows["count"].sum()) == n_events == 38_109
