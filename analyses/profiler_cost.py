@@ -318,6 +318,17 @@ def _costs_of(ev: pl.DataFrame, est: dict[str, Any]) -> np.ndarray:
 GRAPH_LAUNCH_RE = r"(?i)graphlaunch"
 
 
+def step_priced(tl: Timeline) -> dict[str, Any]:
+    """:func:`profiler_cost` with each event priced at its step's estimate (the costs the
+    replays remove), computed once per timeline: ``summary``'s profiler clause and the
+    withheld fixes' low end of the band quote the same figures."""
+    from traceparse.analyses.steps import step_windows
+    from traceparse.derived import cached
+
+    return cached(tl, "profiler_cost_steps", ("gpu", "api", "ranges", "sources"),
+                  lambda: profiler_cost(tl, price_windows=step_windows(tl)))
+
+
 def graph_launch_costs(tl: Timeline) -> pl.DataFrame:
     """The profiler's cost inside graph launches (docs/calibration.md "Graph launches under
     the profiler"): per graph-launch call whose kernels the trace recorded, its duration

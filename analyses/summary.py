@@ -374,9 +374,8 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
     step's per-op cost, as ``predict`` and the fixes' profiler-free replay remove it).
     Never a fix: it only says how much of the measured host time would not be there
     without the profiler."""
-    from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, profiler_cost
+    from traceparse.analyses.profiler_cost import graph_launch_gpu_wait, step_priced
     from traceparse.analyses.savings import windows_of
-    from traceparse.analyses.steps import step_windows
 
     dur = units.duration
     # a warm-up verdict whose steady state is host-bound measures the host too
@@ -398,7 +397,7 @@ def _profiler_clause(tl: Timeline, line: str) -> str:
                 f"the GPU window) for {n:,} graph launches recording their kernel nodes, "
                 "time an unprofiled run would not spend")
     # each recorded op priced at its step's estimate: the costs the replays remove
-    pc = profiler_cost(tl, price_windows=step_windows(tl))
+    pc = step_priced(tl)
     if not pc["applies"] or not pc["host_ns"] or not pc["overhead_ns"]:
         return ""
     if steady and pc["overhead_frac"] < STEADY_CLAUSE_FRAC:

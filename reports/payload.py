@@ -183,12 +183,11 @@ def _low_end(tl: Timeline, rows: list[dict[str, Any]]) -> None:
     estimate's band would still offer it."""
     if not rows:
         return
-    from traceparse.analyses.profiler_cost import profiler_cost
+    from traceparse.analyses.profiler_cost import step_priced
     from traceparse.analyses.savings import unprofiled_at
-    from traceparse.analyses.steps import step_windows
     from traceparse.reports.recommend import ENGINE_CHANGE
 
-    pc = profiler_cost(tl, price_windows=step_windows(tl))
+    pc = step_priced(tl)
     if not pc["overhead_ns"] or pc["overhead_low_ns"] is None:
         return
     keys = [(ENGINE_CHANGE[r["id"]], r["rank"]) for r in rows]
