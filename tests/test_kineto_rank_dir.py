@@ -122,3 +122,64 @@ def test_real_capture_directory_reads_its_one_trace() -> None:
     n_events = len(json.loads(gzip.decompress((d / "gpt_train_decode.json.gz").read_bytes())
                               )["traceEvents"])
     assert int(trace_rows["count"].sum()) == n_events == 38_109
+
+
+def _ranked(path: Path, rank: int, ts_us: int, gpu: str = "NVIDIA H200") -> Path:
+    path.write_text(json.dumps({
+        "distributedInfo": {"rank": rank, "world_size": 2},
+        "deviceProperties": [{"id": 0, "name": gpu}],
+        "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
+                         "ts": ts_us, "dur": 5, "args": {"device": 0, "stream": 7}}]}))
+    return path
+
+
+@pytest.mark.parametrize(("second", "message"), [
+    # rank 1 starts 5 s after rank 0's 5 us kernel ended: 4.999995 s apart
+    ({"ts_us": 5_000_010}, "rank_0.json and rank_1.json are not one job: their captures do "
+                           "not overlap in time (5.00 s apart) (files of one directory, read "
+                           "as its ranks); give --as-one-job to analyse them together anyway"),
+    ({"ts_us": 12, "gpu": "NVIDIA H100 80GB HBM3"},
+     "rank_0.json and rank_1.json are not one job: different GPUs (NVIDIA H200 vs NVIDIA "
+     "H100 80GB HBM3) (files of one directory"),
+])
+def test_a_directory_of_runs_is_not_one_job(tmp_path: Path, second: dict, message: str
+                                             ) -> None:
+    """The files of a rank directory must be the ranks of one job, as several inputs must:
+    else exit 2 with one line, and --as-one-job analyses them anyway."""
+    _ranked(tmp_path / "rank_0.json", 0, 10)
+    _ranked(tmp_path / "rank_1.json", 1, **second)
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
+    assert res.exit_code == 2
+    assert message in res.output and len(res.output.strip().splitlines()) == 1
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["--no-cache", "summary", "--as-one-job", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    assert "2 devices" in res.output
+
+
+def test_overlapping_ranks_are_one_job(tmp_path: Path) -> None:
+    _ranked(tmp_path / "rank_0.json", 0, 10)
+    _ranked(tmp_path / "rank_1.json", 1, 12)  # 12-17 us overlaps 10-15 us
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.shared
+def test_real_directories_one_job_or_not(tmp_path: Path) -> None:
+    """The 8 DLRM ranks (captured together, each claims its rank) are one job; the 13 H200
+    scenario captures (separate runs, seconds apart: the first two files' windows end and
+    start 5.27 s apart) are not, and the report is not written."""
+    from traceparse.jobcheck import rank_disagreement
+
+    for f in (TRACES / "torch").glob("param__dlrm_8rank__worker*"):
+        (tmp_path / f.name).symlink_to(f)
+    assert rank_disagreement(read_dir(tmp_path)) is None
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
+    assert res.exit_code == 0 and "8 devices" in res.output, res.output
+    out = tmp_path.parent / "scn.html"
+    res = CliRunner().invoke(main, ["--no-cache", "report", str(TRACES / "gpu" / "scenarios"),
+                                    "-o", str(out)])
+    assert res.exit_code == 2
+    assert ("gemm_roofline-sweep.json.gz and host_sync-bottleneck.json.gz are not one job: "
+            "their captures do not overlap in time (5.27 s apart)") in res.output
+    assert not out.exists()

@@ -20,14 +20,19 @@ only when they agree:
   compared on time.
 
 :func:`disagreement` returns one line naming the first disagreement (and the two files), or
-None. The CLI exits 2 with that line unless ``--as-one-job`` is given.
+None; :func:`rank_disagreement` applies the same rules to the files of one directory of
+per-rank Kineto traces (a directory of unrelated runs is not one job either). The CLI exits
+2 with that line unless ``--as-one-job`` is given.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import polars as pl
 
 from traceparse import units
 from traceparse.timeline import Timeline
@@ -71,40 +76,87 @@ def _comparable(driver: str, other: str) -> str:
     return driver if " (" in driver and " (" in other else driver.split(" (")[0]
 
 
+@dataclass(frozen=True)
+class Facts:
+    """What one input says about the job it belongs to."""
+
+    name: str
+    models: frozenset[str]
+    driver: str | None
+    claimed: frozenset[int]
+    window: tuple[int, int] | None
+
+
+def facts(path: str, tl: Timeline) -> Facts:
+    """The :class:`Facts` of one input read from ``path``."""
+    return Facts(Path(path).name, _models(tl), tl.meta.get("driver_version") or None,
+                 frozenset(_claimed_ranks(tl)), _window(tl))
+
+
 def disagreement(paths: Sequence[str], tls: Sequence[Timeline]) -> str | None:
     """One line naming why ``tls`` (read from ``paths``) are not one job, or None."""
-    names = [Path(p).name for p in paths]
-    first: dict[str, tuple[str, Any]] = {}
-    for name, tl in zip(names, tls, strict=True):
-        models = _models(tl)
-        if models:
-            if "gpu" in first and first["gpu"][1] != models:
-                other, seen = first["gpu"]
-                return (f"{other} and {name} are not one job: different GPUs "
-                        f"({', '.join(sorted(seen))} vs {', '.join(sorted(models))}); "
-                        "give --as-one-job to analyse them together anyway")
-            first.setdefault("gpu", (name, models))
-    drivers = [(name, d) for name, tl in zip(names, tls, strict=True)
-               if (d := tl.meta.get("driver_version"))]
-    for name, d in drivers[1:]:
-        other, seen = drivers[0]
-        if _comparable(seen, d) != _comparable(d, seen):
-            return (f"{other} and {name} are not one job: different drivers ({seen} vs "
-                    f"{d}); give --as-one-job to analyse them together anyway")
+    return first_disagreement([facts(p, tl) for p, tl in zip(paths, tls, strict=True)])
+
+
+def rank_disagreement(tl: Timeline) -> str | None:
+    """For a directory of per-rank Kineto files read as one timeline
+    (:func:`traceparse.kineto.ranks.read_dir`): one line naming why its files are not the
+    ranks of one job (the same rules as for several inputs), or None. Ranks claimed twice
+    were already refused by the reader."""
+    files, parts = tl.meta.get("files"), tl.meta.get("parts")
+    ranks = tl.meta.get("ranks")
+    if not files or not parts or not ranks or len(files) < 2:
+        return None
+    spans: dict[int, tuple[int, int]] = {}
+    for frame in (tl.gpu, tl.api, tl.ranges):
+        if not frame.height:
+            continue
+        agg = frame.group_by("rank").agg(
+            pl.col("start_ns").min().alias("a"),
+            pl.max_horizontal("start_ns", "end_ns").max().alias("b"))
+        for r, a, b in agg.iter_rows():
+            lo, hi = spans.get(int(r), (int(a), int(b)))
+            spans[int(r)] = (min(lo, int(a)), max(hi, int(b)))
+    dev = tl.devices
+    out = []
+    for name, rank, meta in zip(files, ranks, parts, strict=True):
+        names = (dev.filter(pl.col("rank") == rank)["name"].drop_nulls().cast(pl.String)
+                 .to_list() if dev.height else [])
+        out.append(Facts(name, frozenset(n for n in names if n),
+                         meta.get("driver_version") or None, frozenset(), spans.get(rank)))
+    why = first_disagreement(out)
+    return why and f"{why.split(';')[0]} (files of one directory, read as its ranks); " \
+        "give --as-one-job to analyse them together anyway"
+
+
+def first_disagreement(inputs: Sequence[Facts]) -> str | None:
+    """One line naming the first disagreement among ``inputs`` (see the module docstring),
+    or None."""
+    anyway = "give --as-one-job to analyse them together anyway"
+    seen_gpu = next((f for f in inputs if f.models), None)
+    for f in inputs:
+        if f.models and seen_gpu is not None and f.models != seen_gpu.models:
+            return (f"{seen_gpu.name} and {f.name} are not one job: different GPUs "
+                    f"({', '.join(sorted(seen_gpu.models))} vs {', '.join(sorted(f.models))})"
+                    f"; {anyway}")
+    drivers = [f for f in inputs if f.driver]
+    for f in drivers[1:]:
+        first, d0, d1 = drivers[0], drivers[0].driver or "", f.driver or ""
+        if _comparable(d0, d1) != _comparable(d1, d0):
+            return (f"{first.name} and {f.name} are not one job: different drivers ({d0} vs "
+                    f"{d1}); {anyway}")
     owner: dict[int, str] = {}
-    for name, tl in zip(names, tls, strict=True):
-        for r in sorted(_claimed_ranks(tl)):
+    for f in inputs:
+        for r in sorted(f.claimed):
             if r in owner:
-                return (f"{owner[r]} and {name} are not one job: both are rank {r}; "
-                        "give --as-one-job to analyse them together anyway")
-            owner[r] = name
-    wins = [(name, w) for name, tl in zip(names, tls, strict=True)
-            if (w := _window(tl)) is not None]
-    for i, (a, wa) in enumerate(wins):
-        for b, wb in wins[i + 1:]:
-            if wa[1] < wb[0] or wb[1] < wa[0]:
-                apart = max(wb[0] - wa[1], wa[0] - wb[1])
-                return (f"{a} and {b} are not one job: their captures do not overlap in "
-                        f"time ({units.duration(apart)} apart); give --as-one-job to "
-                        "analyse them together anyway")
+                return f"{owner[r]} and {f.name} are not one job: both are rank {r}; {anyway}"
+            owner[r] = f.name
+    wins = [f for f in inputs if f.window is not None]
+    for i, a in enumerate(wins):
+        for b in wins[i + 1:]:
+            (a0, a1), (b0, b1) = a.window or (0, 0), b.window or (0, 0)
+            if a1 < b0 or b1 < a0:
+                apart = max(b0 - a1, a0 - b1)
+                return (f"{a.name} and {b.name} are not one job: their captures do not "
+                        f"overlap in time ({units.duration(apart)} apart); {anyway}")
     return None

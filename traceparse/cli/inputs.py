@@ -67,6 +67,8 @@ def load_traces(traces: Sequence[str], *, sample_default: bool = False,
 
     paths = resolve(traces, sample_default=sample_default)
     tls = [load_trace(p, ctx, tables=tables) for p in paths]
+    for p, t in zip(paths, tls, strict=True):
+        check_rank_directory(p, t, ctx)
     if len(tls) == 1:
         tl = tls[0]  # what combine returns; its module (with numpy) is not imported
     else:
@@ -91,6 +93,22 @@ def check_one_job(paths: Sequence[str], tls: Sequence[Timeline],
     why = disagreement(paths, tls)
     if why:
         raise UsageError(None, why)
+
+
+def check_rank_directory(path: str, tl: Timeline, ctx: click.Context | None = None) -> None:
+    """Exit 2 with one line when the files of a directory of per-rank Kineto traces are
+    not the ranks of one job (:func:`traceparse.jobcheck.rank_disagreement`: different
+    GPUs or drivers, captures that do not overlap in time), unless ``--as-one-job``."""
+    if not os.path.isdir(path) or os.path.isfile(os.path.join(path, "timeline.json")):
+        return
+    here = ctx or click.get_current_context(silent=True)
+    if here is not None and here.meta.get("traceparse.as_one_job"):
+        return
+    from traceparse.jobcheck import rank_disagreement
+
+    why = rank_disagreement(tl)
+    if why:
+        raise UsageError(path, why)
 
 
 def gpu_row(name: str) -> dict[str, object]:
