@@ -241,9 +241,12 @@ def hardware_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     unread = tl.ingest.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
     if unread.height:
         out["unread_tables"] = {
-            "columns": [_col("rank", "rank", "int"), _col("source", "table"),
+            "columns": [_col("rank", "rank", "int"), _col("source", "table or file"),
                         _col("outcome", "outcome"), _col("reason", "why"),
                         _col("count", "rows", "int")],
-            "rows": rows(unread.select("rank", "source", "outcome", "reason", "count")
-                         .sort("rank", "source"))}
+            # a file of a rank directory that is no trace belongs to no rank
+            "rows": rows(unread.select(
+                pl.when(pl.col("table").cast(pl.String) == "files").then(None)
+                .otherwise(pl.col("rank")).alias("rank"), "source", "outcome", "reason",
+                "count").sort("rank", "source", nulls_last=True))}
     return out

@@ -183,3 +183,17 @@ def test_real_directories_one_job_or_not(tmp_path: Path) -> None:
     assert ("gemm_roofline-sweep.json.gz and host_sync-bottleneck.json.gz are not one job: "
             "their captures do not overlap in time (5.27 s apart)") in res.output
     assert not out.exists()
+
+
+def test_report_lists_the_file_under_no_rank(tmp_path: Path) -> None:
+    """The report's 'not read' table lists the sidecar with no rank (it belongs to none)
+    and one row; the trace files' own sources are not in it (nothing of them unread)."""
+    from traceparse.reports.payload import build_payload
+
+    _kernel_trace(tmp_path / "rank_0.json", 1)
+    _kernel_trace(tmp_path / "rank_1.json", 2)
+    _sidecar(tmp_path / "run.meta.json")
+    p = build_payload([read_dir(tmp_path, workers=1)])
+    rows = p["unread_tables"]["rows"]
+    assert [(r["rank"], r["source"], r["outcome"], r["count"]) for r in rows] == [
+        (None, "run.meta.json", "not read", 1)]
