@@ -197,3 +197,30 @@ def test_report_lists_the_file_under_no_rank(tmp_path: Path) -> None:
     rows = p["unread_tables"]["rows"]
     assert [(r["rank"], r["source"], r["outcome"], r["count"]) for r in rows] == [
         (None, "run.meta.json", "not read", 1)]
+
+
+def test_a_glob_leaves_out_what_is_no_trace(tmp_path: Path) -> None:
+    """'DIR/run.*' matches the trace and its sidecar: the sidecar is left out with one
+    line on stderr (as a rank directory leaves it out) and the trace is analysed; a glob
+    that matches no trace at all, or a sidecar named as such, is exit 2 with one line."""
+    _kernel_trace(tmp_path / "run.json", 4)
+    _sidecar(tmp_path / "run.meta.json")
+    runner = CliRunner()
+    for cmd in (["summary"], ["info"], ["calibrate", "-o", str(tmp_path / "cal.json")]):
+        res = runner.invoke(main, ["--no-cache", *cmd, str(tmp_path / "run.*")])
+        assert res.exit_code == 0, (cmd, res.output)
+        assert ("traceparse: not read, no trace (not a Kineto/Chrome trace: no traceEvents "
+                "key): run.meta.json") in res.stderr
+    res = runner.invoke(main, ["--no-cache", "summary", str(tmp_path / "run.*")])
+    assert res.stdout.startswith("Trace: 4.00 µs, 1 device, 1 kernel, 0 memory ops")
+    res = runner.invoke(main, ["--no-cache", "summary", str(tmp_path / "*.meta.json")])
+    assert res.exit_code == 2
+    assert res.output.strip() == (
+        f"traceparse: error: {tmp_path / '*.meta.json'}: matches no trace (first: "
+        "run.meta.json: not a Kineto/Chrome trace: no traceEvents key)")
+    res = runner.invoke(main, ["--no-cache", "summary", str(tmp_path / "run.meta.json")])
+    assert res.exit_code == 2 and "run.meta.json: not a Kineto/Chrome trace" in res.output
+    out = tmp_path / "r.html"
+    res = runner.invoke(main, ["--no-cache", "report", str(tmp_path / "run.*"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.exists()

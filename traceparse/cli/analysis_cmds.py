@@ -218,7 +218,7 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
     from traceparse.reports.summary_text import render_text
 
     paths = resolve(traces, sample_default=True)
-    tl = load_traces(paths, gpu=gpu)
+    tl = load_traces(traces, sample_default=True, gpu=gpu)
     if (why := no_events(tl, paths)) is not None:
         emit(why + "\n", output)
         return

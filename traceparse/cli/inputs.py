@@ -63,20 +63,58 @@ def load_traces(traces: Sequence[str], *, sample_default: bool = False,
     every device is taken to be that ceiling-table row (:func:`override_gpu`). ``tables``:
     the only timeline tables the command uses (None: all; an nsys export read without the
     cache then skips the others, see :func:`traceparse.loader.load`)."""
+    paths, tls = load_inputs(traces, sample_default=sample_default, ctx=ctx, tables=tables)
+    tl = combined(paths, tls, ctx)
+    return override_gpu(tl, gpu) if gpu else tl
+
+
+def combined(paths: Sequence[str], tls: Sequence[Timeline],
+             ctx: click.Context | None = None) -> Timeline:
+    """The inputs as one timeline, once they are one job (:func:`check_one_job`)."""
+    if len(tls) == 1:
+        return tls[0]  # what combine returns; its module (with numpy) is not imported
+    from traceparse.reports.payload import combine
+
+    check_one_job(paths, tls, ctx)
+    return combine(list(tls))
+
+
+def load_inputs(traces: Sequence[str], *, sample_default: bool = False,
+                ctx: click.Context | None = None, tables: Sequence[str] | None = None
+                ) -> tuple[list[str], list[Timeline]]:
+    """The inputs' paths and timelines, each rank directory checked to be one job
+    (:func:`check_rank_directory`). A file a glob matched that is no trace at all
+    (:class:`~traceparse.errors.NotATrace`: ``'run/*.json'`` also matches the capture's
+    ``*.meta.json``) is left out with one line on stderr, as a rank directory leaves it
+    out; a file named as such that is no trace is an error (exit 2)."""
     from traceparse.cli.common import load_trace
+    from traceparse.errors import NotATrace
 
     paths = resolve(traces, sample_default=sample_default)
-    tls = [load_trace(p, ctx, tables=tables) for p in paths]
-    for p, t in zip(paths, tls, strict=True):
+    named = set(traces)
+    kept: list[str] = []
+    tls: list[Timeline] = []
+    left_out: list[NotATrace] = []
+    for p in paths:
+        try:
+            t = load_trace(p, ctx, tables=tables)
+        except NotATrace as exc:
+            if p in named:
+                raise
+            left_out.append(exc)
+            continue
         check_rank_directory(p, t, ctx)
-    if len(tls) == 1:
-        tl = tls[0]  # what combine returns; its module (with numpy) is not imported
-    else:
-        from traceparse.reports.payload import combine
-
-        check_one_job(paths, tls, ctx)
-        tl = combine(tls)
-    return override_gpu(tl, gpu) if gpu else tl
+        kept.append(p)
+        tls.append(t)
+    if left_out and not tls:
+        first = left_out[0]
+        raise UsageError(", ".join(traces), "matches no trace (first: "
+                         f"{os.path.basename(first.path or '')}: {first.problem})")
+    if left_out:
+        names = ", ".join(os.path.basename(e.path or "") for e in left_out)
+        click.echo(f"traceparse: not read, no trace ({left_out[0].problem}): {names}",
+                   err=True)
+    return kept, tls
 
 
 def check_one_job(paths: Sequence[str], tls: Sequence[Timeline],

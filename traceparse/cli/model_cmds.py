@@ -19,7 +19,7 @@ from traceparse.cli.common import (
     wrote,
 )
 from traceparse.cli.executors import chunked_input, chunks_options, computed_in_memory
-from traceparse.cli.inputs import load_traces, resolve
+from traceparse.cli.inputs import load_inputs, load_traces, override_gpu, resolve
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 from traceparse.timeline import Timeline
@@ -42,8 +42,8 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, force: bool, export: str
     from traceparse.analyses.calibrate import calibrate, merge, to_json
 
     check_output(output, force=force)
-    paths = resolve(traces)
-    cal = merge([calibrate(load_traces([p], gpu=gpu)) for p in paths])
+    _paths, tls = load_inputs(traces)
+    cal = merge([calibrate(override_gpu(t, gpu) if gpu else t) for t in tls])
     if export is None:
         emit(to_json(cal), output)
         return

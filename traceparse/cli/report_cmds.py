@@ -33,23 +33,14 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     output file is kept unless --force is given.
     """
     from traceparse.cli.common import load_trace
-    from traceparse.cli.inputs import (
-        check_one_job,
-        check_rank_directory,
-        expand,
-        override_gpu,
-        resolve,
-    )
+    from traceparse.cli.inputs import check_one_job, expand, load_inputs, override_gpu
     from traceparse.reports.build import default_output
     from traceparse.reports.html import render_html
     from traceparse.reports.payload import ReportOptions, build_payload
 
     out = Path(output) if output else default_output(expand(traces))
     check_output(out, force=force)
-    paths = resolve(traces, sample_default=True)
-    tls = [load_trace(p) for p in paths]
-    for p, t in zip(paths, tls, strict=True):
-        check_rank_directory(p, t)
+    paths, tls = load_inputs(traces, sample_default=True)
     check_one_job(paths, tls)
     if gpu:
         tls = [override_gpu(t, gpu) for t in tls]

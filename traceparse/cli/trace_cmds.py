@@ -32,7 +32,7 @@ from traceparse.cli.common import (
     wrote,
 )
 from traceparse.cli.executors import chunked_input, executor_options, split_executor
-from traceparse.cli.inputs import load_traces, resolve
+from traceparse.cli.inputs import combined, load_inputs, load_traces, resolve
 from traceparse.cli.main import main
 from traceparse.roofline import gpus
 from traceparse.timeline import Timeline
@@ -155,8 +155,8 @@ def info(traces: tuple[str, ...], fmt: str, output: str | None, force: bool) -> 
 
     Without TRACE, describe the bundled sample trace.
     """
-    paths = resolve(traces, sample_default=True)
-    tl = load_traces(paths)
+    paths, tls = load_inputs(traces, sample_default=True)
+    tl = combined(paths, tls)
     frame = info_frame(tl)
     if fmt == "json":
         payload = {"facts": dict(frame.iter_rows()), "span_ns": tl.span_ns(),
