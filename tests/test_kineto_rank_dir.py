@@ -90,7 +90,7 @@ def test_cli_info_and_summary_on_a_directory_with_a_sidecar(tmp_path: Path) -> N
     _sidecar(tmp_path / "run.meta.json")
     res = CliRunner().invoke(main, ["--no-cache", "info", str(tmp_path), "--format", "csv"])
     assert res.exit_code == 0, res.output
-    assert ("not read run.meta.json,file (not a Kineto/Chrome trace: no traceEvents key)"
+    assert ("not read run.meta.json,(not a Kineto/Chrome trace: no traceEvents key)"
             in res.output)
     res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
     assert res.exit_code == 0, res.output
@@ -105,17 +105,23 @@ def test_real_capture_directory_reads_its_one_trace() -> None:
     others = sorted(p.name for p in d.glob("*.json"))
     for name in others:
         assert "traceEvents" not in json.loads((d / name).read_text())
+    rest = sorted(p.name for p in d.iterdir() if not p.name.endswith((".json", ".json.gz")))
+    assert "README.md" in rest and "ncu_kernels.raw.csv.gz" in rest
     tl = read_dir(d, workers=1)
     alone = read(d / "gpt_train_decode.json.gz")
     assert tl.meta["files"] == ["gpt_train_decode.json.gz"]
-    assert tl.meta["not_read"] == others == ["gpt_train_decode.meta.json", "ncu_kernels.json"]
+    assert others == ["gpt_train_decode.meta.json", "ncu_kernels.json"]
+    assert tl.meta["not_read"] == sorted(others + rest)
+    why = dict(_not_read(tl)[i][::2] for i in range(len(others + rest)))
+    assert {why[n] for n in others} == {"not a Kineto/Chrome trace: no traceEvents key"}
+    assert {why[n] for n in rest} == {"not a Kineto trace file name (*.json, *.json.gz)"}
     for table in ("gpu", "api", "ranges", "devices"):
         assert getattr(tl, table).equals(getattr(alone, table)), table
     # the one difference: where its rank 0 came from (first trace in name order, not
     # the single file's default)
     assert tl.sources.drop("rank_source").equals(alone.sources.drop("rank_source"))
     assert tl.sources["rank_source"].cast(pl.String).to_list() == ["file order"]
-    assert [r[0] for r in _not_read(tl)] == others
+    assert [r[0] for r in _not_read(tl)] == sorted(others + rest)
     trace_rows = tl.ingest.filter(pl.col("table").cast(pl.String) != "files")
     assert trace_rows.equals(alone.ingest)
     # every event of the file is accounted for: parsed + skipped = the events in the JSON
@@ -224,3 +230,22 @@ def test_a_glob_leaves_out_what_is_no_trace(tmp_path: Path) -> None:
     res = runner.invoke(main, ["--no-cache", "report", str(tmp_path / "run.*"), "-o", str(out)])
     assert res.exit_code == 0, res.output
     assert out.exists()
+
+
+def test_every_entry_of_the_directory_is_accounted_for(tmp_path: Path) -> None:
+    """Besides the two ranks, a log file, a subdirectory and a sidecar: each is one
+    'not read' row with its reason, so the directory's 5 entries are 2 read + 3 not read."""
+    _kernel_trace(tmp_path / "rank_0.json", 1)
+    _kernel_trace(tmp_path / "rank_1.json.gz", 2)
+    (tmp_path / "rank_1.json.gz").write_bytes(gzip.compress((tmp_path / "rank_1.json.gz")
+                                                            .read_bytes()))
+    (tmp_path / "train.log").write_text("step 1\n")
+    (tmp_path / "old").mkdir()
+    _sidecar(tmp_path / "run.meta.json")
+    tl = read_dir(tmp_path, workers=1)
+    assert tl.meta["ranks"] == [0, 1]
+    assert [(s, r) for s, _o, r, _n in _not_read(tl)] == [
+        ("old", "a directory: the ranks are the files of this one"),
+        ("run.meta.json", "not a Kineto/Chrome trace: no traceEvents key"),
+        ("train.log", "not a Kineto trace file name (*.json, *.json.gz)")]
+    assert len(tl.meta["files"]) + len(tl.meta["not_read"]) == len(list(tmp_path.iterdir()))

@@ -132,7 +132,7 @@ def accounting_rows(ingest: pl.DataFrame) -> list[tuple[str, str]]:
         other = part.filter(pl.col("outcome").cast(pl.String).is_in(["lookup", "not read"]))
         for r in other.iter_rows(named=True):
             if r["table"] == "files":  # a file of a rank directory that is no trace
-                unread.append((f"{r['outcome']} {source}", f"file ({r['reason']})"))
+                unread.append((f"{r['outcome']} {source}", f"({r['reason']})"))
             else:
                 unread.append((f"{r['outcome']} {label}", f"{r['count']} rows ({r['reason']})"))
         if other.height == part.height:

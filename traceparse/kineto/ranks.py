@@ -214,12 +214,22 @@ def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Tim
     tl = concat(parts)
     tl.meta = {"format": "kineto-json", "ranks": ranks, "files": [f.name for f in files],
                "parts": [t.meta for t in parts]}
-    if skipped:
-        tl.meta["not_read"] = [f.name for f, _ in skipped]
-        rows = [{"rank": 0, "table": "files", "source": f.name, "outcome": "not read",
-                 "reason": exc.problem, "count": 1} for f, exc in skipped]
+    unread = [(f.name, exc.problem) for f, exc in skipped] + _other_entries(d)
+    if unread:
+        tl.meta["not_read"] = sorted(name for name, _ in unread)
+        rows = [{"rank": 0, "table": "files", "source": name, "outcome": "not read",
+                 "reason": why, "count": 1} for name, why in sorted(unread)]
         tl.ingest = pl.concat([tl.ingest, ingest_frame(rows)], how="vertical_relaxed")
     return tl.validate()
+
+
+def _other_entries(d: Path) -> list[tuple[str, str]]:
+    """(name, why) of the directory's entries that are not Kineto trace file names: they
+    are not read, and the accounting says so."""
+    return [(p.name, "a directory: the ranks are the files of this one" if p.is_dir()
+             else "not a Kineto trace file name (*.json, *.json.gz)")
+            for p in sorted(d.iterdir())
+            if not (p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))]
 
 
 def _traces_only(d: Path, files: list[Path], results: list[Part]
