@@ -249,3 +249,32 @@ def test_every_entry_of_the_directory_is_accounted_for(tmp_path: Path) -> None:
         ("run.meta.json", "not a Kineto/Chrome trace: no traceEvents key"),
         ("train.log", "not a Kineto trace file name (*.json, *.json.gz)")]
     assert len(tl.meta["files"]) + len(tl.meta["not_read"]) == len(list(tmp_path.iterdir()))
+
+
+def test_cached_directory_misses_when_an_unread_entry_comes(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """A rank directory read through the cache is a hit while nothing changes; a file that
+    is no trace added beside the ranks is a miss (its 'not read' row is new), although no
+    rank file changed."""
+    import traceparse
+    from traceparse import loader
+    from traceparse.cache import Cache
+
+    d = tmp_path / "ranks"
+    d.mkdir()
+    _kernel_trace(d / "rank_0.json", 1)
+    _kernel_trace(d / "rank_1.json", 2)
+    calls = []
+    real = loader._parse
+    monkeypatch.setattr(loader, "_parse",
+                        lambda path, kind, tables=None: calls.append(path) or real(path, kind,
+                                                                                    tables))
+    store = Cache(tmp_path / "cache")
+    traceparse.load(d, cache=store)
+    traceparse.load(d, cache=store)
+    assert len(calls) == 1
+    _sidecar(d / "run.meta.json")
+    tl = traceparse.load(d, cache=store)
+    assert len(calls) == 2
+    assert tl.meta["not_read"] == ["run.meta.json"]

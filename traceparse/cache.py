@@ -119,7 +119,8 @@ def identity(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     """The identity of input ``path`` of detected ``kind`` (see the module docstring).
 
     A directory's identity lists every trace file in it (name, size, mtime, hash), so adding,
-    removing or changing one rank's file is a miss.
+    removing or changing one rank's file is a miss, and the names of its other entries (the
+    accounting lists them as not read), so adding or removing one is a miss too.
     """
     from traceparse import schema
     from traceparse._version import __version__
@@ -129,8 +130,12 @@ def identity(path: str | os.PathLike[str], kind: str) -> dict[str, Any]:
     for f in _members(p):
         st = f.stat()
         files.append([f.name, st.st_size, st.st_mtime_ns, content_hash(f, st.st_size)])
-    return {"cache_format": CACHE_FORMAT, "schema_version": schema.SCHEMA_VERSION,
-            "traceparse": __version__, "kind": kind, "path": str(p), "files": files}
+    key = {"cache_format": CACHE_FORMAT, "schema_version": schema.SCHEMA_VERSION,
+           "traceparse": __version__, "kind": kind, "path": str(p), "files": files}
+    if p.is_dir():  # the entries not read are in the ingest accounting: their names count
+        members = {row[0] for row in files}
+        key["others"] = sorted(e.name for e in p.iterdir() if e.name not in members)
+    return key
 
 
 @dataclass(frozen=True)
