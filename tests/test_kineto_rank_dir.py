@@ -114,7 +114,7 @@ def test_real_capture_directory_reads_its_one_trace() -> None:
     assert tl.meta["not_read"] == sorted(others + rest)
     why = dict(_not_read(tl)[i][::2] for i in range(len(others + rest)))
     assert {why[n] for n in others} == {"not a Kineto/Chrome trace: no traceEvents key"}
-    assert {why[n] for n in rest} == {"not a Kineto trace file name (*.json, *.json.gz)"}
+    assert {why[n] for n in rest} == {"name not *.json or *.json.gz: not a Kineto trace"}
     for table in ("gpu", "api", "ranges", "devices"):
         assert getattr(tl, table).equals(getattr(alone, table)), table
     # the one difference: where its rank 0 came from (first trace in name order, not
@@ -247,7 +247,7 @@ def test_every_entry_of_the_directory_is_accounted_for(tmp_path: Path) -> None:
     assert [(s, r) for s, _o, r, _n in _not_read(tl)] == [
         ("old", "a directory: the ranks are the files of this one"),
         ("run.meta.json", "not a Kineto/Chrome trace: no traceEvents key"),
-        ("train.log", "not a Kineto trace file name (*.json, *.json.gz)")]
+        ("train.log", "name not *.json or *.json.gz: not a Kineto trace")]
     assert len(tl.meta["files"]) + len(tl.meta["not_read"]) == len(list(tmp_path.iterdir()))
 
 

@@ -227,7 +227,7 @@ def _other_entries(d: Path) -> list[tuple[str, str]]:
     """(name, why) of the directory's entries that are not Kineto trace file names: they
     are not read, and the accounting says so."""
     return [(p.name, "a directory: the ranks are the files of this one" if p.is_dir()
-             else "not a Kineto trace file name (*.json, *.json.gz)")
+             else "name not *.json or *.json.gz: not a Kineto trace")
             for p in sorted(d.iterdir())
             if not (p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))]
 
