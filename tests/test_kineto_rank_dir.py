@@ -278,3 +278,20 @@ def test_cached_directory_misses_when_an_unread_entry_comes(tmp_path: Path,
     tl = traceparse.load(d, cache=store)
     assert len(calls) == 2
     assert tl.meta["not_read"] == ["run.meta.json"]
+
+
+def test_rank_spans_from_the_rows_when_sources_lack_them(tmp_path: Path) -> None:
+    """The ranks' windows come from ``sources``; without them (nulls), from the rows: the
+    same answer. Rank 0: 10-15 us, rank 1: 5,000,010-5,000,015 us."""
+    from traceparse.jobcheck import _rank_spans, rank_disagreement
+
+    _ranked(tmp_path / "rank_0.json", 0, 10)
+    _ranked(tmp_path / "rank_1.json", 1, 5_000_010)
+    tl = read_dir(tmp_path, workers=1)
+    spans = _rank_spans(tl)
+    assert {r: (b - a) for r, (a, b) in spans.items()} == {0: 5_000, 1: 5_000}
+    assert spans[1][0] - spans[0][1] == 4_999_995_000
+    why = rank_disagreement(tl)
+    tl.sources = tl.sources.with_columns(pl.lit(None, pl.Int64).alias("start_ns"))
+    assert _rank_spans(tl) == spans
+    assert rank_disagreement(tl) == why and why is not None and "5.00 s apart" in why
