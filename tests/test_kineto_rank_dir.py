@@ -295,3 +295,21 @@ def test_rank_spans_from_the_rows_when_sources_lack_them(tmp_path: Path) -> None
     tl.sources = tl.sources.with_columns(pl.lit(None, pl.Int64).alias("start_ns"))
     assert _rank_spans(tl) == spans
     assert rank_disagreement(tl) == why and why is not None and "5.00 s apart" in why
+
+
+def test_a_log_directory_names_its_run_directories(tmp_path: Path) -> None:
+    """A TensorBoard-style log directory holds one subdirectory of trace files per run:
+    pointed at the log directory, the error names the runs and how many files each has;
+    an empty subdirectory and a hidden one are not named."""
+    for run, n in (("resnet", 2), ("bert", 1)):
+        (tmp_path / run).mkdir()
+        for k in range(n):
+            _kernel_trace(tmp_path / run / f"w{k}.pt.trace.json", 1)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / ".cache").mkdir()
+    _kernel_trace(tmp_path / ".cache" / "x.json", 1)
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(tmp_path)])
+    assert res.exit_code == 2
+    assert res.output.strip() == (
+        f"traceparse: error: {tmp_path}: no Kineto trace files (*.json, *.json.gz) in the "
+        "directory; subdirectories with trace files: bert (1), resnet (2): give one of them")

@@ -193,7 +193,8 @@ def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Tim
         raise TraceError(d, "not a directory")
     files = trace_files(d)
     if not files:
-        raise TraceError(d, "no Kineto trace files (*.json, *.json.gz) in the directory")
+        raise TraceError(d, "no Kineto trace files (*.json, *.json.gz) in the directory"
+                            + _subdirectory_hint(d))
     jobs = [(str(f), i) for i, f in enumerate(files)]
     total = sum(f.stat().st_size for f in files)
     n = min(len(files), workers or 1 + idle_cores())
@@ -221,6 +222,19 @@ def read_dir(path: str | os.PathLike[str], *, workers: int | None = None) -> Tim
                  "reason": why, "count": 1} for name, why in sorted(unread)]
         tl.ingest = pl.concat([tl.ingest, ingest_frame(rows)], how="vertical_relaxed")
     return tl.validate()
+
+
+def _subdirectory_hint(d: Path) -> str:
+    """Where a directory without trace files has subdirectories that hold some (a
+    TensorBoard log directory: ``log/run1/*.pt.trace.json``), the words that name them."""
+    subs = sorted((sub.name, len(trace_files(sub))) for sub in d.iterdir()
+                  if sub.is_dir() and not sub.name.startswith("."))
+    held = [(name, n) for name, n in subs if n]
+    if not held:
+        return ""
+    named = ", ".join(f"{name} ({n})" for name, n in held[:3])
+    more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+    return f"; subdirectories with trace files: {named}{more}: give one of them"
 
 
 def _other_entries(d: Path) -> list[tuple[str, str]]:
