@@ -132,15 +132,22 @@ def _savings(frame: pl.DataFrame) -> list[str]:
         return []
     lines = ["Could save (per rank; the replay of whatif --fix FIX, bounded by the part it "
              "removes)"]
+    # several ranks: mark the row every headline quotes (savings.best)
+    mark = frame.get_column("rank").n_unique() > 1 and "bounds_job" in frame.columns
     for r in frame.iter_rows(named=True):
         # a replay longer than the measured window saves nothing: say so, with the
         # replay's own error, instead of quoting a negative saving
         saved = (f"{fmt_ns(r['saving_ns']):>10}" if r["saving_ns"] >= 0 else
                  f"{'none':>10} (the replay runs {fmt_ns(-r['saving_ns'])} longer)")
         unprof = unprofiled_clause(r)
-        lines.append(f"  rank {r['rank']:<3} {r.get('fix') or r['change']:<20} {saved} "
+        star = "*" if mark and r["bounds_job"] else " "
+        lines.append(f" {star}rank {r['rank']:<3} {r.get('fix') or r['change']:<20} {saved} "
                      f"of {fmt_ns(r['bound_ns'])}  (window {fmt_ns(r['measured_ns'])} -> "
                      f"{fmt_ns(r['predicted_ns'])}{unprof})")
+    if mark:
+        lines.append("  * the rank each fix's headline quotes: where ranks wait for one another "
+                     "in collectives, the one with the longest window after the fix (the job "
+                     "is as fast as its slowest rank), else the one that saves most")
     return lines
 
 

@@ -81,3 +81,34 @@ def test_summary_lists_no_fix_that_saves_nothing() -> None:
     could = res.output.split("Could save")[1].split("Verdict")[0]
     assert "host-sync" not in could and " 0 ns of" not in could
     assert "cuda-graphs" in could and "fusion" in could
+
+
+@pytest.mark.shared
+def test_multi_rank_could_save_marks_the_rank_headlines_quote() -> None:
+    """The 8 DLRM ranks wait for one another in all-to-alls: per fix, exactly one row is
+    starred, the rank whose window after the fix is the longest (read back from the
+    printed rows), and a footnote says why; one rank alone prints no star."""
+    import re
+
+    def parse_duration_ns(text: str) -> int:
+        value, unit = text.split()
+        return round(float(value) * {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}[unit])
+
+    res = CliRunner().invoke(main, ["--no-cache", "summary", *map(str, DLRM)])
+    assert res.exit_code == 0, res.output
+    could = res.output.split("Could save")[1].split("\n\n")[0].splitlines()[1:]
+    row = re.compile(r"^ ([* ])rank (\d+)\s+(\S+)\s.*-> ([0-9.]+ [µm]?s)")
+    by_fix: dict[str, list[tuple[bool, int, int]]] = {}
+    for line in could:
+        m = row.match(line)
+        if m:
+            by_fix.setdefault(m[3], []).append(
+                (m[1] == "*", int(m[2]), parse_duration_ns(m[4])))
+    assert set(by_fix) >= {"fusion", "host-sync", "cuda-graphs", "pinned-memory"}
+    for fix, rows in by_fix.items():
+        starred = [r for r in rows if r[0]]
+        assert len(starred) == 1, fix
+        assert starred[0][2] == max(r[2] for r in rows), fix
+    assert could[-1].startswith("  * the rank each fix's headline quotes")
+    one = CliRunner().invoke(main, ["--no-cache", "summary", str(DLRM[0])]).output
+    assert " *rank" not in one and "headline quotes" not in one
