@@ -115,9 +115,7 @@ def rank_disagreement(tl: Timeline) -> str | None:
                  .to_list() if dev.height else [])
         out.append(Facts(name, frozenset(n for n in names if n),
                          meta.get("driver_version") or None, frozenset(), spans.get(rank)))
-    why = first_disagreement(out)
-    return why and f"{why.split(';')[0]} (files of one directory, read as its ranks); " \
-        "give --as-one-job to analyse them together anyway"
+    return first_disagreement(out, note=" (files of one directory, read as its ranks)")
 
 
 def _rank_spans(tl: Timeline) -> dict[int, tuple[int, int]]:
@@ -142,27 +140,27 @@ def _rank_spans(tl: Timeline) -> dict[int, tuple[int, int]]:
     return spans
 
 
-def first_disagreement(inputs: Sequence[Facts]) -> str | None:
+def first_disagreement(inputs: Sequence[Facts], *, note: str = "") -> str | None:
     """One line naming the first disagreement among ``inputs`` (see the module docstring),
-    or None."""
-    anyway = "give --as-one-job to analyse them together anyway"
+    or None; ``note`` goes after the disagreement, before the hint."""
+    anyway = f"{note}; give --as-one-job to analyse them together anyway"
     seen_gpu = next((f for f in inputs if f.models), None)
     for f in inputs:
         if f.models and seen_gpu is not None and f.models != seen_gpu.models:
             return (f"{seen_gpu.name} and {f.name} are not one job: different GPUs "
                     f"({', '.join(sorted(seen_gpu.models))} vs {', '.join(sorted(f.models))})"
-                    f"; {anyway}")
+                    f"{anyway}")
     drivers = [f for f in inputs if f.driver]
     for f in drivers[1:]:
         first, d0, d1 = drivers[0], drivers[0].driver or "", f.driver or ""
         if _comparable(d0, d1) != _comparable(d1, d0):
             return (f"{first.name} and {f.name} are not one job: different drivers ({d0} vs "
-                    f"{d1}); {anyway}")
+                    f"{d1}){anyway}")
     owner: dict[int, str] = {}
     for f in inputs:
         for r in sorted(f.claimed):
             if r in owner:
-                return f"{owner[r]} and {f.name} are not one job: both are rank {r}; {anyway}"
+                return f"{owner[r]} and {f.name} are not one job: both are rank {r}{anyway}"
             owner[r] = f.name
     wins = [f for f in inputs if f.window is not None]
     for i, a in enumerate(wins):
@@ -171,5 +169,5 @@ def first_disagreement(inputs: Sequence[Facts]) -> str | None:
             if a1 < b0 or b1 < a0:
                 apart = max(b0 - a1, a0 - b1)
                 return (f"{a.name} and {b.name} are not one job: their captures do not "
-                        f"overlap in time ({units.duration(apart)} apart); {anyway}")
+                        f"overlap in time ({units.duration(apart)} apart){anyway}")
     return None

@@ -29,10 +29,14 @@ _TRACE_SUFFIXES = (".json", ".json.gz")
 PARALLEL_MIN_BYTES = 8 << 20
 
 
+def is_trace_file(p: Path) -> bool:
+    """Whether directory entry ``p`` is read as a rank: a file named ``*.json[.gz]``."""
+    return p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES)
+
+
 def trace_files(directory: Path) -> list[Path]:
     """Kineto trace files in ``directory`` (``*.json``, ``*.json.gz``), sorted by name."""
-    return sorted(p for p in directory.iterdir()
-                  if p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))
+    return sorted(p for p in directory.iterdir() if is_trace_file(p))
 
 
 #: One file's outcome: its timeline, or why it is no trace at all (returned, not raised).
@@ -242,8 +246,7 @@ def _other_entries(d: Path) -> list[tuple[str, str]]:
     are not read, and the accounting says so."""
     return [(p.name, "a directory: the ranks are the files of this one" if p.is_dir()
              else "name not *.json or *.json.gz: not a Kineto trace")
-            for p in sorted(d.iterdir())
-            if not (p.is_file() and p.name.lower().endswith(_TRACE_SUFFIXES))]
+            for p in sorted(d.iterdir()) if not is_trace_file(p)]
 
 
 def _traces_only(d: Path, files: list[Path], results: list[Part]
@@ -251,12 +254,13 @@ def _traces_only(d: Path, files: list[Path], results: list[Part]
     """The trace files and their timelines, without the files that are no trace. A rank
     taken from a file's position in name order counted those files: such a file is read
     again at its position among the traces."""
-    kept = [(f, r) for f, r in zip(files, results, strict=True) if isinstance(r, Timeline)]
+    kept = [(j, f, r) for j, (f, r) in enumerate(zip(files, results, strict=True))
+            if isinstance(r, Timeline)]
     if not kept:
         first = next(r for r in results if isinstance(r, NotATrace))
         raise TraceError(d, f"no Kineto trace in the directory: {len(files)} JSON file(s), "
                             f"none a trace ({Path(first.path or '').name}: {first.problem})")
-    parts = [tl if tl.sources["rank_source"][0] != "file order" or files.index(f) == i
+    parts = [tl if tl.sources["rank_source"][0] != "file order" or j == i
              else read(str(f), _fallback=(i, "file order"))
-             for i, (f, tl) in enumerate(kept)]
-    return [f for f, _ in kept], parts
+             for i, (j, f, tl) in enumerate(kept)]
+    return [f for _, f, _ in kept], parts
