@@ -8,19 +8,32 @@ from typing import Any
 
 from traceparse.kernelname import short_kernel_name
 from traceparse.reports.rec_base import FUSION_MIN_FRAC, _by_rank, _ms, _rec
+from traceparse.roofline.model import BLIND_NOTE, BLIND_ZERO
 
 ROOF_MAX_PCT = 30.0
 ROOF_TARGET_PCT = 50.0
 
 
+def _lower_bound(p: dict[str, Any]) -> bool:
+    """True when a point's FLOPs are only a lower bound: its ncu page has no tensor-core
+    counter (a ``SpeedOfLight_RooflineChart`` page), so tensor work would be unseen and
+    "far under its roof" is not known."""
+    note = str(p.get("note") or "")
+    return BLIND_NOTE in note or BLIND_ZERO in note
+
+
 def _tensor_cores(payload: dict[str, Any], w: int) -> list[dict[str, Any]]:
+    """GEMMs and convolutions under ``ROOF_MAX_PCT`` of their roof. A point counts only with
+    its kernel time (an ncu roofline page without durations prices nothing) and with all of
+    its FLOPs counted (:func:`_lower_bound`)."""
     from traceparse.analyses.kclass import class_of
 
     roof = payload.get("roofline")
     if not roof:
         return []
-    slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None
-            and p["pct_of_roof"] < ROOF_MAX_PCT and class_of(p["kernel_name"]) in ("gemm", "conv")]
+    slow = [p for p in roof["points"] if p.get("pct_of_roof") is not None and p.get("time_ns")
+            and not _lower_bound(p) and p["pct_of_roof"] < ROOF_MAX_PCT
+            and class_of(p["kernel_name"]) in ("gemm", "conv")]
     total = sum(p["time_ns"] for p in roof["points"] if p.get("time_ns"))
     base = w or total
     saving = sum(p["time_ns"] * (1 - p["pct_of_roof"] / ROOF_TARGET_PCT) for p in slow)

@@ -224,6 +224,11 @@ def test_synthetic_raw_page_units_row(tmp_path: Path) -> None:
     (b"a,b,c\n1,2\n\"x\n", "no Nsight"),
     (b'"ID","Process ID","Kernel Name"\n', "no kernel launch rows"),
     (b'"ID","Process ID"\n"0","1"\n', "Kernel Name"),
+    (b'Session Info\r\n"Session Attribute","Value"\r\n"Created","2026-Nov-26"\r\n',
+     "an Nsight Compute session page (--page session)"),
+    (b'Launch Settings\n"Launch Attribute","Value"\n"Profiler Command Line","ncu"\n\n'
+     b'Device Attributes\n"Device Attribute","Device 0"\n"display_name","NVIDIA H200"\n',
+     "no kernel rows; export --page raw or --page details"),
 ])
 def test_bad_input_raises_trace_error(tmp_path: Path, content: bytes, needle: str) -> None:
     p = tmp_path / "bad.csv"
@@ -260,3 +265,21 @@ def test_gzipped_csv_reads_like_plain(tmp_path: Path) -> None:
     cut.write_bytes(gz.read_bytes()[:200])
     with pytest.raises(traceparse.TraceError, match="truncated gzip"):
         traceparse.load(cut)
+
+
+@pytest.mark.shared
+def test_session_page_is_named_not_mistaken(tmp_path: Path) -> None:
+    """``--page session`` (the H200 capture's ``ncu_kernels.session.csv.gz``) is an ncu
+    page without kernels: named as such, exit 2 on one line; ``batch`` lists it skipped."""
+    from traceparse.errors import NotATrace
+
+    src = TRACES / "gpu" / "h200" / "ncu_kernels.session.csv.gz"
+    if not src.is_file():
+        pytest.skip(f"{src} not in the corpus")
+    with pytest.raises(NotATrace, match="session page"):
+        ncu.read(src)
+    r = subprocess.run([sys.executable, "-m", "traceparse", "--no-cache", "info", str(src)],
+                       cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin"},
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "session page (--page session)" in r.stderr

@@ -363,6 +363,58 @@ def test_tensor_core_rule_hand_computed() -> None:
     assert "ampere_sgemm_128x64_nn: 10.0% of its roof (fp32)" in items[0]["evidence"][0]
 
 
+def test_tensor_core_rule_needs_a_time_and_every_flop() -> None:
+    # An ncu roofline-chart page gives no kernel time (nothing to price) and no tensor-core
+    # counter (its FLOPs are a lower bound: "far under its roof" is not known); only the
+    # third GEMM, timed on a page that counts tensor work, is priced: 200 us at 20% ->
+    # 200 * (1 - 20/50) = 120 us of a 1 ms window. Before, the untimed point raised
+    # TypeError (report exited 1 on three shared ncu roofline pages).
+    from traceparse.reports.recommend import recommend
+    from traceparse.roofline.model import BLIND_NOTE
+
+    payload = {
+        "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
+                                   "memory_ns": 0, "communication_ns": 0,
+                                   "launch_overhead_ns": 0, "idle_ns": 0,
+                                   "overlapped_comm_ns": 0}},
+        "roofline": {"points": [
+            {"kernel_name": "untimed_sgemm_128x64_nn", "time_ns": None, "pct_of_roof": 10.9,
+             "precision": "fp32"},
+            {"kernel_name": "blind_sgemm_128x64_nn", "time_ns": 500_000, "pct_of_roof": 5.0,
+             "precision": "fp32", "note": BLIND_NOTE},
+            {"kernel_name": "timed_sgemm_128x64_nn", "time_ns": 200_000, "pct_of_roof": 20.0,
+             "precision": "fp32"}]},
+    }
+    items = recommend(payload)["items"]
+    assert [(r["id"], r["saving_ns"]) for r in items] == [("tensor-cores", 120_000)]
+    assert len(items[0]["evidence"]) == 1 and "timed_sgemm" in items[0]["evidence"][0]
+    payload["roofline"]["points"].pop()
+    assert recommend(payload)["items"] == []
+
+
+@pytest.mark.shared
+def test_report_on_every_ncu_csv(tmp_path: Path) -> None:
+    """Every shared ncu page (raw, details, roofline chart, metrics) gives a report, and
+    `fixes` prices a tensor-core fix only from kernels with a time, never above it."""
+    from conftest import shared_files
+
+    csvs = shared_files("ncu", "*.csv")
+    runner = CliRunner()
+    for i, csv in enumerate(csvs):
+        out = tmp_path / f"r{i}.html"
+        res = runner.invoke(main, ["--no-cache", "report", str(csv), "-o", str(out)])
+        assert res.exit_code == 0, (csv.name, res.output)
+        assert out.stat().st_size > 10_000
+        res = runner.invoke(main, ["--no-cache", "fixes", str(csv), "--format", "json"])
+        assert res.exit_code == 0, (csv.name, res.output)
+        pts = orjson.loads(runner.invoke(main, ["--no-cache", "roofline", str(csv),
+                                                "--format", "json"]).stdout)
+        timed = sum(p["time_ns"] or 0 for p in pts)
+        for fix in orjson.loads(res.stdout):
+            assert fix["id"] == "tensor-cores", (csv.name, fix["id"])
+            assert 0 < fix["saving_ns"] <= timed, csv.name
+
+
 @pytest.mark.shared
 def test_report_with_ncu_csv_has_measured_roofline(tmp_path: Path) -> None:
     from conftest import shared_files

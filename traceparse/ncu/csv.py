@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import re
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -105,6 +106,11 @@ def _read_text(path: str | os.PathLike[str]) -> str:
     raise TraceError(path, "not a text file")  # pragma: no cover (latin-1 never fails)
 
 
+#: The section titles of ``ncu --import R --csv --page session`` (no kernel table).
+_SESSION_RE = re.compile(r'^(Session Info|Device Attributes)\r?\n"(Session|Device) Attribute",',
+                         re.MULTILINE)
+
+
 def _find_header(path: str | os.PathLike[str], text: str) -> tuple[int, int]:
     """Offset of the header line and the number of non-CSV lines before it."""
     pos = 0
@@ -119,6 +125,10 @@ def _find_header(path: str | os.PathLike[str], text: str) -> tuple[int, int]:
             if not first_log and stripped.startswith("==ERROR=="):
                 first_log = stripped.strip()
         pos += len(line)
+    if _SESSION_RE.search(text[:4096]):
+        raise NotATrace(path, "an Nsight Compute session page (--page session): launch "
+                              "settings, session and device attributes, no kernel rows; "
+                              "export --page raw or --page details for the kernels")
     hint = f" (first error line: {first_log[:120]})" if first_log else ""
     # with ncu's own log lines it is a failed profile; without, some other CSV
     raise (TraceError if first_log else NotATrace)(
