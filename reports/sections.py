@@ -225,6 +225,10 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
                                 sections=("window", "breakdown", "top_kernels", "top_gaps",
                                           "savings", "stragglers"))
     secs = res["sections"]
+    from traceparse.roofline.ncu_summary import ncu_only, summarize_ncu
+
+    if ncu_only(tl):  # an ncu page alone: `traceparse summary`'s verdict is the page's own
+        res["verdict"] = summarize_ncu(tl, top=opts.top_n)["verdict"]
     out = {"verdict": res["verdict"], "untraced_gpu_work": res.get("untraced_gpu_work"),
            "window": rows(secs["window"])[0] if secs["window"].height else {},
            "top_kernels": rows(secs["top_kernels"]),

@@ -407,6 +407,14 @@ def test_report_on_every_ncu_csv(tmp_path: Path) -> None:
         assert out.stat().st_size > 10_000
         res = runner.invoke(main, ["--no-cache", "fixes", str(csv), "--format", "json"])
         assert res.exit_code == 0, (csv.name, res.output)
+        # the report's verdict is `traceparse summary`'s, word for word (it read "No GPU
+        # window to attribute." under the page's own "Nsight Compute page: ..." verdict)
+        summ = orjson.loads(runner.invoke(main, ["--no-cache", "summary", str(csv),
+                                                 "--format", "json"]).stdout)
+        from traceparse.loader import load
+
+        head = build_payload(load(csv))["recommendations"]["verdict"]["headline"]
+        assert head == summ["verdict"] and head.startswith("Nsight Compute page: "), csv.name
         pts = orjson.loads(runner.invoke(main, ["--no-cache", "roofline", str(csv),
                                                 "--format", "json"]).stdout)
         timed = sum(p["time_ns"] or 0 for p in pts)
