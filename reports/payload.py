@@ -201,7 +201,17 @@ def no_fix_reason(payload: dict[str, Any]) -> str:
     """The one line ``fixes`` prints, and the report shows, when no fix is offered."""
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
-        return "no fix: the trace has no GPU window to improve"
+        page = (payload.get("summary") or {}).get("ncu_page")
+        if not page:
+            return "no fix: the trace has no GPU window to improve"
+        if not page.get("kernel_time_ns"):
+            return ("no fix: this Nsight Compute page has no kernel durations, so no saving "
+                    "can be priced (the raw and details pages carry gpu__time_duration)")
+        why = ("no fix: on an Nsight Compute page only the tensor-core rule applies (the "
+               "other fixes need a timeline: an nsys export or a Kineto trace)")
+        if not page.get("placed"):
+            return why + ", and no kernel of this page is on the roofline (see its notes)"
+        return why + ", and no GEMM or convolution is far enough under its roof"
     from traceparse.reports.recommend import graphs_word, profiler_only_note
 
     why = (f"no fix: no mechanism ({graphs_word(payload)}, fusion, pinned memory, host sync, "

@@ -227,12 +227,16 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
     secs = res["sections"]
     from traceparse.roofline.ncu_summary import ncu_only, summarize_ncu
 
+    ncu: dict[str, Any] = {}
     if ncu_only(tl):  # an ncu page alone: `traceparse summary`'s verdict is the page's own
-        res["verdict"] = summarize_ncu(tl, top=opts.top_n)["verdict"]
+        page = summarize_ncu(tl, top=opts.top_n)
+        res["verdict"] = page["verdict"]
+        ncu = {"ncu_page": {**rows(page["sections"]["ncu_window"])[0],
+                            "placed": page["placed"]}}
     out = {"verdict": res["verdict"], "untraced_gpu_work": res.get("untraced_gpu_work"),
            "window": rows(secs["window"])[0] if secs["window"].height else {},
            "top_kernels": rows(secs["top_kernels"]),
-           "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"])}
+           "savings": rows(secs["savings"]), "stragglers": rows(secs["stragglers"]), **ncu}
     return out, secs["breakdown"]
 
 

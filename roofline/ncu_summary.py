@@ -36,7 +36,8 @@ def ncu_only(tl: Timeline) -> bool:
 
 def summarize_ncu(tl: Timeline, *, top: int = 10, gpu: str | None = None) -> dict[str, Any]:
     """``{"verdict": str, "sections": {"ncu_window": frame, "ncu_kernels": frame},
-    "coverage_line": str}`` for a timeline whose only table is ``ncu``."""
+    "coverage_line": str, "placed": int}`` (``placed``: kernels on the roofline) for a
+    timeline whose only table is ``ncu``."""
     n = tl.ncu
     pts, _ceil, notes = build(tl, gpu=gpu, by="kernel")
     t = pts["time_ns"].fill_null(0.0) if pts.height else pl.Series([], dtype=pl.Float64)
@@ -58,7 +59,8 @@ def summarize_ncu(tl: Timeline, *, top: int = 10, gpu: str | None = None) -> dic
          .select([c for c in KERNEL_COLS if c in pts.columns or c == "time_pct"]))
     return {"verdict": _verdict(window.row(0, named=True), k, notes),
             "sections": {"ncu_window": window, "ncu_kernels": k},
-            "coverage_line": coverage_line(notes["coverage"])}
+            "coverage_line": coverage_line(notes["coverage"]),
+            "placed": int(pts["placed"].sum()) if pts.height else 0}
 
 
 def _verdict(w: dict[str, Any], k: pl.DataFrame, notes: dict[str, Any]) -> str:

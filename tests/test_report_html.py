@@ -418,6 +418,10 @@ def test_report_on_every_ncu_csv(tmp_path: Path) -> None:
         pts = orjson.loads(runner.invoke(main, ["--no-cache", "roofline", str(csv),
                                                 "--format", "json"]).stdout)
         timed = sum(p["time_ns"] or 0 for p in pts)
+        if not orjson.loads(res.stdout):  # the one line says why, true of this page
+            timeless = summ["sections"]["ncu_window"][0]["kernel_time_ns"] is None
+            assert res.stderr.startswith("no fix: ") and "Nsight Compute page" in res.stderr
+            assert ("has no kernel durations" in res.stderr) == timeless, csv.name
         for fix in orjson.loads(res.stdout):
             assert fix["id"] == "tensor-cores", (csv.name, fix["id"])
             assert 0 < fix["saving_ns"] <= timed, csv.name
