@@ -405,6 +405,10 @@ def test_report_on_every_ncu_csv(tmp_path: Path) -> None:
         res = runner.invoke(main, ["--no-cache", "report", str(csv), "-o", str(out)])
         assert res.exit_code == 0, (csv.name, res.output)
         assert out.stat().st_size > 10_000
+        html = out.read_text()  # no timeline sections ("0 kernel launches") on a page alone
+        assert 'id="ncu-page-note"' in html and 'id="roofline"' in html
+        assert not any(f'<section id="{sec}">' in html
+                       for sec in ("timeline", "attribution", "kernels", "gaps", "launches"))
         res = runner.invoke(main, ["--no-cache", "fixes", str(csv), "--format", "json"])
         assert res.exit_code == 0, (csv.name, res.output)
         # the report's verdict is `traceparse summary`'s, word for word (it read "No GPU
