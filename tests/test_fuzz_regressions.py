@@ -127,3 +127,33 @@ def test_nsys_non_utf8_name_through_every_table_command(tmp_path: Path) -> None:
         r = CliRunner().invoke(main, ["--no-cache", cmd, str(p), "-o", str(out)])
         assert r.exit_code == 0, (cmd, r.output, r.exception)
     assert "void k\ufffd\ufffd\ufffd(int)" in (tmp_path / "kernels.out").read_text()
+
+
+@pytest.mark.parametrize("where", ["annotation pid", "kernel device", "grid"])
+def test_kineto_integer_out_of_its_column_type(tmp_path: Path, where: str) -> None:
+    # found by a semantic mutation of the shared pageable_copy capture: a GPU user annotation
+    # whose pid (its device) was 2**40 failed the schema's strict Int32 cast (exit 1,
+    # "internal error: InvalidOperationError"); now one line naming the file, exit 2
+    from click.testing import CliRunner
+
+    from traceparse.cli.main import main
+
+    doc = GEN.kineto_doc(2)
+    ev = doc["traceEvents"]
+    if where == "annotation pid":
+        k = next(e for e in ev if e.get("cat") == "kernel")
+        ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "gemm", "pid": 2**40,
+                   "tid": 7, "ts": k["ts"], "dur": 1})
+    else:
+        k = next(e for e in ev if e.get("cat") == "kernel")
+        if where == "kernel device":
+            k["args"]["device"] = 2**40
+        else:
+            k["args"]["grid"] = [2**33, 1, 1]
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(TraceError, match="wrong type or out of range"):
+        kineto.read(p)
+    res = CliRunner().invoke(main, ["--no-cache", "summary", str(p)])
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and str(p) in res.stderr

@@ -32,3 +32,11 @@ class NotATrace(TraceError):
 
 class UsageError(TraceError):
     """Bad command-line usage that is about input or output paths (exit code 2)."""
+
+
+def wrong_values(path: str | os.PathLike[str], exc: Exception) -> TraceError:
+    """The :class:`TraceError` for a polars cast or comparison that failed on the input's
+    values: an id of the wrong type, or a value out of range for its schema type (a device
+    id of 2**40 for Int32). polars' first line names the column."""
+    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+    return TraceError(path, f"a column holds values of the wrong type or out of range: {first}")

@@ -33,7 +33,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.categorize import by_launcher, category_expr
-from traceparse.errors import TraceError
+from traceparse.errors import TraceError, wrong_values
 from traceparse.kineto import times
 from traceparse.kineto.decode import Event, decode_args, decode_events, from_dicts
 from traceparse.kineto.devices import device_frame, one_visible_gpu
@@ -378,26 +378,36 @@ def read(path: str | os.PathLike[str], *, rank: int | None = None,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if decoder != "orjson":
-            # times stay their JSON text (exact, no quoting pass): decoded once
-            header, events = decode_events(raw, p)
-            return parse(header, events, p, rank=rank, rank_fallback=_fallback)
-        # Absolute decimal timestamps: decode once with the times float64 cannot hold
-        # quoted as text (no decode-reject-decode); a float the fast patterns missed
-        # (odd spacing) raises NeedsDecimalText and every time is read as text.
-        modes = ["big", "text"] if needs_decimal_text(raw) else ["us", "big", "text"]
-        for i, mode in enumerate(modes):
-            header, dicts = decode(raw, p, quote_times=mode == "text",
-                                   quote_big=mode == "big")
-            events = from_dicts(dicts, p)
-            del dicts
-            try:
-                return parse(header, events, p, rank=rank, rank_fallback=_fallback)
-            except NeedsDecimalText:
-                if i == len(modes) - 1:
-                    raise
-                del header, events
-        raise AssertionError("unreachable")
+        return _read(p, raw, rank, _fallback, decoder)
+    except pl.exceptions.InvalidOperationError as exc:
+        # a JSON integer out of range for its schema type (a pid of 2**40 read as the
+        # device of a GPU annotation, Int32) fails the schema's strict cast
+        raise wrong_values(p, exc) from None
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _read(p: Path, raw: bytes, rank: int | None, _fallback: tuple[int, str],
+          decoder: str) -> Timeline:
+    """:func:`read` once the file's bytes are in memory (the cyclic GC paused)."""
+    if decoder != "orjson":
+        # times stay their JSON text (exact, no quoting pass): decoded once
+        header, events = decode_events(raw, p)
+        return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+    # Absolute decimal timestamps: decode once with the times float64 cannot hold
+    # quoted as text (no decode-reject-decode); a float the fast patterns missed
+    # (odd spacing) raises NeedsDecimalText and every time is read as text.
+    modes = ["big", "text"] if needs_decimal_text(raw) else ["us", "big", "text"]
+    for i, mode in enumerate(modes):
+        header, dicts = decode(raw, p, quote_times=mode == "text",
+                               quote_big=mode == "big")
+        events = from_dicts(dicts, p)
+        del dicts
+        try:
+            return parse(header, events, p, rank=rank, rank_fallback=_fallback)
+        except NeedsDecimalText:
+            if i == len(modes) - 1:
+                raise
+            del header, events
+    raise AssertionError("unreachable")

@@ -45,7 +45,7 @@ import polars as pl
 
 from traceparse import schema
 from traceparse.categorize import by_nvtx
-from traceparse.errors import TraceError
+from traceparse.errors import TraceError, wrong_values
 from traceparse.nsys.db import NsysDB, q
 from traceparse.nsys.gpu import drop_bad_times, id_names, read_gpu, sort_by_start
 from traceparse.nsys.graphs import (
@@ -117,10 +117,8 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True,
                 pl.exceptions.ComputeError) as exc:
             # SQLite is dynamically typed: an id column holding text/blobs, or a value out
             # of range for its schema type (deviceId 2**31 for Int32), fails a cast or a
-            # comparison here; polars' first line names the column.
-            first = str(exc).strip().splitlines()[0][:160]
-            raise TraceError(db.path, "a column holds values of the wrong type or out of "
-                                      f"range: {first}") from None
+            # comparison here
+            raise wrong_values(db.path, exc) from None
 
 
 def _left_out(tables: Collection[str] | None) -> frozenset[str]:
