@@ -225,10 +225,10 @@ def _summary(tl: Timeline, opts: ReportOptions, gaps: pl.DataFrame
                                 sections=("window", "breakdown", "top_kernels", "top_gaps",
                                           "savings", "stragglers"))
     secs = res["sections"]
-    from traceparse.roofline.ncu_summary import ncu_only, summarize_ncu
+    from traceparse.roofline.ncu_summary import summarize_ncu
 
     ncu: dict[str, Any] = {}
-    if ncu_only(tl):  # an ncu page alone: `traceparse summary`'s verdict is the page's own
+    if tl.ncu_only():  # an ncu page alone: `traceparse summary`'s verdict is the page's own
         page = summarize_ncu(tl, top=opts.top_n)
         res["verdict"] = page["verdict"]
         ncu = {"ncu_page": {**rows(page["sections"]["ncu_window"])[0],

@@ -29,11 +29,6 @@ KERNEL_COLS = ("kernel_name", "launches", "time_ns", "time_pct", "precision", "f
                "dram_bytes_per_s", "pct_of_roof", "bound", "note")
 
 
-def ncu_only(tl: Timeline) -> bool:
-    """True for an Nsight Compute page read alone: kernels measured, no timeline."""
-    return not tl.rows("gpu") and tl.rows("ncu") > 0
-
-
 def summarize_ncu(tl: Timeline, *, top: int = 10, gpu: str | None = None) -> dict[str, Any]:
     """``{"verdict": str, "sections": {"ncu_window": frame, "ncu_kernels": frame},
     "coverage_line": str, "placed": int}`` (``placed``: kernels on the roofline) for a

@@ -168,3 +168,43 @@ def test_dask_executor_on_a_local_cluster(fleet: Path, tmp_path: Path) -> None:
                                   dashboard_address=None) as cluster:
         summary = run_batch(paths, tmp_path / "out", executor=f"dask={cluster.scheduler_address}")
     _check(tmp_path / "out", summary, paths)
+
+
+
+@pytest.mark.shared
+def test_ncu_pages_count_their_launches_and_profiled_time(tmp_path: Path) -> None:
+    """An ncu page has no timeline: its summary row counts its launches and the sum of
+    their ``gpu__time_duration`` (read here from the CSV text: a raw page has one column
+    per metric and a units row; a roofline-chart page has no duration), and its counters
+    are in the dataset's ``ncu`` partitions. Before, every page read "0 kernels, 0 ns"."""
+    import csv
+
+    from conftest import shared_files
+
+    from traceparse.batch import run_batch
+
+    pages = [p for p in shared_files("ncu", "*.csv")
+             if p.name.endswith((".raw.csv", ".roofline.csv"))]
+    if not pages:
+        pytest.skip("no ncu pages in the corpus")
+    summary = run_batch([str(p) for p in pages], tmp_path / "out", workers=1)
+    ds = pl.scan_parquet(tmp_path / "out" / "ncu" / "**" / "*.parquet",
+                         hive_partitioning=True).collect()
+    scale = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9}
+    for row in summary.iter_rows(named=True):
+        text = Path(row["file"]).read_text(encoding="utf-8", errors="replace").splitlines()
+        start = next(i for i, ln in enumerate(text) if ln.lstrip().startswith('"ID"'))
+        rows = list(csv.reader(text[start:]))
+        head, launches = rows[0], [r for r in rows[1:] if r and r[0].strip().isdigit()]
+        assert row["status"] == "ok", row["file"]
+        assert row["kernels"] == len({r[0] for r in launches}), row["file"]
+        assert ds.filter(pl.col("trace") == row["trace"]).height == row["kernels"]
+        if "gpu__time_duration.sum" not in head:  # a roofline-chart page
+            assert row["kernel_time_ns"] is None, row["file"]
+            continue
+        i = head.index("gpu__time_duration.sum")
+        f = scale[rows[1][i]]  # the units row
+        # a launch ncu could not time prints "-nan" (sglang__profile: 1 of 5): no time
+        want = sum(float(r[i].replace(",", "")) * f for r in launches
+                   if "nan" not in r[i].lower())
+        assert row["kernel_time_ns"] == pytest.approx(want, rel=1e-9, abs=1), row["file"]

@@ -39,8 +39,9 @@ from traceparse.errors import NotATrace, TraceError
 
 #: File suffixes :func:`discover` picks up in a directory.
 TRACE_SUFFIXES = (".sqlite", ".sqlite3", ".db", ".json", ".json.gz", ".csv")
-#: Tables written to the dataset, one partition per trace each.
-DATASET_TABLES = ("gpu", "api", "ranges")
+#: Tables written to the dataset, one partition per trace each (``ncu``: the launches and
+#: counters of Nsight Compute pages, empty for timelines).
+DATASET_TABLES = ("gpu", "api", "ranges", "ncu")
 #: Columns of the summary table, in order.
 SUMMARY_COLS = {
     "trace": pl.String, "file": pl.String, "status": pl.String, "error": pl.String,
@@ -110,6 +111,12 @@ def summary_row(tl: Any, trace: str, file: str) -> dict[str, Any]:
     span = tl.span_ns()
     if span:
         row.update(window_start_ns=span[0], window_end_ns=span[1], window_ns=span[1] - span[0])
+    if tl.ncu_only():  # an ncu page: its launches and their profiled time (no window)
+        kernels = tl.ncu.select(pl.col("kernel_name").alias("name"), "dur_ns")
+        timed = kernels["dur_ns"].drop_nulls()
+        row.update(kernels=kernels.height,
+                   kernel_time_ns=int(timed.sum()) if timed.len() else None)
+        kernels = kernels.filter(pl.col("dur_ns").is_not_null())
     if kernels.height:
         top = (kernels.group_by("name").agg(pl.col("dur_ns").sum())
                .sort(["dur_ns", "name"], descending=[True, False]).row(0))

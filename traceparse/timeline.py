@@ -70,6 +70,11 @@ class Timeline:
         metadata without reading the rows)."""
         return self.table(name).height
 
+    def ncu_only(self) -> bool:
+        """True for an Nsight Compute page read alone: kernels measured one launch at a time,
+        no timeline (no GPU activity rows)."""
+        return not self.rows("gpu") and self.rows("ncu") > 0
+
     def validate(self) -> Timeline:
         """Validate every table against the schema; return self."""
         for name, frame in self.tables().items():

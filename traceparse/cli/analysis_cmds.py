@@ -222,9 +222,7 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
     if (why := no_events(tl, paths)) is not None:
         emit(why + "\n", output)
         return
-    from traceparse.roofline.ncu_summary import ncu_only as only_ncu
-
-    ncu_only = only_ncu(tl)
+    ncu_only = tl.ncu_only()
     if ncu_only:  # an Nsight Compute page alone: its own summary, no timeline to attribute
         from traceparse.reports.summary_text import render_ncu_text
         from traceparse.roofline.ncu_summary import summarize_ncu
