@@ -88,3 +88,29 @@ def test_summary_of_the_h200_gemm_sweep(tmp_path: Path) -> None:
     assert set(k["bound"].to_list()) == {"compute"}
     assert (k["pct_of_roof"] <= 100).all()
     assert "100% of it compute-bound" in s["verdict"]
+
+
+TIMELINE_COMMANDS = ["kernels", "gaps", "launches", "steps", "breakdown", "api", "memops",
+                     "comm", "layers", "tree", "memory", "nvtx", "whatif --fix cuda-graphs",
+                     "predict"]
+
+
+@pytest.mark.parametrize("cmd", TIMELINE_COMMANDS)
+def test_timeline_commands_refuse_an_ncu_page(cmd: str) -> None:
+    """An ncu page has kernels but no timeline: a timeline command exits 2 on one line that
+    names the page and the command (it printed "no kernels in ..." and exit 0, false of a
+    page that measured 4 launches); the page's own commands still answer."""
+    page = str(Path(__file__).resolve().parent.parent / "sample_traces" / "mini_train.ncu.csv")
+    res = CliRunner().invoke(main, ["--no-cache", *cmd.split(), page])
+    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert res.stderr.count("\n") == 1
+    assert page in res.stderr and f"`{cmd.split()[0]}` needs an nsys export" in res.stderr
+    n = len(traceparse.load(page).ncu)
+    assert f"read its {n} kernel launch" in res.stderr
+
+
+@pytest.mark.parametrize("cmd", ["summary", "roofline", "fixes", "info"])
+def test_page_commands_answer_on_an_ncu_page(cmd: str) -> None:
+    page = str(Path(__file__).resolve().parent.parent / "sample_traces" / "mini_train.ncu.csv")
+    res = CliRunner().invoke(main, ["--no-cache", cmd, page])
+    assert res.exit_code == 0, res.output

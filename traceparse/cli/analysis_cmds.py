@@ -94,7 +94,7 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
                    empty="no GPU activity in the window", decimals=_PCT,
                    start_ns=first)
         return
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return
@@ -152,7 +152,7 @@ def _gpu_breakdown(traces: tuple[str, ...], window: str | None, steps: str | Non
     if frame is None:  # the memory executor, or no GPU row: the whole timeline words it
         from traceparse.analyses import attribution as at
 
-        tl = load_traces(traces)
+        tl = load_traces(traces, timeline=True)
         if (why := no_events(tl, traces)) is not None:
             emit(why + "\n", output)
             return
@@ -186,7 +186,7 @@ def gaps(traces: tuple[str, ...], min_gap_us: float | None, top: int | None, fmt
         except ex.NotLocal as exc:  # exact in memory; the chunked spans may not be
             computed_in_memory(path, "gaps computed", exc.why)
     if found is None:  # the memory executor, or no GPU row: the whole timeline words it
-        tl = load_traces(traces)
+        tl = load_traces(traces, timeline=True)
         if (why := no_events(tl, traces)) is not None:
             emit(why + "\n", output)
             return

@@ -58,14 +58,35 @@ def resolve(traces: Sequence[str], *, sample_default: bool = False) -> list[str]
 
 def load_traces(traces: Sequence[str], *, sample_default: bool = False,
                 gpu: str | None = None, ctx: click.Context | None = None,
-                tables: Sequence[str] | None = None) -> Timeline:
+                tables: Sequence[str] | None = None, timeline: bool = False) -> Timeline:
     """Load and combine the inputs of a command (see the module docstring); with ``gpu``,
     every device is taken to be that ceiling-table row (:func:`override_gpu`). ``tables``:
     the only timeline tables the command uses (None: all; an nsys export read without the
-    cache then skips the others, see :func:`traceparse.loader.load`)."""
+    cache then skips the others, see :func:`traceparse.loader.load`). ``timeline``: the
+    command reads the timeline only, so an Nsight Compute page alone is the wrong kind of
+    input (:func:`no_timeline`)."""
     paths, tls = load_inputs(traces, sample_default=sample_default, ctx=ctx, tables=tables)
     tl = combined(paths, tls, ctx)
+    if timeline:
+        no_timeline(tl, paths)
     return override_gpu(tl, gpu) if gpu else tl
+
+
+def no_timeline(tl: Timeline, paths: Sequence[str]) -> None:
+    """Raise a :class:`UsageError` for an Nsight Compute page given to a timeline command:
+    ncu replays each kernel on its own, so the page has kernels but no timeline, and an
+    empty answer ("no kernels in ...") would be false of it."""
+    if not tl.ncu_only():
+        return
+    from traceparse import units
+
+    cmd = click.get_current_context(silent=True)
+    name = f"`{cmd.info_name}`" if cmd is not None and cmd.info_name else "this command"
+    n = units.plural(tl.rows("ncu"), "kernel launch", "kernel launches")
+    raise UsageError(paths[0] if len(paths) == 1 else None,
+                     f"an Nsight Compute page has no timeline (ncu profiles each kernel "
+                     f"launch on its own): {name} needs an nsys export or a Kineto trace; "
+                     f"`traceparse summary`, `roofline`, `report` and `batch` read its {n}")
 
 
 def combined(paths: Sequence[str], tls: Sequence[Timeline],

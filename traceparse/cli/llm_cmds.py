@@ -60,7 +60,7 @@ def tree_cmd(traces: tuple[str, ...], depth: int, view: str, min_pct: float, by:
     """
     from traceparse.analyses.optree import op_tree, splits_by_rank
 
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     frame = op_tree(tl, view=view, max_depth=depth, by_rank=splits_by_rank(tl, by))
     frame = frame.filter((pl.col("inclusive_pct") >= min_pct) | (pl.col("depth") == 0))
     if fmt == "table":
@@ -84,7 +84,7 @@ def layers_cmd(traces: tuple[str, ...], view: str, per_layer: bool, by: str, fmt
     from traceparse.analyses import layers
     from traceparse.analyses.optree import splits_by_rank
 
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     split = splits_by_rank(tl, by)
     frame = (layers.layer_table(tl, view=view, by_rank=split) if per_layer
              else layers.layer_groups(tl, view=view, by_rank=split))

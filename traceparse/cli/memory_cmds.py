@@ -32,7 +32,7 @@ def memory(traces: tuple[str, ...], by: str, top: int, steps: str | None, fmt: s
            output: str | None, force: bool) -> None:
     """Device memory of TRACE...: allocated/reserved peaks from Kineto [memory] events or
     nsys CUDA memory-usage events (--cuda-memory-usage=true)."""
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return

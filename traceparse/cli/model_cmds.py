@@ -110,7 +110,7 @@ def predict_cmd(traces: tuple[str, ...], calibration: str | None, holdout_steps:
         return
     if batch_size is not None:
         raise UsageError(None, "--batch-size needs --scale batch=F")
-    tl = load_traces(traces, gpu=gpu)
+    tl = load_traces(traces, gpu=gpu, timeline=True)
     if holdout_steps is not None:
         frame = pr.holdout(tl, train_steps=holdout_steps, step_regex=steps)
     else:
@@ -142,7 +142,7 @@ def _predict_scaled(traces: tuple[str, ...], calibration: str | None, scale: str
     if output is not None:
         check_output(output)
     cal = cal_mod.read(calibration)
-    tl = load_traces(traces, gpu=gpu)
+    tl = load_traces(traces, gpu=gpu, timeline=True)
     if allow_other_gpu:
         for other in pr.gpu_mismatch(tl, cal):
             click.echo(f"traceparse: warning: predicting a trace from {other}: expect "
@@ -213,7 +213,7 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
             _emit_frame(frame, fmt, output)
             return
     sp = [pr.parse_speedup(s) for s in speedups]
-    tl = load_traces(traces, gpu=gpu)
+    tl = load_traces(traces, gpu=gpu, timeline=True)
     check_speedups(tl, sp)
     frame = pr.whatif(tl, no_launch_overhead=no_launch_overhead,
                       overlap_comm=overlap_comm, speedups=sp, step_regex=steps, fix=fix)

@@ -52,7 +52,7 @@ def launches_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | N
         if found is not None:  # None: no GPU row; the whole timeline words it
             emit_frame(found, fmt, output, empty=_NO_LAUNCH)
             return
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return
@@ -85,7 +85,7 @@ def comm_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
     """NCCL/RCCL collectives: time, exposed vs overlapped, bandwidth, cross-rank skew."""
     from traceparse.analyses import comm
 
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return
@@ -117,7 +117,7 @@ def steps_cmd(traces: tuple[str, ...], steps: str | None, summary: bool, by: str
     ``--by phase``, LLM serving/training phases)."""
     from traceparse.analyses import steps as steps_mod
 
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return
@@ -147,7 +147,7 @@ def nvtx_cmd(traces: tuple[str, ...], report: str, fmt: str, output: str | None,
     """NVTX range statistics (as nsys nvtx_sum) or GPU time per innermost range."""
     from traceparse.analyses import ranges
 
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     if (why := no_events(tl, traces)) is not None:
         emit(why + "\n", output)
         return

@@ -196,7 +196,7 @@ def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
             emit_frame(chunked, fmt, output, empty="", decimals=nsys_stats.DECIMALS_NS,
                        nsys_csv=True)
             return
-    tl = load_traces(traces, tables=GPU_ONLY)
+    tl = load_traces(traces, tables=GPU_ONLY, timeline=True)
     frame = nsys_stats.kern_sum(tl, name=name, by=by)  # type: ignore[arg-type]
     emit_frame(frame, fmt, output, empty=_nothing(tl, traces, "kernels"),
                decimals=nsys_stats.DECIMALS_NS, nsys_csv=True)
@@ -212,7 +212,7 @@ def kernels(traces: tuple[str, ...], name: str, by: str | None, fmt: str,
 def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | None,
            force: bool) -> None:
     """Memory copy/set time and size per operation (nsys stats cuda_gpu_mem_*_sum)."""
-    tl = load_traces(traces, tables=GPU_ONLY)
+    tl = load_traces(traces, tables=GPU_ONLY, timeline=True)
     report = report or ("time" if fmt == "csv" else "both")
     if fmt == "table" and not tl.gpu.filter(pl.col("kind").is_in(["memcpy", "memset"])).height:
         emit(_nothing(tl, traces, "memory copies or sets") + ".\n", output)
@@ -238,7 +238,7 @@ def memops(traces: tuple[str, ...], report: str | None, fmt: str, output: str | 
 @output_options
 def api(traces: tuple[str, ...], fmt: str, output: str | None, force: bool) -> None:
     """Host API (CUDA/HIP runtime + driver) time per call name (nsys stats cuda_api_sum)."""
-    tl = load_traces(traces)
+    tl = load_traces(traces, timeline=True)
     emit_frame(nsys_stats.api_sum(tl), fmt, output,
                empty=_nothing(tl, traces, "runtime or driver API calls"),
                decimals=nsys_stats.DECIMALS_NS, nsys_csv=True)
