@@ -92,7 +92,7 @@ def test_summary_of_the_h200_gemm_sweep(tmp_path: Path) -> None:
 
 TIMELINE_COMMANDS = ["kernels", "gaps", "launches", "steps", "breakdown", "api", "memops",
                      "comm", "layers", "tree", "memory", "nvtx", "whatif --fix cuda-graphs",
-                     "predict"]
+                     "predict", "diff PAGE"]
 
 
 @pytest.mark.parametrize("cmd", TIMELINE_COMMANDS)
@@ -101,7 +101,8 @@ def test_timeline_commands_refuse_an_ncu_page(cmd: str) -> None:
     names the page and the command (it printed "no kernels in ..." and exit 0, false of a
     page that measured 4 launches); the page's own commands still answer."""
     page = str(Path(__file__).resolve().parent.parent / "sample_traces" / "mini_train.ncu.csv")
-    res = CliRunner().invoke(main, ["--no-cache", *cmd.split(), page])
+    args = [page if a == "PAGE" else a for a in cmd.split()]
+    res = CliRunner().invoke(main, ["--no-cache", *args, page])
     assert res.exit_code == 2 and res.stdout == "", res.output
     assert res.stderr.count("\n") == 1
     assert page in res.stderr and f"`{cmd.split()[0]}` needs an nsys export" in res.stderr

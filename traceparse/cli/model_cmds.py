@@ -315,8 +315,9 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None,
                        memory_bytes=None if fail_memory_above_bytes is None
                        else parse_size(fail_memory_above_bytes))
     b, n = os.path.basename(base), os.path.basename(new)
-    c = df.compare(load_traces([base]), load_traces([new]), names=(b, n), thresholds=th,
-                   alpha=alpha, min_effect_pct=min_effect, step_regex=steps)
+    c = df.compare(load_traces([base], timeline=True), load_traces([new], timeline=True),
+                   names=(b, n), thresholds=th, alpha=alpha, min_effect_pct=min_effect,
+                   step_regex=steps)
     if fmt == "markdown":
         emit(diff_render.to_markdown(c, base=b, new=n), output)
     elif fmt == "html":
