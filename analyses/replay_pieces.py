@@ -37,12 +37,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from traceparse.analyses._arrays import lex_codes
+from traceparse.analyses._arrays import length_before, lex_codes
 from traceparse.analyses.replay import (
     Carry,
     _blocking,
     _build_prep,
     _Prep,
+    _rank_union,
     _stream_gaps,
     solve_runs,
 )
@@ -67,10 +68,19 @@ class Proc:
 
     t0: int  #: the origin its replayed times are counted from (its first host instant)
     end: int | None = None  #: latest end of its activities launched so far
-    #: blocking syncs not yet passed: ``(sync_start, sync_end, w, tail, dropped)`` by
-    #: (end, start); ``dropped`` (1): it no longer waits
+    #: blocking syncs not yet passed: ``(sync_start, sync_end, w, tail, dropped, at_start,
+    #: at_end)`` by (end, start); ``dropped`` (1): it no longer waits; ``at_*``: the
+    #: removed length before its entry and its return (:class:`Removed`; 0 without, -1
+    #: while the return lies past the pieces replayed)
     syncs: list[tuple[int, ...]] = field(default_factory=list)
     carry: Carry = field(default_factory=Carry)
+    #: the removed length before the return of the last blocking sync passed
+    base: int = 0
+    synced: bool = False  #: a blocking sync of the process was found
+    #: the least removed length before a launch of its activities (0 for one without a
+    #: call; None: no activity yet), what ``_pred_end`` subtracts for a process without
+    #: blocking syncs when another process has some (:func:`check_removed`)
+    low: int | None = None
 
 
 @dataclass
@@ -86,14 +96,87 @@ class State:
     rows: int = 0
 
 
+@dataclass
+class Removed:
+    """Host time taken away per rank as the pieces see it (the launch overhead under
+    ``no_launch_overhead``, :func:`traceparse.analyses.replay._pred_end`): the union's
+    length before the current piece ``[t0, t1)`` (``before``, per rank) and the piece's
+    own intervals (``here``: per rank the merged starts and ends,
+    :func:`~traceparse.analyses.replay_removed._rank_union`), all inside it. The union
+    of disjoint pieces' intervals has their summed length, so the length before an
+    instant of the piece is ``before`` plus ``here``'s (as ``_cum_at`` counts it)."""
+
+    before: dict[int, int] = field(default_factory=dict)
+    here: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    t0: int = 0
+    t1: int = 0
+
+    def enter(self, intervals: pl.DataFrame, t0: int, t1: int) -> None:
+        """Move on to the piece ``[t0, t1)`` whose removed intervals (``rank, start_ns,
+        end_ns``, inside it) are ``intervals``."""
+        for r, (s, e) in self.here.items():
+            self.before[r] = self.before.get(r, 0) + int((e - s).sum())
+        u = _rank_union(intervals)
+        rank = u["rank"].to_numpy().astype(_I64)
+        ends = u["end_ns"].to_numpy().astype(_I64)
+        cum = u["_cum"].to_numpy().astype(_I64)
+        self.here = {}
+        b = 0
+        while b < rank.size:  # sorted by rank
+            a, b = b, int(np.searchsorted(rank, rank[b], side="right"))
+            e, c = ends[a:b], cum[a:b]
+            self.here[int(rank[a])] = (e - (c - np.append(0, c[:-1])), e)
+        self.t0, self.t1 = t0, t1
+
+    def at(self, rank: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The removed length of each ``rank`` before ``t`` (instants in the piece).
+
+        Raises:
+            NotOrdered: an instant lies outside the piece.
+        """
+        if ((t < self.t0) | (t >= self.t1)).any():
+            raise NotOrdered("a launch call of the piece's activities lies outside it")
+        out = np.zeros(t.size, _I64)
+        for r in np.unique(rank).tolist():
+            sel = np.flatnonzero(rank == r)
+            s, e = self.here.get(r, (out[:0], out[:0]))
+            out[sel] = length_before(s, e, t[sel]) + self.before.get(r, 0)
+        return out
+
+    def known(self, rank: int, t: np.ndarray) -> np.ndarray:
+        """:meth:`at` of one rank at instants at or after the piece's start; -1 for
+        those past the piece (known once the piece holding them is entered)."""
+        out = np.full(t.size, -1, _I64)
+        k = np.flatnonzero(t < self.t1)
+        out[k] = self.at(np.full(k.size, rank, _I64), t[k])
+        return out
+
+
+def check_removed(state: State) -> None:
+    """After the last piece: the replay with removed time is exact only if no process
+    without blocking syncs needs the whole trace's least removed length
+    (:func:`traceparse.analyses.replay._pred_end` subtracts it from such a process's
+    launches when another process has blocking syncs; the pieces subtract nothing).
+
+    Raises:
+        NotOrdered: a process's launches would move by that least length.
+    """
+    if not any(p.synced for p in state.procs.values()):
+        return
+    for key, p in state.procs.items():
+        if not p.synced and p.low:
+            raise NotOrdered(f"process {key[1]} of rank {key[0]} has no blocking sync and "
+                             "launch overhead before its first launch")
+
+
 #: The columns of a piece's result (:func:`replay_piece`).
 COLUMNS = ("rank", "category", "host_ns", "start_ns", "end_ns", "dur_ns", "pred_dur_ns",
            "pred_end_ns")
 
 
 def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
-                 drop_syncs: bool = False, rates: dict[str, float] | None = None
-                 ) -> pl.DataFrame:
+                 drop_syncs: bool = False, rates: dict[str, float] | None = None,
+                 removed: Removed | None = None) -> pl.DataFrame:
     """Replay the piece ``[t0, t1)`` of a trace whose timeline around it is ``tl`` (every
     row overlapping the span or starting in it, and the GPU rows its calls launched),
     continuing ``state`` (updated in place). Returns the piece's activities:
@@ -105,6 +188,9 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     ``rates``: copies from pageable memory run at these rates (GB/s per direction) and
     the blocking calls that issued them no longer wait (``whatif --fix pinned-memory``,
     :func:`traceparse.analyses.mechanisms.pinned_rates`: whole-trace sums).
+    ``removed``: host time taken away (``whatif --no-launch-overhead``), entered for this
+    piece (:meth:`Removed.enter`): each launch and sync entry moves earlier by its length
+    since the process's last blocking sync returned, as in the whole replay.
 
     Raises:
         NotOrdered: the piece does not continue the state exactly (module docstring).
@@ -128,6 +214,7 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
           if k in state.queued]] = False
     sel = np.flatnonzero(mine)
     p = _sub(full, sel)
+    lc = None if removed is None else _launch_at(tl, full, sel, removed)
     state.rows += sel.size
     state.queued.update(keys_at(sel[full.start[sel] >= t1]))
     # the piece's lanes and processes, each distinct one coded once
@@ -187,6 +274,13 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     found = _blocking(p, o, pb, False, before)
     d, paged = _pinned(tl, p, rates)
     pred = np.zeros(sel.size, _I64)
+    if removed is not None:  # the returns the earlier pieces could not place
+        for key, pr in state.procs.items():
+            if pr.syncs and pr.syncs[-1][6] < 0:  # by return: the unplaced ones last
+                i = next(i for i, x in enumerate(pr.syncs) if x[6] < 0)
+                at = removed.known(key[0], np.asarray([x[1] for x in pr.syncs[i:]], _I64))
+                pr.syncs[i:] = [(*x[:6], v) for x, v in zip(pr.syncs[i:], at.tolist(),
+                                                             strict=True)]
     for q, key in by_code.items():
         a, b = pb.get(q, (0, 0))
         rows = o[a:b]
@@ -198,11 +292,15 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
         new = found.get(q)
         if new is not None:
             off = paged.get(q, set())
-            st.syncs = sorted([*st.syncs, *((*x, int(drop_syncs or x[0] in off))
-                                            for x in zip(*new, strict=True))],
+            st.synced = True
+            st.syncs = sorted([*st.syncs, *((*x, int(drop_syncs or x[0] in off), *at)
+                                            for x, at in zip(zip(*new, strict=True),
+                                                             _removed_at(removed, key[0], new),
+                                                             strict=True))],
                               key=lambda s: (s[1], s[0]))
         if rows.size:
-            pred[rows] = _solve_proc(p, rows, g, lat, d, st)
+            pred[rows] = _solve_proc(p, rows, g, lat, d, st,
+                                     None if lc is None else lc[rows])
             end = int(p.end[rows].max())
             st.end = end if st.end is None else max(st.end, end)
     out = pl.DataFrame({"rank": p.rank, "category": tl.gpu["category"].gather(p.gi),
@@ -234,23 +332,76 @@ def _pinned(tl: Timeline, p: _Prep, rates: dict[str, float] | None
 
 
 def _solve_proc(p: _Prep, rows: np.ndarray, g: np.ndarray, lat: np.ndarray, d: np.ndarray,
-                st: Proc) -> np.ndarray:
-    """Replayed ends of one process's rows of the piece (any order), continuing ``st``."""
+                st: Proc, lc: np.ndarray | None = None) -> np.ndarray:
+    """Replayed ends of one process's rows of the piece (any order), continuing ``st``.
+    ``lc``: per row the removed length before its launch call (:func:`_launch_at`)."""
     ss, se, w, tail = ([s[i] for s in st.syncs] for i in range(4))
     # epochs counted from the first sync not yet passed
     ep = np.searchsorted(np.asarray(se, _I64), p.host[rows], side="right")
     oe = np.argsort(ep, kind="stable")
     rows, ep = rows[oe], ep[oe]
+    # the removed length at each passed sync's return: what later launches count from
+    bases = [st.base, *(s[6] for s in st.syncs)]
+    adv = [0] * len(ss)
+    if lc is not None:
+        # a sync passed in this piece returned before one of its launches: known here
+        adv = [max(0, s[5] - b) if b >= 0 else 0
+               for s, b in zip(st.syncs, bases, strict=False)]
     sy: tuple[list[int], ...] | None = None
-    if st.syncs:  # no host time removed; the dropped syncs no longer wait
-        sy = (ss, se, w, tail, [0] * len(ss), [s[4] for s in st.syncs])
+    if st.syncs:  # the dropped syncs no longer wait
+        sy = (ss, se, w, tail, adv, [s[4] for s in st.syncs])
     base_h = p.host[rows] - st.t0 + lat[rows]
+    if lc is not None:
+        c = lc[oe]
+        low = int(c.min())
+        st.low = low if st.low is None else min(st.low, low)
+        base = np.clip(np.asarray(bases, _I64), 0, None)
+        base_h = base_h - np.clip(c - base[ep], 0, None)
     before = st.carry.cur
     ends = solve_runs(rows, ep, p.rid[rows], p, g[rows], d[rows], base_h, sy, st.t0,
                       carry=st.carry)[0] + st.t0
-    del st.syncs[:st.carry.cur - before]
+    passed = st.carry.cur - before
+    if passed:
+        st.base = st.syncs[passed - 1][6]
+    del st.syncs[:passed]
     out = np.empty(rows.size, _I64)
     out[oe] = ends
+    return out
+
+
+def _removed_at(removed: Removed | None, rank: int, syncs: tuple[list[int], ...]
+                ) -> list[tuple[int, int]]:
+    """Per sync of ``syncs`` (entries, returns, ...): the removed lengths before its
+    entry (in the piece) and its return (-1: past the piece); ``(0, 0)`` without
+    removed time."""
+    if removed is None:
+        return [(0, 0)] * len(syncs[0])
+    ss = removed.at(np.full(len(syncs[0]), rank, _I64), np.asarray(syncs[0], _I64))
+    se = removed.known(rank, np.asarray(syncs[1], _I64))
+    return list(zip(ss.tolist(), se.tolist(), strict=True))
+
+
+def _launch_at(tl: Timeline, full: _Prep, sel: np.ndarray, removed: Removed) -> np.ndarray:
+    """Per activity of ``sel``: the removed length before its launch call, the first call
+    in file order with its key (as :func:`traceparse.analyses.replay_removed._launch_cum`
+    reads it), 0 without one.
+
+    Raises:
+        NotOrdered: an activity has no process id (the whole replay then joins on a
+            filled key), or its call lies outside the piece.
+    """
+    from traceparse.links import launch_links
+
+    gi = pl.Series(full.gi[sel])
+    if tl.gpu.get_column("process_id").gather(gi).null_count():
+        raise NotOrdered("an activity without a process id")
+    if sel.size == 0:
+        return np.zeros(0, _I64)
+    t = tl.api.get_column("start_ns").gather(launch_links(tl)["api_row_file"].gather(gi))
+    has = t.is_not_null().to_numpy()
+    out = np.zeros(sel.size, _I64)
+    at = np.flatnonzero(has)
+    out[at] = removed.at(full.rank[sel][at], t.fill_null(0).to_numpy().astype(_I64)[at])
     return out
 
 

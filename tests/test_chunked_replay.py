@@ -6,14 +6,22 @@ against the in-memory replay.
   first piece, returned in the second), a queued kernel and a launch-bound kernel (each
   launched in one piece and started in the next): hand-computed replayed ends with and
   without the sync, and ``whatif --fix host-sync`` on both executors;
+* a generated export whose launch-overhead interval (a long launch call while the GPU
+  sat idle) is cut by a piece edge: a later launch moves earlier by both halves (hand
+  computed), ``whatif --no-launch-overhead`` the same on both executors;
 * every shared nsys export and every bundled sample, pieces of 300 GPU rows (about 16
   pieces for an export under 1,200, 3 rows for the samples):
   every replayed start and end equal to the in-memory replay's to the nanosecond,
-  unchanged (each measured end reproduced), with every blocking sync dropped and with the
-  pageable copies pinned, or the one reasoned fallback (``NotOrdered``); the files are
-  named so a new fallback fails;
-* ``whatif --fix host-sync|pinned-memory`` and ``predict`` (the measured durations) with
-  ``--executor chunks`` byte-identical to ``--executor memory``.
+  unchanged (each measured end reproduced), with every blocking sync dropped, with the
+  pageable copies pinned and without launch overhead, or the one reasoned fallback
+  (``NotOrdered``); the files are named so a new fallback fails;
+* ``whatif --fix host-sync|pinned-memory``, ``whatif --no-launch-overhead`` and
+  ``predict`` (the measured durations) with ``--executor chunks`` byte-identical to
+  ``--executor memory``.
+* the carried removed length (per rank, across pieces; a sync's return placed later)
+  and the whole-trace check that sends a process without blocking syncs to memory.
+* an export with step ranges (whose memory summary has per-step rows) replayed in
+  memory by every chunked command, with one stderr line.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from conftest import ids, shared_files
 
 from traceparse.analyses.mechanisms import replay_args
 from traceparse.analyses.replay import predicted
+from traceparse.analyses.replay_pieces import Proc, Removed, State, check_removed
 from traceparse.cli import main
 from traceparse.nsys import chunks
 from traceparse.nsys.reader import read
@@ -65,7 +74,8 @@ def _edge_export(path: Path) -> Path:
 
 def _rows(path: str, rows: int, change: str) -> pl.DataFrame | None:
     got = list(pieces(path, chunk_rows=rows, drop_syncs=change == "host_sync",
-                      pinned=change == "pinned_memory"))
+                      pinned=change == "pinned_memory",
+                      no_launch_overhead=change == "no_launch_overhead"))
     return pl.concat(got) if got else None
 
 
@@ -101,18 +111,55 @@ def test_generated_pieces_cut_a_sync_a_queue_and_a_launch(tmp_path: Path) -> Non
     assert out["chunks"].splitlines()[1].startswith("window,0,all,4,118000,100000,")
 
 
+def test_generated_launch_overhead_cut_by_an_edge(tmp_path: Path) -> None:
+    """Device 0, stream 7: A (call 0-5 us, runs 10-20), B (call 22-40: 18 us of launch
+    call while the GPU sat idle, the rank's launch overhead [22, 40); runs 45-55) and D
+    (call 60-61, runs 63-70, the stream idle since 55: launch-bound, latency 3 us).
+    Device 1 (thread 1): C (call 1-2, runs 30-31), whose start is a window edge: the
+    pieces are host time [-inf, 30), [30, 45), [45, 63), [63, inf), so the launch
+    overhead is 8 us in the first piece and 10 us in the second. Without it, D's call
+    moves 18 us earlier (60 -> 42, + 3 us latency = 45 < B's end): D runs 55..62 (B's
+    own call is not before itself: it keeps its end)."""
+    calls = (Call(LAUNCH, 0, 5 * US, _k(10, 20)),
+             Call(LAUNCH, 1 * US, 2 * US,
+                  Activity("kernel", 9, 30 * US, 1 * US, name="gemm", device=1), tid=1),
+             Call(LAUNCH, 22 * US, 40 * US, _k(45, 55)),
+             Call(LAUNCH, 60 * US, 61 * US, _k(63, 70)))
+    path = str(samplegen_sqlite.write(Scenario("cut", "launch overhead cut", calls),
+                                      tmp_path / "cut.sqlite"))
+    assert [w[0] for w in chunks.plan(path, block_rows=1).windows(1)] == [
+        10 * US, 30 * US, 45 * US, 63 * US]
+    got = list(pieces(path, chunk_rows=1, no_launch_overhead=True))
+    assert [f["pred_end_ns"].to_list() for f in got] == [
+        [20 * US, 31 * US, 55 * US], [], [62 * US], []]
+    mem = predicted(read(path), no_launch_overhead=True).sort("start_ns")
+    assert mem["pred_end_ns"].to_list() == [20 * US, 31 * US, 55 * US, 62 * US]
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, ["whatif", path, "--no-launch-overhead", "--format",
+                                      "csv", "--executor", ex, "--chunk-rows", "1"])
+        assert r.exit_code == 0, r.output
+        out[ex] = (r.stdout, r.stderr)
+    assert out["memory"][0] == out["chunks"][0] and out["chunks"][1] == ""
+    # window 60 us measured (10..70), 52 us without the launch overhead (10..62)
+    assert out["chunks"][0].splitlines()[1].startswith("window,0,all,4,60000,52000,")
+
+
 def _compare(path: str, rows: int) -> str:
     """'chunks' when every replayed start and end equals memory's (unchanged, without
-    syncs, pageable copies pinned), else the fallback's reason."""
+    syncs, pageable copies pinned, without launch overhead), else the fallback's
+    reason."""
     tl = read(path)
     key = ["rank", "start_ns", "end_ns", "pred_start_ns", "pred_end_ns"]
-    for change in ("none", "host_sync", "pinned_memory"):
+    for change in ("none", "host_sync", "pinned_memory", "no_launch_overhead"):
         try:
             got = _rows(path, rows, change)
         except NotOrdered as exc:
             return exc.why
-        args = replay_args(tl, change)[0] or {} if change != "none" else {}
-        mem = predicted(tl, **args)
+        args: dict[str, object] = (
+            {"no_launch_overhead": True} if change == "no_launch_overhead"
+            else replay_args(tl, change)[0] or {} if change != "none" else {})
+        mem = predicted(tl, **args)  # type: ignore[arg-type]
         if got is None:
             assert mem.height == 0
             return "no GPU activity"
@@ -159,6 +206,7 @@ def test_shared_exports_pieces_equal_memory(path: Path) -> None:
 
 COMMANDS = {"host-sync": ["whatif", "--fix", "host-sync"],
             "pinned-memory": ["whatif", "--fix", "pinned-memory"],
+            "no-launch-overhead": ["whatif", "--no-launch-overhead"],
             "replay": ["predict"]}
 
 
@@ -180,11 +228,12 @@ def test_shared_exports_cli_byte_identical(path: Path, cmd: str) -> None:
         assert out["chunks"][1] == ""
 
 
-@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory"])
+@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory", "no-launch-overhead"])
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_cli_formats_byte_identical(tmp_path: Path, fmt: str, fix: str) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
-    out = [CliRunner().invoke(main, ["whatif", path, "--fix", fix, "--format", fmt,
+    change = ["--no-launch-overhead"] if fix == "no-launch-overhead" else ["--fix", fix]
+    out = [CliRunner().invoke(main, ["whatif", path, *change, "--format", fmt,
                                      *ex]).stdout
            for ex in ([], ["--executor", "chunks", "--chunk-rows", "2"])]
     assert out[0] == out[1] and "window" in out[0]
@@ -194,11 +243,13 @@ def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
     r = CliRunner().invoke(main, ["predict", path, "--steps", "step", "--executor", "chunks"])
     assert r.exit_code == 2 and "replays the measured durations only" in r.stderr
-    for args in (["--no-launch-overhead"], ["--fix", "cuda-graphs"],
-                 ["--fix", "host-sync", "--speedup", "gemm=2"]):
+    for args in (["--fix", "cuda-graphs"], ["--fix", "host-sync", "--speedup", "gemm=2"],
+                 ["--no-launch-overhead", "--fix", "host-sync"],
+                 ["--no-launch-overhead", "--overlap-comm"]):
         r = CliRunner().invoke(main, ["whatif", path, *args, "--executor", "chunks"])
         assert r.exit_code == 2
-        assert "only --executor chunks with --fix host-sync / pinned-memory" in r.stderr
+        assert ("only --executor chunks with --fix host-sync / pinned-memory or "
+                "--no-launch-overhead alone") in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
 
@@ -233,3 +284,43 @@ def test_out_of_order_lane_falls_back_to_memory(tmp_path: Path) -> None:
         "launched after the edge starts before one launched before it"]
     # with one piece for the whole file, the same export replays in chunks
     assert _compare(str(path), 1000) == "chunks"
+
+
+def test_removed_length_carried_per_rank_and_the_whole_trace_check() -> None:
+    """Rank 0's intervals [10, 20) and [15, 30) us merge (20 long), rank 1's [20, 25)
+    is 5: in the next piece those lengths are carried, plus the piece's own. A sync's
+    return past the piece is placed later (-1). A process without blocking syncs that
+    launched after launch overhead, beside one with them, falls back."""
+    r = Removed()
+    r.enter(pl.DataFrame({"rank": [0, 0, 1], "start_ns": [10, 15, 20],
+                          "end_ns": [20, 30, 25]}), -chunks.END, 30)
+    assert r.at(np.array([0, 0, 1]), np.array([12, 29, 29])).tolist() == [2, 19, 5]
+    assert r.known(0, np.array([25, 30])).tolist() == [15, -1]
+    r.enter(pl.DataFrame({"rank": [0], "start_ns": [30], "end_ns": [40]}), 30, 50)
+    assert r.at(np.array([0, 1]), np.array([35, 45])).tolist() == [25, 5]
+    with pytest.raises(NotOrdered, match="lies outside it"):
+        r.at(np.array([0]), np.array([29]))
+    st = State(procs={(0, 1): Proc(0, synced=True), (0, 2): Proc(0, low=0)})
+    check_removed(st)  # its least length is 0 (an activity without a call, or none)
+    st.procs[(0, 2)].low = 7
+    with pytest.raises(NotOrdered, match="process 2 of rank 0 has no blocking sync"):
+        check_removed(st)
+
+
+@pytest.mark.parametrize("cmd", list(COMMANDS))
+def test_step_ranges_fall_back_to_memory(tmp_path: Path, cmd: str) -> None:
+    """mini_train has NVTX ``step N`` ranges: the memory summary has one row per step,
+    which the pieces do not compute, so the chunked commands replay it in memory (one
+    stderr line) instead of printing a summary without them."""
+    path = str(write_sqlite("mini_train", tmp_path / "mini.sqlite"))
+    args = COMMANDS[cmd]
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, [args[0], path, *args[1:], "--format", "csv",
+                                      "--executor", ex, "--chunk-rows", "3"])
+        assert r.exit_code == 0, r.output
+        out[ex] = (r.stdout, r.stderr)
+    assert out["chunks"][0] == out["memory"][0] and "\nstep,0,step 1," in out["memory"][0]
+    assert out["chunks"][1].splitlines() == [
+        f"traceparse: {path}: {args[0]} replayed in memory, not in chunks: the export has "
+        "step ranges (per-step rows are computed in memory only)"]

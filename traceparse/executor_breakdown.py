@@ -82,20 +82,114 @@ def span_parts_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Tr
         NotLocal: no span of ``span`` holds what the free stretches' rules read, or a
             device has a window here and no activity in the span.
     """
-    from traceparse.analyses.attribution import breakdown_windows, busy_activities
+    from traceparse.analyses.attribution import breakdown_windows
 
-    tl = local_span(plan, span, lambda t: free_stretches(t, wins), state)
+    tl = _checked_span(plan, span, wins, state)
     first = tl.span_ns()
     if wins.height == 0:
         return wins, None if first is None else first[0]
+    rows = breakdown_windows(tl, wins, group=GROUP)
+    return rows, None if first is None else first[0]
+
+
+def span_launch_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
+                     ) -> pl.DataFrame:
+    """Where the attribution's launch overhead lies in the device windows ``wins`` (one
+    time window's part of each device's window), computed as :func:`span_parts_task`
+    computes their sums: ``rank, start_ns, end_ns`` (the segments, not merged).
+
+    Raises:
+        NotLocal: as :func:`span_parts_task`.
+    """
+    tl = _checked_span(plan, span, wins, state)
+    return part_segments(tl, wins, "launch_overhead_ns")
+
+
+def _checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
+                  ) -> Timeline:
+    """The timeline of :func:`local_span` for the free stretches of ``wins``, each device
+    with a window there having activity in it."""
+    from traceparse.analyses.attribution import busy_activities
+
+    tl = local_span(plan, span, lambda t: free_stretches(t, wins), state)
+    if wins.height == 0:
+        return tl
     have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
     missing = wins.join(have, on=GROUP, how="anti", nulls_equal=True)  # type: ignore[arg-type]
     if missing.height:
         r = missing.row(0, named=True)
         raise NotLocal(f"device {r['device_id']} (rank {r['rank']}) has no activity in a "
                        "span its window crosses (its processes' host calls count there)")
-    rows = breakdown_windows(tl, wins, group=GROUP)
-    return rows, None if first is None else first[0]
+    return tl
+
+
+def part_segments(tl: Timeline, wins: pl.DataFrame, part: str) -> pl.DataFrame:
+    """The segments of the device windows ``wins`` (``rank, device_id, window_start_ns,
+    window_end_ns``) that :func:`~traceparse.analyses.attribution.breakdown_windows`
+    attributes to ``part`` (e.g. ``launch_overhead_ns``): ``rank, start_ns, end_ns``, the
+    same sets and priority, so their lengths sum to its ``part`` column."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import (
+        _clip_to_windows,
+        busy_activities,
+        host_sets,
+        part_expr,
+    )
+
+    acts = busy_activities(tl)
+    groups = acts.select(GROUP).unique(maintain_order=True)
+    w = (groups.join(wins.select(*GROUP, pl.col("window_start_ns").cast(pl.Int64),
+                                 pl.col("window_end_ns").cast(pl.Int64))
+                     .cast({k: groups.schema[k] for k in GROUP}),
+                     on=GROUP, how="inner", nulls_equal=True)
+         .with_row_index("_wid"))
+    sets: dict[str, pl.DataFrame] = {
+        "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
+                         pl.col("window_end_ns").alias("end_ns"))}
+    for label in ("compute", "communication", "memory"):
+        sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, GROUP)
+    for label, frame in host_sets(tl, acts, GROUP).items():
+        sets[label] = _clip_to_windows(frame, w, GROUP)
+    seg = (intervals.segments(sets, by=["_wid"])
+           .filter((pl.col("_win") > 0) & (part_expr() == part)))
+    return seg.join(w.select("_wid", "rank"), on="_wid").select("rank", "start_ns", "end_ns")
+
+
+def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = "chunks",
+                workers: int = 4, scheduler: str | None = None
+                ) -> tuple[pl.DataFrame, TraceState, list[tuple[int, tuple[Span, pl.DataFrame]]]
+                           ] | None:
+    """Pass 1 over the time windows ``wins`` and what pass 2 computes: each device's
+    window (``rank, device_id, first_ns, last_ns``), the trace-wide call state and, per
+    time window that a device window crosses (and the first), its number in ``wins``, the
+    span to read and its part of each device's window (``rank, device_id,
+    window_start_ns, window_end_ns``); None when no device has busy GPU activity."""
+    if not wins:
+        return None
+    part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
+                          partial(merge_with_state, merge=chunked.merge_parts), workers,
+                          scheduler)
+    depth = state.depth
+    devices = part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
+                                                                    "last_ns")
+    if devices.height == 0:
+        return None
+    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
+    jobs: list[tuple[int, tuple[Span, pl.DataFrame]]] = []
+    for i, (t0, t1) in enumerate(wins):
+        mine = (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
+                .select(*GROUP,
+                        pl.max_horizontal("first_ns", pl.lit(t0, pl.Int64))
+                        .alias("window_start_ns"),
+                        pl.min_horizontal("last_ns", pl.lit(t1, pl.Int64))
+                        .alias("window_end_ns")))
+        if mine.height == 0 and i > 0:
+            continue
+        # back at least the deepest queue, as the gaps' spans (spancheck relies on it);
+        # the first span from the file's beginning (the trace's first event)
+        lo = max(-chunks.END, t0 - depth - 1) if i > 0 else -chunks.END
+        jobs.append((i, ((_earlier(lo, starts), _later(t1, ends)), mine)))
+    return devices, state, jobs
 
 
 def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
@@ -114,32 +208,11 @@ def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_RO
     from traceparse.nsys.spans import span_plan
 
     plan = span_plan(path, block_rows=chunk_rows)
-    wins = plan.windows(chunk_rows)
-    if not wins:
+    got = window_jobs(plan, plan.windows(chunk_rows), executor, workers, scheduler)
+    if got is None:
         return None
-    part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
-                          partial(merge_with_state, merge=chunked.merge_parts), workers,
-                          scheduler)
-    depth = state.depth
-    devices = part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
-                                                                    "last_ns")
-    if devices.height == 0:
-        return None
-    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
-    jobs: list[tuple[Span, pl.DataFrame]] = []
-    for i, (t0, t1) in enumerate(wins):
-        mine = (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
-                .select(*GROUP,
-                        pl.max_horizontal("first_ns", pl.lit(t0, pl.Int64))
-                        .alias("window_start_ns"),
-                        pl.min_horizontal("last_ns", pl.lit(t1, pl.Int64))
-                        .alias("window_end_ns")))
-        if mine.height == 0 and i > 0:
-            continue
-        # back at least the deepest queue, as the gaps' spans (spancheck relies on it);
-        # the first span from the file's beginning (the trace's first event)
-        lo = max(-chunks.END, t0 - depth - 1) if i > 0 else -chunks.END
-        jobs.append(((_earlier(lo, starts), _later(t1, ends)), mine))
+    devices, state, indexed = got
+    jobs = [j for _, j in indexed]
     results = _map(executor, plan, span_parts_task, jobs, state, workers, scheduler)
     firsts = [r[1] for r in results if r[1] is not None]
     rows = pl.concat([r[0] for r in results if r[0].height], how="vertical_relaxed")

@@ -199,15 +199,16 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
     """Projected window and step time of TRACE... under the chosen changes.
 
     --executor chunks replays one nsys export a piece at a time (--fix host-sync or
-    pinned-memory; the same output as memory, docs/performance.md "Chunked replay")."""
+    pinned-memory, or --no-launch-overhead; the same output as memory,
+    docs/performance.md "Chunked replay")."""
     from traceparse.analyses import predict as pr
 
     if not (no_launch_overhead or overlap_comm or speedups or fix):
         raise UsageError(None, "whatif needs --fix NAME, --no-launch-overhead, "
                                "--overlap-comm or --speedup REGEX=FACTOR")
     if executor != "memory":
-        frame = _chunked_whatif(traces, executor, chunk_rows, fix, no_launch_overhead
-                                or overlap_comm or bool(speedups) or bool(steps)
+        frame = _chunked_whatif(traces, executor, chunk_rows, fix, no_launch_overhead,
+                                overlap_comm or bool(speedups) or bool(steps)
                                 or gpu is not None)
         if frame is not None:
             _emit_frame(frame, fmt, output)
@@ -237,20 +238,23 @@ def _chunked_replay(traces: tuple[str, ...], executor: str, chunk_rows: int
 
 
 def _chunked_whatif(traces: tuple[str, ...], executor: str, chunk_rows: int,
-                    fix: str | None, other: bool) -> pl.DataFrame | None:
+                    fix: str | None, no_launch_overhead: bool, other: bool
+                    ) -> pl.DataFrame | None:
     """``whatif`` on the chunked replay (:mod:`traceparse.replay_chunks`); None: compute
     it in memory (no GPU activity, or a piece that could not continue the replay exactly:
     one stderr line says why)."""
     from traceparse import replay_chunks as rc
 
-    if other or fix not in rc.CHUNKED_FIXES:
+    if other or (fix is None) == (not no_launch_overhead) or (
+            fix is not None and fix not in rc.CHUNKED_FIXES):
         raise UsageError(None, f"whatif --executor {executor}: only --executor chunks with "
-                               f"--fix {' / '.join(rc.CHUNKED_FIXES)} alone (no other "
-                               "change, --steps or --gpu) is replayed in pieces; use "
-                               "--executor memory")
+                               f"--fix {' / '.join(rc.CHUNKED_FIXES)} or "
+                               "--no-launch-overhead alone (no other change, --steps or "
+                               "--gpu) is replayed in pieces; use --executor memory")
     path = chunked_input(resolve(traces), executor)
     try:
-        return rc.whatif(path, fix=fix, chunk_rows=chunk_rows)
+        return rc.whatif(path, fix=fix, no_launch_overhead=no_launch_overhead,
+                         chunk_rows=chunk_rows)
     except rc.NotOrdered as exc:
         computed_in_memory(path, "whatif replayed", exc.why)
         return None
