@@ -334,16 +334,19 @@ def test_cli_convert_chrome(tmp_path: Path) -> None:
                                               "idle") if b[f"{k}_ns"]}
 
 
+#: A 1 ms window of compute only: the attribution the recommendation rules read.
+_COMPUTE_MS = {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000, "memory_ns": 0,
+                          "communication_ns": 0, "launch_overhead_ns": 0, "idle_ns": 0,
+                          "overlapped_comm_ns": 0}}
+
+
 def test_tensor_core_rule_hand_computed() -> None:
     # two GEMMs under 30% of their roof, one non-GEMM ignored, window 1 ms:
     # gemm_a 400 us at 10% -> 400 * (1 - 10/50) = 320 us; gemm_b 100 us at 25% -> 50 us
     from traceparse.reports.recommend import recommend
 
     payload = {
-        "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
-                                   "memory_ns": 0, "communication_ns": 0,
-                                   "launch_overhead_ns": 0, "idle_ns": 0,
-                                   "overlapped_comm_ns": 0}},
+        "attribution": _COMPUTE_MS,
         "evidence": {"tiny_memory_kernels": {"count": 0, "total_ns": 0, "max_ns": 10_000,
                                              "top": []},
                      "pageable_copies": {"pageable": {"count": 0, "bytes": 0, "total_ns": 0,
@@ -373,10 +376,7 @@ def test_tensor_core_rule_needs_a_time_and_every_flop() -> None:
     from traceparse.roofline.model import BLIND_NOTE
 
     payload = {
-        "attribution": {"totals": {"window_ns": 1_000_000, "compute_ns": 1_000_000,
-                                   "memory_ns": 0, "communication_ns": 0,
-                                   "launch_overhead_ns": 0, "idle_ns": 0,
-                                   "overlapped_comm_ns": 0}},
+        "attribution": _COMPUTE_MS,
         "roofline": {"points": [
             {"kernel_name": "untimed_sgemm_128x64_nn", "time_ns": None, "pct_of_roof": 10.9,
              "precision": "fp32"},
