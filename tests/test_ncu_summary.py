@@ -92,18 +92,19 @@ def test_summary_of_the_h200_gemm_sweep(tmp_path: Path) -> None:
 
 TIMELINE_COMMANDS = ["kernels", "gaps", "launches", "steps", "breakdown", "api", "memops",
                      "comm", "layers", "tree", "memory", "nvtx", "whatif --fix cuda-graphs",
-                     "predict", "diff PAGE"]
+                     "predict", "diff PAGE", "calibrate -o OUT"]
 
 
 @pytest.mark.parametrize("cmd", TIMELINE_COMMANDS)
-def test_timeline_commands_refuse_an_ncu_page(cmd: str) -> None:
+def test_timeline_commands_refuse_an_ncu_page(cmd: str, tmp_path: Path) -> None:
     """An ncu page has kernels but no timeline: a timeline command exits 2 on one line that
     names the page and the command (it printed "no kernels in ..." and exit 0, false of a
     page that measured 4 launches); the page's own commands still answer."""
     page = str(Path(__file__).resolve().parent.parent / "sample_traces" / "mini_train.ncu.csv")
-    args = [page if a == "PAGE" else a for a in cmd.split()]
+    out = tmp_path / "cal.json"  # calibrate wrote an empty calibration (no devices)
+    args = [page if a == "PAGE" else str(out) if a == "OUT" else a for a in cmd.split()]
     res = CliRunner().invoke(main, ["--no-cache", *args, page])
-    assert res.exit_code == 2 and res.stdout == "", res.output
+    assert res.exit_code == 2 and res.stdout == "" and not out.exists(), res.output
     assert res.stderr.count("\n") == 1
     assert page in res.stderr and f"`{cmd.split()[0]}` needs an nsys export" in res.stderr
     n = len(traceparse.load(page).ncu)

@@ -19,7 +19,13 @@ from traceparse.cli.common import (
     wrote,
 )
 from traceparse.cli.executors import chunked_input, chunks_options, computed_in_memory
-from traceparse.cli.inputs import load_inputs, load_traces, override_gpu, resolve
+from traceparse.cli.inputs import (
+    load_inputs,
+    load_traces,
+    no_timeline,
+    override_gpu,
+    resolve,
+)
 from traceparse.cli.main import main
 from traceparse.errors import UsageError
 from traceparse.timeline import Timeline
@@ -42,7 +48,9 @@ def calibrate_cmd(traces: tuple[str, ...], output: str, force: bool, export: str
     from traceparse.analyses.calibrate import calibrate, merge, to_json
 
     check_output(output, force=force)
-    _paths, tls = load_inputs(traces)
+    paths, tls = load_inputs(traces)
+    for path, t in zip(paths, tls, strict=True):  # a page alone gave an empty calibration
+        no_timeline(t, [path])
     cal = merge([calibrate(override_gpu(t, gpu) if gpu else t) for t in tls])
     if export is None:
         emit(to_json(cal), output)
