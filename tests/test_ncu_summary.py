@@ -92,7 +92,7 @@ def test_summary_of_the_h200_gemm_sweep(tmp_path: Path) -> None:
 
 TIMELINE_COMMANDS = ["kernels", "gaps", "launches", "steps", "breakdown", "api", "memops",
                      "comm", "layers", "tree", "memory", "nvtx", "whatif --fix cuda-graphs",
-                     "predict", "diff PAGE", "calibrate -o OUT"]
+                     "predict", "diff PAGE", "calibrate -o OUT", "convert --to chrome -o OUT"]
 
 
 @pytest.mark.parametrize("cmd", TIMELINE_COMMANDS)

@@ -257,14 +257,16 @@ def convert(traces: tuple[str, ...], output: str, to: str, force: bool) -> None:
     """Convert TRACE... to the unified timeline and save it (parse once, analyse many
     times), or export it as Chrome-trace JSON (gzip-compressed when PATH ends in .gz)."""
     check_output(output, force=force)
-    tl = load_traces(traces)
+    # a Chrome trace of an ncu page alone had no event at all
+    tl = load_traces(traces, timeline=to == "chrome")
     if to == "parquet":
         if os.path.lexists(output) and not os.path.isdir(output):
             os.remove(output)  # --force given; Timeline.save replaces directories only
         path = tl.save(output)
+        ncu = f", {units.plural(tl.ncu.height, 'ncu row')}" if tl.ncu.height else ""
         wrote(path, f"{units.plural(tl.gpu.height, 'gpu row')}, "
                     f"{units.plural(tl.api.height, 'api row')}, "
-                    f"{units.plural(tl.ranges.height, 'range row')}")
+                    f"{units.plural(tl.ranges.height, 'range row')}{ncu}")
     elif to == "chrome":
         from traceparse.reports.chrome import attribution_intervals, to_chrome
 
