@@ -411,6 +411,8 @@ def test_report_on_every_ncu_csv(tmp_path: Path) -> None:
                        for sec in ("timeline", "attribution", "kernels", "gaps", "launches"))
         res = runner.invoke(main, ["--no-cache", "fixes", str(csv), "--format", "json"])
         assert res.exit_code == 0, (csv.name, res.output)
+        # the savings caveat stands under a list of fixes only (it followed "No fix" too)
+        assert ("Each saving is an upper bound" in html) == bool(orjson.loads(res.stdout))
         # the report's verdict is `traceparse summary`'s, word for word (it read "No GPU
         # window to attribute." under the page's own "Nsight Compute page: ..." verdict)
         summ = orjson.loads(runner.invoke(main, ["--no-cache", "summary", str(csv),
