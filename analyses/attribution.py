@@ -517,6 +517,20 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
     """
     group = list(group)
     acts = busy_activities(tl)
+    w = window_frame(acts, windows, group)
+    if _shared:
+        # each group's own default window (one per group): the segments shared with the
+        # part intervals and idle gaps, summed per group, are this window's
+        sums = w.select("_wid", *group).join(default_segments(tl, group)["sums"], on=group,
+                                             how="inner", nulls_equal=True).drop(group)
+    else:
+        sums = _part_sums(window_segments(tl, acts, w, group), ["_wid"])
+    return finish_rows(w.join(sums, on="_wid", how="left"), group)
+
+
+def window_frame(acts: pl.DataFrame, windows: pl.DataFrame, group: list[str]
+                  ) -> pl.DataFrame:
+    """``windows`` per group with busy activity, numbered ``_wid`` (breakdown_windows)."""
     named = "window_name" in windows.columns
     keys = [c for c in group if c in windows.columns]
     groups = acts.select(group).unique(maintain_order=True)
@@ -528,25 +542,23 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
                         on=keys, how="inner", nulls_equal=True)
     else:
         w = groups.join(w, how="cross")
-    w = w.select(*group, *(["window_name"] if named else []), "window_start_ns",
-                 "window_end_ns").with_row_index("_wid")
-    if _shared:
-        # each group's own default window (one per group): the segments shared with the
-        # part intervals and idle gaps, summed per group, are this window's
-        sums = w.select("_wid", *group).join(default_segments(tl, group)["sums"], on=group,
-                                             how="inner", nulls_equal=True).drop(group)
-    else:
-        sets: dict[str, pl.DataFrame] = {
-            "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
-                             pl.col("window_end_ns").alias("end_ns")),
-        }
-        for label in ("compute", "communication", "memory"):
-            sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, group)
-        for label, frame in host_sets(tl, acts, group).items():
-            sets[label] = _clip_to_windows(frame, w, group)
-        sums = _part_sums(intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0),
-                          ["_wid"])
-    return finish_rows(w.join(sums, on="_wid", how="left"), group)
+    return w.select(*group, *(["window_name"] if named else []), "window_start_ns",
+                    "window_end_ns").with_row_index("_wid")
+
+
+def window_segments(tl: Timeline, acts: pl.DataFrame, w: pl.DataFrame, group: list[str]
+                    ) -> pl.DataFrame:
+    """The attribution's segments inside the numbered windows ``w`` (:func:`window_frame`);
+    :func:`part_expr` names each segment's part."""
+    sets: dict[str, pl.DataFrame] = {
+        "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
+                         pl.col("window_end_ns").alias("end_ns")),
+    }
+    for label in ("compute", "communication", "memory"):
+        sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, group)
+    for label, frame in host_sets(tl, acts, group).items():
+        sets[label] = _clip_to_windows(frame, w, group)
+    return intervals.segments(sets, by=["_wid"]).filter(pl.col("_win") > 0)
 
 
 def finish_rows(sums: pl.DataFrame, group: Sequence[str]) -> pl.DataFrame:

@@ -101,8 +101,18 @@ def span_launch_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: T
     Raises:
         NotLocal: as :func:`span_parts_task`.
     """
+    from traceparse.analyses.attribution import (
+        busy_activities,
+        part_expr,
+        window_frame,
+        window_segments,
+    )
+
     tl = _checked_span(plan, span, wins, state)
-    return part_segments(tl, wins, "launch_overhead_ns")
+    acts = busy_activities(tl)
+    w = window_frame(acts, wins, GROUP)
+    seg = window_segments(tl, acts, w, GROUP).filter(part_expr() == "launch_overhead_ns")
+    return seg.join(w.select("_wid", "rank"), on="_wid").select("rank", "start_ns", "end_ns")
 
 
 def _checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
@@ -121,38 +131,6 @@ def _checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Trac
         raise NotLocal(f"device {r['device_id']} (rank {r['rank']}) has no activity in a "
                        "span its window crosses (its processes' host calls count there)")
     return tl
-
-
-def part_segments(tl: Timeline, wins: pl.DataFrame, part: str) -> pl.DataFrame:
-    """The segments of the device windows ``wins`` (``rank, device_id, window_start_ns,
-    window_end_ns``) that :func:`~traceparse.analyses.attribution.breakdown_windows`
-    attributes to ``part`` (e.g. ``launch_overhead_ns``): ``rank, start_ns, end_ns``, the
-    same sets and priority, so their lengths sum to its ``part`` column."""
-    from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import (
-        _clip_to_windows,
-        busy_activities,
-        host_sets,
-        part_expr,
-    )
-
-    acts = busy_activities(tl)
-    groups = acts.select(GROUP).unique(maintain_order=True)
-    w = (groups.join(wins.select(*GROUP, pl.col("window_start_ns").cast(pl.Int64),
-                                 pl.col("window_end_ns").cast(pl.Int64))
-                     .cast({k: groups.schema[k] for k in GROUP}),
-                     on=GROUP, how="inner", nulls_equal=True)
-         .with_row_index("_wid"))
-    sets: dict[str, pl.DataFrame] = {
-        "_win": w.select("_wid", pl.col("window_start_ns").alias("start_ns"),
-                         pl.col("window_end_ns").alias("end_ns"))}
-    for label in ("compute", "communication", "memory"):
-        sets[label] = _clip_to_windows(acts.filter(pl.col("category") == label), w, GROUP)
-    for label, frame in host_sets(tl, acts, GROUP).items():
-        sets[label] = _clip_to_windows(frame, w, GROUP)
-    seg = (intervals.segments(sets, by=["_wid"])
-           .filter((pl.col("_win") > 0) & (part_expr() == part)))
-    return seg.join(w.select("_wid", "rank"), on="_wid").select("rank", "start_ns", "end_ns")
 
 
 def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = "chunks",
