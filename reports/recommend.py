@@ -114,9 +114,9 @@ def verdict(payload: dict[str, Any]) -> dict[str, Any]:
     """Headline of the report: what bounds this run."""
     attr = payload.get("attribution")
     if not attr or not attr["totals"]["window_ns"]:
-        ncu = (payload.get("summary") or {}).get("verdict") or ""
-        if ncu.startswith("Nsight Compute page:"):  # verbatim, as `traceparse summary`
-            return {"headline": ncu, "detail": None, "bound": None}
+        summary = payload.get("summary") or {}
+        if summary.get("ncu_page"):  # an ncu page alone: verbatim, as `traceparse summary`
+            return {"headline": summary["verdict"], "detail": None, "bound": None}
         k = payload.get("kernels", {})
         return {"headline": "No GPU window to attribute." if not k.get("instances") else
                 f"{k['instances']:,} kernels, {_ms(k['total_ns'])} of kernel time.",
