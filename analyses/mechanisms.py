@@ -117,11 +117,17 @@ def _per_rank_note(head: str, parts: list[str], shown: int = 4) -> list[str]:
 
 
 def _sync_note(tl: Timeline) -> list[str]:
+    return sync_note(blocking_waits(tl))
+
+
+def sync_note(waits: pl.DataFrame) -> list[str]:
+    """The ``host_sync`` fix's note of :func:`blocking_waits`' rows ``waits`` (``rank,
+    calls, wait_ns`` in rank order)."""
     from traceparse import units
 
     return _per_rank_note("the blocking syncs that stop waiting, ", [
         f"rank {r}: {units.plural(c, 'call')} that held the host {units.duration(ns)}"
-        for r, c, ns in blocking_waits(tl).iter_rows()])
+        for r, c, ns in waits.iter_rows()])
 
 
 def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
@@ -133,19 +139,10 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     before it, e.g. the loop between steps, stays); without them, the replay's epochs
     between blocking syncs."""
     from traceparse.analyses import intervals
-    from traceparse.analyses.attribution import busy_activities, host_sets
     from traceparse.analyses.steps import step_windows
 
-    notes = _graph_cuts(tl)
-    issuing = host_sets(tl, busy_activities(tl), ["rank", "device_id"])["launch"].select(
-        "rank", "start_ns", "end_ns")
-    # a region keeps one graph launch: where the program already launches a graph, that
-    # call is it and stays (under the profiler it also holds the recording of every node)
-    glaunch = (tl.api.select("rank", "start_ns", "end_ns", "name")
-               .filter(matches(tl.api["name"], GRAPH_LAUNCH_RE)).drop("name").drop_nulls())
-    if glaunch.height:
-        issuing = intervals.subtract(issuing, glaunch.cast(issuing.schema),  # type: ignore[arg-type]
-                                     by=["rank"])
+    notes = graph_cuts_note(blocking_counts(tl.api))
+    issuing = graph_issuing(tl)
     sw = step_windows(tl)
     if sw.height == 0:
         return {"remove": issuing}, [*notes, *_removed_note(issuing)]
@@ -162,33 +159,68 @@ def _graphs(tl: Timeline) -> tuple[dict[str, Any], list[str]]:
     return {"remove": rem}, [*notes, *_removed_note(rem)]
 
 
+def graph_issuing(tl: Timeline) -> pl.DataFrame:
+    """``rank, start_ns, end_ns``: the attribution's ``launch`` host set (busy time
+    included) less the program's own graph launches, what the CUDA-graphs fix removes
+    before step regions cut it (:func:`_graphs`)."""
+    from traceparse.analyses import intervals
+    from traceparse.analyses.attribution import busy_activities, host_sets
+
+    issuing = host_sets(tl, busy_activities(tl), ["rank", "device_id"])["launch"].select(
+        "rank", "start_ns", "end_ns")
+    # a region keeps one graph launch: where the program already launches a graph, that
+    # call is it and stays (under the profiler it also holds the recording of every node)
+    glaunch = (tl.api.select("rank", "start_ns", "end_ns", "name")
+               .filter(matches(tl.api["name"], GRAPH_LAUNCH_RE)).drop("name").drop_nulls())
+    if glaunch.height:
+        issuing = intervals.subtract(issuing, glaunch.cast(issuing.schema),  # type: ignore[arg-type]
+                                     by=["rank"])
+    return issuing
+
+
 def _removed_note(rem: pl.DataFrame) -> list[str]:
     """Per rank, the host issuing time the graphs remove (the union of ``rem``): more than
     the launch overhead wherever the issuing ran while the GPU was busy; without it the
     host reaches its later work sooner."""
-    from traceparse import units
     from traceparse.analyses import intervals
 
     if rem.height == 0:
         return []
-    u = (intervals.union(rem, by=["rank"])
-         .group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("ns"))
-         .sort("rank"))
+    return removed_note(intervals.union(rem, by=["rank"])
+                        .group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum()
+                                              .alias("ns")))
+
+
+def removed_note(lengths: pl.DataFrame) -> list[str]:
+    """:func:`_removed_note` of the per-rank union lengths ``lengths`` (``rank, ns``)."""
+    from traceparse import units
+
     return _per_rank_note("host issuing time removed, ",
-                          [f"rank {r}: {units.duration(ns)}" for r, ns in u.iter_rows()])
+                          [f"rank {r}: {units.duration(ns)}"
+                           for r, ns in lengths.sort("rank").iter_rows()])
 
 
-def _graph_cuts(tl: Timeline) -> list[str]:
+def blocking_counts(api: pl.DataFrame) -> pl.DataFrame:
+    """``name`` (String), ``count``: the calls of ``api`` matching the attribution's
+    blocking calls (:data:`~traceparse.analyses.attribution.BLOCKING_API_RE`) per name;
+    counts of pieces of the calls add up."""
     from traceparse.analyses.attribution import BLOCKING_API_RE
 
     # the regex on the distinct names, the hits alone cast to strings
-    hit = (tl.api.select(pl.col("name").filter(matches(tl.api["name"], BLOCKING_API_RE)))
+    hit = (api.select(pl.col("name").filter(matches(api["name"], BLOCKING_API_RE)))
            .to_series().cast(pl.String))
-    if hit.len() == 0:
+    return hit.value_counts().cast({"count": pl.Int64})
+
+
+def graph_cuts_note(counts: pl.DataFrame) -> list[str]:
+    """Where the graphs' regions are cut: the blocking calls counted by name (``counts``:
+    :func:`blocking_counts`, summed over pieces)."""
+    total = int(counts["count"].sum() or 0)
+    if total == 0:
         return []
-    counts = hit.value_counts().sort(["count", "name"], descending=[True, False])
+    counts = counts.sort(["count", "name"], descending=[True, False])
     listed = ", ".join(f"{n} x{c}" for n, c in counts.head(3).iter_rows())
-    return [f"regions cut at {hit.len():,} blocking calls ({listed}): a graph cannot hold a "
+    return [f"regions cut at {total:,} blocking calls ({listed}): a graph cannot hold a "
             "host read of a device value, a synchronisation or an allocation"]
 
 

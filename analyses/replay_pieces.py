@@ -94,6 +94,11 @@ class State:
     procs: dict[tuple[int, ...], Proc] = field(default_factory=dict)  #: (rank, process)
     queued: set[tuple[int, ...]] = field(default_factory=set)
     rows: int = 0
+    #: per rank: the blocking syncs found and their summed wait (entry to return), what
+    #: :func:`traceparse.analyses.mechanisms.blocking_waits` counts
+    waits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: the last piece's activities: their rows in its timeline's ``gpu`` (file order)
+    last: np.ndarray = field(default_factory=lambda: np.zeros(0, _I64))
 
 
 @dataclass
@@ -213,6 +218,7 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     mine[[i for i, k in zip(maybe.tolist(), keys_at(maybe), strict=True)
           if k in state.queued]] = False
     sel = np.flatnonzero(mine)
+    state.last = full.gi[sel]
     p = _sub(full, sel)
     lc = None if removed is None else _launch_at(tl, full, sel, removed)
     state.rows += sel.size
@@ -291,6 +297,9 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
             st = state.procs[key] = Proc(int(min(p.host[rows].min(), p.start[rows].min())))
         new = found.get(q)
         if new is not None:
+            n, ns = state.waits.get(key[0], (0, 0))
+            state.waits[key[0]] = (n + len(new[0]),
+                                   ns + int(np.subtract(new[1], new[0]).sum()))
             off = paged.get(q, set())
             st.synced = True
             st.syncs = sorted([*st.syncs, *((*x, int(drop_syncs or x[0] in off), *at)

@@ -117,27 +117,20 @@ def savings(tl: Timeline, *, breakdown: pl.DataFrame | None = None) -> pl.DataFr
 
 
 def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
-    from traceparse.analyses.attribution import PARTS
     from traceparse.analyses.attribution import breakdown as attribution
     from traceparse.analyses.mechanisms import replay_args
     from traceparse.analyses.replay import predicted
 
-    schema = {"change": pl.String, "fix": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
-              "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
-              "within_bound": pl.Boolean, "note": pl.String,
-              "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64,
-              "bounds_job": pl.Boolean}
     if not tl.gpu.select((pl.col("kind") != "sync").any()).item():
-        return pl.DataFrame(schema=schema)
-    bd = attribution(tl) if breakdown is None else breakdown
-    parts = bd.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
+        return pl.DataFrame(schema=SCHEMA)
+    parts = rank_parts(attribution(tl) if breakdown is None else breakdown)
     prof = profiler(tl)
     # the trace itself replayed without the profiler's cost: the window a user running
     # without the profiler would see (null for traces not recorded by torch.profiler)
     base = (windows(predicted(tl, profiler=prof)).select(
         "rank", pl.col("predicted_ns").alias("window_unprofiled_ns")) if prof else None)
     out = []
-    for change, bound in CHANGES.items():
+    for change in CHANGES:
         if change == "warm_up":
             w, notes = _warm_up(tl)
             if w is None:
@@ -161,15 +154,46 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
             w = w.with_columns(pl.max_horizontal(pl.col("window_unprofiled_ns") - ex_u,
                                                  "_busy").alias("_pu"))
             w = w.drop("_exu", "_busy")
-        out.append(w.join(parts.select("rank", pl.sum_horizontal(*bound).alias("bound_ns"),
-                                       pl.sum_horizontal(*_IDLE).alias("_idle")),
-                          on="rank", how="left")
-                   .with_columns(pl.lit(change).alias("change"),
-                                 (pl.col("measured_ns") - pl.col("predicted_ns"))
-                                 .alias("saving_ns"),
-                                 pl.lit("; ".join(notes) or None, pl.String).alias("note")))
+        out.append(change_rows(w, parts, change, notes))
+    return finish_rows(out, bool(out) and coupled_ranks(tl))
+
+
+#: The columns and dtypes of :func:`savings`, in order.
+SCHEMA = {"change": pl.String, "fix": pl.String, "rank": pl.Int32, "measured_ns": pl.Int64,
+          "predicted_ns": pl.Int64, "saving_ns": pl.Int64, "bound_ns": pl.Int64,
+          "within_bound": pl.Boolean, "note": pl.String,
+          "window_unprofiled_ns": pl.Int64, "saving_unprofiled_ns": pl.Int64,
+          "bounds_job": pl.Boolean}
+
+
+def rank_parts(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, the attribution's parts summed over its devices (``breakdown``:
+    :func:`traceparse.analyses.attribution.breakdown`'s rows)."""
+    from traceparse.analyses.attribution import PARTS
+
+    return breakdown.group_by("rank").agg(*(pl.col(p).sum() for p in PARTS))
+
+
+def change_rows(w: pl.DataFrame, parts: pl.DataFrame, change: str, notes: list[str]
+                ) -> pl.DataFrame:
+    """One change's rows before :func:`finish_rows`: its per-rank windows ``w``
+    (``rank, measured_ns, predicted_ns, _pu, window_unprofiled_ns``) with its part
+    (``bound_ns``, from :func:`rank_parts`' ``parts``), the non-busy parts (``_idle``),
+    the saving and its notes."""
+    return (w.join(parts.select("rank", pl.sum_horizontal(*CHANGES[change]).alias("bound_ns"),
+                                pl.sum_horizontal(*_IDLE).alias("_idle")),
+                   on="rank", how="left")
+            .with_columns(pl.lit(change).alias("change"),
+                          (pl.col("measured_ns") - pl.col("predicted_ns")).alias("saving_ns"),
+                          pl.lit("; ".join(notes) or None, pl.String).alias("note")))
+
+
+def finish_rows(out: list[pl.DataFrame], coupled: bool) -> pl.DataFrame:
+    """:func:`savings`' frame of the changes' rows ``out`` (:func:`change_rows`): a host
+    change capped at the GPU's non-busy time, the savings, ``within_bound``, ``fix`` and
+    ``bounds_job`` (``coupled``: :func:`coupled_ranks`), in :data:`SCHEMA` order."""
     if not out:
-        return pl.DataFrame(schema=schema)
+        return pl.DataFrame(schema=SCHEMA)
     res = pl.concat(out, how="diagonal_relaxed").with_columns(pl.col("bound_ns").fill_null(0))
     # a change to the host gives back at most the time the GPU was not busy: where the
     # replay reads a cross-stream wait as host latency it would claim more, so it is capped
@@ -185,8 +209,8 @@ def _savings(tl: Timeline, breakdown: pl.DataFrame | None) -> pl.DataFrame:
         (pl.col("measured_ns") - pl.col("predicted_ns") <= pl.col("bound_ns").fill_null(0))
         .alias("within_bound"),
         pl.col("change").replace_strict(FIX_OF, return_dtype=pl.String).alias("fix"))
-    res = _bounds_job(res, coupled_ranks(tl))
-    return res.select(list(schema)).cast(schema).sort("change", "rank")  # type: ignore[arg-type]
+    res = _bounds_job(res, coupled)
+    return res.select(list(SCHEMA)).cast(SCHEMA).sort("change", "rank")  # type: ignore[arg-type]
 
 
 def coupled_ranks(tl: Timeline) -> bool:

@@ -152,7 +152,7 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
                                                                     "last_ns")
     if devices.height == 0:
         return None
-    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
+    spans = window_spans(wins, depth)
     jobs: list[tuple[int, tuple[Span, pl.DataFrame]]] = []
     for i, (t0, t1) in enumerate(wins):
         mine = (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
@@ -163,11 +163,66 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
                         .alias("window_end_ns")))
         if mine.height == 0 and i > 0:
             continue
-        # back at least the deepest queue, as the gaps' spans (spancheck relies on it);
-        # the first span from the file's beginning (the trace's first event)
-        lo = max(-chunks.END, t0 - depth - 1) if i > 0 else -chunks.END
-        jobs.append((i, ((_earlier(lo, starts), _later(t1, ends)), mine)))
+        jobs.append((i, (spans[i], mine)))
     return devices, state, jobs
+
+
+def window_spans(wins: list[tuple[int, int]], depth: int) -> list[Span]:
+    """Per time window of ``wins``, the span its pass-2 job reads: back at least the
+    deepest queue ``depth``, as the gaps' spans (spancheck relies on it); the first from
+    the file's beginning (the trace's first event)."""
+    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
+    return [((_earlier(max(-chunks.END, t0 - depth - 1) if i else -chunks.END, starts)),
+             _later(t1, ends)) for i, (t0, t1) in enumerate(wins)]
+
+
+def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
+                         state: TraceState, t0: int, t1: int
+                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What ``whatif --fix cuda-graphs`` removes in the piece ``[t0, t1)`` (no step
+    ranges): the attribution's whole ``launch`` host set less the graph launches
+    (:func:`traceparse.analyses.mechanisms.graph_issuing`), clipped to the piece
+    (``rank, start_ns, end_ns``), and the blocking calls entered in it by name
+    (:func:`~traceparse.analyses.mechanisms.blocking_counts`).
+
+    **Locality rule.** The span is checked (:func:`local_span`) for **every** nanosecond
+    of the piece, busy or not, on each device of ``devices`` (``rank, device_id,
+    first_ns, last_ns``, pass 1) that has activity in the span or whose window crosses
+    the piece: the launch set is a host set, so the lookups
+    :func:`traceparse.nsys.spancheck.why_not_local` checks for the breakdown's free
+    stretches are the ones it reads anywhere. A device left out has no activity in the
+    span, so no launch window in the piece (a call overlapping the span is read with
+    its activity, wherever it runs), and an issuing stretch reaching into the piece
+    from a launch after the span is what the per-rank *issuing stretches* check looks
+    for; so every rank must have a device checked.
+
+    Raises:
+        NotLocal: no span of ``span`` holds them, or a rank has no device with activity
+            in the span.
+    """
+    from traceparse.analyses.attribution import busy_activities
+    from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
+
+    crossing = devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
+
+    def stretches(tl: Timeline) -> pl.DataFrame:
+        have = busy_activities(tl).select(GROUP).unique()
+        dev = pl.concat([crossing.select(GROUP), have.cast(crossing.select(GROUP).schema)]
+                        ).unique()
+        return dev.select(*GROUP, pl.lit(t0, pl.Int64).alias("start_ns"),
+                          pl.lit(t1, pl.Int64).alias("end_ns"))
+
+    tl = local_span(plan, span, stretches, state)
+    left = set(devices["rank"].to_list()) - set(stretches(tl)["rank"].to_list())
+    if left:
+        raise NotLocal(f"rank {min(left)} has no GPU activity in a span (its issuing "
+                       "stretches are not checked there)")
+    rem = graph_issuing(tl).select(
+        "rank", pl.max_horizontal("start_ns", pl.lit(t0, pl.Int64)).alias("start_ns"),
+        pl.min_horizontal("end_ns", pl.lit(t1, pl.Int64)).alias("end_ns")).filter(
+        pl.col("end_ns") > pl.col("start_ns"))
+    api = tl.api.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
+    return rem, blocking_counts(api)
 
 
 def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,

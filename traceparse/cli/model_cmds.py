@@ -206,8 +206,8 @@ def whatif_cmd(traces: tuple[str, ...], no_launch_overhead: bool, overlap_comm: 
                output: str | None, force: bool) -> None:
     """Projected window and step time of TRACE... under the chosen changes.
 
-    --executor chunks replays one nsys export a piece at a time (--fix host-sync or
-    pinned-memory, or --no-launch-overhead; the same output as memory,
+    --executor chunks replays one nsys export a piece at a time (--fix cuda-graphs,
+    host-sync or pinned-memory, or --no-launch-overhead; the same output as memory,
     docs/performance.md "Chunked replay")."""
     from traceparse.analyses import predict as pr
 
