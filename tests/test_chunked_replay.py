@@ -13,9 +13,10 @@ against the in-memory replay.
   pieces for an export under 1,200, 3 rows for the samples):
   every replayed start and end equal to the in-memory replay's to the nanosecond,
   unchanged (each measured end reproduced), with every blocking sync dropped, with the
-  pageable copies pinned and without launch overhead, or the one reasoned fallback
+  pageable copies pinned, without launch overhead and under CUDA graphs (the whole
+  launch host set removed), or the one reasoned fallback
   (``NotOrdered``); the files are named so a new fallback fails;
-* ``whatif --fix host-sync|pinned-memory``, ``whatif --no-launch-overhead`` and
+* ``whatif --fix cuda-graphs|host-sync|pinned-memory``, ``whatif --no-launch-overhead`` and
   ``predict`` (the measured durations) with ``--executor chunks`` byte-identical to
   ``--executor memory``.
 * the carried removed length (per rank, across pieces; a sync's return placed later)
@@ -40,7 +41,7 @@ from traceparse.analyses.replay_pieces import Proc, Removed, State, check_remove
 from traceparse.cli import main
 from traceparse.nsys import chunks
 from traceparse.nsys.reader import read
-from traceparse.replay_chunks import NotOrdered, pieces
+from traceparse.replay_chunks import GraphNotes, NotOrdered, pieces
 from traceparse.samplegen import sqlite as samplegen_sqlite
 from traceparse.samplegen.scenarios import SCENARIOS, Activity, Call, Scenario, write_sqlite
 
@@ -75,7 +76,8 @@ def _edge_export(path: Path) -> Path:
 def _rows(path: str, rows: int, change: str) -> pl.DataFrame | None:
     got = list(pieces(path, chunk_rows=rows, drop_syncs=change == "host_sync",
                       pinned=change == "pinned_memory",
-                      no_launch_overhead=change == "no_launch_overhead"))
+                      no_launch_overhead=change == "no_launch_overhead",
+                      graphs=GraphNotes() if change == "cuda_graphs" else None))
     return pl.concat(got) if got else None
 
 
@@ -147,17 +149,19 @@ def test_generated_launch_overhead_cut_by_an_edge(tmp_path: Path) -> None:
 
 def _compare(path: str, rows: int) -> str:
     """'chunks' when every replayed start and end equals memory's (unchanged, without
-    syncs, pageable copies pinned, without launch overhead), else the fallback's
-    reason."""
+    syncs, pageable copies pinned, without launch overhead, under CUDA graphs), else the
+    fallback's reason."""
     tl = read(path)
     key = ["rank", "start_ns", "end_ns", "pred_start_ns", "pred_end_ns"]
-    for change in ("none", "host_sync", "pinned_memory", "no_launch_overhead"):
+    for change in ("none", "host_sync", "pinned_memory", "no_launch_overhead",
+                   "cuda_graphs"):
         try:
             got = _rows(path, rows, change)
         except NotOrdered as exc:
             return exc.why
         args: dict[str, object] = (
             {"no_launch_overhead": True} if change == "no_launch_overhead"
+            else replay_args(tl, "no_launch_overhead")[0] or {} if change == "cuda_graphs"
             else replay_args(tl, change)[0] or {} if change != "none" else {})
         mem = predicted(tl, **args)  # type: ignore[arg-type]
         if got is None:
@@ -204,7 +208,8 @@ def test_shared_exports_pieces_equal_memory(path: Path) -> None:
         assert why == ("no GPU activity" if path.name in NO_GPU else "chunks")
 
 
-COMMANDS = {"host-sync": ["whatif", "--fix", "host-sync"],
+COMMANDS = {"cuda-graphs": ["whatif", "--fix", "cuda-graphs"],
+            "host-sync": ["whatif", "--fix", "host-sync"],
             "pinned-memory": ["whatif", "--fix", "pinned-memory"],
             "no-launch-overhead": ["whatif", "--no-launch-overhead"],
             "replay": ["predict"]}
@@ -228,7 +233,8 @@ def test_shared_exports_cli_byte_identical(path: Path, cmd: str) -> None:
         assert out["chunks"][1] == ""
 
 
-@pytest.mark.parametrize("fix", ["host-sync", "pinned-memory", "no-launch-overhead"])
+@pytest.mark.parametrize("fix", ["cuda-graphs", "host-sync", "pinned-memory",
+                                 "no-launch-overhead"])
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_cli_formats_byte_identical(tmp_path: Path, fmt: str, fix: str) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
@@ -243,13 +249,13 @@ def test_cli_refuses_what_it_cannot_replay_in_pieces(tmp_path: Path) -> None:
     path = str(write_sqlite("sync_bound", tmp_path / "s.sqlite"))
     r = CliRunner().invoke(main, ["predict", path, "--steps", "step", "--executor", "chunks"])
     assert r.exit_code == 2 and "replays the measured durations only" in r.stderr
-    for args in (["--fix", "cuda-graphs"], ["--fix", "host-sync", "--speedup", "gemm=2"],
+    for args in (["--fix", "fusion"], ["--fix", "host-sync", "--speedup", "gemm=2"],
                  ["--no-launch-overhead", "--fix", "host-sync"],
                  ["--no-launch-overhead", "--overlap-comm"]):
         r = CliRunner().invoke(main, ["whatif", path, *args, "--executor", "chunks"])
         assert r.exit_code == 2
-        assert ("only --executor chunks with --fix host-sync / pinned-memory or "
-                "--no-launch-overhead alone") in r.stderr
+        assert ("only --executor chunks with --fix cuda-graphs / host-sync / "
+                "pinned-memory or --no-launch-overhead alone") in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
 
 

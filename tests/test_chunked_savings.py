@@ -1,0 +1,152 @@
+"""The CUDA-graphs replay and the savings engine over time-ordered pieces of an nsys
+export (``replay_chunks.graph_removed``, ``replay_chunks.savings``,
+``executor_breakdown.span_launch_set_task``) against the in-memory engine.
+
+* a generated export whose launch call runs while the GPU is busy and is cut by a piece
+  edge: the CUDA-graphs fix removes both halves (busy time included, unlike the launch
+  overhead), hand-computed replayed ends, the fix's note, ``whatif --fix cuda-graphs``
+  and the savings frame the same on both executors;
+* a generated export whose two fusible kernels (a fusion chain) are launched in two
+  pieces: the chain is found across the edge and the savings refuse it by name;
+* every shared nsys export at small pieces: the chunked breakdown equal to the
+  attribution, and ``replay_chunks.savings`` equal to ``savings.savings`` frame for
+  frame, or the named refusal listed in :data:`REFUSED` (a new refusal fails).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from conftest import ids
+from polars.testing import assert_frame_equal
+from test_chunked_replay import LAUNCH, NSYS, US, _k, _piece_rows
+
+from traceparse import executor_breakdown as eb
+from traceparse import replay_chunks as rc
+from traceparse.analyses.attribution import breakdown as attribution
+from traceparse.analyses.mechanisms import replay_args
+from traceparse.analyses.replay import predicted
+from traceparse.analyses.savings import savings
+from traceparse.cli import main
+from traceparse.nsys import chunks
+from traceparse.nsys.reader import read
+from traceparse.samplegen import sqlite as samplegen_sqlite
+from traceparse.samplegen.scenarios import Activity, Call, Scenario
+
+#: shared exports whose savings the pieces refuse, and why (a substring of the reason)
+REFUSED = {
+    "abacus__report2.sqlite": "fusion: the export has fusion chains",
+    "casio__nerf_output-file.sqlite": "fusion: the export has fusion chains",
+    "fuser__report1_h200.sqlite": "fusion: the export has fusion chains",
+    "nsys-ai__mfu_2gpu_after.sqlite": "overlap_comm: the export has communication",
+    "nsys-ai__mfu_2gpu_before.sqlite": "launched after the edge starts before",
+    "p2p-acc__mpiV100.sqlite": "overlap_comm: the export has communication",
+    "resest__report2.sqlite": "fusion: the export has fusion chains",
+    "sglang__baseline-report.sqlite": "fusion: the export has fusion chains",
+    "uvm-pytorch__report4.sqlite": "fusion: the export has fusion chains",
+}
+
+
+def _busy_export(path: Path) -> str:
+    """Device 0, stream 7: A (call 0-2 us, runs 5-50), B (call 10-30: a 20 us launch call
+    while A keeps the GPU busy; runs 50-60, queued behind A) and D (call 70-71, runs
+    75-80: the stream idle since 60, launch-bound, latency 5 us from its call). Device 1
+    (thread 1): C (call 3-4, runs 20-21), whose start is a window edge: the pieces are
+    host time [-inf, 20), [20, 50), [50, 75), [75, inf), so B's call is cut at 20 us."""
+    calls = (Call(LAUNCH, 0, 2 * US, _k(5, 50)),
+             Call(LAUNCH, 3 * US, 4 * US,
+                  Activity("kernel", 9, 20 * US, 1 * US, name="gemm", device=1), tid=1),
+             Call(LAUNCH, 10 * US, 30 * US, _k(50, 60)),
+             Call(LAUNCH, 70 * US, 71 * US, _k(75, 80)))
+    return str(samplegen_sqlite.write(Scenario("busy", "launch set cut while busy", calls),
+                                      path))
+
+
+def test_generated_launch_set_cut_while_the_gpu_is_busy(tmp_path: Path) -> None:
+    """The launch host set is every launch call (the GPU busy or not): [0, 2), [3, 4),
+    [10, 30) (cut: [10, 20) in the first piece, [20, 30) in the second) and [70, 71),
+    24 us on rank 0. A call moves earlier by the length before its entry: C (call 3) by
+    2 us, starting 18 (host-bound, latency 17) and ending 19; B by 3, still queued
+    behind A (ends 60); D by 23 (call 70 -> 47, + 5 latency = 52 < B's end 60): D runs
+    60..65. The launch overhead alone (the GPU idle) leaves D at 80."""
+    path = _busy_export(tmp_path / "busy.sqlite")
+    assert [w[0] for w in chunks.plan(path, block_rows=1).windows(1)] == [
+        5 * US, 20 * US, 50 * US, 75 * US]
+    notes = rc.GraphNotes()
+    got = list(rc.pieces(path, chunk_rows=1, graphs=notes))
+    assert [f["pred_end_ns"].to_list() for f in got] == [
+        [50 * US, 19 * US, 60 * US], [], [65 * US], []]
+    tl = read(path)
+    args, mem_notes = replay_args(tl, "no_launch_overhead")
+    assert args is not None
+    mem = predicted(tl, **args).sort("start_ns")
+    assert mem["pred_end_ns"].to_list() == [50 * US, 19 * US, 60 * US, 65 * US]
+    assert notes.notes() == mem_notes == ["host issuing time removed, rank 0: 24.0 µs"]
+    # the launch overhead alone (the GPU idle: D's own call [70, 71), not before itself)
+    # does not move D
+    lo = pl.concat(list(rc.pieces(path, chunk_rows=1, no_launch_overhead=True)))
+    assert lo.sort("start_ns")["pred_end_ns"].to_list()[-1] == 80 * US
+    out = {}
+    for ex in ("memory", "chunks"):
+        r = CliRunner().invoke(main, ["whatif", path, "--fix", "cuda-graphs", "--format",
+                                      "csv", "--executor", ex, "--chunk-rows", "1"])
+        assert r.exit_code == 0, r.output
+        out[ex] = (r.stdout, r.stderr)
+    assert out["memory"][0] == out["chunks"][0] and out["chunks"][1] == ""
+    # window 75 us measured (5..80), 60 us replayed (5..65): the GPU's busy time (45 +
+    # 10 + 5 on device 0, 1 on device 1 inside it), so the cap does not bind
+    assert out["chunks"][0].splitlines()[1].startswith("window,0,all,4,75000,60000,")
+    assert_frame_equal(rc.savings(path, chunk_rows=1), savings(tl))
+
+
+def test_generated_fusion_chain_across_an_edge_is_refused(tmp_path: Path) -> None:
+    """Stream 7: two elementwise kernels of 5 us (longer than a kernel's fixed cost),
+    one after the other, launched in two pieces (the second's start is an edge): one
+    fusion chain across the edge, so the engine has a fusion row, which the pieces do
+    not replay: refused by name. With a copy between them there is no chain."""
+    def kern(a: int) -> Activity:
+        return Activity("kernel", 7, a * US, 5 * US, name="vectorized_elementwise_kernel")
+
+    calls = (Call(LAUNCH, 0, 1 * US, kern(10)), Call(LAUNCH, 12 * US, 13 * US, kern(20)))
+    path = str(samplegen_sqlite.write(Scenario("chain", "a chain cut", calls),
+                                      tmp_path / "chain.sqlite"))
+    assert "fusion" in savings(read(path))["change"].to_list()
+    with pytest.raises(rc.NotInPieces, match="fusion: the export has fusion chains") as e:
+        rc.savings(path, chunk_rows=1)
+    assert e.value.change == "fusion"
+    calls = (calls[0], Call("cudaMemcpyAsync_v3020", 5 * US, 6 * US,
+                            Activity("memcpy", 7, 16 * US, 1 * US, copy_kind="HtoD",
+                                     bytes=1 << 20, src_kind="Pinned", dst_kind="Device")),
+             calls[1])
+    path = str(samplegen_sqlite.write(Scenario("nochain", "no chain", calls),
+                                      tmp_path / "nochain.sqlite"))
+    sv = savings(read(path))
+    assert "fusion" not in sv["change"].to_list()
+    assert_frame_equal(rc.savings(path, chunk_rows=1), sv)
+
+
+@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+def test_shared_exports_savings_equal_memory(path: Path) -> None:
+    """The chunked breakdown (what the chunked summary passes) equals the attribution,
+    and the savings computed in pieces with it equal the engine's, or are refused."""
+    rows = _piece_rows(path)
+    tl = read(str(path))
+    mem = savings(tl)
+    bd = eb.breakdown(str(path), chunk_rows=rows)
+    if bd is not None:
+        assert_frame_equal(bd[0].sort("rank", "device_id"),
+                           attribution(tl).sort("rank", "device_id"))
+    try:
+        got = rc.savings(str(path), chunk_rows=rows,
+                         breakdown=None if bd is None else bd[0])
+    except rc.NotOrdered as exc:
+        assert path.name in REFUSED, exc.why
+        assert REFUSED[path.name] in exc.why
+        return
+    assert path.name not in REFUSED
+    assert_frame_equal(got, mem)
+    if mem.height:
+        assert set(mem["change"]) >= {"no_launch_overhead", "host_sync"}
