@@ -367,10 +367,10 @@ class _Facts:
         r = host_ranges(tl)
         self.loading = self.loading or bool(
             r.select(loading_range(pl.col("name"), pl.col("kind")).any()).item())
-        self.shapes = self.shapes or bool(tl.ranges.select(
-            ((pl.col("kind").cast(pl.String) == "cpu_op")
-             & pl.col("input_dims").is_not_null()).any()).item()) if (
-            "input_dims" in tl.ranges.columns) else self.shapes
+        if "input_dims" in tl.ranges.columns:  # what mechanisms.kernel_bytes reads
+            self.shapes = self.shapes or bool(tl.ranges.select(
+                ((pl.col("kind").cast(pl.String) == "cpu_op")
+                 & pl.col("input_dims").is_not_null()).any()).item())
         if not self.chain:
             self.chain = _fusible(tl, gi, self.lanes)
 
