@@ -8,7 +8,8 @@ export (``replay_chunks.graph_removed``, ``replay_chunks.savings``,
   and the savings frame the same on both executors;
 * a generated export whose two fusible kernels (a fusion chain) are launched in two
   pieces: the chain is found across the edge and the savings refuse it by name;
-* every shared nsys export at small pieces: the chunked breakdown equal to the
+* every generated sample (3 GPU rows a piece) and every shared nsys export at small
+  pieces: the chunked breakdown equal to the
   attribution, and ``replay_chunks.savings`` equal to ``savings.savings`` frame for
   frame, or the named refusal listed in :data:`REFUSED` (a new refusal fails).
 """
@@ -34,7 +35,7 @@ from traceparse.cli import main
 from traceparse.nsys import chunks
 from traceparse.nsys.reader import read
 from traceparse.samplegen import sqlite as samplegen_sqlite
-from traceparse.samplegen.scenarios import Activity, Call, Scenario
+from traceparse.samplegen.scenarios import SCENARIOS, Activity, Call, Scenario, write_sqlite
 
 #: shared exports whose savings the pieces refuse, and why (a substring of the reason)
 REFUSED = {
@@ -150,3 +151,25 @@ def test_shared_exports_savings_equal_memory(path: Path) -> None:
     assert_frame_equal(got, mem)
     if mem.height:
         assert set(mem["change"]) >= {"no_launch_overhead", "host_sync"}
+
+
+#: samples whose savings the pieces refuse, and the change named
+SAMPLE_REFUSED = {"comm_bound": "overlap_comm", "launch_bound": "fusion",
+                  "mini_train": "no_launch_overhead"}
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
+    """Every generated sample at 3 GPU rows a piece: the frame equal to the engine's, or
+    the change named (communication: ``overlap_comm``; a chain of elementwise kernels:
+    ``fusion``; step ranges: ``no_launch_overhead``, one CUDA-graph region per step)."""
+    path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
+    mem = savings(read(path))
+    try:
+        got = rc.savings(path, chunk_rows=3)
+    except rc.NotInPieces as exc:
+        assert exc.change == SAMPLE_REFUSED.get(name), exc.why
+        assert exc.change in mem["change"].to_list()
+        return
+    assert name not in SAMPLE_REFUSED
+    assert_frame_equal(got, mem)

@@ -426,7 +426,8 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
         NotInPieces: a change the engine would give a row that the pieces do not
             compute: ``overlap_comm`` (communication activity), ``input_pipeline``
             (data-loading ranges), ``fusion`` (a fusion chain, found exactly in the
-            pieces, or op shapes), ``warm_up`` and the step regions (step ranges).
+            pieces, or op shapes) and, with step ranges, ``no_launch_overhead`` (one
+            CUDA-graph region per step; ``warm_up`` needs steps too).
         NotOrdered: a replay could not run in pieces (:func:`pieces`), or the breakdown
             not in chunks (:class:`traceparse.executor.NotLocal`).
     """
@@ -440,7 +441,9 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
         host = _windows(path, chunk_rows, drop_syncs=True, look=facts.look, state=state)
     except NotOrdered as exc:
         if "step ranges" in exc.why:
-            raise NotInPieces("warm_up", exc.why) from exc
+            raise NotInPieces("no_launch_overhead", "the export has step ranges (the "
+                              "CUDA-graph regions per step and the warm-up steps are "
+                              "computed in memory only)") from exc
         raise
     if host is None or facts.rows == 0:
         return pl.DataFrame(schema=sv.SCHEMA)
