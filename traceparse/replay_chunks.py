@@ -47,12 +47,11 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
     with ``no_launch_overhead`` the attribution's launch overhead is taken away from the
     host, each piece's from the chunked breakdown's time window of the same edges
     (:func:`launch_removed`); with ``graphs`` the CUDA-graphs fix's removal
-    (:func:`graph_removed`, without step regions: an export with step ranges raises
-    after the last piece when ``steps`` is given), its notes' figures summed into
-    ``graphs``. ``steps``: each piece's ranges that may be steps
-    (:func:`step_candidates`) are appended to it. ``look``: called with each piece's
-    timeline and the rows of its ``gpu`` the piece replayed (whole-file facts gathered
-    piece by piece). ``state``: the carried
+    (:func:`graph_removed`, without step regions: :func:`replay_summary` refuses an
+    export with step ranges), its notes' figures summed into ``graphs``. ``steps``:
+    each piece's ranges that may be steps (:func:`step_candidates`) are appended to it.
+    ``look``: called with each piece's timeline and the rows of its ``gpu`` the piece
+    replayed (whole-file facts gathered piece by piece). ``state``: the carried
     :class:`~traceparse.analyses.replay_pieces.State` is appended to it (what it
     counted, e.g. the blocking syncs' waits, once the pieces are done).
 
@@ -159,8 +158,8 @@ def graph_removed(plan: chunks.Plan, wins: list[tuple[int, int]], notes: GraphNo
     """What ``whatif --fix cuda-graphs`` removes (an export without step ranges), one
     piece at a time, as :func:`launch_removed`: the whole ``launch`` host set less the
     graph launches in each piece, on a span checked for every nanosecond of the piece
-    on every device (:func:`traceparse.executor_breakdown.span_launch_set_task`, after
-    the chunked breakdown's pass 1); ``notes`` gathers the notes' figures.
+    (:func:`traceparse.executor_breakdown.span_launch_set_task`, after the chunked
+    breakdown's pass 1); ``notes`` gathers the notes' figures.
 
     Raises:
         NotOrdered: a piece's span may not hold what the launch set reads.
@@ -434,6 +433,7 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     from traceparse import executor_breakdown as eb
     from traceparse.analyses import savings as sv
     from traceparse.analyses.mechanisms import sync_note
+    from traceparse.nsys.spans import span_plan
 
     facts = _Facts()
     state: list[State] = []
@@ -475,8 +475,6 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     if w is not None:
         out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
                                   "no_launch_overhead", graphs.notes()))
-    from traceparse.nsys.spans import span_plan
-
     rates, notes = pinned_notes(span_plan(path, block_rows=chunk_rows))
     if rates:
         w = _windows(path, chunk_rows, pinned=True)
