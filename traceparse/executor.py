@@ -1,7 +1,8 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels``, ``breakdown``, ``gaps`` and ``launches``; the full
-``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`):
+Executors (``--executor`` of ``kernels``, ``breakdown``, ``gaps``, ``launches`` and
+``summary``; the full ``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`,
+the summary's :mod:`traceparse.summary_chunks`):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process

@@ -193,25 +193,58 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
         return None
     if (why := whole_file_facts(plan)) is not None:
         raise why
-    got = read_pieces(plan, wins, min_gap_ns, executor, workers, scheduler)
+    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler)
+    if (why := pass1_facts(first[3])) is not None:
+        raise why
+    got = pass2(plan, wins, min_gap_ns, first, executor, workers, scheduler)
     if got is None:
         return None
     return compose(path, chunk_rows, top, *got)
 
 
+def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None) -> Part1:
+    """Pass 1 over the time windows ``wins``: every partial merged."""
+    return ex._reduce(executor, plan, pass1_task, wins, (min_ns,),
+                      partial(merge_pass1, min_ns=min_ns), workers, scheduler)
+
+
+def pass1_facts(part: cs.SummaryPart) -> NotInPieces | None:
+    """The first section pass 1 rules out (communication rows: ``communication``; graph
+    records: ``graphs``), or None."""
+    counts = part.counts.row(0, named=True)
+    if counts["communication"]:
+        return NotInPieces("communication", f"{counts['communication']:,} GPU activities "
+                                            "are communication (collectives are not read "
+                                            "in pieces)")
+    if counts["graphs"]:
+        return NotInPieces("graphs", "the export has graph records")
+    return None
+
+
+Pieces = tuple[pl.DataFrame, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart,
+               list[SpanPart]]
+
+
 def read_pieces(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
                 executor: str = "chunks", workers: int = 4, scheduler: str | None = None
-                ) -> tuple[pl.DataFrame, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart,
-                           list[SpanPart]] | None:
-    """Both passes: the breakdown, every gap, the launches' and the summary's partials and
-    each window's span part; None when no device has busy GPU activity.
+                ) -> Pieces | None:
+    """Both passes (:func:`pass1`, :func:`pass2`)."""
+    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler),
+                 executor, workers, scheduler)
+
+
+def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Part1,
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None
+          ) -> Pieces | None:
+    """Pass 2 after pass 1 (``first``): the breakdown, every gap, the launches' and the
+    summary's partials and each window's span part; None when no device has busy GPU
+    activity.
 
     Raises:
         NotInPieces: a span cannot hold what its rules read (``breakdown``).
     """
-    (bd_part, state), gap_part, launches, part = ex._reduce(
-        executor, plan, pass1_task, wins, (min_ns,), partial(merge_pass1, min_ns=min_ns),
-        workers, scheduler)
+    (bd_part, state), gap_part, launches, part = first
     devices = eb.device_windows(bd_part)
     if devices.height == 0:
         return None
@@ -291,14 +324,11 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     out["launches"] = cl.launch_summary_from_part(
         launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),
         saving=best(sv, "no_launch_overhead"))
-    if counts["communication"]:
-        raise NotInPieces("communication", f"{counts['communication']:,} GPU activities are "
-                                           "communication (collectives are not read in pieces)")
+    if (why := pass1_facts(part)) is not None:
+        raise why
     if not kinds <= INERT_RANGES:
         raise NotInPieces("phases", "the export has ranges of kind "
                                     f"{', '.join(sorted(kinds - INERT_RANGES))}")
-    if counts["graphs"]:
-        raise NotInPieces("graphs", "the export has graph records")
     # proven empty by the facts above (and whole_file_facts): their own functions on the stub
     for name in ("communication", "phases", "phase_mix", "layers"):
         out[name] = sm.SECTIONS[name](tl, opts)
