@@ -53,21 +53,23 @@ def summary_part(rows: pl.DataFrame, api: pl.DataFrame, t0: int, t1: int) -> Sum
     runtime call that may share a key with them (a kernel is linked when one does, as
     :func:`traceparse.links.launch_links` links it)."""
     own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
-    kind = pl.col("kind").cast(pl.String)
+    kind = pl.col("kind")  # compared as codes: no string per row
     k = own.filter(kind == "kernel")
-    kernels = (k.group_by(pl.col("name").cast(pl.String))
+    # grouped on the name's dictionary codes; only the distinct names become strings
+    kernels = (k.group_by("name")
                .agg(pl.len().cast(pl.Int64).alias("instances"),
-                    pl.col("dur_ns").sum().cast(pl.Int64).alias("total_ns")))
+                    pl.col("dur_ns").sum().cast(pl.Int64).alias("total_ns"))
+               .with_columns(pl.col("name").cast(pl.String)))
     counts = own.select(
         (kind == "kernel").sum().cast(pl.Int64).alias("kernels"),
         kind.is_in(["memcpy", "memset"]).sum().cast(pl.Int64).alias("memops"),
-        (pl.col("category").cast(pl.String) == "communication").sum().cast(pl.Int64)
+        (pl.col("category") == "communication").sum().cast(pl.Int64)
         .alias("communication"),
         (kind == "graph").sum().cast(pl.Int64).alias("graphs"))
     keys = (api.filter(pl.all_horizontal(pl.col(_KEY).is_not_null())
                        & pl.col("start_ns").is_not_null())
             .select(_KEY).unique().with_columns(pl.lit(True).alias("linked")))
-    cat = pl.col("category").cast(pl.String)
+    cat = pl.col("category")
     tree = (k.select(*_KEY, "dur_ns", "category")
             .join(keys.cast({c: k.schema[c] for c in _KEY}), on=_KEY, how="left")
             .group_by("rank", pl.col("linked").fill_null(False))
