@@ -253,7 +253,8 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
     jobs = []
     for i, (t0, t1) in enumerate(wins):
         mine = found.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
-        lo = -chunks.END if i == 0 else max(-chunks.END, t0 - state.depth - 1)
+        lo = -chunks.END if i == 0 else held_back_lo(
+            plan, state.launches, max(-chunks.END, t0 - state.depth - 1), t0, starts[i - 1])
         hi = t1
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
@@ -271,6 +272,29 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
     every = sort_gaps(pl.concat([s.gaps for s in spans if s.gaps.width],
                                 how="vertical_relaxed"), chunked_gaps.GROUP)
     return eb.finish(devices, rows), every, launches, part, spans
+
+
+def held_back_lo(plan: chunks.Plan, launches: pl.DataFrame, lo: int, t0: int, floor: int
+                 ) -> int:
+    """Where the span of the window starting at ``t0`` starts: ``lo``, or earlier, just
+    before the latest launch call before ``lo`` of each waited stream and waiting thread
+    (:attr:`~traceparse.nsys.chunks.Plan.waited`, :attr:`~traceparse.nsys.chunks.Plan.waiters`)
+    that launches work starting in the window, as
+    :func:`traceparse.nsys.spancheck.held_back_start` widens a span that a stream wait
+    may hold back: read once instead of twice. Only launches at or after ``floor`` (the
+    previous window's start) widen it; the check still runs on the span, and a stream or
+    thread held back further is left to its retry."""
+    if not (plan.waited or plan.waiters) or launches.height == 0:
+        return lo
+    keys = ["kind", "rank", "a", "b"]
+    held = pl.DataFrame(
+        [("stream", a, b) for a, b in plan.waited] + [("thread", a, b) for a, b in plan.waiters],
+        schema={"kind": pl.String, "a": pl.Int64, "b": pl.Int64}, orient="row")
+    here = launches.filter(pl.col("_t0") == t0).join(held, on=["kind", "a", "b"], how="semi")
+    before = (launches.filter(pl.col("cs") < lo).group_by(keys).agg(pl.col("cs").max())
+              .join(here.select(keys).unique(), on=keys, how="semi")
+              .filter(pl.col("cs") >= floor))
+    return min(lo, int(before["cs"].min()) - 1) if before.height else lo  # type: ignore[arg-type]
 
 
 def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame) -> pl.DataFrame:
