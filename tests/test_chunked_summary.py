@@ -39,6 +39,9 @@ from traceparse.samplegen.scenarios import US, Activity, Call, Scenario
 NSYS = shared_files("nsys", "*.sqlite")
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
 ROWS = 300
+#: Whether ``summary_chunks._savings`` computes the savings in pieces (flip when the
+#: CUDA-graph saving lands there: the exports stopping at "launches" then compose).
+SAVINGS_IN_PIECES = False
 #: Why each shared export's summary is computed in memory today (the section named on
 #: stderr); None: no GPU activity (the memory path words it, no stderr line). Every other
 #: export stops at the savings (``_savings``): "launches".
@@ -156,7 +159,7 @@ def _cli(args: list[str]) -> Any:
 @pytest.mark.shared
 @pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
 def test_cli_falls_back_as_listed(path: Path) -> None:
-    section = FALLBACKS.get(path.stem, "launches")
+    section = FALLBACKS.get(path.stem, None if SAVINGS_IN_PIECES else "launches")
     for fmt in ("table", "csv", "json"):
         mem = _cli([str(path), "--format", fmt])
         got = _cli([str(path), "--format", fmt, "--executor", "chunks", "--chunk-rows",
@@ -193,9 +196,12 @@ def test_dask_equals_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
                                                                   "csv"]).stdout
 
 
-def test_cli_refuses() -> None:
+def test_cli_refuses(tmp_path: Path) -> None:
     got = _cli(["a.sqlite", "b.sqlite", "--executor", "chunks"])
     assert got.exit_code != 0 and "reads one nsys SQLite export" in got.output
+    path = _export(tmp_path / "edges.sqlite")
+    got = _cli([str(path), "--executor", "chunks", "--gpu", "H100"])
+    assert got.exit_code == 2 and "takes no --gpu" in got.output
 
 
 # ---------------------------------------------------------------- a generated export
@@ -220,8 +226,9 @@ def test_generated_export_hand_computed(tmp_path: Path, monkeypatch: pytest.Monk
     path = _export(tmp_path / "edges.sqlite")
     tl = read(path)
     mem = summary.summarize(tl)
-    with pytest.raises(sc.NotInPieces, match=r"^launches: the CUDA-graph saving"):
-        sc.summary(str(path), top=10, min_gap_ns=DEFAULT_MIN_NS, chunk_rows=1)
+    if not SAVINGS_IN_PIECES:
+        with pytest.raises(sc.NotInPieces, match=r"^launches: the CUDA-graph saving"):
+            sc.summary(str(path), top=10, min_gap_ns=DEFAULT_MIN_NS, chunk_rows=1)
     monkeypatch.setattr(sc, "_savings", lambda *_: savings.savings(tl))
     for rows in (1, 2, 100):  # one GPU row per piece, two, all in one
         plan = span_plan(path, block_rows=rows)
