@@ -43,6 +43,7 @@ from traceparse import executor as ex
 from traceparse import executor_breakdown as eb
 from traceparse import launch_chunks
 from traceparse.analyses import chunked, chunked_gaps
+from traceparse.analyses import chunked_launches as cl
 from traceparse.analyses import chunked_summary as cs
 from traceparse.analyses.replay_pieces import NotOrdered
 from traceparse.nsys import chunks
@@ -74,8 +75,6 @@ def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1
     rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window)
     api = ex.own_calls(plan, rows, t0, t1)
     launches = launch_chunks.join_launches(rows, api, window)
-    from traceparse.analyses import chunked_launches as cl
-
     return ((chunked.window_parts(rows, t0, t1), ex.window_call_state(plan, rows, t0, t1, api)),
             chunked_gaps.window_gaps(rows, t0, t1, min_ns),
             (cl.launch_part(launches), cl.stats_part(launches)),
@@ -84,8 +83,6 @@ def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1
 
 def merge_pass1(parts: Sequence[Part1], min_ns: int) -> Part1:
     """Pass-1 partials of consecutive windows merged (in time order)."""
-    from traceparse.analyses import chunked_launches as cl
-
     return (ex.merge_with_state([p[0] for p in parts], chunked.merge_parts),
             chunked_gaps.merge_gaps([p[1] for p in parts], min_ns),
             (cl.merge_launch_parts([p[2][0] for p in parts]),
@@ -323,7 +320,6 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     Raises:
         NotInPieces: the first section that cannot be computed exactly.
     """
-    from traceparse.analyses import chunked_launches as cl
     from traceparse.analyses import llm_summary, optree
     from traceparse.analyses import summary as sm
     from traceparse.analyses.attribution import check_attribution
