@@ -1,9 +1,10 @@
 """``summary`` on the chunked executors (traceparse/summary_chunks.py,
 analyses/chunked_summary.py) against the in-memory :func:`summarize`.
 
-* every shared nsys export cut into windows of at most 300 GPU rows: each section the
-  pieces compute (window, breakdown, top kernels, top gaps, launches with the memory
-  engine's savings) equals memory's frame for frame; where the whole-file facts hold, the
+* every shared nsys export cut into windows of at most 300 GPU rows (the bundled samples
+  of 3): each section the pieces compute (window, breakdown, top kernels, top gaps,
+  launches with the memory engine's savings) equals memory's frame for frame; where the
+  whole-file facts hold, the
   whole dict (every section, the verdict) does too, the savings taken from memory (the
   CUDA-graph saving is not computed in pieces yet: ``summary_chunks._savings``);
 * the facts matter: without them the GPU-metrics and memory exports differ;
@@ -23,7 +24,7 @@ from typing import Any
 import polars as pl
 import pytest
 from click.testing import CliRunner
-from conftest import ids, shared_files
+from conftest import REPO, ids, shared_files
 from polars.testing import assert_frame_equal
 
 from traceparse import summary_chunks as sc
@@ -37,6 +38,7 @@ from traceparse.samplegen import sqlite as samplegen_sqlite
 from traceparse.samplegen.scenarios import US, Activity, Call, Scenario
 
 NSYS = shared_files("nsys", "*.sqlite")
+SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
 ROWS = 300
 #: Whether ``summary_chunks._savings`` computes the savings in pieces (flip when the
@@ -51,9 +53,12 @@ FALLBACKS = {
     "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
     "nsys-ai__mfu_2gpu_before": "phases", "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases",
     "p2p-acc__mpiV100": "communication", "resest__report2": "gpu_metrics",
-    "uvm-pytorch__report4": "memory", "qcu__report10": None}
+    "uvm-pytorch__report4": "memory", "qcu__report10": None,
+    # the bundled samples (generated; 3 GPU rows per piece)
+    "comm_bound": "communication", "mini_train": "phases", "sync_bound": "phases"}
+FILES = NSYS + SAMPLES
 #: Of them, those whose whole dict the pieces compose once the savings are given.
-COMPOSED = [p for p in NSYS if FALLBACKS.get(p.stem, "launches") == "launches"]
+COMPOSED = [p for p in FILES if FALLBACKS.get(p.stem, "launches") == "launches"]
 
 
 @cache
@@ -62,20 +67,24 @@ def _memory(path: Path) -> tuple[dict[str, Any], pl.DataFrame]:
     return summary.summarize(tl), savings.savings(tl)
 
 
+def _rows(path: Path) -> int:
+    return 3 if path in SAMPLES else ROWS
+
+
 @cache
-def _pieces(path: Path, rows: int = ROWS) -> Any:
+def _pieces(path: Path) -> Any:
+    rows = _rows(path)
     plan = span_plan(path, block_rows=rows)
     wins = plan.windows(rows)
     return plan, (sc.read_pieces(plan, wins, DEFAULT_MIN_NS) if wins else None)
 
 
-def _composed(path: Path, monkeypatch: pytest.MonkeyPatch, rows: int = ROWS
-              ) -> dict[str, Any]:
+def _composed(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The chunked dict, the savings frame taken from memory."""
     monkeypatch.setattr(sc, "_savings", lambda *_: _memory(path)[1])
-    got = _pieces(path, rows)[1]
+    got = _pieces(path)[1]
     assert got is not None
-    return sc.compose(str(path), rows, 10, *got)
+    return sc.compose(str(path), _rows(path), 10, *got)
 
 
 def _same(got: pl.DataFrame, want: pl.DataFrame, name: str) -> None:
@@ -90,8 +99,7 @@ def _span(spans: list[sc.SpanPart]) -> tuple[int, int]:
     return min(s[0] for s in seen), max(s[1] for s in seen)
 
 
-@pytest.mark.shared
-@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_sections_equal_memory(path: Path) -> None:
     mem = _memory(path)[0]["sections"]
     got = _pieces(path)[1]
@@ -106,8 +114,7 @@ def test_sections_equal_memory(path: Path) -> None:
     assert_frame_equal(every.head(10), mem["top_gaps"], check_exact=True)
 
 
-@pytest.mark.shared
-@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_launches_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The launches section composed from the pass-1 partials and the savings frame."""
     from traceparse.analyses import chunked_launches as cl
@@ -123,7 +130,6 @@ def test_launches_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert_frame_equal(frame, _memory(path)[0]["sections"]["launches"], check_exact=True)
 
 
-@pytest.mark.shared
 @pytest.mark.parametrize("path", COMPOSED, ids=ids(COMPOSED))
 def test_whole_summary_equals_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every section (op tree, the sections proven empty) and the verdict."""
@@ -156,14 +162,13 @@ def _cli(args: list[str]) -> Any:
     return CliRunner().invoke(main, ["--no-cache", "summary", *args])
 
 
-@pytest.mark.shared
-@pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
 def test_cli_falls_back_as_listed(path: Path) -> None:
     section = FALLBACKS.get(path.stem, None if SAVINGS_IN_PIECES else "launches")
     for fmt in ("table", "csv", "json"):
         mem = _cli([str(path), "--format", fmt])
         got = _cli([str(path), "--format", fmt, "--executor", "chunks", "--chunk-rows",
-                    "1000"])
+                    str(_rows(path) if path in SAMPLES else 1000)])
         assert got.exit_code == 0, got.output
         assert got.stdout == mem.stdout
         line = (f"traceparse: {path}: summary computed in memory, not in chunks: "
