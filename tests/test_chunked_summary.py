@@ -4,9 +4,9 @@ analyses/chunked_summary.py) against the in-memory :func:`summarize`.
 * every shared nsys export cut into windows of at most 300 GPU rows (the bundled samples
   of 3): each section the pieces compute (window, breakdown, top kernels, top gaps,
   launches with the memory engine's savings) equals memory's frame for frame; where the
-  whole-file facts hold, the
-  whole dict (every section, the verdict) does too, the savings taken from memory (the
-  CUDA-graph saving is not computed in pieces yet: ``summary_chunks._savings``);
+  whole-file facts hold, the whole dict (every section, the verdict) does too, the
+  savings taken from memory (the CUDA-graph saving is not computed in pieces yet:
+  ``summary_chunks._savings``);
 * the facts matter: without them the GPU-metrics and memory exports differ;
 * the CLI: stdout byte-identical to ``--executor memory`` in text, csv and json, with the
   expected fallback line (listed per export: a new one fails), and byte-identical when
