@@ -96,7 +96,15 @@ def op_tree_section(tl: Timeline, opts: Any) -> pl.DataFrame:
         return pl.DataFrame()
     view = tree_view(tl)
     by_rank = optree.splits_by_rank(tl)
-    t = optree.op_tree(tl, view=view, max_depth=TREE_DEPTH, by_rank=by_rank)
+    return tree_top(optree.op_tree(tl, view=view, max_depth=TREE_DEPTH, by_rank=by_rank),
+                    view, by_rank, opts)
+
+
+def tree_top(t: pl.DataFrame, view: str, by_rank: bool, opts: Any) -> pl.DataFrame:
+    """The section's rows of the tree ``t`` (:func:`~traceparse.analyses.optree.op_tree`
+    down to :data:`TREE_DEPTH` in ``view``, ``by_rank`` or not): the nodes of at least
+    :data:`TREE_MIN_PCT` % and the root, at most ``2 * top`` rows shared out by rank (see
+    the module docstring)."""
     t = t.filter((pl.col("inclusive_pct") >= TREE_MIN_PCT) | (pl.col("depth") == 0))
     budget = max(2 * int(getattr(opts, "top", 10)), 1)
     if by_rank:

@@ -74,6 +74,7 @@ launch call::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
@@ -388,6 +389,73 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     for c in _CATS:
         m = cats[c].to_numpy()
         cat_excl[c] = np.bincount(act_node[m], weights=dur[m], minlength=n).astype(np.int64)
+    return _tree_frame(_Nodes(p_parent, p_name, p_kind, p_depth, p_calls, p_rank), excl,
+                       kexcl, cat_excl, max_depth=max_depth, keep_empty=keep_empty,
+                       by_rank=by_rank)
+
+
+class _Nodes(NamedTuple):
+    """The tree's nodes by id (parents before children): parent (-1 for the root), name,
+    kind, depth, calls and rank (-1: none)."""
+
+    parent: list[int]
+    name: list[str]
+    kind: list[str]
+    depth: list[int]
+    calls: list[int]
+    rank: list[int]
+
+
+def unranged_tree(sums: pl.DataFrame, *, max_depth: int | None = None,
+                  by_rank: bool = False) -> pl.DataFrame:
+    """:func:`op_tree` (kernels, any view) of a trace whose host ranges are none of the
+    tree's kinds, from per-rank sums of its kernels: ``rank``, ``linked`` (the kernel has a
+    launch call, :func:`traceparse.links.launch_links`), ``kernels``, ``dur_ns`` and
+    ``compute_ns``, ``communication_ns``, ``memory_ns`` (``dur_ns`` by category). Such a
+    tree is the root, ``[no launch call]`` and ``[outside any range]`` (one of each per
+    rank with ``by_rank``, in rank order, made in that order as :func:`op_tree` makes
+    them), so sums of pieces of the trace give it exactly.
+
+    Example:
+        rank 0: 3 linked kernels of 30 ns (compute), 1 unlinked of 5 ns (memory) ->
+        ``[all kernels]`` 35 ns, ``[outside any range]`` 30 ns, ``[no launch call]`` 5 ns.
+    """
+    nodes = _Nodes([-1, 0, 0], [ROOT, UNLINKED, OUTSIDE], ["", "", ""], [0, 1, 1],
+                   [0, 0, 0], [-1, -1, -1])
+    at: dict[tuple[int, int], int] = {}
+    for fixed, linked in ((1, False), (2, True)):
+        for r in sorted(sums.filter(pl.col("linked") == linked)["rank"].unique().to_list()):
+            if by_rank:
+                at[(fixed, int(r))] = len(nodes.name)
+                nodes.parent.append(0)
+                nodes.name.append(nodes.name[fixed])
+                nodes.kind.append("")
+                nodes.depth.append(1)
+                nodes.calls.append(0)
+                nodes.rank.append(int(r))
+            else:
+                at[(fixed, int(r))] = fixed
+    n = len(nodes.name)
+    excl, kexcl = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    cat_excl = {c: np.zeros(n, np.int64) for c in _CATS}
+    for row in sums.iter_rows(named=True):
+        node = at[(2 if row["linked"] else 1, int(row["rank"]))]
+        excl[node] += row["dur_ns"]
+        kexcl[node] += row["kernels"]
+        for c in _CATS:
+            cat_excl[c][node] += row[f"{c}_ns"]
+    return _tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth, keep_empty=False,
+                       by_rank=by_rank)
+
+
+def _tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
+                cat_excl: dict[str, np.ndarray], *, max_depth: int | None, keep_empty: bool,
+                by_rank: bool) -> pl.DataFrame:
+    """:func:`op_tree`'s frame from its nodes and each node's own (exclusive) time, count
+    and time per category: sums up the tree, orders it depth-first (heaviest child first)
+    and cuts it."""
+    p_parent, p_name, p_kind, p_depth, p_calls, p_rank = nodes
+    n = len(p_name)
     incl, kincl = excl.copy(), kexcl.copy()
     cat_incl = {c: v.copy() for c, v in cat_excl.items()}
     for node in range(n - 1, 0, -1):  # children always have larger ids than parents

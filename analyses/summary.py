@@ -343,7 +343,17 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
     # happens to list (summary shows 10, the report 50: casio was idle-bound by the one and
     # stream-wait-bound by the other)
     every_gap = gaps if gaps is not None else idle_gaps(tl, min_ns=min_gap_ns)
-    line = verdict(bd, every_gap, strag, sync_ops)
+    line, caveat = verdict_line(tl, bd, every_gap, strag, sync_ops)
+    return {"sections": out, "verdict": line, "untraced_gpu_work": caveat}
+
+
+def verdict_line(tl: Timeline, bd: pl.DataFrame, gaps: pl.DataFrame,
+                 stragglers: pl.DataFrame, sync_ops: pl.DataFrame | None
+                 ) -> tuple[str, str | None]:
+    """The summary's verdict and its idle caveat (``untraced_gpu_work``): :func:`verdict`
+    of the breakdown, every gap, the stragglers and the host-sync ops, then the steps'
+    view, the GPU metrics' caveat and the profiler's cost, as far as ``tl`` holds them."""
+    line = verdict(bd, gaps, stragglers, sync_ops)
     line += _step_clause(tl, bd, line)
     caveat = None
     if tl.metrics.height:
@@ -354,7 +364,7 @@ def summarize(tl: Timeline, *, top: int = 10, min_gap_ns: int = DEFAULT_MIN_NS,
         if caveat and not line.startswith(tuple(VERDICTS[p][0] for p in BUSY_PARTS)):
             line += f"; but {caveat}"
     line += _profiler_clause(tl, line)
-    return {"sections": out, "verdict": line, "untraced_gpu_work": caveat}
+    return line, caveat
 
 
 #: Verdicts about the host (its issuing, its syncs, its idle gaps): the profiler's own host

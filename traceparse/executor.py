@@ -1,7 +1,8 @@
 """Where an analysis runs: the whole timeline in memory, in chunks here, or on Dask.
 
-Executors (``--executor`` of ``kernels``, ``breakdown``, ``gaps`` and ``launches``; the full
-``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`):
+Executors (``--executor`` of ``kernels``, ``breakdown``, ``gaps``, ``launches`` and
+``summary``; the full ``breakdown``'s two passes are :mod:`traceparse.executor_breakdown`,
+the summary's :mod:`traceparse.summary_chunks`):
 
 * ``memory`` (default): the whole timeline is built and analysed (every command's path);
 * ``chunks``: an nsys SQLite export is read one piece at a time in this process
@@ -178,25 +179,25 @@ def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> 
             window_call_state(plan, rows, *window))
 
 
-def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
-                      ) -> TraceState:
+def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int,
+                      api: pl.DataFrame | None = None) -> TraceState:
     """The :class:`TraceState` partial of the busy GPU rows of ``rows`` that start in
     ``[t0, t1)``, each joined to its call as the attribution joins them
     (:func:`traceparse.analyses.attribution.classify_calls`; the calls read by
     correlation id, :func:`traceparse.nsys.spans.calls_by_correlation`): their
     :func:`~traceparse.analyses.callparts.call_state`, the longest time from a call's
     start (the earliest call of its key) to its activity's start (0 without any), and
-    the latest launch call per stream and per thread."""
+    the latest launch call per stream and per thread. ``api``: those calls when the
+    caller has read them (:func:`own_calls`), else they are read here."""
     from traceparse.analyses.attribution import BLOCKING_API_RE
     from traceparse.analyses.callparts import call_state
     from traceparse.nsys.spans import calls_by_correlation
 
     key = ["rank", "process_id", "correlation_id"]
-    own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1)
-                      & (pl.col("category").cast(pl.String) != "sync")
-                      & pl.col("correlation_id").is_not_null())
-    api = calls_by_correlation(plan, own["correlation_id"]).filter(
-        pl.col("correlation_id").is_not_null())
+    own = _own_launched(rows, t0, t1)
+    if api is None:
+        api = calls_by_correlation(plan, own["correlation_id"])
+    api = api.filter(pl.col("correlation_id").is_not_null())
     early = api.group_by(key).agg(pl.col("start_ns").min().alias("_cs"))
     depth = own.join(early, on=key, how="inner").select(
         (pl.col("start_ns") - pl.col("_cs")).max()).item()
@@ -210,6 +211,25 @@ def window_call_state(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int
                    ).join(api, on=key, how="inner", maintain_order="left")
     return TraceState(call_state(j, BLOCKING_API_RE), max(0, int(depth or 0)),
                       _latest_launches(j, t0))
+
+
+def _own_launched(rows: pl.DataFrame, t0: int, t1: int) -> pl.DataFrame:
+    """The rows of ``rows`` that start in ``[t0, t1)``, are not ``sync`` and carry a
+    correlation id: the activities whose calls :func:`window_call_state` joins."""
+    return rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1)
+                       & (pl.col("category").cast(pl.String) != "sync")
+                       & pl.col("correlation_id").is_not_null())
+
+
+def own_calls(plan: chunks.Plan, rows: pl.DataFrame, t0: int, t1: int) -> pl.DataFrame:
+    """The runtime calls that may share a key with a row of ``rows`` starting in
+    ``[t0, t1)`` (read once by correlation id,
+    :func:`traceparse.nsys.spans.calls_by_correlation`): those :func:`window_call_state`
+    joins and those of the window's kernels (:func:`traceparse.launch_chunks.join_launches`)."""
+    from traceparse.nsys.spans import calls_by_correlation
+
+    own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
+    return calls_by_correlation(plan, own["correlation_id"])
 
 
 def _latest_launches(j: pl.DataFrame, t0: int) -> pl.DataFrame:
@@ -244,16 +264,23 @@ def gap_cause_task(plan: chunks.Plan, span: Span, gaps: pl.DataFrame,
     """The rows of :func:`traceparse.analyses.gaps.idle_gaps` for ``gaps`` (group, start,
     end), computed on the timeline of ``span`` (:func:`traceparse.nsys.spans.read_span`)
     with the trace-wide call state, and that timeline's first event (runs on a worker)."""
-    from traceparse.analyses.gaps import idle_gaps as memory_gaps
 
     min_ns, state = opts
     tl = local_span(plan, span, gaps, state)
     first = tl.span_ns()
+    return gaps_on(tl, gaps, min_ns), None if first is None else first[0]
+
+
+def gaps_on(tl: Timeline, gaps: pl.DataFrame, min_ns: int) -> pl.DataFrame:
+    """The rows of :func:`traceparse.analyses.gaps.idle_gaps` of the span timeline ``tl``
+    for the gaps found in pass 1 (``gaps``: group, start, end): a false gap at the span's
+    border (its neighbours not read) is never kept."""
+    from traceparse.analyses.gaps import idle_gaps as memory_gaps
+
     rows = memory_gaps(tl, min_ns=min_ns)
     keys = [*chunked_gaps.GROUP, "start_ns", "end_ns"]
-    rows = rows.join(gaps.select(keys).cast(rows.select(keys).schema), on=keys, how="semi",
+    return rows.join(gaps.select(keys).cast(rows.select(keys).schema), on=keys, how="semi",
                      nulls_equal=True)
-    return rows, None if first is None else first[0]
 
 
 def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",

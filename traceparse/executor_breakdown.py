@@ -47,7 +47,8 @@ from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
 GROUP = chunked.GROUP
-__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "span_parts_task"]
+__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "device_windows",
+           "finish", "span_parts_task", "windows_in"]
 
 
 def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowPart:
@@ -84,7 +85,7 @@ def span_parts_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Tr
     """
     from traceparse.analyses.attribution import breakdown_windows
 
-    tl = _checked_span(plan, span, wins, state)
+    tl = checked_span(plan, span, wins, state)
     first = tl.span_ns()
     if wins.height == 0:
         return wins, None if first is None else first[0]
@@ -108,20 +109,27 @@ def span_launch_task(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: T
         window_segments,
     )
 
-    tl = _checked_span(plan, span, wins, state)
+    tl = checked_span(plan, span, wins, state)
     acts = busy_activities(tl)
     w = window_frame(acts, wins, GROUP)
     seg = window_segments(tl, acts, w, GROUP).filter(part_expr() == "launch_overhead_ns")
     return seg.join(w.select("_wid", "rank"), on="_wid").select("rank", "start_ns", "end_ns")
 
 
-def _checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState
-                  ) -> Timeline:
-    """The timeline of :func:`local_span` for the free stretches of ``wins``, each device
-    with a window there having activity in it."""
+def checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState,
+                  also: pl.DataFrame | None = None) -> Timeline:
+    """The timeline of :func:`local_span` for the free stretches of ``wins`` (and the
+    stretches ``also``: ``rank, device_id, start_ns, end_ns``), each device with a window
+    there having activity in it."""
     from traceparse.analyses.attribution import busy_activities
 
-    tl = local_span(plan, span, lambda t: free_stretches(t, wins), state)
+    def explain(t: Timeline) -> pl.DataFrame:
+        free = free_stretches(t, wins)
+        if also is None or also.height == 0:
+            return free
+        return pl.concat([free, also.select(free.columns).cast(free.schema)])
+
+    tl = local_span(plan, span, explain, state)
     if wins.height == 0:
         return tl
     have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
@@ -148,19 +156,13 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
                           partial(merge_with_state, merge=chunked.merge_parts), workers,
                           scheduler)
     depth = state.depth
-    devices = part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
-                                                                    "last_ns")
+    devices = device_windows(part)
     if devices.height == 0:
         return None
     spans = window_spans(wins, depth)
     jobs: list[tuple[int, tuple[Span, pl.DataFrame]]] = []
     for i, (t0, t1) in enumerate(wins):
-        mine = (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
-                .select(*GROUP,
-                        pl.max_horizontal("first_ns", pl.lit(t0, pl.Int64))
-                        .alias("window_start_ns"),
-                        pl.min_horizontal("last_ns", pl.lit(t1, pl.Int64))
-                        .alias("window_end_ns")))
+        mine = windows_in(devices, t0, t1)
         if mine.height == 0 and i > 0:
             continue
         jobs.append((i, (spans[i], mine)))
@@ -225,6 +227,35 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
     return rem, blocking_counts(api)
 
 
+def device_windows(part: pl.DataFrame) -> pl.DataFrame:
+    """Each device's window (``rank, device_id, first_ns, last_ns``) from the merged pass-1
+    partial (:func:`~traceparse.analyses.chunked.window_parts`); the devices with busy
+    activity only."""
+    return part.filter(pl.col("first_ns").is_not_null()).select(*GROUP, "first_ns",
+                                                                 "last_ns")
+
+
+def windows_in(devices: pl.DataFrame, t0: int, t1: int) -> pl.DataFrame:
+    """The part of each device window of ``devices`` inside ``[t0, t1)`` (``rank,
+    device_id, window_start_ns, window_end_ns``), for the devices whose window crosses it."""
+    return (devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
+            .select(*GROUP,
+                    pl.max_horizontal("first_ns", pl.lit(t0, pl.Int64)).alias("window_start_ns"),
+                    pl.min_horizontal("last_ns", pl.lit(t1, pl.Int64)).alias("window_end_ns")))
+
+
+def finish(devices: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """The ``breakdown`` frame from the devices' windows and the rows of every time
+    window (:func:`~traceparse.analyses.attribution.breakdown_windows`)."""
+    from traceparse.analyses.attribution import PARTS, finish_rows
+
+    sums = rows.group_by(GROUP).agg(pl.col(c).sum() for c in (*PARTS, "overlapped_comm_ns"))
+    out = devices.join(sums.cast({c: devices.schema[c] for c in GROUP}), on=GROUP,
+                       how="left", nulls_equal=True).rename(
+        {"first_ns": "window_start_ns", "last_ns": "window_end_ns"})
+    return finish_rows(out, GROUP)
+
+
 def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,
               workers: int = 4, scheduler: str | None = None
               ) -> tuple[pl.DataFrame, int | None] | None:
@@ -237,7 +268,6 @@ def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_RO
         NotLocal: a span may not hold every row the attribution reads for its free
             stretches; the caller computes the file in memory instead.
     """
-    from traceparse.analyses.attribution import PARTS, finish_rows
     from traceparse.nsys.spans import span_plan
 
     plan = span_plan(path, block_rows=chunk_rows)
@@ -249,8 +279,4 @@ def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_RO
     results = _map(executor, plan, span_parts_task, jobs, state, workers, scheduler)
     firsts = [r[1] for r in results if r[1] is not None]
     rows = pl.concat([r[0] for r in results if r[0].height], how="vertical_relaxed")
-    sums = rows.group_by(GROUP).agg(pl.col(c).sum() for c in (*PARTS, "overlapped_comm_ns"))
-    out = devices.join(sums.cast({c: devices.schema[c] for c in GROUP}), on=GROUP,
-                       how="left", nulls_equal=True).rename(
-        {"first_ns": "window_start_ns", "last_ns": "window_end_ns"})
-    return finish_rows(out, GROUP), min(firsts) if firsts else None
+    return finish(devices, rows), min(firsts) if firsts else None

@@ -32,10 +32,22 @@ def launch_rows(plan: chunks.Plan, window: tuple[int, int]) -> pl.DataFrame:
 
     t0, t1 = window
     rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window)
-    k = rows.filter((pl.col("kind") == "kernel") & (pl.col("start_ns") >= t0)
-                    & (pl.col("start_ns") < t1)
-                    & pl.all_horizontal(pl.col(_KEY).is_not_null()))
-    api = calls_by_correlation(plan, k["correlation_id"])
+    k = _kernels(rows, t0, t1)
+    return join_launches(k, calls_by_correlation(plan, k["correlation_id"]))
+
+
+def _kernels(rows: pl.DataFrame, t0: int, t1: int) -> pl.DataFrame:
+    return rows.filter((pl.col("kind") == "kernel") & (pl.col("start_ns") >= t0)
+                       & (pl.col("start_ns") < t1)
+                       & pl.all_horizontal(pl.col(_KEY).is_not_null()))
+
+
+def join_launches(rows: pl.DataFrame, api: pl.DataFrame, window: tuple[int, int] | None = None
+                  ) -> pl.DataFrame:
+    """:func:`launch_rows` of the kernels of ``rows`` (those starting in ``window`` when
+    given) and the runtime calls ``api`` read for them (every call that may share a key:
+    :func:`traceparse.nsys.spans.calls_by_correlation`)."""
+    k = rows if window is None else _kernels(rows, *window)
     # launch_links' api_row: the call of a key that started first, file order among ties
     first = (api.filter(pl.all_horizontal(pl.col(_KEY).is_not_null())
                         & pl.col("start_ns").is_not_null())

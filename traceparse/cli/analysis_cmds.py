@@ -13,6 +13,7 @@ see :mod:`traceparse.cli.inputs`) and the output options of :mod:`traceparse.cli
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -208,16 +209,24 @@ def _jsonable(frame: pl.DataFrame) -> list[dict[str, Any]]:
 @min_gap_option
 @gpu_option
 @output_options
+@executor_options
 def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: str | None,
-            fmt: str, output: str | None, force: bool) -> None:
+            fmt: str, output: str | None, force: bool, executor: str, chunk_rows: int,
+            workers: int) -> None:
     """One screen: window, attribution per device, top kernels, top gaps and a verdict.
 
-    Without TRACE, summarise the bundled sample trace.
+    Without TRACE, summarise the bundled sample trace. --executor chunks|dask computes it
+    from pieces of one nsys export (or, with one stderr line, in memory).
     """
     from traceparse.analyses.summary import summarize
     from traceparse.reports.summary_text import render_text
 
     paths = resolve(traces, sample_default=True)
+    if executor != "memory":
+        result = _chunked_summary(paths, top, min_gap_us, gpu, executor, chunk_rows, workers)
+        if result is not None:  # an nsys export: NVIDIA wording, no ncu page
+            _emit_summary(result, paths, fmt, output, render_text)
+            return
     tl = load_traces(traces, sample_default=True, gpu=gpu)
     if (why := no_events(tl, paths)) is not None:
         emit(why + "\n", output)
@@ -230,6 +239,35 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
         result = summarize_ncu(tl, top=top, gpu=gpu)
     else:
         result = summarize(tl, top=top, min_gap_ns=min_gap_ns(min_gap_us))
+    _emit_summary(result, paths, fmt, output,
+                  lambda r: speak_vendor(render_ncu_text(r) if ncu_only else render_text(r),
+                                         tl))
+
+
+def _chunked_summary(paths: list[str], top: int, min_gap_us: float | None, gpu: str | None,
+                     executor: str, chunk_rows: int, workers: int) -> dict[str, Any] | None:
+    """``summary`` on a chunked executor; None when the memory path must compute it (no
+    busy GPU activity, or a section that cannot be computed exactly in pieces: stderr
+    says which)."""
+    from traceparse import summary_chunks
+
+    kind, address = split_executor(executor)
+    if gpu is not None:
+        raise UsageError(None, f"--executor {kind} summarises an nsys export: it takes no "
+                               "--gpu")
+    path = chunked_input(paths, kind)
+    try:
+        return summary_chunks.summary(path, top=top, min_gap_ns=min_gap_ns(min_gap_us),
+                                      chunk_rows=chunk_rows, executor=kind, workers=workers,
+                                      scheduler=address)
+    except summary_chunks.NotInPieces as exc:  # exact in memory; that section is not
+        computed_in_memory(path, "summary computed", str(exc))
+    return None
+
+
+def _emit_summary(result: dict[str, Any], paths: list[str], fmt: str, output: str | None,
+                  text: Callable[[dict[str, Any]], str]) -> None:
+    """Write the summary ``result`` in ``fmt`` (``text``: its text rendering)."""
     if fmt == "json":
         payload = {"trace": paths[0] if len(paths) == 1 else paths,
                    "verdict": result["verdict"],
@@ -239,5 +277,4 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
         parts = [f"# {k}\n{render_csv(v, decimals=_PCT)}" for k, v in result["sections"].items()]
         emit("\n".join([*parts, f"# verdict\n{result['verdict']}\n"]), output)
     else:
-        text = render_ncu_text(result) if ncu_only else render_text(result)
-        emit(speak_vendor(text, tl), output)
+        emit(text(result), output)

@@ -1,6 +1,7 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
 (:mod:`traceparse.executor`): ``kernels``, ``breakdown`` (each device's own window; also
-``--gpu-only``), ``gaps`` and ``launches --report graphs``; and ``whatif``
+``--gpu-only``), ``gaps``, ``launches --report graphs`` and ``summary``
+(:mod:`traceparse.summary_chunks`); and ``whatif``
 (:mod:`traceparse.replay_chunks`, in this process only)."""
 
 from __future__ import annotations

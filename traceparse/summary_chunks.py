@@ -1,0 +1,376 @@
+"""``summary`` of one nsys export on a chunked executor (``summary --executor chunks|dask``;
+docs/performance.md, "Chunked summary"): the dict of
+:func:`traceparse.analyses.summary.summarize`, section for section, without the timeline.
+
+The export is planned **once** (:func:`traceparse.nsys.spans.span_plan`) and read in two
+passes over its time windows of about ``chunk_rows`` GPU activities; every section comes
+from them:
+
+1. **Pass 1**, per window, one read of its GPU rows (:func:`traceparse.nsys.chunks.read_rows`)
+   and one read of their calls by correlation id (:func:`traceparse.executor.own_calls`),
+   folded into four partials: the breakdown's devices and call state
+   (:func:`traceparse.executor_breakdown.breakdown_window_task`'s), the gaps'
+   (:mod:`traceparse.analyses.chunked_gaps`), the launches'
+   (:mod:`traceparse.analyses.chunked_launches`) and the summary's own
+   (:mod:`traceparse.analyses.chunked_summary`: kernel sums, counts, devices, op-tree sums).
+2. **Pass 2**, per window, one checked local span
+   (:func:`traceparse.executor_breakdown.checked_span`) for the window's part of each
+   device's window **and** the gaps that start in it: the in-memory attribution
+   (``breakdown``) and gap rules (``top_gaps``, the verdict's gaps) on the same timeline,
+   and the span's first and last event, runtime calls and range kinds (``window``; the
+   whole-file fact that the export has no tree ranges). Every window has a span, so
+   together they read every row of the file.
+
+Sections a whole-file fact proves empty (``communication`` and ``stragglers`` without
+communication rows; ``gpu_metrics``, ``gpu_clock`` and the idle caveat without GPU-metrics
+rows; ``memory`` without memory events; ``graphs`` without graph launches, captures or
+graph records; ``phases``, ``phase_mix``, ``layers`` and the verdict's step clause without
+ranges of the kinds they read) are computed by their own functions on a small timeline of
+the first rows of each rank and kind (:func:`stub`); the op tree of such an export comes
+from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). Anything else
+raises :class:`NotInPieces`, naming the section; the caller then prints the memory summary.
+The ``savings`` section and the launches section's CUDA-graph saving come last, from the
+what-if replays in pieces (:func:`traceparse.replay_chunks.savings`: host-sync,
+pinned-memory, CUDA graphs; a change it does not compute in pieces is named).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+import polars as pl
+
+from traceparse import executor as ex
+from traceparse import executor_breakdown as eb
+from traceparse import launch_chunks, units
+from traceparse.analyses import chunked, chunked_gaps
+from traceparse.analyses import chunked_launches as cl
+from traceparse.analyses import chunked_summary as cs
+from traceparse.analyses.replay_pieces import NotOrdered
+from traceparse.nsys import chunks
+from traceparse.timeline import Timeline
+
+#: Range kinds no tree view, step finder, phase rule or layer group reads (OS-runtime
+#: calls, CPU samples, the profiler's own overhead).
+INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
+#: NVTX event types that become ranges (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
+_NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
+
+
+class NotInPieces(Exception):
+    """``section`` cannot be computed exactly in pieces: ``why``."""
+
+    def __init__(self, section: str, why: str) -> None:
+        super().__init__(f"{section}: {why}")
+        self.section = section
+        self.why = why
+
+
+Part1 = tuple[ex.WindowPart, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart]
+
+
+def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1:
+    """Every pass-1 partial of one time window, from one read of its rows and calls
+    (runs on a worker)."""
+    t0, t1 = window
+    rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window)
+    api = ex.own_calls(plan, rows, t0, t1)
+    launches = launch_chunks.join_launches(rows, api, window)
+    return ((chunked.window_parts(rows, t0, t1), ex.window_call_state(plan, rows, t0, t1, api)),
+            chunked_gaps.window_gaps(rows, t0, t1, min_ns),
+            (cl.launch_part(launches), cl.stats_part(launches)),
+            cs.summary_part(rows, api, t0, t1))
+
+
+def merge_pass1(parts: Sequence[Part1], min_ns: int) -> Part1:
+    """Pass-1 partials of consecutive windows merged (in time order)."""
+    return (ex.merge_with_state([p[0] for p in parts], chunked.merge_parts),
+            chunked_gaps.merge_gaps([p[1] for p in parts], min_ns),
+            (cl.merge_launch_parts([p[2][0] for p in parts]),
+             cl.merge_stats_parts([p[2][1] for p in parts])),
+            cs.merge_summary_parts([p[3] for p in parts]))
+
+
+class SpanPart(NamedTuple):
+    """What pass 2 gives for one time window: its ``breakdown_windows`` rows, its gaps'
+    rows, the span's first and last event, the runtime calls that start in the window,
+    the span's range kinds and first range row per ``(rank, kind)``."""
+
+    breakdown: pl.DataFrame
+    gaps: pl.DataFrame
+    span: tuple[int, int] | None
+    api_calls: int
+    range_kinds: frozenset[str]
+    ranges: pl.DataFrame
+
+
+Job = tuple[pl.DataFrame, pl.DataFrame, tuple[int, int]]
+
+
+def span_task(plan: chunks.Plan, span: ex.Span, job: Job, opts: tuple[int, ex.TraceState]
+              ) -> SpanPart:
+    """Pass 2 of one time window (runs on a worker): ``job`` is its part of each device's
+    window, the gaps that start in it and the stretch whose calls it counts.
+
+    Raises:
+        NotLocal: no span of ``span`` holds what the rules read there.
+    """
+    from traceparse.analyses.attribution import breakdown_windows
+
+    wins, gaps, (a, b) = job
+    min_ns, state = opts
+    tl = eb.checked_span(plan, span, wins, state, gaps)
+    rows = breakdown_windows(tl, wins, group=eb.GROUP) if wins.height else wins
+    # the first window's gap rows even without gaps: the typed empty frame
+    found = ex.gaps_on(tl, gaps, min_ns) if gaps.height or a == -chunks.END else None
+    own = (pl.col("start_ns") >= a) & (pl.col("start_ns") < b)
+    return SpanPart(rows, found if found is not None else pl.DataFrame(), tl.span_ns(),
+                    tl.api.filter(own).height,
+                    frozenset(tl.ranges["kind"].cast(pl.String).unique().to_list()),
+                    tl.ranges.unique(subset=["rank", "kind"], keep="first",
+                                     maintain_order=True))
+
+
+def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
+    """The timeline of the first GPU row of each ``(rank, kind)`` and the first range row
+    of each ``(rank, kind)``: the trace's ranks, kinds and range kinds, nothing else. The
+    sections a whole-file fact proves empty are computed on it by their own functions."""
+    from traceparse import schema
+
+    return Timeline(gpu=schema.conform("gpu", part.sample),
+                    ranges=schema.conform("ranges", ranges))
+
+
+def whole_file_facts(plan: chunks.Plan) -> NotInPieces | None:
+    """The first section (in :data:`~traceparse.analyses.summary.SECTIONS` order) that a
+    whole-file fact rules out before any piece is read, or None: NVTX ranges (``phases``
+    and the sections after it read them), GPU metrics, memory events, graph launches or
+    stream captures."""
+    from traceparse.analyses.graphs import _LAUNCH
+    from traceparse.nsys.db import NsysDB, q
+    from traceparse.nsys.memory import TABLE as MEMORY
+    from traceparse.nsys.metrics import METRICS_TABLE
+    from traceparse.nsys.ranges import NVTX
+    from traceparse.nsys.spans import _calls_named, _string_ids
+
+    with NsysDB(plan.path) as db:
+        if db.has(NVTX) and "eventType" in db.columns(NVTX):
+            marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
+            if db._exec(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
+                        _NVTX_RANGE_TYPES):
+                return NotInPieces("phases", "the export has NVTX ranges (the steps, "
+                                             "phases, layers and op tree are not read in "
+                                             "pieces)")
+        if db.has_rows(METRICS_TABLE):
+            return NotInPieces("gpu_metrics", f"the export has GPU metrics ({METRICS_TABLE})")
+        if db.has_rows(MEMORY):
+            return NotInPieces("memory", f"the export has memory events ({MEMORY})")
+        graph_calls = _calls_named(db, _string_ids(db, _LAUNCH)[0])
+    if graph_calls or plan.captures or any(b.table == chunks.GRAPH_TRACE for b in plan.blocks):
+        return NotInPieces("graphs", "the export has CUDA graph launches, captures or "
+                                     "graph records")
+    return None
+
+
+def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_ROWS,
+            executor: str = "chunks", workers: int = 4, scheduler: str | None = None
+            ) -> dict[str, Any] | None:
+    """:func:`traceparse.analyses.summary.summarize` of one nsys export (every section,
+    ``top`` rows in top-N sections, gaps of at least ``min_gap_ns``) in pieces; None when
+    no device has busy GPU activity (the caller words it from the timeline).
+
+    Raises:
+        NotInPieces: a section cannot be computed exactly in pieces (the first found:
+            whole-file facts, then pass 1, the spans, the savings, the verdict).
+    """
+    from traceparse.nsys.spans import span_plan
+
+    plan = span_plan(path, block_rows=chunk_rows)
+    wins = plan.windows(chunk_rows)
+    if not wins:
+        return None
+    if (why := whole_file_facts(plan)) is not None:
+        raise why
+    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler)
+    if (why := pass1_facts(first[3])) is not None:
+        raise why
+    got = pass2(plan, wins, min_gap_ns, first, executor, workers, scheduler)
+    if got is None:
+        return None
+    return compose(path, chunk_rows, top, *got)
+
+
+def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None) -> Part1:
+    """Pass 1 over the time windows ``wins``: every partial merged."""
+    return ex._reduce(executor, plan, pass1_task, wins, (min_ns,),
+                      partial(merge_pass1, min_ns=min_ns), workers, scheduler)
+
+
+def pass1_facts(part: cs.SummaryPart) -> NotInPieces | None:
+    """The first section pass 1 rules out (communication rows: ``communication``; graph
+    records: ``graphs``), or None."""
+    counts = part.counts.row(0, named=True)
+    if counts["communication"]:
+        n = counts["communication"]
+        return NotInPieces("communication", f"{units.plural(n, 'GPU activity', 'GPU activities')} "
+                                            f"{'is' if n == 1 else 'are'} communication "
+                                            "(collectives are not read in pieces)")
+    if counts["graphs"]:
+        return NotInPieces("graphs", "the export has graph records")
+    return None
+
+
+Pieces = tuple[pl.DataFrame, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart,
+               list[SpanPart]]
+
+
+def read_pieces(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
+                executor: str = "chunks", workers: int = 4, scheduler: str | None = None
+                ) -> Pieces | None:
+    """Both passes (:func:`pass1`, :func:`pass2`)."""
+    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler),
+                 executor, workers, scheduler)
+
+
+def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Part1,
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None
+          ) -> Pieces | None:
+    """Pass 2 after pass 1 (``first``): the breakdown, every gap, the launches' and the
+    summary's partials and each window's span part; None when no device has busy GPU
+    activity.
+
+    Raises:
+        NotInPieces: a span cannot hold what its rules read (``breakdown``).
+    """
+    (bd_part, state), gap_part, launches, part = first
+    devices = eb.device_windows(bd_part)
+    if devices.height == 0:
+        return None
+    found = chunked_gaps.gap_list(gap_part)
+    starts, ends = [w[0] for w in wins], [w[1] for w in wins]
+    jobs = []
+    for i, (t0, t1) in enumerate(wins):
+        mine = found.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
+        lo = -chunks.END if i == 0 else held_back_lo(
+            plan, state.launches, max(-chunks.END, t0 - state.depth - 1), t0, starts[i - 1])
+        hi = t1
+        if mine.height:
+            hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
+        job: Job = (eb.windows_in(devices, t0, t1), mine, (lo if i == 0 else t0, t1))
+        jobs.append(((ex._earlier(lo, starts), ex._later(hi, ends)), job))
+    try:
+        spans: list[SpanPart] = ex._map(executor, plan, span_task, jobs, (min_ns, state),
+                                        workers, scheduler)
+    except ex.NotLocal as exc:
+        raise NotInPieces("breakdown", exc.why) from None
+    rows = pl.concat([s.breakdown for s in spans if s.breakdown.height],
+                     how="vertical_relaxed")
+    from traceparse.analyses.gaps import sort_gaps
+
+    every = sort_gaps(pl.concat([s.gaps for s in spans if s.gaps.width],
+                                how="vertical_relaxed"), chunked_gaps.GROUP)
+    return eb.finish(devices, rows), every, launches, part, spans
+
+
+def held_back_lo(plan: chunks.Plan, launches: pl.DataFrame, lo: int, t0: int, floor: int
+                 ) -> int:
+    """Where the span of the window starting at ``t0`` starts: ``lo``, or earlier, just
+    before the latest launch call before ``lo`` of each waited stream and waiting thread
+    (:attr:`~traceparse.nsys.chunks.Plan.waited`, :attr:`~traceparse.nsys.chunks.Plan.waiters`)
+    that launches work starting in the window, as
+    :func:`traceparse.nsys.spancheck.held_back_start` widens a span that a stream wait
+    may hold back: read once instead of twice. Only launches at or after ``floor`` (the
+    previous window's start) widen it; the check still runs on the span, and a stream or
+    thread held back further is left to its retry."""
+    if not (plan.waited or plan.waiters) or launches.height == 0:
+        return lo
+    keys = ["kind", "rank", "a", "b"]
+    held = pl.DataFrame(
+        [("stream", a, b) for a, b in plan.waited] + [("thread", a, b) for a, b in plan.waiters],
+        schema={"kind": pl.String, "a": pl.Int64, "b": pl.Int64}, orient="row")
+    here = launches.filter(pl.col("_t0") == t0).join(held, on=["kind", "a", "b"], how="semi")
+    before = (launches.filter(pl.col("cs") < lo).group_by(keys).agg(pl.col("cs").max())
+              .join(here.select(keys).unique(), on=keys, how="semi")
+              .filter(pl.col("cs") >= floor))
+    return min(lo, int(before["cs"].min()) - 1) if before.height else lo  # type: ignore[arg-type]
+
+
+def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame) -> pl.DataFrame:
+    """The ``savings`` section (:func:`traceparse.analyses.savings.savings` of the export,
+    ``breakdown`` its attribution) computed in pieces
+    (:func:`traceparse.replay_chunks.savings`): the one place it is computed, and the
+    launches section's CUDA-graph saving reads it. The empty frame for an export without
+    GPU activity.
+
+    Raises:
+        NotOrdered: the savings cannot be computed in pieces (``str`` of it says why).
+    """
+    from traceparse import replay_chunks
+    from traceparse.analyses.savings import savings
+
+    if breakdown.height == 0:
+        return savings(Timeline())
+    return replay_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown)
+
+
+def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.DataFrame,
+            launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart]
+            ) -> dict[str, Any]:
+    """The summary dict from both passes' results (see the module docstring), sections in
+    :data:`~traceparse.analyses.summary.SECTIONS` order.
+
+    Raises:
+        NotInPieces: the first section that cannot be computed exactly.
+    """
+    from traceparse.analyses import llm_summary, optree
+    from traceparse.analyses import summary as sm
+    from traceparse.analyses.attribution import check_attribution
+    from traceparse.analyses.savings import best
+
+    opts = sm.SummaryOptions(top=top)
+    seen = [s.span for s in spans if s.span is not None]
+    kinds = frozenset[str]().union(*(s.range_kinds for s in spans))
+    tl = stub(part, pl.concat([s.ranges for s in spans], how="vertical_relaxed"))
+    counts = part.counts.row(0, named=True)
+    out: dict[str, pl.DataFrame] = {
+        "window": cs.window(part, (min(s[0] for s in seen), max(s[1] for s in seen)),
+                            sum(s.api_calls for s in spans)),
+        "breakdown": check_attribution(bd),
+        "top_kernels": cs.top_kernels(part, top),
+        "top_gaps": every.head(top)}
+    if (why := pass1_facts(part)) is not None:
+        raise why
+    if not kinds <= INERT_RANGES:
+        raise NotInPieces("phases", "the export has ranges of kind "
+                                    f"{', '.join(sorted(kinds - INERT_RANGES))}")
+    # proven empty by the facts above (and whole_file_facts): their own functions on the stub
+    for name in ("communication", "phases", "phase_mix", "layers"):
+        out[name] = sm.SECTIONS[name](tl, opts)
+    out["op_tree"] = pl.DataFrame()
+    if counts["kernels"]:
+        by_rank = optree.splits_by_rank(tl)
+        out["op_tree"] = llm_summary.tree_top(
+            optree.unranged_tree(part.tree, max_depth=llm_summary.TREE_DEPTH,
+                                 by_rank=by_rank), llm_summary.tree_view(tl), by_rank, opts)
+    for name in ("gpu_metrics", "gpu_clock", "memory", "graphs"):
+        out[name] = sm.SECTIONS[name](tl, opts)
+    out["stragglers"] = sm.SECTIONS["stragglers"](tl, opts)
+    sync = sm.VERDICTS["host_sync_ns"][0]
+    if int(bd["host_sync_ns"].sum()) and sync in sm.verdict(bd, every, out["stragglers"]):
+        raise NotInPieces("verdict", f"a {sync} verdict names its blocking call and op "
+                                     "(host_sync_by_op is not read in pieces)")
+    # the savings' replays last: every cheaper reason to fall back is found before them
+    try:
+        out["savings"] = _savings(path, chunk_rows, bd)
+    except NotOrdered as exc:
+        raise NotInPieces("savings", str(exc)) from None
+    rec = cl.graph_recoverable_from_part(launches[0])
+    out["launches"] = cl.launch_summary_from_part(
+        launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),
+        saving=best(out["savings"], "no_launch_overhead"))
+    line, caveat = sm.verdict_line(tl, bd, every, out["stragglers"], None)
+    return {"sections": {name: out[name] for name in sm.SECTIONS}, "verdict": line,
+            "untraced_gpu_work": caveat}
