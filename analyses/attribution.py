@@ -56,7 +56,8 @@ define a window.
 
 The window is, by default, the first start to the last end of the non-sync activities of the
 group; pass ``window=(start_ns, end_ns)`` for a fixed window (the same for every group), or use
-:func:`breakdown_windows` with :func:`range_windows` to get one row per step or NVTX range.
+:func:`breakdown_windows` with :func:`traceparse.analyses.steps.range_windows` to get one row per
+step or NVTX range.
 
 Example (one device, a 100 ns kernel, a 50 ns gap whose second half the next launch call was
 in flight, then a 30 ns copy)::
@@ -434,26 +435,6 @@ def _part_sums(seg: pl.DataFrame, key: list[str]) -> pl.DataFrame:
                  pl.col("_len").filter(comp & comm).sum().alias("overlapped_comm_ns")))
 
 
-def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None
-                  ) -> pl.DataFrame:
-    """Windows from host ranges whose name matches the regex ``pattern`` (e.g. steps).
-
-    Returns ``rank``, ``window_name``, ``window_start_ns``, ``window_end_ns`` (ranges with no
-    end are dropped), ready for :func:`breakdown_windows`.
-
-    Example:
-        ``range_windows(tl, r"^(step \\d+|ProfilerStep#\\d+)$")`` -> one window per step.
-    """
-    r = tl.ranges.filter(pl.col("end_ns").is_not_null()
-                         & pl.col("name").cast(pl.String).str.contains(pattern))
-    if kinds is not None:
-        r = r.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
-    return (r.select("rank", pl.col("name").cast(pl.String).alias("window_name"),
-                     pl.col("start_ns").alias("window_start_ns"),
-                     pl.col("end_ns").alias("window_end_ns"))
-            .sort("rank", "window_start_ns"))
-
-
 def breakdown(tl: Timeline, *, window: tuple[int, int] | None = None,
               group: Sequence[str] = DEFAULT_GROUP) -> pl.DataFrame:
     """Attribute each group's window to compute, communication, memory, launch overhead and
@@ -507,8 +488,9 @@ def breakdown_windows(tl: Timeline, windows: pl.DataFrame, *,
         tl: the timeline.
         windows: ``window_start_ns``, ``window_end_ns``, optionally ``window_name`` and any of
             the ``group`` columns. Group columns present restrict a window to matching groups
-            (e.g. a ``rank`` column from :func:`range_windows` keeps a step's window on its
-            own rank); absent ones broadcast it to every group with GPU activity.
+            (e.g. a ``rank`` column from :func:`~traceparse.analyses.steps.range_windows` keeps a
+            step's window on its own rank); absent ones broadcast it to every group with GPU
+            activity.
         group: as in :func:`breakdown`.
 
     Returns:

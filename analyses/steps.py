@@ -50,6 +50,7 @@ so named is not a step loop): this is how an nsys capture marks its steps.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
@@ -544,3 +545,23 @@ def step_summary(steps: pl.DataFrame) -> pl.DataFrame:
             pl.col(c).min().cast(pl.Float64).alias("min"),
             pl.col(c).max().cast(pl.Float64).alias("max")))
     return pl.concat(rows, how="vertical_relaxed")
+
+
+def range_windows(tl: Timeline, pattern: str, *, kinds: Sequence[str] | None = None
+                  ) -> pl.DataFrame:
+    """Windows from host ranges whose name matches the regex ``pattern`` (e.g. steps).
+
+    Returns ``rank``, ``window_name``, ``window_start_ns``, ``window_end_ns`` (ranges with no
+    end are dropped), ready for :func:`breakdown_windows`.
+
+    Example:
+        ``range_windows(tl, r"^(step \\d+|ProfilerStep#\\d+)$")`` -> one window per step.
+    """
+    r = tl.ranges.filter(pl.col("end_ns").is_not_null()
+                         & pl.col("name").cast(pl.String).str.contains(pattern))
+    if kinds is not None:
+        r = r.filter(pl.col("kind").cast(pl.String).is_in(list(kinds)))
+    return (r.select("rank", pl.col("name").cast(pl.String).alias("window_name"),
+                     pl.col("start_ns").alias("window_start_ns"),
+                     pl.col("end_ns").alias("window_end_ns"))
+            .sort("rank", "window_start_ns"))

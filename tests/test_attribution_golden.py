@@ -15,9 +15,9 @@ from traceparse.analyses.attribution import (
     breakdown,
     breakdown_windows,
     check_attribution,
-    range_windows,
 )
 from traceparse.analyses.gaps import idle_gaps
+from traceparse.analyses.steps import range_windows
 from traceparse.samplegen.scenarios import scenario_timeline
 
 US = 1000

@@ -101,7 +101,9 @@ def breakdown(traces: tuple[str, ...], window: str | None, steps: str | None,
         return
     group = ("rank", "device_id", "stream_id") if by_stream else at.DEFAULT_GROUP
     if steps is not None:
-        frame = at.breakdown_windows(tl, at.range_windows(tl, steps), group=group)
+        from traceparse.analyses.steps import range_windows
+
+        frame = at.breakdown_windows(tl, range_windows(tl, steps), group=group)
         empty = f"no host range matches --steps {steps!r}"
     else:
         frame = at.breakdown(tl, window=_window(window), group=group)
