@@ -2,13 +2,16 @@
 
 Starts ``LocalCluster(n_workers=W, threads_per_worker=1)`` (the scheduler runs in this, the
 client's, process, as under ``traceparse ... --executor dask``), runs ``kernels``,
-``breakdown --gpu-only``, ``gaps`` or ``launches --report graphs`` of one nsys export on it
-(:mod:`traceparse.executor`) and prints one JSON line: wall and CPU seconds of the client,
+``breakdown --gpu-only``, ``gaps``, ``launches --report graphs`` or ``summary`` of one nsys
+export on it (:mod:`traceparse.executor`, :mod:`traceparse.summary_chunks`; the summary's
+savings replays run in the client) and prints one JSON line: wall and CPU seconds of the client,
 the workers' CPU seconds (summed, including their start), the client's peak RSS and each
 worker's peak RSS (``getrusage`` in each worker after the run), and the md5 of the CSV of
-the result (to compare with the other executors' output).
+the result (to compare with the other executors' output; for ``summary``, the md5 of its text
+as ``traceparse summary`` prints it).
 
-Usage: ``python3 benchmarks/dask_peaks.py EXPORT kernels|breakdown|gaps|launches [--workers 4]
+Usage: ``python3 benchmarks/dask_peaks.py EXPORT kernels|breakdown|gaps|launches|summary
+[--workers 4]
 [--chunk-rows N]``
 """
 
@@ -34,7 +37,7 @@ def _cpu_s() -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("export")
-    ap.add_argument("what", choices=["kernels", "breakdown", "gaps", "launches"])
+    ap.add_argument("what", choices=["kernels", "breakdown", "gaps", "launches", "summary"])
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--chunk-rows", type=int, default=1 << 18)
     args = ap.parse_args()
@@ -47,7 +50,15 @@ def main() -> None:
                       dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         t1 = time.perf_counter()
-        if args.what == "gaps":  # the frame only (its first event is for the table format)
+        text = None
+        if args.what == "summary":
+            from traceparse.reports.summary_text import render_text
+            from traceparse.summary_chunks import summary
+
+            result = summary(args.export, top=10, min_gap_ns=10_000, executor="dask",
+                             chunk_rows=args.chunk_rows, scheduler=cluster.scheduler_address)
+            frame, text = None, None if result is None else render_text(result)
+        elif args.what == "gaps":  # the frame only (its first event is for the table format)
             found = executor.idle_gaps(args.export, min_ns=10_000, executor="dask",
                                        chunk_rows=args.chunk_rows,
                                        scheduler=cluster.scheduler_address)
@@ -65,7 +76,10 @@ def main() -> None:
         t2 = time.perf_counter()
         workers = client.run(_peak_mib)
         worker_cpu = client.run(_cpu_s)
-    assert frame is not None
+    if text is None:
+        assert frame is not None
+        text = frame.write_csv()
+    digest = hashlib.md5(text.encode())
     print(json.dumps({
         "export": args.export, "what": args.what, "workers": args.workers,
         "chunk_rows": args.chunk_rows, "wall_s": round(t2 - t0, 2),
@@ -73,7 +87,7 @@ def main() -> None:
         "client_peak_mib": round(_peak_mib()), "worker_peak_mib": sorted(
             round(v) for v in workers.values()),
         "workers_cpu_s": round(sum(worker_cpu.values()), 1),
-        "csv_md5": hashlib.md5(frame.write_csv().encode()).hexdigest()}))
+        "md5": digest.hexdigest()}))
 
 
 if __name__ == "__main__":
