@@ -109,6 +109,18 @@ def test_binned_hand_computed() -> None:
     assert (mem["mode"], mem["bin_ns"], mem["lanes"]) == ("binned", 275, want_lanes)
     for starts in ([100], [100, 600], [100, 250, 260, 600, 950, 1000]):
         assert _pieces(gpu, starts, budget=3, bins=4) == mem, starts
+    # binned partials fold in time order only
+    lp = lanes_parts.lane_plan(lanes_parts.lane_counts(gpu, 100, chunks.END), budget=3,
+                               bins=4, max_lanes=32)
+    assert lp is not None
+    first = lanes_parts.window_segments(gpu, 100, 600, lp, True)
+    later = lanes_parts.window_segments(gpu, 600, chunks.END, lp, False)
+    assert (first.state is not None, later.state, len(later.pending)) == (True, None, 1)
+    with pytest.raises(ValueError, match="out of time order"):
+        lanes_parts.merge_segments([lanes_parts.merge_segments([first, later], lp), first],
+                                   lp)
+    with pytest.raises(ValueError, match="first window"):
+        lanes_parts.finish(lp, later, budget=3, bins=4)
 
 
 def test_max_lanes_keeps_the_busiest() -> None:
@@ -189,8 +201,9 @@ def test_dask_executor_equals_memory(tmp_path: Path) -> None:
     path = str(_edge_export(tmp_path / "edges.sqlite"))
     gpu = read(path).gpu
     for kw in ({}, {"budget": 2, "bins": 9}):
-        got = lanes_in_pieces(path, executor="dask", workers=2, chunk_rows=1, **kw)
-        assert got == timeline_lanes(gpu, **kw)
+        for rows in (1, chunks.BLOCK_ROWS):  # five windows; one
+            got = lanes_in_pieces(path, executor="dask", workers=2, chunk_rows=rows, **kw)
+            assert got == timeline_lanes(gpu, **kw), (kw, rows)
 
 
 SETTINGS: list[dict[str, int]] = [{}, {"budget": 10**9}, {"budget": 10, "bins": 50},

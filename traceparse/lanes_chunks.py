@@ -97,8 +97,7 @@ def _chain(plan: chunks.Plan, items: Sequence[tuple[tuple[int, int], bool]], lp:
         futs = [client.submit(segments_task, shared, item, shared_lp, pure=False)
                 for item in items]
         acc = futs[0]
-        for f in futs[1:]:
-            acc = client.submit(_merge_two, shared_lp, acc, f, pure=False)
-        del futs, f
+        for fut in futs[1:]:
+            acc = client.submit(_merge_two, shared_lp, acc, fut, pure=False)
         out: Segments = acc.result()
         return out
