@@ -7,7 +7,8 @@ traceparse/reports/lanes_parts.py) against ``timeline_lanes`` of the whole gpu t
 * running sums past 2**53 ns (where float64 rounds): the carried sums give the whole
   array's bits, and converting exact integer sums once would not;
 * a generated nsys export read one GPU row per piece, both executors;
-* every shared nsys export, at about nine pieces and at the default piece size, in the
+* every shared nsys export: the windows' own rows are the timeline's gpu rows; the lanes
+  at about nine pieces and at the default piece size, in the
   default, exact, binned and two-lane settings.
 """
 
@@ -214,6 +215,17 @@ SETTINGS: list[dict[str, int]] = [{}, {"budget": 10**9}, {"budget": 10, "bins": 
 @pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
 def test_shared_exports_pieces_equal_memory(path: Path) -> None:
     gpu = loader.load(path).gpu
+    # the windows' own rows (those starting in them) are the timeline's gpu rows, every
+    # kind, with the timeline's ranks and categories
+    plan = chunks.plan(path, block_rows=max(gpu.height // 9, 1))
+    cols = ["rank", "device_id", "stream_id", "kind", "category", "start_ns", "end_ns"]
+    own = [chunks.read_rows(plan, plan.blocks_for(*w), w)
+           .filter((pl.col("start_ns") >= w[0]) & (pl.col("start_ns") < w[1]))
+           .select(pl.col(c).cast(gpu.schema[c]) for c in cols)
+           for w in plan.windows(max(gpu.height // 9, 1))]
+    whole = gpu.select(cols).sort(cols, nulls_last=True)
+    got = pl.concat(own).sort(cols, nulls_last=True) if own else whole.clear()
+    assert got.equals(whole)
     for kw in SETTINGS:
         mem = timeline_lanes(gpu, **kw)
         if kw.get("budget") == 10**9 and gpu.height:
