@@ -19,9 +19,11 @@ that overlaps it or starts in it):
      ``B(t) = n_s(t)*t - C_s[n_s(t)] - (n_e(t)*t - C_e[n_e(t)])``, where ``C_s`` is the
      float64 **running sum** of the lane's sorted starts (``np.cumsum``, one rounding per
      addition) and ``C_e`` of its sorted ends. Past 2**53 ns those sums round (the x17
-     instant-ngp export's busiest lane sums to 1.9e17), so integer partials converted once
-     would not give the same bits, and a rounded bin of an idle lane can show as a 0.25
-     shade. Instead the running sums are **continued** window after window: a window owns
+     instant-ngp export's busiest lane sums to 1.9e17), so exact integer partials
+     converted once would not give the same sums, nor in general the same shades (the
+     whole-frame path's rounding can even shade an idle bin 0.25: benchmarks/RESULTS.md,
+     which the pieces must reproduce). Instead the running sums are **continued** window
+     after window: a window owns
      the starts that fall in it and the ends of the rows it reads last (``end <= t1``),
      so the sorted starts (ends) of a lane are its windows' own sorted starts (ends) one
      after the other, and adding a window's values to the float carried from the windows

@@ -5,7 +5,7 @@ traceparse/reports/lanes_parts.py) against ``timeline_lanes`` of the whole gpu t
   activities, an activity crossing a window edge, exact and binned modes, a ``max_lanes``
   cut;
 * running sums past 2**53 ns (where float64 rounds): the carried sums give the whole
-  array's bits, and converting exact integer sums once would not;
+  array's dict, and exact integer sums converted once are not the running sums;
 * a generated nsys export read one GPU row per piece, both executors;
 * every shared nsys export: the windows' own rows are the timeline's gpu rows; the lanes
   at about nine pieces and at the default piece size, in the
