@@ -23,10 +23,9 @@ that overlaps it or starts in it):
      converted once would not give the same sums, nor in general the same shades (the
      whole-frame path's rounding can even shade an idle bin 0.25: benchmarks/RESULTS.md,
      which the pieces must reproduce). Instead the running sums are **continued** window
-     after window: a window owns
-     the starts that fall in it and the ends of the rows it reads last (``end <= t1``),
-     so the sorted starts (ends) of a lane are its windows' own sorted starts (ends) one
-     after the other, and adding a window's values to the float carried from the windows
+     after window: a window owns the starts that fall in it and the ends of the rows it
+     reads last (``end <= t1``), so the sorted starts (ends) of a lane are its windows'
+     own sorted starts (ends) one after the other, and adding a window's values to the float carried from the windows
      before it performs the very additions ``np.cumsum`` performs on the whole array. The
      counts and sums at the bin edges are then evaluated by the same expression
      (:func:`~traceparse.reports.lanes.busy_from`) and drawn by the same function
