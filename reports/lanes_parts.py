@@ -25,11 +25,11 @@ that overlaps it or starts in it):
      which the pieces must reproduce). Instead the running sums are **continued** window
      after window: a window owns the starts that fall in it and the ends of the rows it
      reads last (``end <= t1``), so the sorted starts (ends) of a lane are its windows'
-     own sorted starts (ends) one after the other, and adding a window's values to the float carried from the windows
-     before it performs the very additions ``np.cumsum`` performs on the whole array. The
-     counts and sums at the bin edges are then evaluated by the same expression
-     (:func:`~traceparse.reports.lanes.busy_from`) and drawn by the same function
-     (:func:`~traceparse.reports.lanes.bin_segments`).
+     own sorted starts (ends) one after the other, and adding a window's values to the
+     float carried from the windows before it performs the very additions ``np.cumsum``
+     performs on the whole array. The counts and sums at the bin edges are then
+     evaluated by the same expression (:func:`~traceparse.reports.lanes.busy_from`) and
+     drawn by the same function (:func:`~traceparse.reports.lanes.bin_segments`).
 
 A binned merge therefore runs in time order: a :class:`Segments` that begins at the first
 window carries the folded state; one that does not keeps its windows' own values until it
