@@ -40,14 +40,22 @@ def _busy_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndar
     ce = np.concatenate([[0], np.cumsum(ends, dtype=np.float64)])
     ns = np.searchsorted(starts, t, side="left")
     ne = np.searchsorted(ends, t, side="left")
+    return busy_from(ns, cs[ns], ne, ce[ne], t)
+
+
+def busy_from(ns: np.ndarray, cs_at: np.ndarray, ne: np.ndarray, ce_at: np.ndarray,
+              t: np.ndarray) -> np.ndarray:
+    """``B(t)`` from the counts of starts (``ns``) and ends (``ne``) before each ``t`` and
+    the float64 cumulative sums of the sorted starts (``cs_at``) and ends (``ce_at``) at
+    those counts: the one float expression both the whole-frame and the chunked paths
+    (:mod:`traceparse.reports.lanes_parts`) evaluate."""
     tf = t.astype(np.float64)
-    out: np.ndarray = (ns * tf - cs[ns]) - (ne * tf - ce[ne])
+    out: np.ndarray = (ns * tf - cs_at) - (ne * tf - ce_at)
     return out
 
 
 def _binned(lane: pl.DataFrame, t0: int, edges: np.ndarray) -> list[list[float]]:
-    width = edges[1:] - edges[:-1]
-    busy = np.zeros((len(LANE_CATEGORIES), len(width)))
+    busy = np.zeros((len(LANE_CATEGORIES), len(edges) - 1))
     for ci, cat in enumerate(LANE_CATEGORIES):
         sub = lane.filter(pl.col("category") == cat)
         if sub.height == 0:
@@ -56,6 +64,13 @@ def _binned(lane: pl.DataFrame, t0: int, edges: np.ndarray) -> list[list[float]]
         ends = np.sort(sub["end_ns"].to_numpy() - t0)
         b = _busy_before(starts, ends, edges)
         busy[ci] = b[1:] - b[:-1]
+    return bin_segments(busy, edges)
+
+
+def bin_segments(busy: np.ndarray, edges: np.ndarray) -> list[list[float]]:
+    """Binned-mode segments of one lane from its busy time per category and bin
+    (``busy``: float64, categories x bins) and the bin ``edges`` (int64, relative)."""
+    width = edges[1:] - edges[:-1]
     total = busy.sum(axis=0)
     frac = np.minimum(total / np.maximum(width, 1), 1.0)
     level = np.ceil(frac * 4) / 4  # any activity shows as at least 0.25
@@ -109,29 +124,61 @@ def timeline_lanes(gpu: pl.DataFrame, *, budget: int = 4000, bins: int = 600,
         return out
     t0 = int(gpu["start_ns"].min())  # type: ignore[arg-type]
     t1 = int(gpu["end_ns"].max())  # type: ignore[arg-type]
-    keys = ["rank", "device_id", "stream_id"]
-    stats = (gpu.group_by(keys).agg(pl.col("dur_ns").sum().alias("busy_ns"),
-                                    pl.len().alias("events"))
-             .sort(["busy_ns", *keys], descending=[True, False, False, False], nulls_last=True))
-    drawn = stats.head(max_lanes).sort(keys, nulls_last=True)
-    n_drawn = int(drawn["events"].sum())
-    mode = "exact" if n_drawn <= budget else "binned"
-    span = max(t1 - t0, 1)
-    edges = np.linspace(0, span, bins + 1).round().astype(np.int64)
-    cat_index = {c: i for i, c in enumerate(LANE_CATEGORIES)}
+    stats = gpu.group_by(LANE_KEYS).agg(pl.col("dur_ns").sum().alias("busy_ns"),
+                                        pl.len().alias("events"))
+    drawn = drawn_lanes(stats, max_lanes)
+    mode = lane_mode(drawn, budget)
+    edges = bin_edges(t0, t1, bins)
     for rank, dev, stream, busy, events in drawn.iter_rows():
         pred = (pl.col("rank") == rank) & (pl.col("device_id") == dev)
         pred = pred & (pl.col("stream_id").is_null() if stream is None
                        else pl.col("stream_id") == stream)
-        lane = gpu.filter(pred).select("category", "start_ns", "end_ns", "dur_ns") \
-            .with_columns(pl.col("category").cast(pl.String)).sort("start_ns", "end_ns")
-        if mode == "exact":
-            segs = [[int(s - t0), int(d), cat_index[c], 1.0]
-                    for c, s, _e, d in lane.iter_rows()]
-        else:
-            segs = _binned(lane, t0, edges)
+        lane = gpu.filter(pred).select("category", "start_ns", "end_ns", "dur_ns")
+        segs = (exact_segments(lane, t0) if mode == "exact" else
+                _binned(lane.with_columns(pl.col("category").cast(pl.String)), t0, edges))
         out["lanes"].append({"rank": rank, "device_id": dev, "stream_id": stream,
                              "busy_ns": int(busy), "events": int(events), "segments": segs})
-    out.update(mode=mode, window_start_ns=t0, window_ns=t1 - t0, drawn_events=n_drawn,
-               lanes_total=stats.height, bin_ns=int(span // bins) if mode == "binned" else 0)
+    return finish_lanes(out, mode=mode, t0=t0, t1=t1, drawn=drawn, lanes_total=stats.height,
+                        bins=bins)
+
+
+#: The columns that name a lane.
+LANE_KEYS = ["rank", "device_id", "stream_id"]
+
+
+def drawn_lanes(stats: pl.DataFrame, max_lanes: int) -> pl.DataFrame:
+    """The ``max_lanes`` busiest lanes of ``stats`` (one row per lane: :data:`LANE_KEYS`,
+    ``busy_ns``, ``events``; ties by rank, device, stream), in lane order."""
+    order = stats.sort(["busy_ns", *LANE_KEYS], descending=[True, False, False, False],
+                       nulls_last=True)
+    return order.head(max_lanes).sort(LANE_KEYS, nulls_last=True)
+
+
+def lane_mode(drawn: pl.DataFrame, budget: int) -> str:
+    """``exact`` when the drawn lanes hold at most ``budget`` activities, else ``binned``."""
+    return "exact" if int(drawn["events"].sum()) <= budget else "binned"
+
+
+def bin_edges(t0: int, t1: int, bins: int) -> np.ndarray:
+    """The ``bins + 1`` bin edges (int64 ns, relative to ``t0``) of the window ``[t0, t1]``."""
+    span = max(t1 - t0, 1)
+    edges: np.ndarray = np.linspace(0, span, bins + 1).round().astype(np.int64)
+    return edges
+
+
+def exact_segments(lane: pl.DataFrame, t0: int) -> list[list[float]]:
+    """Exact-mode segments of one lane's rows (``category``, ``start_ns``, ``end_ns``,
+    ``dur_ns``, in the timeline's row order), ordered by start then end."""
+    cat_index = {c: i for i, c in enumerate(LANE_CATEGORIES)}
+    lane = lane.with_columns(pl.col("category").cast(pl.String)).sort("start_ns", "end_ns")
+    return [[int(s - t0), int(d), cat_index[c], 1.0] for c, s, _e, d in lane.iter_rows()]
+
+
+def finish_lanes(out: dict[str, Any], *, mode: str, t0: int, t1: int, drawn: pl.DataFrame,
+                 lanes_total: int, bins: int) -> dict[str, Any]:
+    """``out`` (with its ``lanes``) completed with the window, mode and counts."""
+    span = max(t1 - t0, 1)
+    out.update(mode=mode, window_start_ns=t0, window_ns=t1 - t0,
+               drawn_events=int(drawn["events"].sum()), lanes_total=lanes_total,
+               bin_ns=int(span // bins) if mode == "binned" else 0)
     return out
