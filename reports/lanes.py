@@ -6,19 +6,23 @@ The overview must stay small however big the trace is. Two modes:
   segment ``[start_ns, dur_ns, category_index, 1.0]`` relative to the window start.
 * **binned** (more than ``budget``): the window is cut into ``bins`` equal bins; in each bin
   of each lane the *dominant* category (most busy time) is drawn with a shade equal to the
-  lane's busy fraction of the bin (rounded to quarters: 0.25, 0.5, 0.75, 1.0). Consecutive bins
+  lane's busy fraction of the bin (rounded up to quarters: 0.25, 0.5, 0.75, 1.0). Consecutive bins
   with the same category and shade are merged into one segment. The report shows a visible
   notice saying so.
 
 At most ``max_lanes`` lanes are drawn (the busiest; ties by rank, device, stream); the
 notice counts the rest.
 
-Busy time per bin is computed without a Python loop over events: for a set of intervals the
-busy time before ``t`` is ``B(t) = sum(max(0, min(t, end) - start))``, which with sorted
-starts and ends is ``n_s(t)*t - S_s(t) - (n_e(t)*t - S_e(t))`` (counts and sums of starts /
-ends before ``t``, by ``searchsorted`` on cumulative sums). Busy time in ``[a, b)`` is
-``B(b) - B(a)``. Overlapping activities on one stream count twice (streams serialise, so this
-only matters for malformed traces; the shade is capped at 1).
+Busy time per bin is **exact integer** nanoseconds (:func:`bin_busy`): an activity
+``[s, e)`` adds ``e - s`` to its bin when it starts and ends in one; otherwise it adds the
+part of its first bin, the part of its last bin, and the width of every bin in between
+(counted with a difference array). No float enters, so a shade is drawn only where some
+activity overlaps the bin: an idle bin's busy time is 0 however late in the trace it lies
+(float64 running sums of start times, used before, round past 2**53 ns and shaded idle bins
+0.25). The shade is ``ceil(4 * busy / width) / 4`` in integers. The sums per bin add across
+any split of the activities, so the same numbers come from time windows of the trace
+(:mod:`traceparse.reports.lanes_parts`). Overlapping activities on one stream count twice
+(streams serialise, so this only matters for malformed traces; the shade is capped at 1).
 """
 
 from __future__ import annotations
@@ -34,46 +38,77 @@ from traceparse.schema import CATEGORIES
 LANE_CATEGORIES = CATEGORIES
 
 
-def _busy_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """``B(t)`` above, for sorted ``starts`` and ``ends`` (int64 ns) at times ``t``."""
-    cs = np.concatenate([[0], np.cumsum(starts, dtype=np.float64)])
-    ce = np.concatenate([[0], np.cumsum(ends, dtype=np.float64)])
-    ns = np.searchsorted(starts, t, side="left")
-    ne = np.searchsorted(ends, t, side="left")
-    return busy_from(ns, cs[ns], ne, ce[ne], t)
+def category_index() -> pl.Expr:
+    """The ``category`` column as its index in :data:`LANE_CATEGORIES` (``ci``, Int64;
+    null for a category outside them, which the overview does not draw)."""
+    return pl.col("category").cast(pl.String).replace_strict(
+        list(LANE_CATEGORIES), list(range(len(LANE_CATEGORIES))), default=None,
+        return_dtype=pl.Int64).alias("ci")
 
 
-def busy_from(ns: np.ndarray, cs_at: np.ndarray, ne: np.ndarray, ce_at: np.ndarray,
-              t: np.ndarray) -> np.ndarray:
-    """``B(t)`` from the counts of starts (``ns``) and ends (``ne``) before each ``t`` and
-    the float64 cumulative sums of the sorted starts (``cs_at``) and ends (``ce_at``) at
-    those counts: the one float expression both the whole-frame and the chunked paths
-    (:mod:`traceparse.reports.lanes_parts`) evaluate."""
-    tf = t.astype(np.float64)
-    out: np.ndarray = (ns * tf - cs_at) - (ne * tf - ce_at)
-    return out
+def bin_busy(key: np.ndarray, starts: np.ndarray, ends: np.ndarray, edges: np.ndarray,
+             keys: int) -> np.ndarray:
+    """Exact busy time (int64 ns) per (key, bin) of the activities ``[starts, ends)``.
+
+    Args:
+        key: each activity's row of the result (int, ``0 <= key < keys``), e.g. its
+            category index.
+        starts, ends: int64 ns, relative to the window start (any order).
+        edges: the bin edges (int64 ns, non-decreasing, :func:`bin_edges`); time outside
+            ``[edges[0], edges[-1])`` is not counted.
+        keys: number of result rows.
+
+    Returns:
+        int64 array ``(keys, len(edges) - 1)``: the summed overlap of each key's
+        activities with each bin. Sums of the results of disjoint sets of activities are
+        the result of their union.
+
+    Example (bins of 10 ns; ``[5, 32)`` adds 5 to bin 0, 10 to bins 1 and 2, 2 to bin 3):
+        >>> edges = np.array([0, 10, 20, 30, 40])
+        >>> bin_busy(np.array([0, 1]), np.array([5, 12]), np.array([32, 14]), edges, 2)
+        array([[ 5, 10, 10,  2],
+               [ 0,  2,  0,  0]])
+    """
+    nb = len(edges) - 1
+    edges = np.asarray(edges, dtype=np.int64)
+    s = np.clip(np.asarray(starts, dtype=np.int64), edges[0], edges[-1])
+    e = np.clip(np.asarray(ends, dtype=np.int64), edges[0], edges[-1])
+    keep = e > s
+    k, s, e = np.asarray(key, dtype=np.int64)[keep], s[keep], e[keep]
+    # the bin of the first ns and of the last ns (side="right": of equal edges the last,
+    # so never an empty bin)
+    first = np.searchsorted(edges, s, side="right") - 1
+    last = np.searchsorted(edges, e - 1, side="right") - 1
+    out = np.zeros(keys * nb, np.int64)
+    one = first == last
+    np.add.at(out, k[one] * nb + first[one], e[one] - s[one])
+    k, s, e, first, last = k[~one], s[~one], e[~one], first[~one], last[~one]
+    np.add.at(out, k * nb + first, edges[first + 1] - s)
+    np.add.at(out, k * nb + last, e - edges[last])
+    # full bins first + 1 .. last - 1: +1 at first + 1, -1 at last, per key; cumsum
+    row = nb + 1
+    diff = (np.bincount(k * row + first + 1, minlength=keys * row)
+            - np.bincount(k * row + last, minlength=keys * row))
+    full = np.cumsum(diff.reshape(keys, row), axis=1)[:, :nb]
+    busy: np.ndarray = out.reshape(keys, nb) + full * (edges[1:] - edges[:-1])
+    return busy
 
 
 def _binned(lane: pl.DataFrame, t0: int, edges: np.ndarray) -> list[list[float]]:
-    busy = np.zeros((len(LANE_CATEGORIES), len(edges) - 1))
-    for ci, cat in enumerate(LANE_CATEGORIES):
-        sub = lane.filter(pl.col("category") == cat)
-        if sub.height == 0:
-            continue
-        starts = np.sort(sub["start_ns"].to_numpy() - t0)
-        ends = np.sort(sub["end_ns"].to_numpy() - t0)
-        b = _busy_before(starts, ends, edges)
-        busy[ci] = b[1:] - b[:-1]
+    rows = lane.select(category_index(), "start_ns", "end_ns").drop_nulls("ci")
+    busy = bin_busy(rows["ci"].to_numpy(), rows["start_ns"].to_numpy() - t0,
+                    rows["end_ns"].to_numpy() - t0, edges, len(LANE_CATEGORIES))
     return bin_segments(busy, edges)
 
 
 def bin_segments(busy: np.ndarray, edges: np.ndarray) -> list[list[float]]:
     """Binned-mode segments of one lane from its busy time per category and bin
-    (``busy``: float64, categories x bins) and the bin ``edges`` (int64, relative)."""
+    (``busy``: int64 ns, categories x bins, :func:`bin_busy`) and the bin ``edges``
+    (int64, relative). A bin's shade is ``ceil(4 * min(busy, width) / width) / 4``
+    computed in integers: 0 (not drawn) only when nothing ran in it, else 0.25 to 1."""
     width = edges[1:] - edges[:-1]
-    total = busy.sum(axis=0)
-    frac = np.minimum(total / np.maximum(width, 1), 1.0)
-    level = np.ceil(frac * 4) / 4  # any activity shows as at least 0.25
+    total = np.minimum(busy.sum(axis=0), width)
+    level = -(-4 * total // np.maximum(width, 1)) / 4
     dom = busy.argmax(axis=0)
     segs: list[list[float]] = []
     i, n = 0, len(width)
@@ -134,8 +169,7 @@ def timeline_lanes(gpu: pl.DataFrame, *, budget: int = 4000, bins: int = 600,
         pred = pred & (pl.col("stream_id").is_null() if stream is None
                        else pl.col("stream_id") == stream)
         lane = gpu.filter(pred).select("category", "start_ns", "end_ns", "dur_ns")
-        segs = (exact_segments(lane, t0) if mode == "exact" else
-                _binned(lane.with_columns(pl.col("category").cast(pl.String)), t0, edges))
+        segs = exact_segments(lane, t0) if mode == "exact" else _binned(lane, t0, edges)
         out["lanes"].append({"rank": rank, "device_id": dev, "stream_id": stream,
                              "busy_ns": int(busy), "events": int(events), "segments": segs})
     return finish_lanes(out, mode=mode, t0=t0, t1=t1, drawn=drawn, lanes_total=stats.height,

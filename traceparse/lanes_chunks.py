@@ -12,11 +12,10 @@ a dict (same ints, same floats, same order).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from traceparse.executor import CHUNK_ROWS, EXECUTORS, _reduce, dask_client
+from traceparse.executor import CHUNK_ROWS, EXECUTORS, _reduce
 from traceparse.nsys import chunks
 from traceparse.reports import lanes_parts
 from traceparse.reports.lanes_parts import LanePlan, Segments
@@ -30,16 +29,10 @@ def counts_task(plan: chunks.Plan, window: tuple[int, int]) -> Any:
                                    *window)
 
 
-def segments_task(plan: chunks.Plan, item: tuple[tuple[int, int], bool], lp: LanePlan
-                  ) -> Segments:
-    """Pass 2 of one window (``item``: the window and whether it is the first)."""
-    window, first = item
+def segments_task(plan: chunks.Plan, window: tuple[int, int], lp: LanePlan) -> Segments:
+    """Pass 2 of one window (runs on a worker)."""
     rows = chunks.read_rows(plan, plan.blocks_for(*window), window)
-    return lanes_parts.window_segments(rows, *window, lp, first)
-
-
-def _merge_two(lp: LanePlan, a: Segments, b: Segments) -> Segments:
-    return lanes_parts.merge_segments([a, b], lp)
+    return lanes_parts.window_segments(rows, *window, lp)
 
 
 def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes: int = 32,
@@ -51,9 +44,9 @@ def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes:
     Args:
         path: an nsys SQLite export.
         budget, bins, max_lanes: as for ``timeline_lanes``.
-        executor: ``chunks`` (this process; pieces folded in time order as they are read)
-            or ``dask`` (a local cluster of ``workers`` processes, or ``scheduler``; the
-            binned folds form a chain in time order on the workers).
+        executor: ``chunks`` (this process; pieces merged as they are read) or ``dask``
+            (a local cluster of ``workers`` processes, or ``scheduler``; pairwise merges
+            on the workers).
         chunk_rows: GPU rows per window (about).
         workers, scheduler: the Dask cluster.
 
@@ -77,27 +70,6 @@ def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes:
     lp = lanes_parts.lane_plan(counts, budget=budget, bins=bins, max_lanes=max_lanes)
     if lp is None:
         return lanes_parts.finish(None, None, budget=budget, bins=bins)
-    items = [(w, i == 0) for i, w in enumerate(wins)]
     merge = partial(lanes_parts.merge_segments, lp=lp)
-    if executor == "chunks":  # folds in order: acc[0] is always the first windows' fold
-        seg = _reduce(executor, plan, segments_task, items, (lp,), merge, workers,
-                      scheduler)
-    else:
-        seg = _chain(plan, items, lp, workers, scheduler)
+    seg = _reduce(executor, plan, segments_task, wins, (lp,), merge, workers, scheduler)
     return lanes_parts.finish(lp, seg, budget=budget, bins=bins)
-
-
-def _chain(plan: chunks.Plan, items: Sequence[tuple[tuple[int, int], bool]], lp: LanePlan,
-           workers: int, scheduler: str | None) -> Segments:
-    """Pass 2 on Dask: every window a task; the partials folded into one another in time
-    order (a chain of merges on the workers, each run as soon as its window is done)."""
-    with dask_client(workers, scheduler) as client:
-        shared = client.scatter(plan, broadcast=True)
-        shared_lp = client.scatter(lp, broadcast=True)
-        futs = [client.submit(segments_task, shared, item, shared_lp, pure=False)
-                for item in items]
-        acc = futs[0]
-        for fut in futs[1:]:
-            acc = client.submit(_merge_two, shared_lp, acc, fut, pure=False)
-        out: Segments = acc.result()
-        return out
