@@ -48,7 +48,7 @@ from traceparse.timeline import Timeline
 
 GROUP = chunked.GROUP
 __all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "device_windows",
-           "finish", "span_parts_task", "windows_in"]
+           "finish", "jobs_after", "span_parts_task", "windows_in"]
 
 
 def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowPart:
@@ -155,11 +155,18 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
     part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
                           partial(merge_with_state, merge=chunked.merge_parts), workers,
                           scheduler)
-    depth = state.depth
-    devices = device_windows(part)
+    return jobs_after(wins, device_windows(part), state)
+
+
+def jobs_after(wins: list[tuple[int, int]], devices: pl.DataFrame, state: TraceState
+               ) -> tuple[pl.DataFrame, TraceState, list[tuple[int, tuple[Span, pl.DataFrame]]]
+                          ] | None:
+    """:func:`window_jobs` after its pass 1 (``devices``: each device's window, as
+    :func:`device_windows` gives it; ``state``: the merged trace state), for a caller
+    that has run that pass already (the chunked summary's pass 1)."""
     if devices.height == 0:
         return None
-    spans = window_spans(wins, depth)
+    spans = window_spans(wins, state.depth)
     jobs: list[tuple[int, tuple[Span, pl.DataFrame]]] = []
     for i, (t0, t1) in enumerate(wins):
         mine = windows_in(devices, t0, t1)

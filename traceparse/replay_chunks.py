@@ -27,6 +27,7 @@ from traceparse.analyses.replay_pieces import (
     check_removed,
     replay_piece,
 )
+from traceparse.executor import TraceState
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
@@ -38,7 +39,9 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
            pinned: bool = False, no_launch_overhead: bool = False,
            graphs: GraphNotes | None = None, steps: list[pl.DataFrame] | None = None,
            look: Callable[[Timeline, np.ndarray], None] | None = None,
-           state: list[State] | None = None) -> Iterator[pl.DataFrame]:
+           state: list[State] | None = None, plan: chunks.Plan | None = None,
+           rates: dict[str, float] | None = None, pass1: Pass1 | None = None
+           ) -> Iterator[pl.DataFrame]:
     """The replayed activities of ``path``, one frame per piece in time order
     (:func:`traceparse.analyses.replay_pieces.replay_piece`'s columns); measured
     durations, and with ``drop_syncs`` every blocking sync no longer waits; with
@@ -53,7 +56,12 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
     ``look``: called with each piece's timeline and the rows of its ``gpu`` the piece
     replayed (whole-file facts gathered piece by piece). ``state``: the carried
     :class:`~traceparse.analyses.replay_pieces.State` is appended to it (what it
-    counted, e.g. the blocking syncs' waits, once the pieces are done).
+    counted, e.g. the blocking syncs' waits, once the pieces are done). ``plan``: the
+    file's :func:`~traceparse.nsys.spans.span_plan` when the caller has it (else it is
+    planned here); ``rates``: the pinned rates when the caller has read them
+    (:func:`pinned_notes`; else read here under ``pinned``); ``pass1``: the chunked
+    breakdown's pass 1 (each device's window and the trace state) when the caller has
+    run it (the chunked summary's pass 1), else run here for a removal.
 
     Raises:
         NotOrdered: a piece could not continue the carried state exactly, or the pieces
@@ -63,17 +71,22 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
     """
     from traceparse.nsys.spans import read_span, span_plan
 
-    plan = span_plan(path, block_rows=chunk_rows)
+    if plan is None:
+        plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
         return
     edges = [-chunks.END, *(w[0] for w in wins[1:]), chunks.END]
-    rates = pinned_rates(plan) if pinned else None
+    if not pinned:
+        rates = None
+    elif rates is None:
+        rates = pinned_rates(plan)
     carried = State()
     if state is not None:
         state.append(carried)
-    removed = (launch_removed(plan, wins) if no_launch_overhead
-               else graph_removed(plan, wins, graphs) if graphs is not None else None)
+    removed = (launch_removed(plan, wins, pass1) if no_launch_overhead
+               else graph_removed(plan, wins, graphs, pass1) if graphs is not None
+               else None)
     for t0, t1 in pairwise(edges):
         got = None if removed is None else next(removed)
         tl, _ = read_span(plan, t0, t1)
@@ -107,12 +120,19 @@ def step_candidates(ranges: pl.DataFrame) -> pl.DataFrame:
                     | (kind.is_in(AUTO_STEP_KINDS) & matches(r["name"], AUTO_STEP_RE)))
 
 
-def launch_removed(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Iterator[Removed]:
+#: The chunked breakdown's pass 1: each device's window (``rank, device_id, first_ns,
+#: last_ns``) and the trace state (:func:`traceparse.executor_breakdown.window_jobs`).
+Pass1 = tuple[pl.DataFrame, TraceState]
+
+
+def launch_removed(plan: chunks.Plan, wins: list[tuple[int, int]], pass1: Pass1 | None = None
+                   ) -> Iterator[Removed]:
     """The launch overhead ``whatif --no-launch-overhead`` removes, one piece at a time:
     the :class:`~traceparse.analyses.replay_pieces.Removed` state entered for each piece
     (the pieces' edges are the windows' starts, the first from the file's beginning),
     its intervals those the chunked breakdown attributes to launch overhead in the time
-    window (:func:`traceparse.executor_breakdown.span_launch_task`, after its pass 1).
+    window (:func:`traceparse.executor_breakdown.span_launch_task`, after its pass 1:
+    ``pass1`` when the caller has run it).
 
     Raises:
         NotOrdered: a window's span may not hold what its attribution reads
@@ -120,7 +140,7 @@ def launch_removed(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Iterator[R
     """
     from traceparse import executor_breakdown as eb
 
-    got = eb.window_jobs(plan, wins)
+    got = eb.window_jobs(plan, wins) if pass1 is None else eb.jobs_after(wins, *pass1)
     jobs = {} if got is None else dict(got[2])
 
     def segments(i: int, t0: int, t1: int) -> pl.DataFrame:
@@ -153,20 +173,21 @@ class GraphNotes:
         return [*graph_cuts_note(counts), *removed_note(lengths.filter(pl.col("ns") > 0))]
 
 
-def graph_removed(plan: chunks.Plan, wins: list[tuple[int, int]], notes: GraphNotes
-                  ) -> Iterator[Removed]:
+def graph_removed(plan: chunks.Plan, wins: list[tuple[int, int]], notes: GraphNotes,
+                  pass1: Pass1 | None = None) -> Iterator[Removed]:
     """What ``whatif --fix cuda-graphs`` removes (an export without step ranges), one
     piece at a time, as :func:`launch_removed`: the whole ``launch`` host set less the
     graph launches in each piece, on a span checked for every nanosecond of the piece
     (:func:`traceparse.executor_breakdown.span_launch_set_task`, after the chunked
-    breakdown's pass 1); ``notes`` gathers the notes' figures.
+    breakdown's pass 1: ``pass1`` when the caller has run it); ``notes`` gathers the
+    notes' figures.
 
     Raises:
         NotOrdered: a piece's span may not hold what the launch set reads.
     """
     from traceparse import executor_breakdown as eb
 
-    got = eb.window_jobs(plan, wins)
+    got = eb.window_jobs(plan, wins) if pass1 is None else eb.jobs_after(wins, *pass1)
     spans = [] if got is None else eb.window_spans(wins, got[1].depth)
 
     def segments(i: int, t0: int, t1: int) -> pl.DataFrame:
@@ -240,10 +261,12 @@ def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
                    drop_syncs: bool = False, pinned: bool = False,
                    no_launch_overhead: bool = False, graphs: GraphNotes | None = None,
                    look: Callable[[Timeline, np.ndarray], None] | None = None,
-                   state: list[State] | None = None) -> pl.DataFrame | None:
+                   state: list[State] | None = None, plan: chunks.Plan | None = None,
+                   rates: dict[str, float] | None = None, pass1: Pass1 | None = None
+                   ) -> pl.DataFrame | None:
     """:func:`traceparse.analyses.predict.summary_parts` of the replay of ``path``
-    (:func:`pieces`, ``graphs``, ``look`` and ``state`` as there), folded piece by piece;
-    None when the export has no GPU activity.
+    (:func:`pieces`; ``graphs``, ``look``, ``state``, ``plan``, ``rates`` and ``pass1``
+    as there), folded piece by piece; None when the export has no GPU activity.
 
     Raises:
         NotOrdered: as :func:`pieces`, or the export has step ranges (its summary's step
@@ -253,7 +276,7 @@ def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     steps: list[pl.DataFrame] = []
     for rows in pieces(path, chunk_rows=chunk_rows, drop_syncs=drop_syncs, pinned=pinned,
                        no_launch_overhead=no_launch_overhead, graphs=graphs, steps=steps,
-                       look=look, state=state):
+                       look=look, state=state, plan=plan, rates=rates, pass1=pass1):
         rep = rows.with_columns(
             pl.col("host_ns").alias("api_start_ns"),
             (pl.col("pred_end_ns") - pl.col("pred_dur_ns")).alias("pred_start_ns"))
@@ -410,7 +433,8 @@ def _fusible(tl: Timeline, gi: np.ndarray, lanes: dict[tuple[int, ...], bool]) -
 
 
 def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
-            breakdown: pl.DataFrame | None = None) -> pl.DataFrame:
+            breakdown: pl.DataFrame | None = None, plan: chunks.Plan | None = None,
+            pass1: Pass1 | None = None) -> pl.DataFrame:
     """:func:`traceparse.analyses.savings.savings` of one nsys export (the same columns,
     dtypes, rows, values and notes), its replays run in pieces: ``no_launch_overhead``
     (the CUDA-graphs fix, :func:`graph_removed`), ``host_sync`` and ``pinned_memory``
@@ -419,7 +443,9 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     (rank, device), equal to the attribution's; computed in chunks when None). The
     profiler columns are null (no torch.profiler cost in an nsys export) and
     ``bounds_job`` is the rank that saves most (the ranks are coupled only through
-    communication, refused below).
+    communication, refused below). ``plan`` and ``pass1``: the file's plan and the
+    chunked breakdown's pass 1 when the caller has them (the chunked summary), so the
+    file is planned and that pass run once (:func:`pieces`).
 
     Raises:
         NotInPieces: a change the engine would give a row that the pieces do not
@@ -435,10 +461,13 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     from traceparse.analyses.mechanisms import sync_note
     from traceparse.nsys.spans import span_plan
 
+    if plan is None:
+        plan = span_plan(path, block_rows=chunk_rows)
     facts = _Facts()
     state: list[State] = []
     try:
-        host = _windows(path, chunk_rows, drop_syncs=True, look=facts.look, state=state)
+        host = _windows(path, chunk_rows, drop_syncs=True, look=facts.look, state=state,
+                        plan=plan)
     except NotOrdered as exc:
         if "step ranges" in exc.why:
             raise NotInPieces("no_launch_overhead", "the export has step ranges (the "
@@ -471,13 +500,13 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
                               schema={"rank": pl.Int64, "calls": pl.Int64,
                                       "wait_ns": pl.Int64}, orient="row")))]
     graphs = GraphNotes()
-    w = _windows(path, chunk_rows, graphs=graphs)
+    w = _windows(path, chunk_rows, graphs=graphs, plan=plan, pass1=pass1)
     if w is not None:
         out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
                                   "no_launch_overhead", graphs.notes()))
-    rates, notes = pinned_notes(span_plan(path, block_rows=chunk_rows))
-    if rates:
-        w = _windows(path, chunk_rows, pinned=True)
+    rates, notes = pinned_notes(plan)
+    if rates:  # read once: the replay takes them
+        w = _windows(path, chunk_rows, pinned=True, rates=rates, plan=plan)
         if w is not None:
             out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
                                       "pinned_memory", notes))

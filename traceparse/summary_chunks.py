@@ -199,7 +199,7 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     got = pass2(plan, wins, min_gap_ns, first, executor, workers, scheduler)
     if got is None:
         return None
-    return compose(path, chunk_rows, top, *got)
+    return compose(path, chunk_rows, top, *got, reuse=Reuse.of(plan, first))
 
 
 def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
@@ -298,12 +298,29 @@ def held_back_lo(plan: chunks.Plan, launches: pl.DataFrame, lo: int, t0: int, fl
     return min(lo, int(before["cs"].min()) - 1) if before.height else lo  # type: ignore[arg-type]
 
 
-def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame) -> pl.DataFrame:
+class Reuse(NamedTuple):
+    """What the savings' replays take from the summary's passes instead of computing it
+    again: the file's plan and the chunked breakdown's pass 1 (each device's window and
+    the trace state, :func:`traceparse.replay_chunks.pieces`)."""
+
+    plan: chunks.Plan
+    devices: pl.DataFrame
+    state: ex.TraceState
+
+    @classmethod
+    def of(cls, plan: chunks.Plan, first: Part1) -> Reuse:
+        """The plan and pass 1's merged partials (``first``, :func:`pass1`)."""
+        (bd_part, state) = first[0]
+        return cls(plan, eb.device_windows(bd_part), state)
+
+
+def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame, reuse: Reuse | None = None
+             ) -> pl.DataFrame:
     """The ``savings`` section (:func:`traceparse.analyses.savings.savings` of the export,
     ``breakdown`` its attribution) computed in pieces
-    (:func:`traceparse.replay_chunks.savings`): the one place it is computed, and the
-    launches section's CUDA-graph saving reads it. The empty frame for an export without
-    GPU activity.
+    (:func:`traceparse.replay_chunks.savings`, with ``reuse`` when given): the one place
+    it is computed, and the launches section's CUDA-graph saving reads it. The empty
+    frame for an export without GPU activity.
 
     Raises:
         NotOrdered: the savings cannot be computed in pieces (``str`` of it says why).
@@ -313,14 +330,18 @@ def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame) -> pl.DataFram
 
     if breakdown.height == 0:
         return savings(Timeline())
-    return replay_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown)
+    if reuse is None:
+        return replay_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown)
+    return replay_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown,
+                                 plan=reuse.plan, pass1=(reuse.devices, reuse.state))
 
 
 def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.DataFrame,
-            launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart]
-            ) -> dict[str, Any]:
+            launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart],
+            reuse: Reuse | None = None) -> dict[str, Any]:
     """The summary dict from both passes' results (see the module docstring), sections in
-    :data:`~traceparse.analyses.summary.SECTIONS` order.
+    :data:`~traceparse.analyses.summary.SECTIONS` order; ``reuse``: the plan and pass 1
+    for the savings' replays (:class:`Reuse`; without it they plan and run it again).
 
     Raises:
         NotInPieces: the first section that cannot be computed exactly.
@@ -364,7 +385,7 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
                                      "(host_sync_by_op is not read in pieces)")
     # the savings' replays last: every cheaper reason to fall back is found before them
     try:
-        out["savings"] = _savings(path, chunk_rows, bd)
+        out["savings"] = _savings(path, chunk_rows, bd, reuse)
     except NotOrdered as exc:
         raise NotInPieces("savings", str(exc)) from None
     rec = cl.graph_recoverable_from_part(launches[0])
