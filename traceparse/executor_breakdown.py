@@ -24,6 +24,7 @@ exactly; the rows are finished as the memory path finishes them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import polars as pl
@@ -40,6 +41,7 @@ from traceparse.executor import (
     _map,
     _reduce,
     local_span,
+    local_span_at,
     merge_with_state,
     window_call_state,
 )
@@ -47,8 +49,9 @@ from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
 GROUP = chunked.GROUP
-__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "device_windows",
-           "finish", "jobs_after", "span_parts_task", "windows_in"]
+__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "checked_span_at",
+           "device_windows", "finish", "jobs_after", "launch_set_on", "span_parts_task",
+           "windows_in"]
 
 
 def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowPart:
@@ -121,6 +124,12 @@ def checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Trace
     """The timeline of :func:`local_span` for the free stretches of ``wins`` (and the
     stretches ``also``: ``rank, device_id, start_ns, end_ns``), each device with a window
     there having activity in it."""
+    return checked_span_at(plan, span, wins, state, also)[0]
+
+
+def checked_span_at(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState,
+                    also: pl.DataFrame | None = None) -> tuple[Timeline, int, int]:
+    """:func:`checked_span` and the span it read (``lo, hi``)."""
     from traceparse.analyses.attribution import busy_activities
 
     def explain(t: Timeline) -> pl.DataFrame:
@@ -129,16 +138,16 @@ def checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Trace
             return free
         return pl.concat([free, also.select(free.columns).cast(free.schema)])
 
-    tl = local_span(plan, span, explain, state)
+    tl, lo, hi = local_span_at(plan, span, explain, state)
     if wins.height == 0:
-        return tl
+        return tl, lo, hi
     have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
     missing = wins.join(have, on=GROUP, how="anti", nulls_equal=True)  # type: ignore[arg-type]
     if missing.height:
         r = missing.row(0, named=True)
         raise NotLocal(f"device {r['device_id']} (rank {r['rank']}) has no activity in a "
                        "span its window crosses (its processes' host calls count there)")
-    return tl
+    return tl, lo, hi
 
 
 def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = "chunks",
@@ -209,8 +218,36 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
         NotLocal: no span of ``span`` holds them, or a rank has no device with activity
             in the span.
     """
+    stretches = _launch_set_stretches(devices, t0, t1)
+    return _launch_set(local_span(plan, span, stretches, state), devices, stretches, t0, t1)
+
+
+def launch_set_on(plan: chunks.Plan, tl: Timeline, lo: int, hi: int, devices: pl.DataFrame,
+                  t0: int, t1: int) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """:func:`span_launch_set_task`'s result on a timeline already read (``tl``, the
+    span ``[lo, hi)``, with the trace state; the chunked summary's pass-2 span of the
+    same window) when that span passes the same check
+    (:func:`traceparse.nsys.spancheck.why_not_local` for every nanosecond of the piece
+    on the devices the task checks, and a device checked for every rank): a span that
+    passes it holds every row the launch set reads, as the task's own does. None when
+    it does not (the caller then runs the task on its own span)."""
+    from traceparse.nsys.spancheck import why_not_local
+
+    stretches = _launch_set_stretches(devices, t0, t1)
+    if why_not_local(plan, tl, stretches(tl), lo, hi) is not None:
+        return None
+    try:
+        return _launch_set(tl, devices, stretches, t0, t1)
+    except NotLocal:
+        return None
+
+
+def _launch_set_stretches(devices: pl.DataFrame, t0: int, t1: int
+                          ) -> Callable[[Timeline], pl.DataFrame]:
+    """The stretches :func:`span_launch_set_task` checks on a span's timeline: the
+    whole piece ``[t0, t1)`` on each device of ``devices`` whose window crosses it or
+    that has activity in the span."""
     from traceparse.analyses.attribution import busy_activities
-    from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
 
     crossing = devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
 
@@ -221,7 +258,19 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
         return dev.select(*GROUP, pl.lit(t0, pl.Int64).alias("start_ns"),
                           pl.lit(t1, pl.Int64).alias("end_ns"))
 
-    tl = local_span(plan, span, stretches, state)
+    return stretches
+
+
+def _launch_set(tl: Timeline, devices: pl.DataFrame,
+                stretches: Callable[[Timeline], pl.DataFrame], t0: int, t1: int
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`span_launch_set_task`'s result on a checked span's timeline ``tl``.
+
+    Raises:
+        NotLocal: a rank has no device with activity in the span.
+    """
+    from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
+
     left = set(devices["rank"].to_list()) - set(stretches(tl)["rank"].to_list())
     if left:
         raise NotLocal(f"rank {min(left)} has no GPU activity in a span (its issuing "
