@@ -124,30 +124,45 @@ def checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Trace
     """The timeline of :func:`local_span` for the free stretches of ``wins`` (and the
     stretches ``also``: ``rank, device_id, start_ns, end_ns``), each device with a window
     there having activity in it."""
-    return checked_span_at(plan, span, wins, state, also)[0]
+    return _with_devices(local_span(plan, span, _explain(wins, also), state), wins)
 
 
 def checked_span_at(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState,
                     also: pl.DataFrame | None = None) -> tuple[Timeline, int, int]:
     """:func:`checked_span` and the span it read (``lo, hi``)."""
-    from traceparse.analyses.attribution import busy_activities
+    tl, lo, hi = local_span_at(plan, span, _explain(wins, also), state)
+    return _with_devices(tl, wins), lo, hi
 
+
+def _explain(wins: pl.DataFrame, also: pl.DataFrame | None
+             ) -> Callable[[Timeline], pl.DataFrame]:
+    """The stretches :func:`checked_span` checks on a span's timeline."""
     def explain(t: Timeline) -> pl.DataFrame:
         free = free_stretches(t, wins)
         if also is None or also.height == 0:
             return free
         return pl.concat([free, also.select(free.columns).cast(free.schema)])
 
-    tl, lo, hi = local_span_at(plan, span, explain, state)
+    return explain
+
+
+def _with_devices(tl: Timeline, wins: pl.DataFrame) -> Timeline:
+    """``tl``, each device with a window of ``wins`` having activity in it.
+
+    Raises:
+        NotLocal: a device has none.
+    """
+    from traceparse.analyses.attribution import busy_activities
+
     if wins.height == 0:
-        return tl, lo, hi
+        return tl
     have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
     missing = wins.join(have, on=GROUP, how="anti", nulls_equal=True)  # type: ignore[arg-type]
     if missing.height:
         r = missing.row(0, named=True)
         raise NotLocal(f"device {r['device_id']} (rank {r['rank']}) has no activity in a "
                        "span its window crosses (its processes' host calls count there)")
-    return tl, lo, hi
+    return tl
 
 
 def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = "chunks",
