@@ -19,7 +19,8 @@ from traceparse import units
 from traceparse.analyses.codes import matches
 from traceparse.timeline import Timeline
 
-_LAUNCH = r"(?i)graphlaunch"
+#: Runtime calls that launch a CUDA graph (``cudaGraphLaunch``, ``cuGraphLaunch``, ...).
+LAUNCH_API_RE = r"(?i)graphlaunch"
 _BEGIN = r"(?i)streambegincapture"
 _END = r"(?i)streamendcapture"
 #: Either capture call (begin or end): what a file must hold to have capture windows.
@@ -49,7 +50,7 @@ def graph_launches(tl: Timeline) -> pl.DataFrame:
     graph_records, activities, kernel_ns, graph_ns, gpu_start_ns, gpu_end_ns, graph_ids``
     (zeros / nulls where the trace holds no GPU work for the launch).
     """
-    a = tl.api.filter(matches(tl.api["name"], _LAUNCH))  # the regex on distinct names
+    a = tl.api.filter(matches(tl.api["name"], LAUNCH_API_RE))  # the regex on distinct names
     if a.height == 0:
         return pl.DataFrame()
     a = a.select("rank", "process_id", "thread_id", pl.col("name").cast(pl.String),
@@ -86,7 +87,7 @@ def captures(tl: Timeline) -> pl.DataFrame:
         e = ends.filter(same & (pl.col("start_ns") >= b["end_ns"])).sort("start_ns").head(1)
         stop = int(e["end_ns"][0]) if e.height else None
         inside = api.filter(same & pl.col("name").str.contains(_ENQUEUE)
-                            & ~pl.col("name").str.contains(_LAUNCH)
+                            & ~pl.col("name").str.contains(LAUNCH_API_RE)
                             & (pl.col("start_ns") >= b["end_ns"]))
         if stop is not None:
             inside = inside.filter(pl.col("end_ns") <= stop)

@@ -27,6 +27,7 @@ from test_chunked_replay import LAUNCH, NSYS, US, _k, _piece_rows
 
 from traceparse import executor_breakdown as eb
 from traceparse import replay_chunks as rc
+from traceparse import savings_chunks as svc
 from traceparse.analyses.attribution import breakdown as attribution
 from traceparse.analyses.mechanisms import replay_args
 from traceparse.analyses.replay import predicted
@@ -100,7 +101,7 @@ def test_generated_launch_set_cut_while_the_gpu_is_busy(tmp_path: Path) -> None:
     # window 75 us measured (5..80), 60 us replayed (5..65): the GPU's busy time (45 +
     # 10 + 5 on device 0, 1 on device 1 inside it), so the cap does not bind
     assert out["chunks"][0].splitlines()[1].startswith("window,0,all,4,75000,60000,")
-    assert_frame_equal(rc.savings(path, chunk_rows=1), savings(tl))
+    assert_frame_equal(svc.savings(path, chunk_rows=1), savings(tl))
 
 
 def test_generated_fusion_chain_across_an_edge_is_refused(tmp_path: Path) -> None:
@@ -115,8 +116,8 @@ def test_generated_fusion_chain_across_an_edge_is_refused(tmp_path: Path) -> Non
     path = str(samplegen_sqlite.write(Scenario("chain", "a chain cut", calls),
                                       tmp_path / "chain.sqlite"))
     assert "fusion" in savings(read(path))["change"].to_list()
-    with pytest.raises(rc.NotInPieces, match="fusion: the export has fusion chains") as e:
-        rc.savings(path, chunk_rows=1)
+    with pytest.raises(svc.ChangeNotInPieces, match="fusion: the export has fusion chains") as e:
+        svc.savings(path, chunk_rows=1)
     assert e.value.change == "fusion"
     calls = (calls[0], Call("cudaMemcpyAsync_v3020", 5 * US, 6 * US,
                             Activity("memcpy", 7, 16 * US, 1 * US, copy_kind="HtoD",
@@ -126,7 +127,7 @@ def test_generated_fusion_chain_across_an_edge_is_refused(tmp_path: Path) -> Non
                                       tmp_path / "nochain.sqlite"))
     sv = savings(read(path))
     assert "fusion" not in sv["change"].to_list()
-    assert_frame_equal(rc.savings(path, chunk_rows=1), sv)
+    assert_frame_equal(svc.savings(path, chunk_rows=1), sv)
 
 
 @pytest.mark.parametrize("path", NSYS, ids=ids(NSYS))
@@ -141,7 +142,7 @@ def test_shared_exports_savings_equal_memory(path: Path) -> None:
         assert_frame_equal(bd[0].sort("rank", "device_id"),
                            attribution(tl).sort("rank", "device_id"))
     try:
-        got = rc.savings(str(path), chunk_rows=rows,
+        got = svc.savings(str(path), chunk_rows=rows,
                          breakdown=None if bd is None else bd[0])
     except rc.NotOrdered as exc:
         assert path.name in REFUSED, exc.why
@@ -166,8 +167,8 @@ def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
     path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
     mem = savings(read(path))
     try:
-        got = rc.savings(path, chunk_rows=3)
-    except rc.NotInPieces as exc:
+        got = svc.savings(path, chunk_rows=3)
+    except svc.ChangeNotInPieces as exc:
         assert exc.change == SAMPLE_REFUSED.get(name), exc.why
         assert exc.change in mem["change"].to_list()
         return

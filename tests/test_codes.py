@@ -19,7 +19,7 @@ from traceparse.samplegen import scenarios as samplegen
 from traceparse.timeline import Timeline
 
 PATTERNS = (streamwait.WAIT_API_RE, streamwait.RECORD_API_RE, warmup.WARMUP_API_RE,
-            attribution.BLOCKING_API_RE, graphs._LAUNCH, mechanisms.FUSIBLE_RE, "GraphLaunch")
+            attribution.BLOCKING_API_RE, graphs.LAUNCH_API_RE, mechanisms.FUSIBLE_RE, "GraphLaunch")
 
 
 def _rowwise(s: pl.Series, pattern: str) -> pl.Series:

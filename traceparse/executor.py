@@ -121,12 +121,20 @@ Span = tuple[tuple[int, ...], tuple[int, ...]]
 def local_span(plan: chunks.Plan, span: Span,
                explain: pl.DataFrame | Callable[[Timeline], pl.DataFrame], state: TraceState
                ) -> Timeline:
+    """:func:`local_span_at`'s timeline."""
+    return local_span_at(plan, span, explain, state)[0]
+
+
+def local_span_at(plan: chunks.Plan, span: Span,
+                  explain: pl.DataFrame | Callable[[Timeline], pl.DataFrame],
+                  state: TraceState) -> tuple[Timeline, int, int]:
     """The timeline of the first span of ``span`` (its candidate starts and ends, as
     :func:`_earlier` and :func:`_later` give them) that holds every row the rules read
     for the stretches of ``explain`` (``rank``, ``device_id``, ``start_ns``, ``end_ns``,
     or a function of the span's timeline giving them;
     :func:`traceparse.nsys.spancheck.why_not_local`), with the trace-wide call state in
-    :data:`~traceparse.analyses.callparts.STATE_SLOT`. A lookup that reaches backwards
+    :data:`~traceparse.analyses.callparts.STATE_SLOT`, and the span read (``lo, hi``:
+    another rule may check its own stretches on the same timeline). A lookup that reaches backwards
     (forwards) is retried on a span starting earlier (ending later); a span whose first
     launch on a waited stream or thread may be held back by a wait before it starts just
     before that stream's or thread's previous launch
@@ -168,7 +176,7 @@ def local_span(plan: chunks.Plan, span: Span,
     if why is not None:
         raise NotLocal(why)
     tl.__dict__[STATE_SLOT] = state.calls
-    return tl
+    return tl, lo, hi
 
 
 def gap_window_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> WindowPart:

@@ -24,6 +24,7 @@ exactly; the rows are finished as the memory path finishes them
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import polars as pl
@@ -40,6 +41,7 @@ from traceparse.executor import (
     _map,
     _reduce,
     local_span,
+    local_span_at,
     merge_with_state,
     window_call_state,
 )
@@ -47,8 +49,9 @@ from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
 GROUP = chunked.GROUP
-__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "device_windows",
-           "finish", "span_parts_task", "windows_in"]
+__all__ = ["NotLocal", "breakdown", "breakdown_window_task", "checked_span", "checked_span_at",
+           "device_windows", "finish", "jobs_after", "launch_set_on", "span_parts_task",
+           "windows_in"]
 
 
 def breakdown_window_task(plan: chunks.Plan, window: tuple[int, int]) -> WindowPart:
@@ -121,15 +124,36 @@ def checked_span(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: Trace
     """The timeline of :func:`local_span` for the free stretches of ``wins`` (and the
     stretches ``also``: ``rank, device_id, start_ns, end_ns``), each device with a window
     there having activity in it."""
-    from traceparse.analyses.attribution import busy_activities
+    return _with_devices(local_span(plan, span, _explain(wins, also), state), wins)
 
+
+def checked_span_at(plan: chunks.Plan, span: Span, wins: pl.DataFrame, state: TraceState,
+                    also: pl.DataFrame | None = None) -> tuple[Timeline, int, int]:
+    """:func:`checked_span` and the span it read (``lo, hi``)."""
+    tl, lo, hi = local_span_at(plan, span, _explain(wins, also), state)
+    return _with_devices(tl, wins), lo, hi
+
+
+def _explain(wins: pl.DataFrame, also: pl.DataFrame | None
+             ) -> Callable[[Timeline], pl.DataFrame]:
+    """The stretches :func:`checked_span` checks on a span's timeline."""
     def explain(t: Timeline) -> pl.DataFrame:
         free = free_stretches(t, wins)
         if also is None or also.height == 0:
             return free
         return pl.concat([free, also.select(free.columns).cast(free.schema)])
 
-    tl = local_span(plan, span, explain, state)
+    return explain
+
+
+def _with_devices(tl: Timeline, wins: pl.DataFrame) -> Timeline:
+    """``tl``, each device with a window of ``wins`` having activity in it.
+
+    Raises:
+        NotLocal: a device has none.
+    """
+    from traceparse.analyses.attribution import busy_activities
+
     if wins.height == 0:
         return tl
     have = busy_activities(tl).select(GROUP).unique().cast(wins.select(GROUP).schema)
@@ -155,11 +179,18 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
     part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
                           partial(merge_with_state, merge=chunked.merge_parts), workers,
                           scheduler)
-    depth = state.depth
-    devices = device_windows(part)
+    return jobs_after(wins, device_windows(part), state)
+
+
+def jobs_after(wins: list[tuple[int, int]], devices: pl.DataFrame, state: TraceState
+               ) -> tuple[pl.DataFrame, TraceState, list[tuple[int, tuple[Span, pl.DataFrame]]]
+                          ] | None:
+    """:func:`window_jobs` after its pass 1 (``devices``: each device's window, as
+    :func:`device_windows` gives it; ``state``: the merged trace state), for a caller
+    that has run that pass already (the chunked summary's pass 1)."""
     if devices.height == 0:
         return None
-    spans = window_spans(wins, depth)
+    spans = window_spans(wins, state.depth)
     jobs: list[tuple[int, tuple[Span, pl.DataFrame]]] = []
     for i, (t0, t1) in enumerate(wins):
         mine = windows_in(devices, t0, t1)
@@ -202,8 +233,36 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
         NotLocal: no span of ``span`` holds them, or a rank has no device with activity
             in the span.
     """
+    stretches = _launch_set_stretches(devices, t0, t1)
+    return _launch_set(local_span(plan, span, stretches, state), devices, stretches, t0, t1)
+
+
+def launch_set_on(plan: chunks.Plan, tl: Timeline, lo: int, hi: int, devices: pl.DataFrame,
+                  t0: int, t1: int) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """:func:`span_launch_set_task`'s result on a timeline already read (``tl``, the
+    span ``[lo, hi)``, with the trace state; the chunked summary's pass-2 span of the
+    same window) when that span passes the same check
+    (:func:`traceparse.nsys.spancheck.why_not_local` for every nanosecond of the piece
+    on the devices the task checks, and a device checked for every rank): a span that
+    passes it holds every row the launch set reads, as the task's own does. None when
+    it does not (the caller then runs the task on its own span)."""
+    from traceparse.nsys.spancheck import why_not_local
+
+    stretches = _launch_set_stretches(devices, t0, t1)
+    if why_not_local(plan, tl, stretches(tl), lo, hi) is not None:
+        return None
+    try:
+        return _launch_set(tl, devices, stretches, t0, t1)
+    except NotLocal:
+        return None
+
+
+def _launch_set_stretches(devices: pl.DataFrame, t0: int, t1: int
+                          ) -> Callable[[Timeline], pl.DataFrame]:
+    """The stretches :func:`span_launch_set_task` checks on a span's timeline: the
+    whole piece ``[t0, t1)`` on each device of ``devices`` whose window crosses it or
+    that has activity in the span."""
     from traceparse.analyses.attribution import busy_activities
-    from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
 
     crossing = devices.filter((pl.col("first_ns") < t1) & (pl.col("last_ns") > t0))
 
@@ -214,7 +273,19 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
         return dev.select(*GROUP, pl.lit(t0, pl.Int64).alias("start_ns"),
                           pl.lit(t1, pl.Int64).alias("end_ns"))
 
-    tl = local_span(plan, span, stretches, state)
+    return stretches
+
+
+def _launch_set(tl: Timeline, devices: pl.DataFrame,
+                stretches: Callable[[Timeline], pl.DataFrame], t0: int, t1: int
+                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`span_launch_set_task`'s result on a checked span's timeline ``tl``.
+
+    Raises:
+        NotLocal: a rank has no device with activity in the span.
+    """
+    from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
+
     left = set(devices["rank"].to_list()) - set(stretches(tl)["rank"].to_list())
     if left:
         raise NotLocal(f"rank {min(left)} has no GPU activity in a span (its issuing "

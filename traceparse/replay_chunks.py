@@ -13,8 +13,8 @@ is folded into :func:`traceparse.analyses.predict.summary_parts` per piece.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import pairwise
 
 import numpy as np
 import polars as pl
@@ -27,10 +27,11 @@ from traceparse.analyses.replay_pieces import (
     check_removed,
     replay_piece,
 )
+from traceparse.executor import TraceState
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
-__all__ = ["CHUNKED_FIXES", "GraphNotes", "NotOrdered", "pieces", "replay_summary", "savings",
+__all__ = ["CHUNKED_FIXES", "GraphNotes", "NotOrdered", "Replay", "pieces", "replay_summary",
            "whatif"]
 
 
@@ -38,7 +39,9 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
            pinned: bool = False, no_launch_overhead: bool = False,
            graphs: GraphNotes | None = None, steps: list[pl.DataFrame] | None = None,
            look: Callable[[Timeline, np.ndarray], None] | None = None,
-           state: list[State] | None = None) -> Iterator[pl.DataFrame]:
+           state: list[State] | None = None, plan: chunks.Plan | None = None,
+           rates: dict[str, float] | None = None, pass1: Pass1 | None = None
+           ) -> Iterator[pl.DataFrame]:
     """The replayed activities of ``path``, one frame per piece in time order
     (:func:`traceparse.analyses.replay_pieces.replay_piece`'s columns); measured
     durations, and with ``drop_syncs`` every blocking sync no longer waits; with
@@ -46,14 +49,19 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
     calls no longer wait (:func:`pinned_rates`; the measured replay when there is none);
     with ``no_launch_overhead`` the attribution's launch overhead is taken away from the
     host, each piece's from the chunked breakdown's time window of the same edges
-    (:func:`launch_removed`); with ``graphs`` the CUDA-graphs fix's removal
-    (:func:`graph_removed`, without step regions: :func:`replay_summary` refuses an
+    (:func:`launch_segments`); with ``graphs`` the CUDA-graphs fix's removal
+    (:func:`graph_segments`, without step regions: :func:`replay_summary` refuses an
     export with step ranges), its notes' figures summed into ``graphs``. ``steps``:
     each piece's ranges that may be steps (:func:`step_candidates`) are appended to it.
     ``look``: called with each piece's timeline and the rows of its ``gpu`` the piece
     replayed (whole-file facts gathered piece by piece). ``state``: the carried
     :class:`~traceparse.analyses.replay_pieces.State` is appended to it (what it
-    counted, e.g. the blocking syncs' waits, once the pieces are done).
+    counted, e.g. the blocking syncs' waits, once the pieces are done). ``plan``: the
+    file's :func:`~traceparse.nsys.spans.span_plan` when the caller has it (else it is
+    planned here); ``rates``: the pinned rates when the caller has read them
+    (:func:`pinned_notes`; else read here under ``pinned``); ``pass1``: the chunked
+    breakdown's pass 1 (each device's window and the trace state) when the caller has
+    run it (the chunked summary's pass 1), else run here for a removal.
 
     Raises:
         NotOrdered: a piece could not continue the carried state exactly, or the pieces
@@ -63,33 +71,106 @@ def pieces(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS, drop_syncs: bool =
     """
     from traceparse.nsys.spans import read_span, span_plan
 
-    plan = span_plan(path, block_rows=chunk_rows)
+    if plan is None:
+        plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
         return
-    edges = [-chunks.END, *(w[0] for w in wins[1:]), chunks.END]
-    rates = pinned_rates(plan) if pinned else None
-    carried = State()
+    if not pinned:
+        rates = None
+    elif rates is None:
+        rates = pinned_rates(plan)
+    run = Replay(drop_syncs=drop_syncs, rates=rates,
+                 removing=no_launch_overhead or graphs is not None, graphs=graphs,
+                 look=look)
     if state is not None:
-        state.append(carried)
-    removed = (launch_removed(plan, wins) if no_launch_overhead
-               else graph_removed(plan, wins, graphs) if graphs is not None else None)
-    for t0, t1 in pairwise(edges):
-        got = None if removed is None else next(removed)
+        state.append(run.state)
+    segments = (launch_segments(plan, wins, pass1) if no_launch_overhead
+                else graph_segments(plan, wins, pass1) if graphs is not None else None)
+    for i, (t0, t1) in enumerate(piece_edges(wins)):
+        got = None if segments is None else segments(i)
         tl, _ = read_span(plan, t0, t1)
         if steps is not None:
             steps.append(step_candidates(tl.ranges))
-        rows = replay_piece(tl, t0, t1, carried, drop_syncs=drop_syncs, rates=rates,
-                            removed=got)
-        if look is not None:
-            look(tl, carried.last)
-        yield rows
+        yield run.piece(tl, t0, t1, got)
         del tl
-    total = sum(b.rows for b in plan.blocks)
-    if carried.rows != total:
-        raise NotOrdered(f"{carried.rows:,} GPU activities replayed of {total:,} in the file")
-    if removed is not None:
-        check_removed(carried)
+    run.finish(plan)
+
+
+def piece_edges(wins: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The replay's pieces: the time windows ``wins``, the first from the file's
+    beginning (:data:`~traceparse.nsys.chunks.END` negated)."""
+    return [(-chunks.END if i == 0 else t0, t1) for i, (t0, t1) in enumerate(wins)]
+
+
+#: What a removal gives for one piece: its removed intervals (``rank, start_ns,
+#: end_ns``, inside the piece) and, for the CUDA-graphs fix, the blocking calls entered
+#: in it by name (``name, count``; None otherwise).
+Segments = tuple[pl.DataFrame, pl.DataFrame | None]
+
+
+@dataclass
+class Replay:
+    """One replay run piece by piece in time order (:func:`pieces` reads the pieces; the
+    chunked summary hands it the pieces it reads): its options (``drop_syncs``,
+    ``rates``, ``removing``: host time is taken away per piece, ``graphs``: the
+    CUDA-graphs fix's notes, ``look``), the carried :class:`State` and
+    :class:`Removed`, and the pieces' :func:`~traceparse.analyses.predict.summary_parts`
+    folded as they come (:meth:`fold`)."""
+
+    drop_syncs: bool = False
+    rates: dict[str, float] | None = None
+    removing: bool = False
+    graphs: GraphNotes | None = None
+    look: Callable[[Timeline, np.ndarray], None] | None = None
+    state: State = field(default_factory=State)
+    removed: Removed | None = None
+    parts: list[pl.DataFrame] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.removing and self.removed is None:
+            self.removed = Removed()
+
+    def piece(self, tl: Timeline, t0: int, t1: int, segments: Segments | None = None
+              ) -> pl.DataFrame:
+        """Replay the piece ``[t0, t1)`` whose timeline is ``tl`` (:func:`read_span` of
+        it), its removed ``segments`` entered first; returns its activities.
+
+        Raises:
+            NotOrdered: as :func:`~traceparse.analyses.replay_pieces.replay_piece`.
+        """
+        if self.removed is not None:
+            rem, calls = (_NONE, None) if segments is None else segments
+            self.removed.enter(rem, t0, t1)
+            if self.graphs is not None:
+                self.graphs.add(self.removed, calls)
+        rows = replay_piece(tl, t0, t1, self.state, drop_syncs=self.drop_syncs,
+                            rates=self.rates, removed=self.removed)
+        if self.look is not None:
+            self.look(tl, self.state.last)
+        return rows
+
+    def fold(self, rows: pl.DataFrame) -> None:
+        """Fold one piece's activities into the summary parts (:func:`fold`)."""
+        self.parts = fold(self.parts, rows)
+
+    def finish(self, plan: chunks.Plan) -> None:
+        """After the last piece: every GPU activity of the file replayed once, and a
+        removal's least length not needed (:func:`check_removed`).
+
+        Raises:
+            NotOrdered: either does not hold.
+        """
+        total = sum(b.rows for b in plan.blocks)
+        if self.state.rows != total:
+            raise NotOrdered(f"{self.state.rows:,} GPU activities replayed of {total:,} "
+                             "in the file")
+        if self.removed is not None:
+            check_removed(self.state)
+
+    def summary(self) -> pl.DataFrame | None:
+        """The folded summary parts; None without a piece."""
+        return merge_summary_parts(self.parts) if self.parts else None
 
 
 def step_candidates(ranges: pl.DataFrame) -> pl.DataFrame:
@@ -107,28 +188,36 @@ def step_candidates(ranges: pl.DataFrame) -> pl.DataFrame:
                     | (kind.is_in(AUTO_STEP_KINDS) & matches(r["name"], AUTO_STEP_RE)))
 
 
-def launch_removed(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Iterator[Removed]:
-    """The launch overhead ``whatif --no-launch-overhead`` removes, one piece at a time:
-    the :class:`~traceparse.analyses.replay_pieces.Removed` state entered for each piece
-    (the pieces' edges are the windows' starts, the first from the file's beginning),
-    its intervals those the chunked breakdown attributes to launch overhead in the time
-    window (:func:`traceparse.executor_breakdown.span_launch_task`, after its pass 1).
+#: The chunked breakdown's pass 1: each device's window (``rank, device_id, first_ns,
+#: last_ns``) and the trace state (:func:`traceparse.executor_breakdown.window_jobs`).
+Pass1 = tuple[pl.DataFrame, TraceState]
+
+
+def launch_segments(plan: chunks.Plan, wins: list[tuple[int, int]], pass1: Pass1 | None = None
+                    ) -> Callable[[int], Segments]:
+    """The launch overhead ``whatif --no-launch-overhead`` removes, piece by piece: for
+    piece ``i`` (window ``i`` of ``wins``, the first from the file's beginning) the
+    intervals the chunked breakdown attributes to launch overhead in the time window
+    (:func:`traceparse.executor_breakdown.span_launch_task`, after its pass 1: ``pass1``
+    when the caller has run it).
 
     Raises:
-        NotOrdered: a window's span may not hold what its attribution reads
-            (:class:`traceparse.executor.NotLocal`).
+        NotOrdered: (when called) a window's span may not hold what its attribution
+            reads (:class:`traceparse.executor.NotLocal`).
     """
     from traceparse import executor_breakdown as eb
 
-    got = eb.window_jobs(plan, wins)
+    got = eb.window_jobs(plan, wins) if pass1 is None else eb.jobs_after(wins, *pass1)
     jobs = {} if got is None else dict(got[2])
 
-    def segments(i: int, t0: int, t1: int) -> pl.DataFrame:
+    def segments(i: int) -> Segments:
         job = jobs.get(i)
-        return _NONE if job is None or got is None else eb.span_launch_task(
-            plan, job[0], job[1], got[1])
+        if job is None or got is None:
+            return _NONE, None
+        with _not_local("launch overhead"):
+            return eb.span_launch_task(plan, job[0], job[1], got[1]), None
 
-    return _removed(wins, segments, "launch overhead")
+    return segments
 
 
 @dataclass
@@ -140,6 +229,15 @@ class GraphNotes:
 
     calls: dict[str, int] = field(default_factory=dict)
     lengths: dict[int, int] = field(default_factory=dict)
+
+    def add(self, removed: Removed, calls: pl.DataFrame | None) -> None:
+        """Count a piece: the blocking ``calls`` entered in it (``name, count``) and the
+        lengths removed up to its end (``removed``, entered for it)."""
+        for name, n in ([] if calls is None else calls.iter_rows()):
+            self.calls[name] = self.calls.get(name, 0) + n
+        self.lengths = {r: removed.before.get(r, 0) + int((e - s).sum())
+                        for r, (s, e) in removed.here.items()} | {
+            r: n for r, n in removed.before.items() if r not in removed.here}
 
     def notes(self) -> list[str]:
         """The fix's notes, as :func:`traceparse.analyses.mechanisms._graphs` words them
@@ -153,59 +251,46 @@ class GraphNotes:
         return [*graph_cuts_note(counts), *removed_note(lengths.filter(pl.col("ns") > 0))]
 
 
-def graph_removed(plan: chunks.Plan, wins: list[tuple[int, int]], notes: GraphNotes
-                  ) -> Iterator[Removed]:
-    """What ``whatif --fix cuda-graphs`` removes (an export without step ranges), one
-    piece at a time, as :func:`launch_removed`: the whole ``launch`` host set less the
-    graph launches in each piece, on a span checked for every nanosecond of the piece
+def graph_segments(plan: chunks.Plan, wins: list[tuple[int, int]], pass1: Pass1 | None = None
+                   ) -> Callable[[int], Segments]:
+    """What ``whatif --fix cuda-graphs`` removes (an export without step ranges), piece
+    by piece as :func:`launch_segments`: the whole ``launch`` host set less the graph
+    launches in each piece, on a span checked for every nanosecond of the piece
     (:func:`traceparse.executor_breakdown.span_launch_set_task`, after the chunked
-    breakdown's pass 1); ``notes`` gathers the notes' figures.
+    breakdown's pass 1: ``pass1`` when the caller has run it), and the blocking calls
+    entered in it.
 
     Raises:
-        NotOrdered: a piece's span may not hold what the launch set reads.
+        NotOrdered: (when called) a piece's span may not hold what the launch set reads.
     """
     from traceparse import executor_breakdown as eb
 
-    got = eb.window_jobs(plan, wins)
+    got = eb.window_jobs(plan, wins) if pass1 is None else eb.jobs_after(wins, *pass1)
     spans = [] if got is None else eb.window_spans(wins, got[1].depth)
+    edges = piece_edges(wins)
 
-    def segments(i: int, t0: int, t1: int) -> pl.DataFrame:
+    def segments(i: int) -> Segments:
         if got is None:
-            return _NONE
-        rem, calls = eb.span_launch_set_task(plan, spans[i], got[0], got[1], t0, t1)
-        for name, n in calls.iter_rows():
-            notes.calls[name] = notes.calls.get(name, 0) + n
-        return rem
+            return _NONE, None
+        with _not_local("the launch host set"):
+            return eb.span_launch_set_task(plan, spans[i], got[0], got[1], *edges[i])
 
-    for removed in _removed(wins, segments, "the launch host set"):
-        notes.lengths = {r: removed.before.get(r, 0) + int((e - s).sum())
-                         for r, (s, e) in removed.here.items()} | {
-            r: n for r, n in removed.before.items() if r not in removed.here}
-        yield removed
+    return segments
 
 
 _NONE = pl.DataFrame(schema={"rank": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64})
 
 
-def _removed(wins: list[tuple[int, int]], segments: Callable[[int, int, int], pl.DataFrame],
-             what: str) -> Iterator[Removed]:
-    """The :class:`Removed` state entered for each piece (window ``i``'s ``[t0, t1)``,
-    the first from the file's beginning) with the intervals ``segments(i, t0, t1)``.
-
-    Raises:
-        NotOrdered: ``segments`` could not compute them on a local span.
-    """
+@contextmanager
+def _not_local(what: str) -> Iterator[None]:
+    """:class:`traceparse.executor.NotLocal` raised as :class:`NotOrdered` naming
+    ``what`` could not be computed on a local span."""
     from traceparse.executor import NotLocal
 
-    removed = Removed()
-    for i, (t0, t1) in enumerate(wins):
-        lo = -chunks.END if i == 0 else t0
-        try:
-            segs = segments(i, lo, t1)
-        except NotLocal as exc:
-            raise NotOrdered(f"{what} not local: {exc.why}") from exc
-        removed.enter(segs, lo, t1)
-        yield removed
+    try:
+        yield
+    except NotLocal as exc:
+        raise NotOrdered(f"{what} not local: {exc.why}") from exc
 
 
 def pinned_rates(plan: chunks.Plan) -> dict[str, float] | None:
@@ -240,10 +325,12 @@ def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
                    drop_syncs: bool = False, pinned: bool = False,
                    no_launch_overhead: bool = False, graphs: GraphNotes | None = None,
                    look: Callable[[Timeline, np.ndarray], None] | None = None,
-                   state: list[State] | None = None) -> pl.DataFrame | None:
+                   state: list[State] | None = None, plan: chunks.Plan | None = None,
+                   rates: dict[str, float] | None = None, pass1: Pass1 | None = None
+                   ) -> pl.DataFrame | None:
     """:func:`traceparse.analyses.predict.summary_parts` of the replay of ``path``
-    (:func:`pieces`, ``graphs``, ``look`` and ``state`` as there), folded piece by piece;
-    None when the export has no GPU activity.
+    (:func:`pieces`; ``graphs``, ``look``, ``state``, ``plan``, ``rates`` and ``pass1``
+    as there), folded piece by piece; None when the export has no GPU activity.
 
     Raises:
         NotOrdered: as :func:`pieces`, or the export has step ranges (its summary's step
@@ -253,19 +340,24 @@ def replay_summary(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     steps: list[pl.DataFrame] = []
     for rows in pieces(path, chunk_rows=chunk_rows, drop_syncs=drop_syncs, pinned=pinned,
                        no_launch_overhead=no_launch_overhead, graphs=graphs, steps=steps,
-                       look=look, state=state):
-        rep = rows.with_columns(
-            pl.col("host_ns").alias("api_start_ns"),
-            (pl.col("pred_end_ns") - pl.col("pred_dur_ns")).alias("pred_start_ns"))
-        acc.append(summary_parts(rep))
-        if len(acc) >= 8:
-            acc = [merge_summary_parts(acc)]
+                       look=look, state=state, plan=plan, rates=rates, pass1=pass1):
+        acc = fold(acc, rows)
     if acc:
-        _no_steps(steps)
+        no_steps(steps)
     return merge_summary_parts(acc) if acc else None
 
 
-def _no_steps(steps: list[pl.DataFrame]) -> None:
+def fold(acc: list[pl.DataFrame], rows: pl.DataFrame) -> list[pl.DataFrame]:
+    """``acc`` with the :func:`~traceparse.analyses.predict.summary_parts` of one piece's
+    replayed activities ``rows`` appended, merged every eight pieces."""
+    rep = rows.with_columns(
+        pl.col("host_ns").alias("api_start_ns"),
+        (pl.col("pred_end_ns") - pl.col("pred_dur_ns")).alias("pred_start_ns"))
+    acc = [*acc, summary_parts(rep)]
+    return [merge_summary_parts(acc)] if len(acc) >= 8 else acc
+
+
+def no_steps(steps: list[pl.DataFrame]) -> None:
     """Raise :class:`NotOrdered` when the pieces' ranges hold steps
     (:func:`traceparse.analyses.steps.step_windows`: ``ProfilerStep`` ranges, or two
     numbered step annotations one after another on a rank): the memory summary then has
@@ -332,170 +424,3 @@ def whatif(path: str, *, fix: str | None = None, no_launch_overhead: bool = Fals
                   pl.lit(None, pl.Int64).alias("window_unprofiled_ns"),
                   pl.lit(None, pl.Int64).alias("saving_unprofiled_ns")))
     return with_fix_windows(out, sv)
-
-
-class NotInPieces(NotOrdered):
-    """A savings row :func:`savings` does not compute in pieces: ``change`` names the
-    savings-engine change (or ``bounds_job``), ``why`` says why."""
-
-    def __init__(self, change: str, why: str) -> None:
-        super().__init__(f"{change}: {why}")
-        self.change = change
-
-
-@dataclass
-class _Facts:
-    """Whole-file facts gathered from the pieces (:func:`savings`): whether the
-    in-memory engine would emit a row the pieces do not compute."""
-
-    comm: bool = False  #: a GPU activity of category communication
-    loading: bool = False  #: a finished host range named like data loading
-    shapes: bool = False  #: a framework op with input shapes (kernel bytes)
-    chain: bool = False  #: a fusion chain (:func:`_fusible`)
-    rows: int = 0  #: activities replayed
-    #: per lane (rank, process, device, stream): whether its last activity so far is
-    #: fusible
-    lanes: dict[tuple[int, ...], bool] = field(default_factory=dict)
-
-    def look(self, tl: Timeline, gi: np.ndarray) -> None:
-        from traceparse.analyses.issuing import host_ranges, loading_range
-
-        self.rows += gi.size
-        self.comm = self.comm or bool(tl.gpu.select(
-            (pl.col("category") == "communication").any()).item())
-        r = host_ranges(tl)
-        self.loading = self.loading or bool(
-            r.select(loading_range(pl.col("name"), pl.col("kind")).any()).item())
-        if "input_dims" in tl.ranges.columns:  # what mechanisms.kernel_bytes reads
-            self.shapes = self.shapes or bool(tl.ranges.select(
-                ((pl.col("kind").cast(pl.String) == "cpu_op")
-                 & pl.col("input_dims").is_not_null()).any()).item())
-        if not self.chain:
-            self.chain = _fusible(tl, gi, self.lanes)
-
-
-def _fusible(tl: Timeline, gi: np.ndarray, lanes: dict[tuple[int, ...], bool]) -> bool:
-    """Whether the piece's activities (rows ``gi`` of ``tl.gpu``, with their launch
-    calls) continue a fusion chain of :func:`traceparse.analyses.mechanisms.fusion_chains`
-    without op shapes or steps: two activities one after the other on a lane, both
-    fusible kernels (named like :data:`~traceparse.analyses.mechanisms.FUSIBLE_RE`,
-    longer than their call or than a kernel's fixed cost). ``lanes`` carries each lane's
-    last activity across the edge (the replay checks that the lanes' order continues)."""
-    from traceparse.analyses.codes import matches
-    from traceparse.analyses.mechanisms import FIXED_KERNEL_NS, FUSIBLE_RE
-    from traceparse.links import launch_links
-
-    idx = pl.Series(gi)
-    call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(
-        launch_links(tl)["api_row"].gather(idx))
-    k = (tl.gpu.select("rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
-                       "dur_ns", "name")[idx]
-         .with_columns(call.alias("_call"))
-         .with_columns(((pl.col("kind") == "kernel")
-                        & matches(tl.gpu["name"].gather(idx), FUSIBLE_RE)
-                        & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call"))
-                           | (pl.col("dur_ns") > FIXED_KERNEL_NS))).alias("_f"))
-         .select(pl.col("rank").cast(pl.Int64), pl.col("process_id").fill_null(0),
-                 pl.col("device_id").fill_null(-1).cast(pl.Int64),
-                 pl.col("stream_id").fill_null(-1).cast(pl.Int64), "start_ns",
-                 pl.col("_f").fill_null(False))
-         .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
-    for key, g in k.group_by("rank", "process_id", "device_id", "stream_id",
-                             maintain_order=True):
-        f = g["_f"].to_numpy()
-        if (lanes.get(key, False) and f[0]) or bool((f[1:] & f[:-1]).any()):
-            return True
-        lanes[key] = bool(f[-1])
-    return False
-
-
-def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
-            breakdown: pl.DataFrame | None = None) -> pl.DataFrame:
-    """:func:`traceparse.analyses.savings.savings` of one nsys export (the same columns,
-    dtypes, rows, values and notes), its replays run in pieces: ``no_launch_overhead``
-    (the CUDA-graphs fix, :func:`graph_removed`), ``host_sync`` and ``pinned_memory``
-    (:func:`replay_summary`, as :func:`whatif` runs them), each rank's parts from
-    ``breakdown`` (:func:`traceparse.executor_breakdown.breakdown`'s frame: one row per
-    (rank, device), equal to the attribution's; computed in chunks when None). The
-    profiler columns are null (no torch.profiler cost in an nsys export) and
-    ``bounds_job`` is the rank that saves most (the ranks are coupled only through
-    communication, refused below).
-
-    Raises:
-        NotInPieces: a change the engine would give a row that the pieces do not
-            compute: ``overlap_comm`` (communication activity), ``input_pipeline``
-            (data-loading ranges), ``fusion`` (a fusion chain, found exactly in the
-            pieces, or op shapes) and, with step ranges, ``no_launch_overhead`` (one
-            CUDA-graph region per step; ``warm_up`` needs steps too).
-        NotOrdered: a replay could not run in pieces (:func:`pieces`), or the breakdown
-            not in chunks (:class:`traceparse.executor.NotLocal`).
-    """
-    from traceparse import executor_breakdown as eb
-    from traceparse.analyses import savings as sv
-    from traceparse.analyses.mechanisms import sync_note
-    from traceparse.nsys.spans import span_plan
-
-    facts = _Facts()
-    state: list[State] = []
-    try:
-        host = _windows(path, chunk_rows, drop_syncs=True, look=facts.look, state=state)
-    except NotOrdered as exc:
-        if "step ranges" in exc.why:
-            raise NotInPieces("no_launch_overhead", "the export has step ranges (the "
-                              "CUDA-graph regions per step and the warm-up steps are "
-                              "computed in memory only)") from exc
-        raise
-    if host is None or facts.rows == 0:
-        return pl.DataFrame(schema=sv.SCHEMA)
-    for change, fact, why in (
-            ("overlap_comm", facts.comm, "the export has communication activity"),
-            ("input_pipeline", facts.loading, "the export has data-loading ranges"),
-            ("fusion", facts.shapes, "the export has op shapes (kernel bytes)"),
-            ("fusion", facts.chain, "the export has fusion chains (their replay runs "
-                                    "in memory only)")):
-        if fact:
-            raise NotInPieces(change, why)
-    if breakdown is None:
-        try:
-            got = eb.breakdown(path, chunk_rows=chunk_rows)
-        except eb.NotLocal as exc:
-            raise NotOrdered(f"breakdown not local: {exc.why}") from exc
-        breakdown = None if got is None else got[0]
-    if breakdown is None:
-        return pl.DataFrame(schema=sv.SCHEMA)
-    parts = sv.rank_parts(breakdown)
-    waits = state[0].waits
-    out = [sv.change_rows(host.cast({"rank": parts.schema["rank"]}), parts, "host_sync",
-                          sync_note(pl.DataFrame(
-                              [(r, *waits[r]) for r in sorted(waits)],
-                              schema={"rank": pl.Int64, "calls": pl.Int64,
-                                      "wait_ns": pl.Int64}, orient="row")))]
-    graphs = GraphNotes()
-    w = _windows(path, chunk_rows, graphs=graphs)
-    if w is not None:
-        out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
-                                  "no_launch_overhead", graphs.notes()))
-    rates, notes = pinned_notes(span_plan(path, block_rows=chunk_rows))
-    if rates:
-        w = _windows(path, chunk_rows, pinned=True)
-        if w is not None:
-            out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
-                                      "pinned_memory", notes))
-    return sv.finish_rows(out, False)
-
-
-def _windows(path: str, chunk_rows: int, *, state: list[State] | None = None,
-             **replay: object) -> pl.DataFrame | None:
-    """Per rank the measured and replayed windows of the replay ``replay``
-    (:func:`replay_summary`'s options): ``rank, measured_ns, predicted_ns`` and the null
-    profiler columns :func:`traceparse.analyses.savings.change_rows` reads; None without
-    GPU activity. ``state``: the replay's final :class:`State` is appended to it."""
-    from traceparse.analyses.predict import summary_from_parts
-
-    parts = replay_summary(path, chunk_rows=chunk_rows, state=state,
-                           **replay)  # type: ignore[arg-type]
-    if parts is None:
-        return None
-    return summary_from_parts(parts).filter(pl.col("scope") == "window").select(
-        "rank", "measured_ns", "predicted_ns", pl.lit(None, pl.Int64).alias("_pu"),
-        pl.lit(None, pl.Int64).alias("window_unprofiled_ns"))

@@ -28,17 +28,21 @@ graph records; ``phases``, ``phase_mix``, ``layers`` and the verdict's step clau
 ranges of the kinds they read) are computed by their own functions on a small timeline of
 the first rows of each rank and kind (:func:`stub`); the op tree of such an export comes
 from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). Anything else
-raises :class:`NotInPieces`, naming the section; the caller then prints the memory summary.
-The ``savings`` section and the launches section's CUDA-graph saving come last, from the
-what-if replays in pieces (:func:`traceparse.replay_chunks.savings`: host-sync,
-pinned-memory, CUDA graphs; a change it does not compute in pieces is named).
+raises :class:`SectionNotInPieces`, naming the section; the caller then prints the
+memory summary. The ``savings`` section and the launches section's CUDA-graph saving come
+last, from the what-if replays in pieces (:class:`traceparse.savings_chunks.SavingsRun`:
+host-sync, pinned-memory, CUDA graphs; a change it does not compute in pieces is named).
+On the ``chunks`` executor pass 2 feeds them each window's piece as it goes
+(:func:`_replay_window`: the CUDA-graph removal on the window's span when it is local
+for it, the piece read once for the three replays); they reuse the plan and pass 1
+(:class:`Reuse`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
@@ -52,6 +56,9 @@ from traceparse.analyses.replay_pieces import NotOrdered
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
+if TYPE_CHECKING:
+    from traceparse.savings_chunks import SavingsRun
+
 #: Range kinds no tree view, step finder, phase rule or layer group reads (OS-runtime
 #: calls, CPU samples, the profiler's own overhead).
 INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
@@ -59,7 +66,7 @@ INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
 _NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
 
 
-class NotInPieces(Exception):
+class SectionNotInPieces(Exception):
     """``section`` cannot be computed exactly in pieces: ``why``."""
 
     def __init__(self, section: str, why: str) -> None:
@@ -117,20 +124,33 @@ def span_task(plan: chunks.Plan, span: ex.Span, job: Job, opts: tuple[int, ex.Tr
     Raises:
         NotLocal: no span of ``span`` holds what the rules read there.
     """
+    return span_read(plan, span, job, opts)[0]
+
+
+def span_read(plan: chunks.Plan, span: ex.Span, job: Job, opts: tuple[int, ex.TraceState]
+              ) -> tuple[SpanPart, Timeline, int, int]:
+    """:func:`span_task`'s part, the span's timeline and the span read (``lo, hi``), for
+    a caller that computes more on the same timeline (:func:`pass2` with the savings'
+    replays).
+
+    Raises:
+        NotLocal: as :func:`span_task`.
+    """
     from traceparse.analyses.attribution import breakdown_windows
 
     wins, gaps, (a, b) = job
     min_ns, state = opts
-    tl = eb.checked_span(plan, span, wins, state, gaps)
+    tl, lo, hi = eb.checked_span_at(plan, span, wins, state, gaps)
     rows = breakdown_windows(tl, wins, group=eb.GROUP) if wins.height else wins
     # the first window's gap rows even without gaps: the typed empty frame
     found = ex.gaps_on(tl, gaps, min_ns) if gaps.height or a == -chunks.END else None
     own = (pl.col("start_ns") >= a) & (pl.col("start_ns") < b)
-    return SpanPart(rows, found if found is not None else pl.DataFrame(), tl.span_ns(),
+    part = SpanPart(rows, found if found is not None else pl.DataFrame(), tl.span_ns(),
                     tl.api.filter(own).height,
                     frozenset(tl.ranges["kind"].cast(pl.String).unique().to_list()),
                     tl.ranges.unique(subset=["rank", "kind"], keep="first",
                                      maintain_order=True))
+    return part, tl, lo, hi
 
 
 def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
@@ -143,33 +163,34 @@ def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
                     ranges=schema.conform("ranges", ranges))
 
 
-def whole_file_facts(plan: chunks.Plan) -> NotInPieces | None:
+def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
     """The first section (in :data:`~traceparse.analyses.summary.SECTIONS` order) that a
     whole-file fact rules out before any piece is read, or None: NVTX ranges (``phases``
     and the sections after it read them), GPU metrics, memory events, graph launches or
     stream captures."""
-    from traceparse.analyses.graphs import _LAUNCH
+    from traceparse.analyses.graphs import LAUNCH_API_RE
     from traceparse.nsys.db import NsysDB, q
     from traceparse.nsys.memory import TABLE as MEMORY
     from traceparse.nsys.metrics import METRICS_TABLE
     from traceparse.nsys.ranges import NVTX
-    from traceparse.nsys.spans import _calls_named, _string_ids
+    from traceparse.nsys.spans import calls_named, string_ids
 
     with NsysDB(plan.path) as db:
         if db.has(NVTX) and "eventType" in db.columns(NVTX):
             marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
-            if db._exec(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
+            if db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
                         _NVTX_RANGE_TYPES):
-                return NotInPieces("phases", "the export has NVTX ranges (the steps, "
+                return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
                                              "phases, layers and op tree are not read in "
                                              "pieces)")
         if db.has_rows(METRICS_TABLE):
-            return NotInPieces("gpu_metrics", f"the export has GPU metrics ({METRICS_TABLE})")
+            return SectionNotInPieces("gpu_metrics",
+                                      f"the export has GPU metrics ({METRICS_TABLE})")
         if db.has_rows(MEMORY):
-            return NotInPieces("memory", f"the export has memory events ({MEMORY})")
-        graph_calls = _calls_named(db, _string_ids(db, _LAUNCH)[0])
+            return SectionNotInPieces("memory", f"the export has memory events ({MEMORY})")
+        graph_calls = calls_named(db, string_ids(db, LAUNCH_API_RE)[0])
     if graph_calls or plan.captures or any(b.table == chunks.GRAPH_TRACE for b in plan.blocks):
-        return NotInPieces("graphs", "the export has CUDA graph launches, captures or "
+        return SectionNotInPieces("graphs", "the export has CUDA graph launches, captures or "
                                      "graph records")
     return None
 
@@ -182,7 +203,7 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     no device has busy GPU activity (the caller words it from the timeline).
 
     Raises:
-        NotInPieces: a section cannot be computed exactly in pieces (the first found:
+        SectionNotInPieces: a section cannot be computed exactly in pieces (the first found:
             whole-file facts, then pass 1, the spans, the savings, the verdict).
     """
     from traceparse.nsys.spans import span_plan
@@ -196,10 +217,12 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler)
     if (why := pass1_facts(first[3])) is not None:
         raise why
-    got = pass2(plan, wins, min_gap_ns, first, executor, workers, scheduler)
+    reuse = Reuse.of(plan, first, wins if executor == "chunks" else None)
+    got = pass2(plan, wins, min_gap_ns, first, executor, workers, scheduler,
+                replays=reuse.run)
     if got is None:
         return None
-    return compose(path, chunk_rows, top, *got)
+    return compose(path, chunk_rows, top, *got, reuse=reuse)
 
 
 def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
@@ -209,17 +232,17 @@ def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
                       partial(merge_pass1, min_ns=min_ns), workers, scheduler)
 
 
-def pass1_facts(part: cs.SummaryPart) -> NotInPieces | None:
+def pass1_facts(part: cs.SummaryPart) -> SectionNotInPieces | None:
     """The first section pass 1 rules out (communication rows: ``communication``; graph
     records: ``graphs``), or None."""
     counts = part.counts.row(0, named=True)
     if counts["communication"]:
         n = counts["communication"]
-        return NotInPieces("communication", f"{units.plural(n, 'GPU activity', 'GPU activities')} "
-                                            f"{'is' if n == 1 else 'are'} communication "
-                                            "(collectives are not read in pieces)")
+        what = units.plural(n, "GPU activity", "GPU activities")
+        return SectionNotInPieces("communication", f"{what} {'is' if n == 1 else 'are'} "
+                                  "communication (collectives are not read in pieces)")
     if counts["graphs"]:
-        return NotInPieces("graphs", "the export has graph records")
+        return SectionNotInPieces("graphs", "the export has graph records")
     return None
 
 
@@ -236,14 +259,16 @@ def read_pieces(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
 
 
 def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Part1,
-          executor: str = "chunks", workers: int = 4, scheduler: str | None = None
-          ) -> Pieces | None:
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None,
+          replays: SavingsRun | None = None) -> Pieces | None:
     """Pass 2 after pass 1 (``first``): the breakdown, every gap, the launches' and the
     summary's partials and each window's span part; None when no device has busy GPU
-    activity.
+    activity. ``replays`` (the ``chunks`` executor: windows in time order, in this
+    process): each window's piece is handed to the savings' replays as it is read
+    (:func:`_replay_window`).
 
     Raises:
-        NotInPieces: a span cannot hold what its rules read (``breakdown``).
+        SectionNotInPieces: a span cannot hold what its rules read (``breakdown``).
     """
     (bd_part, state), gap_part, launches, part = first
     devices = eb.device_windows(bd_part)
@@ -262,10 +287,14 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
         job: Job = (eb.windows_in(devices, t0, t1), mine, (lo if i == 0 else t0, t1))
         jobs.append(((ex._earlier(lo, starts), ex._later(hi, ends)), job))
     try:
-        spans: list[SpanPart] = ex._map(executor, plan, span_task, jobs, (min_ns, state),
-                                        workers, scheduler)
+        if replays is None:
+            spans: list[SpanPart] = ex._map(executor, plan, span_task, jobs,
+                                            (min_ns, state), workers, scheduler)
+        else:
+            spans = [_replay_window(plan, job, (min_ns, state), devices, replays)
+                     for job in jobs]
     except ex.NotLocal as exc:
-        raise NotInPieces("breakdown", exc.why) from None
+        raise SectionNotInPieces("breakdown", exc.why) from None
     rows = pl.concat([s.breakdown for s in spans if s.breakdown.height],
                      how="vertical_relaxed")
     from traceparse.analyses.gaps import sort_gaps
@@ -273,6 +302,33 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
     every = sort_gaps(pl.concat([s.gaps for s in spans if s.gaps.width],
                                 how="vertical_relaxed"), chunked_gaps.GROUP)
     return eb.finish(devices, rows), every, launches, part, spans
+
+
+def _replay_window(plan: chunks.Plan, job: tuple[ex.Span, Job],
+                   opts: tuple[int, ex.TraceState], devices: pl.DataFrame,
+                   replays: SavingsRun) -> SpanPart:
+    """:func:`span_task` of one window, then its piece handed to the savings' replays
+    (:meth:`~traceparse.savings_chunks.SavingsRun.piece`): the CUDA-graphs fix's removed
+    intervals computed on the same span when it is local for them
+    (:func:`traceparse.executor_breakdown.launch_set_on`), and the piece's own
+    timeline read once for the three replays.
+
+    Raises:
+        NotLocal: as :func:`span_task`.
+    """
+    from traceparse.nsys.spans import read_span
+
+    part, tl, lo, hi = span_read(plan, *job, opts)
+    if not replays.running():
+        return part
+    t0, t1 = replays.edges[replays.fed]
+    segs = None
+    if replays.wants_segments():
+        segs = eb.launch_set_on(plan, tl, lo, hi, devices, t0, t1)
+    del tl
+    piece, _ = read_span(plan, t0, t1)
+    replays.piece(piece, segs)
+    return part
 
 
 def held_back_lo(plan: chunks.Plan, launches: pl.DataFrame, lo: int, t0: int, floor: int
@@ -298,32 +354,66 @@ def held_back_lo(plan: chunks.Plan, launches: pl.DataFrame, lo: int, t0: int, fl
     return min(lo, int(before["cs"].min()) - 1) if before.height else lo  # type: ignore[arg-type]
 
 
-def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame) -> pl.DataFrame:
+class Reuse(NamedTuple):
+    """What the savings' replays take from the summary's passes instead of computing it
+    again: the file's plan, the chunked breakdown's pass 1 (each device's window and the
+    trace state) and, on the ``chunks`` executor, the replays fed by pass 2
+    (:class:`~traceparse.savings_chunks.SavingsRun`)."""
+
+    plan: chunks.Plan
+    devices: pl.DataFrame
+    state: ex.TraceState
+    run: SavingsRun | None = None
+
+    @classmethod
+    def of(cls, plan: chunks.Plan, first: Part1, wins: list[tuple[int, int]] | None = None
+           ) -> Reuse:
+        """The plan and pass 1's merged partials (``first``, :func:`pass1`); with the
+        time windows ``wins``, the replays pass 2 feeds."""
+        from traceparse.savings_chunks import SavingsRun
+
+        (bd_part, state) = first[0]
+        devices = eb.device_windows(bd_part)
+        run = None
+        if wins is not None and devices.height:
+            run = SavingsRun(plan, wins, (devices, state))
+        return cls(plan, devices, state, run)
+
+
+def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame, reuse: Reuse | None = None
+             ) -> pl.DataFrame:
     """The ``savings`` section (:func:`traceparse.analyses.savings.savings` of the export,
     ``breakdown`` its attribution) computed in pieces
-    (:func:`traceparse.replay_chunks.savings`): the one place it is computed, and the
-    launches section's CUDA-graph saving reads it. The empty frame for an export without
-    GPU activity.
+    (:class:`traceparse.savings_chunks.SavingsRun`, fed by pass 2 or run here with
+    ``reuse`` when given): the one place
+    it is computed, and the launches section's CUDA-graph saving reads it. The empty
+    frame for an export without GPU activity.
 
     Raises:
         NotOrdered: the savings cannot be computed in pieces (``str`` of it says why).
     """
-    from traceparse import replay_chunks
+    from traceparse import savings_chunks
     from traceparse.analyses.savings import savings
 
     if breakdown.height == 0:
         return savings(Timeline())
-    return replay_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown)
+    if reuse is None:
+        return savings_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown)
+    if reuse.run is not None:  # fed by pass 2
+        return reuse.run.finish(breakdown, path, chunk_rows)
+    return savings_chunks.savings(path, chunk_rows=chunk_rows, breakdown=breakdown,
+                                  plan=reuse.plan, pass1=(reuse.devices, reuse.state))
 
 
 def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.DataFrame,
-            launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart]
-            ) -> dict[str, Any]:
+            launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart],
+            reuse: Reuse | None = None) -> dict[str, Any]:
     """The summary dict from both passes' results (see the module docstring), sections in
-    :data:`~traceparse.analyses.summary.SECTIONS` order.
+    :data:`~traceparse.analyses.summary.SECTIONS` order; ``reuse``: the plan and pass 1
+    for the savings' replays (:class:`Reuse`; without it they plan and run it again).
 
     Raises:
-        NotInPieces: the first section that cannot be computed exactly.
+        SectionNotInPieces: the first section that cannot be computed exactly.
     """
     from traceparse.analyses import llm_summary, optree
     from traceparse.analyses import summary as sm
@@ -344,7 +434,7 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     if (why := pass1_facts(part)) is not None:
         raise why
     if not kinds <= INERT_RANGES:
-        raise NotInPieces("phases", "the export has ranges of kind "
+        raise SectionNotInPieces("phases", "the export has ranges of kind "
                                     f"{', '.join(sorted(kinds - INERT_RANGES))}")
     # proven empty by the facts above (and whole_file_facts): their own functions on the stub
     for name in ("communication", "phases", "phase_mix", "layers"):
@@ -360,13 +450,13 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     out["stragglers"] = sm.SECTIONS["stragglers"](tl, opts)
     sync = sm.VERDICTS["host_sync_ns"][0]
     if int(bd["host_sync_ns"].sum()) and sync in sm.verdict(bd, every, out["stragglers"]):
-        raise NotInPieces("verdict", f"a {sync} verdict names its blocking call and op "
+        raise SectionNotInPieces("verdict", f"a {sync} verdict names its blocking call and op "
                                      "(host_sync_by_op is not read in pieces)")
     # the savings' replays last: every cheaper reason to fall back is found before them
     try:
-        out["savings"] = _savings(path, chunk_rows, bd)
+        out["savings"] = _savings(path, chunk_rows, bd, reuse)
     except NotOrdered as exc:
-        raise NotInPieces("savings", str(exc)) from None
+        raise SectionNotInPieces("savings", str(exc)) from None
     rec = cl.graph_recoverable_from_part(launches[0])
     out["launches"] = cl.launch_summary_from_part(
         launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),

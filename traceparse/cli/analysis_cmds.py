@@ -262,7 +262,7 @@ def _chunked_summary(paths: list[str], top: int, min_gap_us: float | None, gpu: 
         return summary_chunks.summary(path, top=top, min_gap_ns=min_gap_ns(min_gap_us),
                                       chunk_rows=chunk_rows, executor=kind, workers=workers,
                                       scheduler=address)
-    except summary_chunks.NotInPieces as exc:  # exact in memory; that section is not
+    except summary_chunks.SectionNotInPieces as exc:  # exact in memory; that section is not
         computed_in_memory(path, "summary computed", str(exc))
     return None
 

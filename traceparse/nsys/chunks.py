@@ -142,7 +142,7 @@ def _blocks(db: NsysDB, table: str, block_rows: int, scan: bool
             ) -> tuple[list[Block], set[int]]:
     """The rowid blocks of ``table`` and the process ids of its kept rows. Without
     ``scan`` only the rowid ranges (``rows`` an upper bound, no times, no process ids)."""
-    lo, hi = db._exec(f"SELECT MIN(rowid), MAX(rowid) FROM {q(table)}", ())[0]
+    lo, hi = db.fetchall(f"SELECT MIN(rowid), MAX(rowid) FROM {q(table)}", ())[0]
     if lo is None:
         return [], set()
     spans = [(a, min(a + block_rows - 1, int(hi)))
@@ -239,7 +239,7 @@ def _comm_launches(db: NsysDB, strings: pl.DataFrame, block_rows: int) -> pl.Dat
     spans = nvtx_comm_spans(read_ranges(db, strings, 0)[0])
     if not spans:
         return None
-    lo, hi = db._exec(f"SELECT MIN(rowid), MAX(rowid) FROM {q(RUNTIME)}", ())[0]
+    lo, hi = db.fetchall(f"SELECT MIN(rowid), MAX(rowid) FROM {q(RUNTIME)}", ())[0]
     found = []
     for a in range(int(lo), int(hi) + 1, block_rows):
         part = RangeDB(db.path, {RUNTIME: ("rowid BETWEEN ? AND ?",

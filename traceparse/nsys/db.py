@@ -257,7 +257,7 @@ class NsysDB:
         if table not in self.tables:
             return []
         if table not in self._columns:
-            rows = self._exec(f"PRAGMA table_info({q(table)})", ())
+            rows = self.fetchall(f"PRAGMA table_info({q(table)})", ())
             self._columns[table] = [r[1] for r in rows]
         return self._columns[table]
 
@@ -266,7 +266,7 @@ class NsysDB:
         if table not in self.tables:
             return 0
         if table not in self._counts:  # a scan of the whole table: once per table
-            self._counts[table] = int(self._exec(f"SELECT COUNT(*) FROM {q(table)}", ())[0][0])
+            self._counts[table] = int(self.fetchall(f"SELECT COUNT(*) FROM {q(table)}", ())[0][0])
         return self._counts[table]
 
     def has_rows(self, table: str) -> bool:
@@ -275,7 +275,7 @@ class NsysDB:
             return False
         if table in self._counts:
             return self._counts[table] > 0
-        return bool(self._exec(f"SELECT EXISTS (SELECT 1 FROM {q(table)})", ())[0][0])
+        return bool(self.fetchall(f"SELECT EXISTS (SELECT 1 FROM {q(table)})", ())[0][0])
 
     def meta(self) -> dict[str, str]:
         """Key/value pairs of the export-metadata table (either name), {} if none."""
@@ -283,10 +283,15 @@ class NsysDB:
             cols = self.columns(t)
             if "name" in cols and "value" in cols:
                 return {str(k): str(v) for k, v in
-                        self._exec(f"SELECT name, value FROM {q(t)}", ())}
+                        self.fetchall(f"SELECT name, value FROM {q(t)}", ())}
         return {}
 
-    def _exec(self, sql: str, params: Sequence[Any]) -> list[Any]:
+    def fetchall(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The rows of ``sql`` with ``?`` parameters ``params``.
+
+        Raises:
+            TraceError: the file is corrupt or truncated.
+        """
         try:
             return self.con.execute(sql, tuple(params)).fetchall()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
@@ -364,8 +369,8 @@ class NsysDB:
         if not self.use_adbc or workers < 2:
             return [transform(self.frame(sql))]
         try:  # one aggregate per query: SQLite then seeks the rowid b-tree, no scan
-            lo = self._exec(f"SELECT MIN(rowid) FROM {q(table)}", ())[0][0]
-            hi = self._exec(f"SELECT MAX(rowid) FROM {q(table)}", ())[0][0]
+            lo = self.fetchall(f"SELECT MIN(rowid) FROM {q(table)}", ())[0][0]
+            hi = self.fetchall(f"SELECT MAX(rowid) FROM {q(table)}", ())[0][0]
         except TraceError:
             return [transform(self.frame(sql))]
         # the rowid span bounds the row count from above, without a COUNT(*) scan

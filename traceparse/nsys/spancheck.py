@@ -275,7 +275,7 @@ def _has_call(p: Plan, pid: int, tid: int, s: int, e: int) -> bool:
     with NsysDB(p.path) as db:
         if not db.has(RUNTIME) or "globalTid" not in db.columns(RUNTIME):
             return False
-        got = db._exec(f"SELECT 1 FROM {q(RUNTIME)} WHERE {rid} AND start >= ? AND start < ? "
+        got = db.fetchall(f"SELECT 1 FROM {q(RUNTIME)} WHERE {rid} AND start >= ? AND start < ? "
                        "AND ((globalTid >> 24) & 16777215) = ? AND (globalTid & 16777215) = ? "
                        "LIMIT 1", (*params, s, e, pid, tid))
     return bool(got)

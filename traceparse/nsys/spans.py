@@ -55,23 +55,23 @@ def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
                 for b in _time_blocks(db, t, block_rows)]
         for t in GPU_TABLES:
             if db.has(t) and {"globalPid", "deviceId"} <= set(db.columns(t)):
-                pairs |= {(int(a), int(b)) for a, b in db._exec(
+                pairs |= {(int(a), int(b)) for a, b in db.fetchall(
                     f"SELECT DISTINCT (globalPid >> 24) & 16777215, deviceId FROM {q(t)} "
                     "WHERE globalPid IS NOT NULL AND deviceId IS NOT NULL", ())}
         if db.has(RUNTIME) and "globalTid" in db.columns(RUNTIME):
-            threads = {(int(a), int(b)) for a, b in db._exec(
+            threads = {(int(a), int(b)) for a, b in db.fetchall(
                 "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
                 f"{q(RUNTIME)} WHERE globalTid IS NOT NULL", ())}
         # one pass over the strings for both name sets the checks need
-        wait_ids, capture_ids = _string_ids(db, WAIT_API_RE, CAPTURE_API_RE)
+        wait_ids, capture_ids = string_ids(db, WAIT_API_RE, CAPTURE_API_RE)
         waiters, waited = _waits(db, wait_ids)
-        captures = _calls_named(db, capture_ids)
+        captures = calls_named(db, capture_ids)
     return dataclasses.replace(p, host=tuple(host), pairs=frozenset(pairs),
                                threads=frozenset(threads), waiters=waiters, waited=waited,
                                captures=captures)
 
 
-def _string_ids(db: NsysDB, *regexes: str) -> list[list[int]]:
+def string_ids(db: NsysDB, *regexes: str) -> list[list[int]]:
     """Per regex, the ``StringIds`` ids whose string matches it (one pass over the strings
     for all of them)."""
     import re
@@ -80,7 +80,7 @@ def _string_ids(db: NsysDB, *regexes: str) -> list[list[int]]:
     if not db.has("StringIds"):
         return found
     pats = [re.compile(r) for r in regexes]
-    for i, v in db._exec("SELECT id, value FROM StringIds", ()):
+    for i, v in db.fetchall("SELECT id, value FROM StringIds", ()):
         if isinstance(v, str):
             for ids, pat in zip(found, pats, strict=True):
                 if pat.search(v):
@@ -88,14 +88,14 @@ def _string_ids(db: NsysDB, *regexes: str) -> list[list[int]]:
     return found
 
 
-def _calls_named(db: NsysDB, ids: list[int]) -> bool:
+def calls_named(db: NsysDB, ids: list[int]) -> bool:
     """Whether the runtime table holds a call whose name id is one of ``ids``."""
     from traceparse.nsys.reader import RUNTIME
 
     if not ids or not db.has(RUNTIME) or "nameId" not in db.columns(RUNTIME):
         return False
     marks = ",".join("?" * len(ids))
-    return bool(db._exec(f"SELECT 1 FROM {q(RUNTIME)} WHERE nameId IN ({marks}) LIMIT 1",
+    return bool(db.fetchall(f"SELECT 1 FROM {q(RUNTIME)} WHERE nameId IN ({marks}) LIMIT 1",
                          ids))
 
 
@@ -110,11 +110,11 @@ def _waits(db: NsysDB, ids: list[int]
     waited: set[tuple[int, int]] = set()
     if ids and db.has(RUNTIME) and {"globalTid", "nameId"} <= set(db.columns(RUNTIME)):
         marks = ",".join("?" * len(ids))
-        waiters = {(int(a), int(b)) for a, b in db._exec(
+        waiters = {(int(a), int(b)) for a, b in db.fetchall(
             "SELECT DISTINCT (globalTid >> 24) & 16777215, globalTid & 16777215 FROM "
             f"{q(RUNTIME)} WHERE nameId IN ({marks}) AND globalTid IS NOT NULL", ids)}
     if db.has(SYNC_TABLE) and {"deviceId", "streamId"} <= set(db.columns(SYNC_TABLE)):
-        waited = {(int(a), int(b)) for a, b in db._exec(
+        waited = {(int(a), int(b)) for a, b in db.fetchall(
             f"SELECT DISTINCT deviceId, streamId FROM {q(SYNC_TABLE)} WHERE deviceId IS NOT "
             "NULL AND streamId IS NOT NULL", ())}
     return frozenset(waiters), frozenset(waited)
@@ -128,7 +128,7 @@ def _time_blocks(db: NsysDB, table: str, block_rows: int) -> list[Block]:
     """Rowid blocks of ``table``: the earliest start, the latest start or end, and the
     correlation bounds of their rows; a block whose times are not all integers is read
     for every span (bounds ``-END``, ``END``)."""
-    lo, hi = db._exec(f"SELECT MIN(rowid), MAX(rowid) FROM {q(table)}", ())[0]
+    lo, hi = db.fetchall(f"SELECT MIN(rowid), MAX(rowid) FROM {q(table)}", ())[0]
     if lo is None:
         return []
     corr = (f"MIN(CASE WHEN {_CORR_OK} THEN correlationId END), "
@@ -231,7 +231,7 @@ def _call_corr(path: str, where: tuple[str, tuple[int, ...]] | None
     with NsysDB(path) as db:
         if "correlationId" not in db.columns(RUNTIME):
             return None
-        lo, hi = db._exec(f"SELECT MIN(correlationId), MAX(correlationId) FROM "
+        lo, hi = db.fetchall(f"SELECT MIN(correlationId), MAX(correlationId) FROM "
                           f"{q(RUNTIME)} WHERE ({where[0]}) AND {_CORR_OK}", where[1])[0]
     if not (isinstance(lo, int) and isinstance(hi, int)):
         return None
