@@ -40,7 +40,7 @@ profiler's own cost).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
@@ -52,6 +52,9 @@ from traceparse.nsys import chunks
 from traceparse.reports.options import ReportOptions
 from traceparse.summary_chunks import NotInPieces
 from traceparse.timeline import Timeline
+
+if TYPE_CHECKING:
+    from traceparse.payload_facts import Facts
 
 __all__ = ["NotInPieces", "PayloadPart", "payload"]
 
@@ -198,7 +201,7 @@ def host_sync_fact(bd: pl.DataFrame) -> NotInPieces | None:
 
 
 def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
-             mine: PayloadPart, facts: Any) -> dict[str, Any]:
+             mine: PayloadPart, facts: Facts) -> dict[str, Any]:
     """The payload from the composed summary, both passes' results and the whole-file
     facts (module docstring)."""
     from traceparse.analyses import optree

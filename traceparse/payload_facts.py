@@ -20,12 +20,15 @@ pass 1) and the devices the view gives.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import polars as pl
 
 from traceparse.nsys import chunks
 from traceparse.summary_chunks import NotInPieces
+
+if TYPE_CHECKING:
+    from traceparse.payload_chunks import PayloadPart
 
 _GOOD = 'start IS NOT NULL AND "end" IS NOT NULL AND "end" >= start AND start >= 0'
 
@@ -40,7 +43,7 @@ class Facts(NamedTuple):
     underfilled: list[dict[str, Any]]
 
 
-def file_facts(plan: chunks.Plan, mine: Any) -> Facts:
+def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
     """The facts of ``plan``'s export given pass 1's report partial ``mine``
     (:class:`traceparse.payload_chunks.PayloadPart`); the ``sources`` of an export of one
     GPU process still without its span (:func:`with_span`).
