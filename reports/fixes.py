@@ -26,7 +26,13 @@ def fixes_list(tl: Timeline) -> tuple[list[dict[str, Any]], str]:
     naming those withheld because they save enough only under the profiler, else ""."""
     from traceparse.reports.payload import build_payload
 
-    rec = build_payload(tl)["recommendations"]
+    return fixes_of(build_payload(tl))
+
+
+def fixes_of(payload: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """:func:`fixes_list` from a report payload (the memory path's or, for one nsys
+    export, :func:`traceparse.payload_chunks.payload`'s)."""
+    rec = payload["recommendations"]
     out = [{k: r[k] for k in FIELDS} for r in rec["items"]]
     return (out, str(rec.get("profiler_only_note", ""))) if out else ([], str(rec["why"]))
 

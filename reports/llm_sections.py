@@ -11,6 +11,7 @@ out, with a visible note).
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -86,7 +87,17 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     only when the trace has it)."""
     res = summary_mod.summarize(tl, top=opts.top_n,
                                 sections=("phases", "phase_mix", "layers", "op_tree"))
-    secs = res["sections"]
+    return sections_of(tl, res["sections"],
+                       lambda view, ranked: optree.op_tree(tl, view=view,
+                                                           max_depth=ICICLE_DEPTH,
+                                                           by_rank=ranked))
+
+
+def sections_of(tl: Timeline, secs: dict[str, pl.DataFrame],
+                icicle: Callable[[str, bool], pl.DataFrame]) -> dict[str, Any]:
+    """:func:`llm_sections` from the summary's ``phases``, ``phase_mix``, ``layers`` and
+    ``op_tree`` sections ``secs`` and ``icicle(view, by_rank)``, the op tree cut at
+    :data:`ICICLE_DEPTH` levels (the chunked report gives both from its pieces)."""
     out: dict[str, Any] = {}
     ph: pl.DataFrame = secs["phases"]
     if ph.height:
@@ -144,7 +155,7 @@ def llm_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
         view = str(tree["view"][0])
         ranked = "rank" in tree.columns  # several ranks: one subtree each (traceparse tree)
         rank_col = ["rank"] if ranked else []
-        full = optree.op_tree(tl, view=view, max_depth=ICICLE_DEPTH, by_rank=ranked)
+        full = icicle(view, ranked)
         shown = full.filter((pl.col("inclusive_pct") >= ICICLE_MIN_PCT) | (pl.col("depth") == 0))
         out["op_tree"] = {
             "view": view,

@@ -19,7 +19,7 @@ kernels, no steps) are present with an empty ``rows`` list and the report says s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
@@ -74,9 +74,15 @@ def _provenance(tl: Timeline) -> dict[str, Any]:
 
 
 def _devices(tl: Timeline) -> list[dict[str, Any]]:
-    d = tl.devices.sort("rank", "device_id")
     busy = (tl.gpu.group_by("rank", "device_id")
             .agg(pl.len().alias("activities"), pl.col("dur_ns").sum().alias("busy_ns")))
+    return devices_rows(tl.devices, busy)
+
+
+def devices_rows(devices: pl.DataFrame, busy: pl.DataFrame) -> list[dict[str, Any]]:
+    """The ``devices`` section: each device with its GPU ``activities`` and ``busy_ns``
+    (``busy``, per ``rank, device_id``); columns null for every device left out."""
+    d = devices.sort("rank", "device_id")
     d = d.join(busy, on=["rank", "device_id"], how="full", coalesce=True) \
         .sort("rank", "device_id")
     return rows(d.select([c for c in d.columns if d[c].null_count() < d.height]))
@@ -91,9 +97,15 @@ def _kernels(tl: Timeline, top_n: int) -> dict[str, Any]:
     """Top kernels by total time (``nsys stats`` cuda_gpu_kern_sum numbers) plus "other"."""
     from traceparse.analyses.nsys_stats import kern_sum
 
-    frame = kern_sum(tl).rename(_KERN_COLS)
     cats = (tl.kernels.group_by(pl.col("name").cast(pl.String))
             .agg(pl.col("category").cast(pl.String).mode().sort().first()))
+    return kernels_section(kern_sum(tl), cats, top_n)
+
+
+def kernels_section(kern: pl.DataFrame, cats: pl.DataFrame, top_n: int) -> dict[str, Any]:
+    """The ``kernels`` section from ``nsys stats`` kern_sum's frame ``kern`` and each
+    name's most common ``category`` (``cats``)."""
+    frame = kern.rename(_KERN_COLS)
     frame = frame.join(cats.rename({"category": "category"}), on="name", how="left")
     frame = frame.sort(["total_ns", "instances", "name"], descending=[True, True, False])
     top, rest = frame.head(top_n), frame.slice(top_n)
@@ -161,10 +173,18 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     }
     out["kernels"] = _kernels(tl, opts.top_n)
     out.update(sections.analysis_sections(tl, opts))
+    return finish(out, lambda withheld: _low_end(tl, withheld))
+
+
+def finish(out: dict[str, Any], low_end: Callable[[list[dict[str, Any]]], None]
+           ) -> dict[str, Any]:
+    """The payload ``out`` (every section but the recommendations) with its
+    recommendations and their notes, cleaned for JSON; ``low_end`` adds the low-end
+    figures to the fixes withheld as the profiler's own cost (:func:`_low_end`)."""
     from traceparse.reports.recommend import recommend
 
     out["recommendations"] = recommend(out)
-    _low_end(tl, out["recommendations"]["profiler_only"])
+    low_end(out["recommendations"]["profiler_only"])
     if not out["recommendations"]["items"]:
         out["recommendations"]["why"] = no_fix_reason(out)
     elif out["recommendations"]["profiler_only"]:

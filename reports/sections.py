@@ -249,16 +249,36 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
     own = table.filter(~launches_mod.in_graph(table))
     lat = (own["start_ns"] - own["api_start_ns"]).to_numpy() if own.height else \
         np.array([], dtype=np.int64)
-    hist: dict[str, Any] = {"edges_us": [], "counts": [], "log": True}
+    return launches_section(tl, summ, table.height, own.height, latency_histogram(lat),
+                            _unprofiled_graphs(tl))
+
+
+def latency_histogram(lat: Any, weights: Any = None) -> dict[str, Any]:
+    """The launches section's histogram of call entry to kernel start (ns values ``lat``,
+    a numpy array; ``weights``: how many kernels each value stands for, None: one each, as
+    the chunked report gives distinct values with their counts)."""
+    import numpy as np
+
     pos = lat[lat > 0]
-    if pos.size:
-        lo, hi = max(float(pos.min()), 100.0), max(float(pos.max()), 101.0)
-        edges = np.geomspace(lo, hi * 1.0001, 41) if hi > lo * 1.5 else \
-            np.linspace(lo * 0.9, hi * 1.1, 21)
-        counts, _ = np.histogram(np.clip(pos, edges[0], edges[-1]), bins=edges)
-        hist = {"edges_us": [float(e) / 1e3 for e in edges],
-                "counts": [int(c) for c in counts], "log": bool(hi > lo * 1.5),
-                "non_positive": int((lat <= 0).sum())}
+    if not pos.size:
+        return {"edges_us": [], "counts": [], "log": True}
+    lo, hi = max(float(pos.min()), 100.0), max(float(pos.max()), 101.0)
+    edges = np.geomspace(lo, hi * 1.0001, 41) if hi > lo * 1.5 else \
+        np.linspace(lo * 0.9, hi * 1.1, 21)
+    w = None if weights is None else weights[lat > 0]
+    counts, _ = np.histogram(np.clip(pos, edges[0], edges[-1]), bins=edges, weights=w)
+    return {"edges_us": [float(e) / 1e3 for e in edges],
+            "counts": [int(c) for c in counts], "log": bool(hi > lo * 1.5),
+            "non_positive": int((lat <= 0).sum() if weights is None
+                                else weights[lat <= 0].sum())}
+
+
+def launches_section(tl: Timeline, summ: pl.DataFrame, linked: int, own: int,
+                     hist: dict[str, Any], unprofiled: str) -> dict[str, Any]:
+    """The launches section from :func:`traceparse.analyses.launches.launch_summary`'s
+    frame ``summ``, the ``linked`` kernels (``own`` of them not replayed from a graph), the
+    latency histogram and the CUDA-graph saving's profiler-free clause; ``tl`` only says
+    whose words (NVIDIA's or AMD's) the note uses."""
     metrics = summ.filter(pl.col("metric").str.ends_with("_ns")
                           & (pl.col("metric") != "graph_recoverable_ns"))
     extra = {r["metric"]: r for r in rows(summ.filter(~pl.col("metric").is_in(
@@ -277,7 +297,7 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
                   "graph's nodes): they are left out of the statistics and the histogram."
                   if graph_kernels else "")
     return {
-        "linked": table.height,
+        "linked": linked,
         "graph_kernels": graph_kernels,
         "histogram": hist,
         "graph_recoverable_ns": int(rec.get("sum") or 0),
@@ -286,7 +306,7 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
         "kernels_shorter_than_launch": int(short.get("count") or 0),
         "table": {"columns": spec, "rows": _metric_names(rows(metrics))},
         "note": speak_vendor(
-                (f"{own.height:,} kernels linked to their own launch "
+                (f"{own:,} kernels linked to their own launch "
                  f"call.{graph_note} launch = API call "
                  "duration; queue = kernel start - call return (negative: the GPU was waiting "
                  "for the host); histogram: call entry to kernel start. "
@@ -294,7 +314,7 @@ def _launches(tl: Timeline, savings: pl.DataFrame | None = None) -> dict[str, An
                  f"call; CUDA graphs could save {units.duration(int(rec.get('sum') or 0))}"
                  + (f" on rank {rec['rank']}" if rec.get("rank") is not None else "")
                  + " (the replay of whatif --fix cuda-graphs, at most that rank's time with "
-                 f"the GPU not busy{_unprofiled_graphs(tl)}); "
+                 f"the GPU not busy{unprofiled}); "
                  f"{units.plural(int(rec.get('count') or 0), 'launch-bound kernel')}."), tl),
     }
 

@@ -1,5 +1,5 @@
 """The CUDA-graphs replay and the savings engine over time-ordered pieces of an nsys
-export (``replay_chunks.graph_removed``, ``replay_chunks.savings``,
+export (``replay_chunks.graph_segments``, ``savings_chunks.savings``,
 ``executor_breakdown.span_launch_set_task``) against the in-memory engine.
 
 * a generated export whose launch call runs while the GPU is busy and is cut by a piece
@@ -10,7 +10,7 @@ export (``replay_chunks.graph_removed``, ``replay_chunks.savings``,
   pieces: the chain is found across the edge and the savings refuse it by name;
 * every generated sample (3 GPU rows a piece) and every shared nsys export at small
   pieces: the chunked breakdown equal to the
-  attribution, and ``replay_chunks.savings`` equal to ``savings.savings`` frame for
+  attribution, and ``savings_chunks.savings`` equal to ``savings.savings`` frame for
   frame, or the named refusal listed in :data:`REFUSED` (a new refusal fails).
 """
 

@@ -43,7 +43,7 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 ROWS = 300
 #: Why each shared export's summary is computed in memory (the section named on stderr);
 #: None: no GPU activity (the memory path words it, no stderr line). "savings": a change
-#: the replays in pieces do not compute (``replay_chunks.savings``: fusion chains here).
+#: the replays in pieces do not compute (``savings_chunks.savings``: fusion chains here).
 #: Every other export is composed in pieces.
 FALLBACKS = {
     "casio__nerf_output-file": "phases", "darknet-thesis__keras_darknet53": "phases",

@@ -81,10 +81,26 @@ Part1 = tuple[ex.WindowPart, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart]
 def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1:
     """Every pass-1 partial of one time window, from one read of its rows and calls
     (runs on a worker)."""
+    return fold1(plan, *read1(plan, window), window, min_ns)
+
+
+Read1 = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
+
+
+def read1(plan: chunks.Plan, window: tuple[int, int]) -> Read1:
+    """Pass 1's one read of a time window: its GPU rows, their calls by correlation id
+    and the launches joined from them (also what the report's pass 1,
+    :mod:`traceparse.payload_chunks`, folds its own partial from)."""
     t0, t1 = window
     rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window)
     api = ex.own_calls(plan, rows, t0, t1)
-    launches = launch_chunks.join_launches(rows, api, window)
+    return rows, api, launch_chunks.join_launches(rows, api, window)
+
+
+def fold1(plan: chunks.Plan, rows: pl.DataFrame, api: pl.DataFrame, launches: pl.DataFrame,
+          window: tuple[int, int], min_ns: int) -> Part1:
+    """Every pass-1 partial of one time window from :func:`read1`'s frames."""
+    t0, t1 = window
     return ((chunked.window_parts(rows, t0, t1), ex.window_call_state(plan, rows, t0, t1, api)),
             chunked_gaps.window_gaps(rows, t0, t1, min_ns),
             (cl.launch_part(launches), cl.stats_part(launches)),

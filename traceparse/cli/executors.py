@@ -1,7 +1,8 @@
 """``--executor`` and its options, for the commands that can run on pieces of a trace
 (:mod:`traceparse.executor`): ``kernels``, ``breakdown`` (each device's own window; also
-``--gpu-only``), ``gaps``, ``launches --report graphs`` and ``summary``
-(:mod:`traceparse.summary_chunks`); and ``whatif``
+``--gpu-only``), ``gaps``, ``launches --report graphs``, ``summary``
+(:mod:`traceparse.summary_chunks`) and ``fixes`` (:mod:`traceparse.payload_chunks`); and
+``whatif``
 (:mod:`traceparse.replay_chunks`, in this process only)."""
 
 from __future__ import annotations

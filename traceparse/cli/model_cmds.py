@@ -4,6 +4,8 @@ calls one library function and writes the output (conventions: :mod:`traceparse.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 import polars as pl
 
@@ -18,7 +20,13 @@ from traceparse.cli.common import (
     traces_argument,
     wrote,
 )
-from traceparse.cli.executors import chunked_input, chunks_options, computed_in_memory
+from traceparse.cli.executors import (
+    chunked_input,
+    chunks_options,
+    computed_in_memory,
+    executor_options,
+    split_executor,
+)
 from traceparse.cli.inputs import (
     load_inputs,
     load_traces,
@@ -348,20 +356,44 @@ def diff_cmd(ctx: click.Context, base: str, new: str, fail_above: float | None,
 @traces_argument
 @gpu_option
 @output_options(formats=("table", "csv", "json"))
+@executor_options
 def fixes_cmd(traces: tuple[str, ...], gpu: str | None, fmt: str, output: str | None,
-              **_: object) -> None:
+              executor: str, chunk_rows: int, workers: int, **_: object) -> None:
     """Ranked fixes of TRACE... (the report's "What to fix first"): id, title, saving_ns,
     window_ns, rank, evidence, how; an empty list and one line why when nothing is worth
-    fixing."""
+    fixing. --executor chunks|dask computes them from pieces of one nsys export (or, with
+    one stderr line, in memory)."""
     import json
 
     from traceparse.reports.fixes import fixes_frame, fixes_list
 
-    tl = load_traces(traces, gpu=gpu)
-    items, why = fixes_list(tl)
+    found = _chunked_fixes(traces, gpu, executor, chunk_rows, workers) \
+        if executor != "memory" else None
+    items, why = found if found is not None else fixes_list(load_traces(traces, gpu=gpu))
     if why:  # no fix and why, or the fixes withheld as the profiler's own cost
         click.echo(why, err=True)
     if fmt == "json":
         emit(json.dumps(items, indent=1) + "\n", output)
         return
     _emit_frame(fixes_frame(items), fmt, output)
+
+
+def _chunked_fixes(traces: tuple[str, ...], gpu: str | None, executor: str, chunk_rows: int,
+                   workers: int) -> tuple[list[dict[str, Any]], str] | None:
+    """``fixes`` on a chunked executor; None when the memory path must compute them (no
+    busy GPU activity, or a payload section that cannot be computed exactly in pieces:
+    stderr says which)."""
+    from traceparse import payload_chunks
+    from traceparse.reports.fixes import fixes_of
+
+    kind, address = split_executor(executor)
+    if gpu is not None:
+        raise UsageError(None, f"--executor {kind} reads an nsys export: it takes no --gpu")
+    path = chunked_input(resolve(traces), kind)
+    try:
+        got = payload_chunks.payload(path, chunk_rows=chunk_rows, executor=kind,
+                                     workers=workers, scheduler=address)
+    except payload_chunks.NotInPieces as exc:  # exact in memory; that section is not
+        computed_in_memory(path, "fixes computed", str(exc))
+        return None
+    return None if got is None else fixes_of(got)

@@ -1,0 +1,196 @@
+"""``fixes`` and the report payload on the chunked executors (traceparse/payload_chunks.py,
+traceparse/payload_facts.py) against the in-memory :func:`build_payload` (its ``timeline``
+lanes left out: built apart).
+
+* a generated export (one device of unknown SM count, no blocking call) cut one GPU row
+  per piece, two, and all in one: the whole payload equals memory's and the fixes are
+  the hand-computed ones; the CLI prints memory's bytes in table, csv and json, no stderr;
+* every shared nsys export and bundled sample: the CLI prints memory's bytes and names
+  the section it computed in memory (listed per export: a new one fails); none runs in
+  pieces yet (underfilled launches and host-sync ops are not read in pieces);
+* where only those two refuse (``evidence``, ``gaps``), every other section of the
+  payload composed in pieces equals memory's (the two facts bypassed), and so do the
+  fixes that do not read them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sqlite3
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import REPO, ids, shared_files
+
+from traceparse import payload_chunks as pc
+from traceparse import payload_facts as pf
+from traceparse.cli import main
+from traceparse.nsys.reader import read
+from traceparse.reports.fixes import fixes_of
+from traceparse.reports.payload import build_payload
+from traceparse.samplegen import sqlite as samplegen_sqlite
+from traceparse.samplegen.scenarios import US, Activity, Call, Scenario
+
+NSYS = shared_files("nsys", "*.sqlite")
+SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
+FILES = NSYS + SAMPLES
+HAVE_DASK = importlib.util.find_spec("distributed") is not None
+#: The section each export's fixes are computed in memory for (stderr); None: no GPU
+#: activity (the memory path words it, no stderr line). ``evidence``: compute kernels on
+#: a device of known SM count (underfilled launches); ``gaps``: host-sync time (the
+#: blocking calls behind it); the others are the summary's own (test_chunked_summary).
+FALLBACKS = {
+    "abacus__report2": "gaps", "casio__nerf_output-file": "phases",
+    "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
+    "fuser__report1_h200": "phases", "instant-ngp__report13": "evidence",
+    "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
+    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": "evidence",
+    "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": "evidence",
+    "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases", "qcu__report10": None,
+    "resest__report2": "gpu_metrics", "rodinia__report2": "evidence",
+    "sc23omp__report3": "evidence", "sglang__baseline-report": "evidence",
+    "uvm-pytorch__report4": "memory",
+    "comm_bound": "communication", "compute_bound": "evidence", "launch_bound": "evidence",
+    "memory_bound": "evidence", "mini_train": "phases", "sync_bound": "phases"}
+#: Exports refused only for the two sections above, and their savings computed in pieces.
+BYPASSED = [p for p in FILES if p.stem in (
+    "instant-ngp__report13", "openacc__report12", "pipit__perlmutter-cloverleaf-cuda",
+    "rodinia__report2", "sc23omp__report3", "compute_bound", "memory_bound")]
+
+
+def _export(path: Path) -> Path:
+    """Four kernels and two pinned copies on one device whose SM count the export does not
+    give (so no launch can be underfilled) and no blocking call (no host-sync time)."""
+    k = "cudaLaunchKernel"
+    calls = (
+        Call(k, 0, 4 * US, Activity("kernel", 7, 5 * US, 10 * US, "k1")),
+        Call(k, 30 * US, 38 * US, Activity("kernel", 7, 40 * US, 10 * US, "k2")),
+        Call("cudaMemcpyAsync", 52 * US, 55 * US,
+             Activity("memcpy", 7, 60 * US, 10 * US, bytes=4096, copy_kind="HtoD",
+                      src_kind="Pinned", dst_kind="Device")),
+        Call(k, 72 * US, 73 * US, Activity("kernel", 7, 75 * US, 20 * US, "k1")),
+        Call(k, 96 * US, 97 * US, Activity("kernel", 7, 99 * US, 3 * US,
+                                           "vectorized_elementwise_kernel")),
+        Call("cudaMemcpyAsync", 110 * US, 112 * US,
+             Activity("memcpy", 7, 113 * US, 5 * US, bytes=8192, copy_kind="DtoH",
+                      src_kind="Device", dst_kind="Pinned")),
+    )
+    samplegen_sqlite.write(Scenario("fixes_edges", "fixes pieces", calls), path)
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE TARGET_INFO_GPU SET smCount = 0, name = 'Test GPU'")
+    return path
+
+
+@cache
+def _memory(path: Path) -> dict[str, Any]:
+    out = dict(build_payload(read(path)))
+    out.pop("timeline")
+    return out
+
+
+def _cli(args: list[str]) -> Any:
+    return CliRunner().invoke(main, ["--no-cache", "fixes", *args])
+
+
+def _same(got: dict[str, Any], want: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
+    """Section by section (``skip``: ``section.key`` left out)."""
+    assert sorted(got) == sorted(want)
+    for name in want:
+        a, b = dict(got[name]) if isinstance(got[name], dict) else got[name], want[name]
+        if isinstance(b, dict):
+            b = dict(b)
+            for s in skip:
+                sec, _, key = s.partition(".")
+                if sec == name:
+                    a.pop(key), b.pop(key)
+        assert a == b, f"section {name} differs"
+
+
+@pytest.mark.parametrize("rows", [1, 2, 100])
+def test_generated_export_in_pieces(tmp_path: Path, rows: int) -> None:
+    path = _export(tmp_path / "fixes.sqlite")
+    got = pc.payload(str(path), chunk_rows=rows)
+    assert got is not None and "timeline" not in got
+    _same(got, _memory(path))
+    fixes, why = fixes_of(got)
+    # CUDA graphs: the replay without issuing time, 113 -> 96 us; copies: the 15 us of
+    # copies with nothing beside them (under the 43 us of kernels)
+    assert [(f["id"], f["saving_ns"], f["window_ns"]) for f in fixes] == [
+        ("cuda-graphs", 17 * US, 113 * US), ("overlap-copies", 15 * US, 113 * US)]
+    assert why == ""
+    # every kernel, copy and launch counted once across the pieces
+    assert (got["kernels"]["instances"], got["kernels"]["total_ns"]) == (4, 43 * US)
+    assert got["devices"][0]["activities"] == 6 and got["devices"][0]["busy_ns"] == 58 * US
+    assert got["evidence"]["pageable_copies"]["pinned"]["bytes"] == 12288
+    assert got["evidence"]["tiny_memory_kernels"]["top"] == [
+        {"name": "vectorized_elementwise_kernel", "count": 1, "total_ns": 3 * US}]
+    assert got["launches"]["linked"] == 4
+    assert {r["table"]: r["count"] for r in got["provenance"]["parsed"]}["gpu"] == 6
+
+
+def test_generated_export_cli(tmp_path: Path) -> None:
+    path = str(_export(tmp_path / "fixes.sqlite"))
+    for fmt in ("table", "csv", "json"):
+        mem = _cli([path, "--format", fmt])
+        got = _cli([path, "--format", fmt, "--executor", "chunks", "--chunk-rows", "1"])
+        assert (got.exit_code, got.stderr) == (0, ""), got.output
+        assert got.stdout == mem.stdout and "cuda-graphs" in got.stdout
+
+
+@pytest.mark.skipif(not HAVE_DASK, reason="needs distributed")
+def test_generated_export_dask(tmp_path: Path) -> None:
+    path = str(_export(tmp_path / "fixes.sqlite"))
+    got = _cli([path, "--format", "json", "--executor", "dask", "-j", "2", "--chunk-rows",
+                "2"])
+    assert (got.exit_code, got.stderr) == (0, ""), got.output
+    assert got.stdout == _cli([path, "--format", "json"]).stdout
+
+
+@pytest.mark.parametrize("path", FILES, ids=ids(FILES))
+def test_cli_falls_back_as_listed(path: Path) -> None:
+    section = FALLBACKS[path.stem]
+    rows = "3" if path in SAMPLES else "1000"
+    mem = _cli([str(path), "--format", "json"])
+    got = _cli([str(path), "--format", "json", "--executor", "chunks", "--chunk-rows", rows])
+    assert got.exit_code == 0, got.output
+    assert got.stdout == mem.stdout
+    line = f"traceparse: {path}: fixes computed in memory, not in chunks: {section}: "
+    # then memory's own line (why no fix, or the fixes withheld), if any
+    first, _, rest = got.stderr.partition("\n")
+    assert (first.startswith(line) and rest == mem.stderr) if section \
+        else got.stderr == mem.stderr
+
+
+@pytest.mark.parametrize("path", BYPASSED, ids=ids(BYPASSED))
+def test_other_sections_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two facts bypassed: every section but the underfilled launches and the
+    host-sync ops (which the pieces leave empty) equals memory's."""
+    monkeypatch.setattr(pf, "underfilled_fact", lambda *_: None)
+    monkeypatch.setattr(pc, "host_sync_fact", lambda *_: None)
+    rows = 3 if path in SAMPLES else 300
+    got = pc.payload(str(path), chunk_rows=rows)
+    assert got is not None
+    mem = _memory(path)
+    _same({k: v for k, v in got.items() if k != "recommendations"},
+          {k: v for k, v in mem.items() if k != "recommendations"},
+          skip=("evidence.underfilled_launches", "gaps.sync_ops"))
+    assert got["evidence"]["underfilled_launches"] == [] and got["gaps"]["sync_ops"] == []
+    # the fixes that read neither
+    keep = {"cuda-graphs", "pinned-memory", "overlap-copies", "stream-wait"}
+
+    def kept(p: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in f.items() if k != "rank"} for f in fixes_of(p)[0]
+                if f["id"] in keep]
+
+    assert kept(got) == kept(mem)
+
+
+def test_cli_refuses(tmp_path: Path) -> None:
+    got = _cli(["a.sqlite", "b.sqlite", "--executor", "chunks"])
+    assert got.exit_code != 0 and "reads one nsys SQLite export" in got.output
+    path = _export(tmp_path / "fixes.sqlite")
+    got = _cli([str(path), "--executor", "chunks", "--gpu", "H100"])
+    assert got.exit_code == 2 and "takes no --gpu" in got.output
