@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import polars as pl
 
 from traceparse.nsys import chunks
-from traceparse.summary_chunks import NotInPieces
+from traceparse.summary_chunks import SectionNotInPieces as NotInPieces
 
 if TYPE_CHECKING:
     from traceparse.payload_chunks import PayloadPart
@@ -144,7 +144,7 @@ def _ingest(plan: chunks.Plan, bare: pl.DataFrame, timed: set[str], kinds: pl.Da
             if source in chunks.GPU_TABLES:
                 n = sum(v for k, v in by_kind.items() if chunks_table(k) == source)
             else:
-                n = int(db._exec(f"SELECT COUNT(*) FROM {q(source)} WHERE {_GOOD}", ())[0][0])
+                n = int(db.fetchall(f"SELECT COUNT(*) FROM {q(source)} WHERE {_GOOD}", ())[0][0])
             if n != total:
                 raise NotInPieces("provenance", f"{total - n:,} rows of {source} are "
                                                 "skipped by the reader (their reasons are "
@@ -204,6 +204,6 @@ def _hip(path: str) -> bool:
         if not (db.has(RUNTIME) and db.has("StringIds")
                 and "nameId" in db.columns(RUNTIME)):
             return False
-        return bool(db._exec(
+        return bool(db.fetchall(
             f"SELECT 1 FROM {q(RUNTIME)} WHERE nameId IN (SELECT id FROM StringIds "
             "WHERE value GLOB 'hip*') LIMIT 1", ()))
