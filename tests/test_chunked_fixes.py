@@ -194,3 +194,41 @@ def test_cli_refuses(tmp_path: Path) -> None:
     path = _export(tmp_path / "fixes.sqlite")
     got = _cli([str(path), "--executor", "chunks", "--gpu", "H100"])
     assert got.exit_code == 2 and "takes no --gpu" in got.output
+
+
+def _report(args: list[str]) -> Any:
+    return CliRunner().invoke(main, ["--no-cache", "report", *args])
+
+
+@pytest.mark.parametrize("rows", [1, 100])
+def test_generated_export_report(tmp_path: Path, rows: int) -> None:
+    """``report --executor chunks``: the payload in pieces plus the overview lanes in
+    pieces, the same HTML bytes as memory's."""
+    path = str(_export(tmp_path / "fixes.sqlite"))
+    mem, got = tmp_path / "mem.html", tmp_path / "got.html"
+    assert _report([path, "-o", str(mem)]).exit_code == 0
+    run = _report([path, "-o", str(got), "--executor", "chunks", "--chunk-rows", str(rows)])
+    assert run.exit_code == 0 and run.stderr.startswith(f"wrote {got} "), run.output
+    assert "not in chunks" not in run.stderr
+    assert got.read_bytes() == mem.read_bytes()
+    lanes = pc.report_payload(path, chunk_rows=rows)
+    assert lanes is not None
+    # one lane (device 0, stream 7): 4 kernels + 2 copies drawn exactly, 58 us busy
+    (lane,) = lanes["timeline"]["lanes"]
+    assert (lanes["timeline"]["mode"], lane["events"], lane["busy_ns"]) == ("exact", 6, 58 * US)
+
+
+def test_report_falls_back_and_refuses(tmp_path: Path) -> None:
+    sample = REPO / "sample_traces" / "compute_bound.sqlite"
+    mem, got = tmp_path / "mem.html", tmp_path / "got.html"
+    assert _report([str(sample), "-o", str(mem)]).exit_code == 0
+    run = _report([str(sample), "-o", str(got), "--executor", "chunks", "--chunk-rows", "3"])
+    assert run.exit_code == 0, run.output
+    assert run.stderr.startswith(f"traceparse: {sample}: report computed in memory, not in "
+                                 f"chunks: {FALLBACKS['compute_bound']}: ")
+    assert got.read_bytes() == mem.read_bytes()
+    path = str(_export(tmp_path / "fixes.sqlite"))
+    run = _report([path, "-o", str(tmp_path / "x.html"), "--executor", "chunks", "--ncu",
+                   str(REPO / "sample_traces" / "mini_train.ncu.csv")])
+    assert run.exit_code == 2 and "takes no --ncu" in run.output
+    assert not (tmp_path / "x.html").exists()

@@ -57,7 +57,7 @@ from traceparse.timeline import Timeline
 if TYPE_CHECKING:
     from traceparse.payload_facts import Facts
 
-__all__ = ["NotInPieces", "PayloadPart", "payload"]
+__all__ = ["NotInPieces", "PayloadPart", "payload", "report_payload"]
 
 class PayloadPart(NamedTuple):
     """The report's partial of the GPU rows starting in one or more time windows (module
@@ -190,6 +190,32 @@ def payload(path: str, *, options: ReportOptions | None = None,
         raise why
     summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse)
     return _compose(opts, summary, got, mine, facts)
+
+
+def report_payload(path: str, *, options: ReportOptions | None = None,
+                   chunk_rows: int = ex.CHUNK_ROWS, executor: str = "chunks", workers: int = 4,
+                   scheduler: str | None = None) -> dict[str, Any] | None:
+    """The whole report payload of one nsys export in pieces (``report --executor
+    chunks|dask``): :func:`payload`, then the ``timeline`` lanes in pieces
+    (:func:`traceparse.lanes_chunks.timeline_lanes`, read only once every other section
+    is known to be exact); None when no device has busy GPU activity.
+
+    Raises:
+        NotInPieces: as :func:`payload`.
+    """
+    from traceparse.lanes_chunks import timeline_lanes
+    from traceparse.reports.options import clean
+
+    opts = options or ReportOptions()
+    got = payload(path, options=opts, chunk_rows=chunk_rows, executor=executor,
+                  workers=workers, scheduler=scheduler)
+    if got is None:
+        return None
+    lanes = timeline_lanes(path, budget=opts.timeline_budget, bins=opts.timeline_bins,
+                           max_lanes=opts.max_lanes, executor=executor,
+                           chunk_rows=chunk_rows, workers=workers, scheduler=scheduler)
+    out: dict[str, Any] = clean({**got, "timeline": lanes})
+    return out
 
 
 def host_sync_fact(bd: pl.DataFrame) -> NotInPieces | None:

@@ -4,11 +4,14 @@ writes the output (conventions: :mod:`traceparse.cli.common`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from traceparse.cli.common import check_output, gpu_option, traces_argument, wrote
+from traceparse.cli.executors import executor_options
 from traceparse.cli.main import main
+from traceparse.reports.options import ReportOptions
 
 
 @main.command("report")
@@ -23,31 +26,65 @@ from traceparse.cli.main import main
               help="Kernels listed individually; the rest are summed as 'other'.")
 @click.option("--title", default=None, help="Report title (default: the input names).")
 @gpu_option
+@executor_options
 def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, force: bool,
-           top: int, title: str | None, gpu: str | None) -> None:
+           top: int, title: str | None, gpu: str | None, executor: str, chunk_rows: int,
+           workers: int) -> None:
     """Write a self-contained HTML bottleneck report of TRACE... (several files = several
     ranks, one report). With no TRACE, report on the bundled sample training step.
 
     The page works offline (no external URL), opens in any browser, and starts with the
     verdict: what bounds the run and which fixes could save the most time. An existing
-    output file is kept unless --force is given.
+    output file is kept unless --force is given. --executor chunks|dask computes it from
+    pieces of one nsys export (or, with one stderr line, in memory).
     """
     from traceparse.cli.common import load_trace
     from traceparse.cli.inputs import check_one_job, expand, load_inputs, override_gpu
     from traceparse.reports.build import default_output
     from traceparse.reports.html import render_html
-    from traceparse.reports.payload import ReportOptions, build_payload
+    from traceparse.reports.payload import build_payload
 
     out = Path(output) if output else default_output(expand(traces))
     check_output(out, force=force)
-    paths, tls = load_inputs(traces, sample_default=True)
-    check_one_job(paths, tls)
-    if gpu:
-        tls = [override_gpu(t, gpu) for t in tls]
-    ncu = load_trace(ncu_csv) if ncu_csv else None
-    html = render_html(build_payload(tls, ncu=ncu, options=ReportOptions(top_n=top,
-                                                                         title=title)))
+    options = ReportOptions(top_n=top, title=title)
+    payload = None
+    if executor != "memory":
+        payload = _chunked_payload(traces, ncu_csv, gpu, options, executor, chunk_rows,
+                                   workers)
+    if payload is None:
+        paths, tls = load_inputs(traces, sample_default=True)
+        check_one_job(paths, tls)
+        if gpu:
+            tls = [override_gpu(t, gpu) for t in tls]
+        ncu = load_trace(ncu_csv) if ncu_csv else None
+        payload = build_payload(tls, ncu=ncu, options=options)
+    html = render_html(payload)
     from traceparse.atomic import write_text
 
     write_text(out, html)
     wrote(out, f"{len(html.encode('utf-8')):,} bytes")
+
+
+def _chunked_payload(traces: tuple[str, ...], ncu_csv: str | None, gpu: str | None,
+                     options: ReportOptions, executor: str, chunk_rows: int, workers: int
+                     ) -> dict[str, Any] | None:
+    """The report payload on a chunked executor; None when the memory path must compute
+    it (no busy GPU activity, or a section that cannot be computed exactly in pieces:
+    stderr says which)."""
+    from traceparse import payload_chunks
+    from traceparse.cli.executors import chunked_input, computed_in_memory, split_executor
+    from traceparse.cli.inputs import resolve
+    from traceparse.errors import UsageError
+
+    kind, address = split_executor(executor)
+    if gpu is not None or ncu_csv is not None:
+        raise UsageError(None, f"--executor {kind} reads an nsys export: it takes no "
+                               f"{'--gpu' if gpu is not None else '--ncu'}")
+    path = chunked_input(resolve(traces, sample_default=True), kind)
+    try:
+        return payload_chunks.report_payload(path, options=options, chunk_rows=chunk_rows,
+                                             executor=kind, workers=workers,
+                                             scheduler=address)
+    except payload_chunks.NotInPieces as exc:  # exact in memory; that section is not
+        computed_in_memory(path, "report computed", str(exc))
+    return None
