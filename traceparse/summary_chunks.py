@@ -18,8 +18,10 @@ from them:
    device's window **and** the gaps that start in it: the in-memory attribution
    (``breakdown``) and gap rules (``top_gaps``, the verdict's gaps) on the same timeline,
    and the span's first and last event, runtime calls and range kinds (``window``; the
-   whole-file fact that the export has no tree ranges). Every window has a span, so
-   together they read every row of the file.
+   whole-file fact that the export has no tree ranges), and the window's part of
+   ``host_sync_by_op`` (:mod:`traceparse.analyses.chunked_host_sync`: the verdict's
+   blocking call and op, :func:`sync_by_op`). Every window has a span, so together they
+   read every row of the file.
 
 Sections a whole-file fact proves empty (``communication`` and ``stragglers`` without
 communication rows; ``gpu_metrics``, ``gpu_clock`` and the idle caveat without GPU-metrics
