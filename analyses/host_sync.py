@@ -182,14 +182,19 @@ def _op_waits(tl: Timeline) -> pl.DataFrame:
 
 
 def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
-    ov = _with_threads(tl, _overlaps(tl, group))
+    return op_rows(with_ops(tl, _with_threads(tl, _overlaps(tl, group))))
+
+
+def with_ops(tl: Timeline, calls: pl.DataFrame) -> pl.DataFrame:
+    """``calls`` (``rank, thread_id, start_ns`` ...) with ``op``: the outermost ``cpu_op``
+    of ``tl`` open on the call's thread at its start (null: none)."""
     ops = (tl.ranges.filter((pl.col("kind").cast(pl.String) == "cpu_op")
                             & pl.col("end_ns").is_not_null())
            .select(pl.col("rank").alias("_r"), pl.col("thread_id").alias("_t"),
                    pl.col("start_ns").alias("_os"), pl.col("end_ns").alias("_oe"),
                    pl.col("depth").fill_null(0).alias("_d"),
                    pl.col("name").cast(pl.String).alias("op")))
-    calls = ov.with_row_index("_call")
+    calls = calls.with_row_index("_call")
     if ops.height and calls.height:
         j = (calls.select("_call", "rank", "thread_id", "start_ns")
              .join_where(ops, pl.col("_os") <= pl.col("start_ns"),
@@ -200,8 +205,19 @@ def _by_op(tl: Timeline, group: list[str]) -> pl.DataFrame:
         calls = calls.join(j, on="_call", how="left")
     else:
         calls = calls.with_columns(pl.lit(None, pl.String).alias("op"))
+    return calls.drop("_call")
+
+
+def op_rows(calls: pl.DataFrame) -> pl.DataFrame:
+    """:func:`host_sync_by_op`'s frame from one row per call (``op, name,
+    host_sync_ns``)."""
     return (calls.group_by("op", "name").agg(pl.len().cast(pl.Int64).alias("calls"),
                                              pl.col("host_sync_ns").sum())
             .select("op", pl.col("name").alias("call"), "calls", "host_sync_ns")
-            .sort(["host_sync_ns", "op", "call"], descending=[True, False, False],
-                  nulls_last=True))
+            .pipe(sort_by_op))
+
+
+def sort_by_op(frame: pl.DataFrame) -> pl.DataFrame:
+    """:func:`host_sync_by_op`'s order: largest first, then op and call (nulls last)."""
+    return frame.sort(["host_sync_ns", "op", "call"], descending=[True, False, False],
+                      nulls_last=True)

@@ -128,9 +128,11 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
     return {"pageable": agg(pageable), "pinned": agg(pinned), "pageable_by_rank": per}
 
 
-def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, Any]:
+def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame,
+          sync_ops: pl.DataFrame | None = None) -> dict[str, Any]:
     """The gaps section from ``frame`` (:func:`traceparse.analyses.gaps.idle_gaps`, computed
-    once)."""
+    once); ``sync_ops``: :func:`~traceparse.analyses.host_sync.host_sync_by_op` of the
+    trace when the caller has it (the chunked report), else of ``tl``."""
     by_cause = (frame.group_by("cause").agg(pl.len().alias("count"),
                                             pl.col("dur_ns").sum().alias("total_ns"),
                                             pl.col("idle_ns").sum().alias("idle_ns"),
@@ -163,7 +165,7 @@ def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame) -> dict[str, A
     return {
         "count": frame.height,
         "evidence_rows": rows(per_rank),
-        "sync_ops": rows(host_sync_by_op(tl)),
+        "sync_ops": rows(host_sync_by_op(tl) if sync_ops is None else sync_ops),
         "total_ns": int(frame["dur_ns"].sum()) if frame.height else 0,
         "min_ns": opts.gap_min_ns,
         "by_cause": rows(by_cause),

@@ -4,13 +4,14 @@ lanes left out: built apart).
 
 * a generated export (one device of unknown SM count, no blocking call) cut one GPU row
   per piece, two, and all in one: the whole payload equals memory's and the fixes are
-  the hand-computed ones; the CLI prints memory's bytes in table, csv and json, no stderr;
+  the hand-computed ones; the CLI prints memory's bytes in table, csv and json, no stderr
+  (one with host-sync time: tests/test_chunked_host_sync.py);
 * every shared nsys export and bundled sample: the CLI prints memory's bytes and names
   the section it computed in memory (listed per export: a new one fails); none runs in
-  pieces yet (underfilled launches and host-sync ops are not read in pieces);
-* where only those two refuse (``evidence``, ``gaps``), every other section of the
-  payload composed in pieces equals memory's (the two facts bypassed), and so do the
-  fixes that do not read them.
+  pieces yet (underfilled launches are not read in pieces);
+* where only that one refuses (``evidence``), every other section of the payload
+  composed in pieces equals memory's (the fact bypassed; the host-sync ops of ``gaps``
+  included), and so do the fixes that do not read it.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ FILES = NSYS + SAMPLES
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
 #: The section each export's fixes are computed in memory for (stderr); None: no GPU
 #: activity (the memory path words it, no stderr line). ``evidence``: compute kernels on
-#: a device of known SM count (underfilled launches); ``gaps``: host-sync time (the
-#: blocking calls behind it); the others are the summary's own (test_chunked_summary).
+#: a device of known SM count (underfilled launches); the others are the summary's own
+#: (test_chunked_summary).
 FALLBACKS = {
-    "abacus__report2": "gaps", "casio__nerf_output-file": "phases",
+    "abacus__report2": "savings", "casio__nerf_output-file": "phases",
     "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
     "fuser__report1_h200": "phases", "instant-ngp__report13": "evidence",
     "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
@@ -55,7 +56,7 @@ FALLBACKS = {
     "uvm-pytorch__report4": "memory",
     "comm_bound": "communication", "compute_bound": "evidence", "launch_bound": "evidence",
     "memory_bound": "evidence", "mini_train": "phases", "sync_bound": "phases"}
-#: Exports refused only for the two sections above, and their savings computed in pieces.
+#: Exports refused only at ``evidence``, and their savings computed in pieces.
 BYPASSED = [p for p in FILES if p.stem in (
     "instant-ngp__report13", "openacc__report12", "pipit__perlmutter-cloverleaf-cuda",
     "rodinia__report2", "sc23omp__report3", "compute_bound", "memory_bound")]
@@ -166,18 +167,17 @@ def test_cli_falls_back_as_listed(path: Path) -> None:
 
 @pytest.mark.parametrize("path", BYPASSED, ids=ids(BYPASSED))
 def test_other_sections_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two facts bypassed: every section but the underfilled launches and the
-    host-sync ops (which the pieces leave empty) equals memory's."""
+    """The fact bypassed: every section but the underfilled launches (which the pieces
+    leave empty) equals memory's, the host-sync ops of ``gaps`` included."""
     monkeypatch.setattr(pf, "underfilled_fact", lambda *_: None)
-    monkeypatch.setattr(pc, "host_sync_fact", lambda *_: None)
     rows = 3 if path in SAMPLES else 300
     got = pc.payload(str(path), chunk_rows=rows)
     assert got is not None
     mem = _memory(path)
     _same({k: v for k, v in got.items() if k != "recommendations"},
           {k: v for k, v in mem.items() if k != "recommendations"},
-          skip=("evidence.underfilled_launches", "gaps.sync_ops"))
-    assert got["evidence"]["underfilled_launches"] == [] and got["gaps"]["sync_ops"] == []
+          skip=("evidence.underfilled_launches",))
+    assert got["evidence"]["underfilled_launches"] == []
     # the fixes that read neither
     keep = {"cuda-graphs", "pinned-memory", "overlap-copies", "stream-wait"}
 

@@ -33,9 +33,9 @@ Sections by how they are computed:
 Anything else raises :class:`~traceparse.summary_chunks.SectionNotInPieces` (``NotInPieces``
 here) naming the section
 (the summary's own refusals, then ``provenance``: rows the reader skips; ``evidence``:
-underfilled launches, which read each launch's grid; ``gaps``: host-sync time, whose
-blocking calls per op are not read in pieces; ``recommendations``: a fix withheld as the
-profiler's own cost).
+underfilled launches, which read each launch's grid; ``recommendations``: a fix withheld
+as the profiler's own cost). The ``gaps`` section's ``sync_ops`` come from pass 2's
+windows (:func:`traceparse.summary_chunks.sync_by_op`).
 """
 
 from __future__ import annotations
@@ -186,8 +186,6 @@ def payload(path: str, *, options: ReportOptions | None = None,
                    replays=reuse.run)
     if got is None:
         return None
-    if (why := host_sync_fact(got[0])) is not None:
-        raise why
     summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse)
     return _compose(opts, summary, got, mine, facts)
 
@@ -216,17 +214,6 @@ def report_payload(path: str, *, options: ReportOptions | None = None,
                            chunk_rows=chunk_rows, workers=workers, scheduler=scheduler)
     out: dict[str, Any] = clean({**got, "timeline": lanes})
     return out
-
-
-def host_sync_fact(bd: pl.DataFrame) -> NotInPieces | None:
-    """``gaps`` refused where the breakdown ``bd`` has host-sync time (the section's
-    ``sync_ops``, :func:`traceparse.analyses.host_sync.host_sync_by_op`, is not read in
-    pieces); else None (it is then empty, computed on the stub)."""
-    if int(bd["host_sync_ns"].sum()):
-        return NotInPieces("gaps", "the GPU waited on blocking calls (host_sync_by_op, the "
-                                   "calls and ops behind the host-sync time, is not read in "
-                                   "pieces)")
-    return None
 
 
 def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
@@ -273,7 +260,7 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
         unprofiled_clause(top) if top else "")
     out["comm"] = sections._comm(stub)
     out["steps"] = sections._steps(stub)
-    out["gaps"] = sections._gaps(stub, opts, every)
+    out["gaps"] = sections._gaps(stub, opts, every, sc.sync_by_op(spans))
     roof = sections._roofline(stub, opts.top_n)
     if roof is not None:
         out["roofline"] = roof

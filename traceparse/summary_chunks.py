@@ -18,8 +18,10 @@ from them:
    device's window **and** the gaps that start in it: the in-memory attribution
    (``breakdown``) and gap rules (``top_gaps``, the verdict's gaps) on the same timeline,
    and the span's first and last event, runtime calls and range kinds (``window``; the
-   whole-file fact that the export has no tree ranges). Every window has a span, so
-   together they read every row of the file.
+   whole-file fact that the export has no tree ranges), and the window's part of
+   ``host_sync_by_op`` (:mod:`traceparse.analyses.chunked_host_sync`: the verdict's
+   blocking call and op, :func:`sync_by_op`). Every window has a span, so together they
+   read every row of the file.
 
 Sections a whole-file fact proves empty (``communication`` and ``stragglers`` without
 communication rows; ``gpu_metrics``, ``gpu_clock`` and the idle caveat without GPU-metrics
@@ -50,6 +52,7 @@ from traceparse import executor as ex
 from traceparse import executor_breakdown as eb
 from traceparse import launch_chunks, units
 from traceparse.analyses import chunked, chunked_gaps
+from traceparse.analyses import chunked_host_sync as chs
 from traceparse.analyses import chunked_launches as cl
 from traceparse.analyses import chunked_summary as cs
 from traceparse.analyses.replay_pieces import NotOrdered
@@ -119,7 +122,9 @@ def merge_pass1(parts: Sequence[Part1], min_ns: int) -> Part1:
 class SpanPart(NamedTuple):
     """What pass 2 gives for one time window: its ``breakdown_windows`` rows, its gaps'
     rows, the span's first and last event, the runtime calls that start in the window,
-    the span's range kinds and first range row per ``(rank, kind)``."""
+    the span's range kinds and first range row per ``(rank, kind)``, and its
+    :func:`~traceparse.analyses.host_sync.host_sync_by_op` partial
+    (:mod:`traceparse.analyses.chunked_host_sync`)."""
 
     breakdown: pl.DataFrame
     gaps: pl.DataFrame
@@ -127,6 +132,7 @@ class SpanPart(NamedTuple):
     api_calls: int
     range_kinds: frozenset[str]
     ranges: pl.DataFrame
+    sync: chs.SyncPart | None = None
 
 
 Job = tuple[pl.DataFrame, pl.DataFrame, tuple[int, int]]
@@ -165,7 +171,9 @@ def span_read(plan: chunks.Plan, span: ex.Span, job: Job, opts: tuple[int, ex.Tr
                     tl.api.filter(own).height,
                     frozenset(tl.ranges["kind"].cast(pl.String).unique().to_list()),
                     tl.ranges.unique(subset=["rank", "kind"], keep="first",
-                                     maintain_order=True))
+                                     maintain_order=True),
+                    chs.window_part(tl, wins if wins.height and int(
+                        rows["host_sync_ns"].sum()) else wins.clear(), a, b))
     return part, tl, lo, hi
 
 
@@ -464,10 +472,7 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     for name in ("gpu_metrics", "gpu_clock", "memory", "graphs"):
         out[name] = sm.SECTIONS[name](tl, opts)
     out["stragglers"] = sm.SECTIONS["stragglers"](tl, opts)
-    sync = sm.VERDICTS["host_sync_ns"][0]
-    if int(bd["host_sync_ns"].sum()) and sync in sm.verdict(bd, every, out["stragglers"]):
-        raise SectionNotInPieces("verdict", f"a {sync} verdict names its blocking call and op "
-                                     "(host_sync_by_op is not read in pieces)")
+    sync_ops = sync_by_op(spans) if int(bd["host_sync_ns"].sum()) > 0 else None
     # the savings' replays last: every cheaper reason to fall back is found before them
     try:
         out["savings"] = _savings(path, chunk_rows, bd, reuse)
@@ -477,6 +482,19 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     out["launches"] = cl.launch_summary_from_part(
         launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),
         saving=best(out["savings"], "no_launch_overhead"))
-    line, caveat = sm.verdict_line(tl, bd, every, out["stragglers"], None)
+    line, caveat = sm.verdict_line(tl, bd, every, out["stragglers"], sync_ops)
     return {"sections": {name: out[name] for name in sm.SECTIONS}, "verdict": line,
             "untraced_gpu_work": caveat}
+
+
+def sync_by_op(spans: Sequence[SpanPart]) -> pl.DataFrame:
+    """:func:`traceparse.analyses.host_sync.host_sync_by_op` of the export from pass 2's
+    window partials (:func:`traceparse.analyses.chunked_host_sync.merge`).
+
+    Raises:
+        SectionNotInPieces: a call's op is not known exactly (``verdict``).
+    """
+    try:
+        return chs.merge([s.sync for s in spans if s.sync is not None])
+    except chs.NoOwnRow as exc:
+        raise SectionNotInPieces("verdict", f"host_sync_by_op: {exc}") from None
