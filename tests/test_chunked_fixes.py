@@ -6,11 +6,11 @@ lanes left out: built apart).
   per piece, two, and all in one: the whole payload equals memory's and the fixes are
   the hand-computed ones; the CLI prints memory's bytes in table, csv and json, no stderr;
 * every shared nsys export and bundled sample: the CLI prints memory's bytes and names
-  the section it computed in memory (listed per export: a new one fails); none runs in
-  pieces yet (underfilled launches and host-sync ops are not read in pieces);
-* where only those two refuse (``evidence``, ``gaps``), every other section of the
-  payload composed in pieces equals memory's (the two facts bypassed), and so do the
-  fixes that do not read them.
+  the section it computed in memory (listed per export: a new one fails);
+  compute_bound and memory_bound run in pieces (host-sync ops are not read in pieces);
+* where only ``gaps`` refuses, every other section of the payload composed in pieces
+  equals memory's, the underfilled launches included (the fact bypassed), and so do the
+  fixes that do not read the host-sync ops.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from click.testing import CliRunner
 from conftest import REPO, ids, shared_files
 
 from traceparse import payload_chunks as pc
-from traceparse import payload_facts as pf
 from traceparse.cli import main
 from traceparse.nsys.reader import read
 from traceparse.reports.fixes import fixes_of
@@ -38,24 +37,25 @@ NSYS = shared_files("nsys", "*.sqlite")
 SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
 FILES = NSYS + SAMPLES
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
-#: The section each export's fixes are computed in memory for (stderr); None: no GPU
-#: activity (the memory path words it, no stderr line). ``evidence``: compute kernels on
-#: a device of known SM count (underfilled launches); ``gaps``: host-sync time (the
-#: blocking calls behind it); the others are the summary's own (test_chunked_summary).
+#: The section each export's fixes are computed in memory for (stderr); None: computed in
+#: pieces, or no GPU activity (the memory path words it): memory's stderr only. ``gaps``:
+#: host-sync time (the blocking calls behind it); the others are the summary's own
+#: (test_chunked_summary). Underfilled launches (``evidence`` until h37) are computed in
+#: pieces: test_chunked_underfilled.
 FALLBACKS = {
     "abacus__report2": "gaps", "casio__nerf_output-file": "phases",
     "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
-    "fuser__report1_h200": "phases", "instant-ngp__report13": "evidence",
+    "fuser__report1_h200": "phases", "instant-ngp__report13": "gaps",
     "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
-    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": "evidence",
-    "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": "evidence",
+    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": "gaps",
+    "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": "gaps",
     "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases", "qcu__report10": None,
-    "resest__report2": "gpu_metrics", "rodinia__report2": "evidence",
-    "sc23omp__report3": "evidence", "sglang__baseline-report": "evidence",
+    "resest__report2": "gpu_metrics", "rodinia__report2": "gaps",
+    "sc23omp__report3": "gaps", "sglang__baseline-report": "gaps",
     "uvm-pytorch__report4": "memory",
-    "comm_bound": "communication", "compute_bound": "evidence", "launch_bound": "evidence",
-    "memory_bound": "evidence", "mini_train": "phases", "sync_bound": "phases"}
-#: Exports refused only for the two sections above, and their savings computed in pieces.
+    "comm_bound": "communication", "compute_bound": None, "launch_bound": "savings",
+    "memory_bound": None, "mini_train": "phases", "sync_bound": "phases"}
+#: Exports refused only for host-sync time or not at all, their savings computed in pieces.
 BYPASSED = [p for p in FILES if p.stem in (
     "instant-ngp__report13", "openacc__report12", "pipit__perlmutter-cloverleaf-cuda",
     "rodinia__report2", "sc23omp__report3", "compute_bound", "memory_bound")]
@@ -166,9 +166,8 @@ def test_cli_falls_back_as_listed(path: Path) -> None:
 
 @pytest.mark.parametrize("path", BYPASSED, ids=ids(BYPASSED))
 def test_other_sections_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two facts bypassed: every section but the underfilled launches and the
-    host-sync ops (which the pieces leave empty) equals memory's."""
-    monkeypatch.setattr(pf, "underfilled_fact", lambda *_: None)
+    """The host-sync fact bypassed: every section but the host-sync ops (which the pieces
+    leave empty) equals memory's, the underfilled launches included."""
     monkeypatch.setattr(pc, "host_sync_fact", lambda *_: None)
     rows = 3 if path in SAMPLES else 300
     got = pc.payload(str(path), chunk_rows=rows)
@@ -176,8 +175,8 @@ def test_other_sections_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch
     mem = _memory(path)
     _same({k: v for k, v in got.items() if k != "recommendations"},
           {k: v for k, v in mem.items() if k != "recommendations"},
-          skip=("evidence.underfilled_launches", "gaps.sync_ops"))
-    assert got["evidence"]["underfilled_launches"] == [] and got["gaps"]["sync_ops"] == []
+          skip=("gaps.sync_ops",))
+    assert got["gaps"]["sync_ops"] == []
     # the fixes that read neither
     keep = {"cuda-graphs", "pinned-memory", "overlap-copies", "stream-wait"}
 
