@@ -7,11 +7,11 @@ lanes left out: built apart).
   the hand-computed ones; the CLI prints memory's bytes in table, csv and json, no stderr
   (one with host-sync time: tests/test_chunked_host_sync.py);
 * every shared nsys export and bundled sample: the CLI prints memory's bytes and names
-  the section it computed in memory (listed per export: a new one fails); none runs in
-  pieces yet (underfilled launches are not read in pieces);
-* where only that one refuses (``evidence``), every other section of the payload
-  composed in pieces equals memory's (the fact bypassed; the host-sync ops of ``gaps``
-  included), and so do the fixes that do not read it.
+  the section it computed in memory (listed per export: a new one fails); the exports
+  that run in pieces give memory's bytes with no stderr line of their own;
+* where the payload runs in pieces (:data:`IN_PIECES`), every section equals memory's, the
+  underfilled launches (tests/test_chunked_underfilled.py) and the host-sync ops
+  (tests/test_chunked_host_sync.py) included.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from click.testing import CliRunner
 from conftest import REPO, ids, shared_files
 
 from traceparse import payload_chunks as pc
-from traceparse import payload_facts as pf
 from traceparse.cli import main
 from traceparse.nsys.reader import read
 from traceparse.reports.fixes import fixes_of
@@ -39,27 +38,25 @@ NSYS = shared_files("nsys", "*.sqlite")
 SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
 FILES = NSYS + SAMPLES
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
-#: The section each export's fixes are computed in memory for (stderr); None: no GPU
-#: activity (the memory path words it, no stderr line). ``evidence``: compute kernels on
-#: a device of known SM count (underfilled launches); the others are the summary's own
-#: (test_chunked_summary).
+#: The section each export's fixes are computed in memory for (stderr); None: computed in
+#: pieces, or no GPU activity (the memory path words it): memory's stderr only. The
+#: sections named are the summary's own (test_chunked_summary).
 FALLBACKS = {
     "abacus__report2": "savings", "casio__nerf_output-file": "phases",
     "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
-    "fuser__report1_h200": "phases", "instant-ngp__report13": "evidence",
+    "fuser__report1_h200": "phases", "instant-ngp__report13": None,
     "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
-    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": "evidence",
-    "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": "evidence",
+    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": None,
+    "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": None,
     "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases", "qcu__report10": None,
-    "resest__report2": "gpu_metrics", "rodinia__report2": "evidence",
-    "sc23omp__report3": "evidence", "sglang__baseline-report": "evidence",
+    "resest__report2": "gpu_metrics", "rodinia__report2": None,
+    "sc23omp__report3": None, "sglang__baseline-report": "savings",
     "uvm-pytorch__report4": "memory",
-    "comm_bound": "communication", "compute_bound": "evidence", "launch_bound": "evidence",
-    "memory_bound": "evidence", "mini_train": "phases", "sync_bound": "phases"}
-#: Exports refused only at ``evidence``, and their savings computed in pieces.
-BYPASSED = [p for p in FILES if p.stem in (
-    "instant-ngp__report13", "openacc__report12", "pipit__perlmutter-cloverleaf-cuda",
-    "rodinia__report2", "sc23omp__report3", "compute_bound", "memory_bound")]
+    "comm_bound": "communication", "compute_bound": None, "launch_bound": "savings",
+    "memory_bound": None, "mini_train": "phases", "sync_bound": "phases"}
+#: Exports whose payload runs in pieces.
+IN_PIECES = [p for p in FILES if p.stem in FALLBACKS and FALLBACKS[p.stem] is None
+             and p.stem != "qcu__report10"]
 
 
 def _export(path: Path) -> Path:
@@ -165,27 +162,14 @@ def test_cli_falls_back_as_listed(path: Path) -> None:
         else got.stderr == mem.stderr
 
 
-@pytest.mark.parametrize("path", BYPASSED, ids=ids(BYPASSED))
-def test_other_sections_equal_memory(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fact bypassed: every section but the underfilled launches (which the pieces
-    leave empty) equals memory's, the host-sync ops of ``gaps`` included."""
-    monkeypatch.setattr(pf, "underfilled_fact", lambda *_: None)
+@pytest.mark.parametrize("path", IN_PIECES, ids=ids(IN_PIECES))
+def test_payload_in_pieces_equals_memory(path: Path) -> None:
+    """Every section of the payload composed in pieces equals memory's, the
+    recommendations (the fixes) included."""
     rows = 3 if path in SAMPLES else 300
     got = pc.payload(str(path), chunk_rows=rows)
     assert got is not None
-    mem = _memory(path)
-    _same({k: v for k, v in got.items() if k != "recommendations"},
-          {k: v for k, v in mem.items() if k != "recommendations"},
-          skip=("evidence.underfilled_launches",))
-    assert got["evidence"]["underfilled_launches"] == []
-    # the fixes that read neither
-    keep = {"cuda-graphs", "pinned-memory", "overlap-copies", "stream-wait"}
-
-    def kept(p: dict[str, Any]) -> list[dict[str, Any]]:
-        return [{k: v for k, v in f.items() if k != "rank"} for f in fixes_of(p)[0]
-                if f["id"] in keep]
-
-    assert kept(got) == kept(mem)
+    _same(got, _memory(path))
 
 
 def test_cli_refuses(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ Sections by how they are computed:
 
 * **from the passes**: ``summary``, ``attribution`` (the breakdown), ``gaps`` (the whole
   gap list), ``launches`` (pass 1's launch partials and latency histogram), ``kernels``,
-  ``devices``, ``evidence`` (tiny memory-bound kernels, pageable copies), ``op_tree``;
+  ``devices``, ``evidence`` (tiny memory-bound kernels, pageable copies, under-filled
+  launches: :mod:`traceparse.underfilled_chunks`, pass 1 reading the kernels' grids where
+  a device has an SM count), ``op_tree``;
 * **whole-file facts**: ``provenance`` and ``unread_tables`` (the reader's accounting of
   an export whose time-stamped tables are read as empty, the parsed rows of each such
   table counted: GPU tables from pass 1, the others by SQL where every row has ordered
@@ -31,11 +33,11 @@ Sections by how they are computed:
   ``graphs``.
 
 Anything else raises :class:`~traceparse.summary_chunks.SectionNotInPieces` (``NotInPieces``
-here) naming the section
-(the summary's own refusals, then ``provenance``: rows the reader skips; ``evidence``:
-underfilled launches, which read each launch's grid; ``recommendations``: a fix withheld
-as the profiler's own cost). The ``gaps`` section's ``sync_ops`` come from pass 2's
-windows (:func:`traceparse.summary_chunks.sync_by_op`).
+here) naming the section (the summary's own refusals, then ``provenance``: rows the
+reader skips; ``recommendations``: a fix withheld as the profiler's own cost). The
+``gaps`` section's ``sync_ops`` come from pass 2's windows
+(:func:`traceparse.summary_chunks.sync_by_op`), the underfilled launches of ``evidence``
+from pass 1 (:mod:`traceparse.underfilled_chunks`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import polars as pl
 
 from traceparse import executor as ex
 from traceparse import summary_chunks as sc
+from traceparse import underfilled_chunks as uc
 from traceparse.analyses import chunked
 from traceparse.analyses.launches import in_graph
 from traceparse.nsys import chunks
@@ -72,12 +75,14 @@ class PayloadPart(NamedTuple):
     copies: pl.DataFrame
     lat: pl.DataFrame
     linked: int
+    under: uc.UnderPart
 
 
-def payload_part(rows: pl.DataFrame, launches: pl.DataFrame, t0: int, t1: int
-                 ) -> PayloadPart:
+def payload_part(rows: pl.DataFrame, launches: pl.DataFrame, t0: int, t1: int,
+                 bound: int | None = None) -> PayloadPart:
     """The partial of the rows of ``rows`` that start in ``[t0, t1)`` and of the window's
-    launched kernels ``launches`` (:func:`traceparse.launch_chunks.join_launches`)."""
+    launched kernels ``launches`` (:func:`traceparse.launch_chunks.join_launches`);
+    ``bound``: the largest SM count (:func:`traceparse.underfilled_chunks.sm_bound`)."""
     from traceparse.reports.sections import MEMORY_BOUND_RE, TINY_KERNEL_NS
 
     own = rows.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
@@ -112,7 +117,7 @@ def payload_part(rows: pl.DataFrame, launches: pl.DataFrame, t0: int, t1: int
              pl.col("dur_ns").sum().alias("total_ns")),
         mine.select((pl.col("start_ns") - pl.col("api_start_ns")).alias("value"))
         .group_by("value").agg(pl.len().cast(pl.Int64).alias("n")),
-        launches.height)
+        launches.height, uc.under_part(rows, t0, t1, bound))
 
 
 def merge_payload_parts(parts: Sequence[PayloadPart]) -> PayloadPart:
@@ -132,18 +137,19 @@ def merge_payload_parts(parts: Sequence[PayloadPart]) -> PayloadPart:
         cat(6).group_by("rank", "host", "positive").agg(
             pl.col("count", "bytes", "total_ns").sum()),
         cat(7).group_by("value").agg(pl.col("n").sum()),
-        sum(p.linked for p in parts))
+        sum(p.linked for p in parts), uc.merge_under_parts([p.under for p in parts]))
 
 
 Part = tuple[sc.Part1, PayloadPart]
 
 
-def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part:
+def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int,
+               bound: int | None = None) -> Part:
     """The summary's and the report's pass-1 partials of one time window, from one read
-    (runs on a worker)."""
-    rows, api, launches = sc.read1(plan, window)
+    (runs on a worker; the kernels' grids read only where a device has an SM count)."""
+    rows, api, launches = sc.read1(plan, window, grid=bound is not None)
     return (sc.fold1(plan, rows, api, launches, window, min_ns),
-            payload_part(rows, launches, *window))
+            payload_part(rows, launches, *window, bound))
 
 
 def merge_pass1(parts: Sequence[Part], min_ns: int) -> Part:
@@ -174,7 +180,8 @@ def payload(path: str, *, options: ReportOptions | None = None,
         return None
     if (why := sc.whole_file_facts(plan)) is not None:
         raise why
-    first, mine = ex._reduce(executor, plan, pass1_task, wins, (opts.gap_min_ns,),
+    bound = uc.sm_bound(path)
+    first, mine = ex._reduce(executor, plan, pass1_task, wins, (opts.gap_min_ns, bound),
                              partial(merge_pass1, min_ns=opts.gap_min_ns), workers, scheduler)
     if (why := sc.pass1_facts(first[3])) is not None:
         raise why

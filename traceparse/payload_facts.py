@@ -1,6 +1,7 @@
 """Whole-file facts of the chunked report payload (:mod:`traceparse.payload_chunks`): the
 reader's accounting (``provenance``, ``unread_tables``), the ``sources`` and ``devices``
-rows, the HIP flag and the underfilled-launch evidence, without reading any time-stamped
+rows, the HIP flag and the underfilled-launch evidence (from pass 1's partial:
+:mod:`traceparse.underfilled_chunks`), without reading any time-stamped
 table whole.
 
 **Accounting.** The reader itself (:func:`traceparse.nsys.reader._read`) reads the export
@@ -49,17 +50,16 @@ def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
     GPU process still without its span (:func:`with_span`).
 
     Raises:
-        NotInPieces: ``provenance`` (rows the reader skips) or ``evidence`` (underfilled
-            launches that cannot be proven absent).
+        NotInPieces: ``provenance`` (rows the reader skips).
     """
     from traceparse import schema
-    from traceparse.analyses.occupancy import underfilled
     from traceparse.nsys.db import NsysDB
     from traceparse.nsys.procs import recorded_ranks, split_ranks
     from traceparse.nsys.reader import _read, _thread_names
     from traceparse.nsys.spans import _timed
     from traceparse.reports.options import rows
     from traceparse.timeline import Timeline
+    from traceparse.underfilled_chunks import underfilled_rows
 
     with NsysDB(plan.path) as db:
         timed = _timed(db)
@@ -78,23 +78,8 @@ def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
     split_ranks(tl, 0, recorded)
     hip = _hip(plan.path)
     tl.devices = tl.devices.sort("rank", "device_id")
-    if (why := underfilled_fact(tl, mine.cats)) is not None:
-        raise why
     return Facts(tl.devices, tl.sources, ingest, hip,
-                 rows(underfilled(Timeline(devices=tl.devices))))
-
-
-def underfilled_fact(tl: Any, cats: pl.DataFrame) -> NotInPieces | None:
-    """``evidence`` refused where launches may be underfilled (compute kernels on a device
-    of known SM count: :func:`traceparse.analyses.occupancy.underfilled` reads each
-    launch's grid, not read in pieces); else None (proven empty)."""
-    from traceparse.analyses.occupancy import _sm_counts
-
-    if _sm_counts(tl).height and cats.filter(pl.col("category") == "compute").height:
-        return NotInPieces("evidence", "compute kernels ran on devices of known SM count "
-                                       "(underfilled launches read each launch's grid, not "
-                                       "read in pieces)")
-    return None
+                 rows(underfilled_rows(tl.devices, mine.under)))
 
 
 def with_span(sources: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:

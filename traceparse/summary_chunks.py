@@ -90,12 +90,13 @@ def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1
 Read1 = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
 
 
-def read1(plan: chunks.Plan, window: tuple[int, int]) -> Read1:
+def read1(plan: chunks.Plan, window: tuple[int, int], *, grid: bool = False) -> Read1:
     """Pass 1's one read of a time window: its GPU rows, their calls by correlation id
     and the launches joined from them (also what the report's pass 1,
-    :mod:`traceparse.payload_chunks`, folds its own partial from)."""
+    :mod:`traceparse.payload_chunks`, folds its own partial from; ``grid``: the kernels'
+    launch dimensions too, which only the report reads)."""
     t0, t1 = window
-    rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window)
+    rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), window, grid=grid)
     api = ex.own_calls(plan, rows, t0, t1)
     return rows, api, launch_chunks.join_launches(rows, api, window)
 

@@ -250,11 +250,12 @@ def _comm_launches(db: NsysDB, strings: pl.DataFrame, block_rows: int) -> pl.Dat
     return pl.concat(found).unique()
 
 
-def read_rows(p: Plan, blocks: Sequence[Block], window: tuple[int, int] | None = None
-              ) -> pl.DataFrame:
+def read_rows(p: Plan, blocks: Sequence[Block], window: tuple[int, int] | None = None,
+              *, grid: bool = False) -> pl.DataFrame:
     """The ``gpu`` rows (the reader's columns and values, rank included) of ``blocks``;
     with ``window = (t0, t1)`` only those that overlap ``[t0, t1)`` or start in it. Rows
-    are in start order per table (as :func:`traceparse.nsys.gpu.read_gpu` sorts them)."""
+    are in start order per table (as :func:`traceparse.nsys.gpu.read_gpu` sorts them).
+    ``grid``: the kernels' grid and block dimensions too (:data:`GRID_COLUMNS`)."""
     where: dict[str, tuple[str, tuple[int, ...]]] = {}
     for table in {b.table for b in blocks}:
         mine = [b for b in blocks if b.table == table]
@@ -268,7 +269,7 @@ def read_rows(p: Plan, blocks: Sequence[Block], window: tuple[int, int] | None =
         strings = _strings(db)
         parts = []
         if KERNEL in where:
-            parts.append(_kernels(db, strings, where[KERNEL]))
+            parts.append(_kernels(db, strings, where[KERNEL], grid))
         if where.keys() & {MEMCPY, MEMSET}:
             gpu, _ = read_gpu(_Only(db, where), strings, 0)  # type: ignore[arg-type]
             parts.append(gpu)
@@ -288,17 +289,22 @@ def read_rows(p: Plan, blocks: Sequence[Block], window: tuple[int, int] | None =
 #: The kernel columns a chunked analysis reads (names are added; the others stay null).
 KERNEL_COLUMNS = (("start", "start_ns"), ("end", "end_ns"), ("deviceId", "device_id"),
                   ("streamId", "stream_id"), ("correlationId", "correlation_id"))
+#: The launch dimensions :func:`read_rows` adds with ``grid=True`` (the under-filled
+#: launches of the chunked report, :mod:`traceparse.underfilled_chunks`).
+GRID_COLUMNS = (("gridX", "grid_x"), ("gridY", "grid_y"), ("gridZ", "grid_z"),
+                ("blockX", "block_x"), ("blockY", "block_y"), ("blockZ", "block_z"))
 
 
-def _kernels(db: NsysDB, strings: pl.DataFrame, where: tuple[str, tuple[int, ...]]
-             ) -> pl.DataFrame:
+def _kernels(db: NsysDB, strings: pl.DataFrame, where: tuple[str, tuple[int, ...]],
+             grid: bool = False) -> pl.DataFrame:
     """The kernel rows passing ``where``, through the reader's own row builder
     (:func:`traceparse.nsys.gpu._kernel_rows`) but reading only :data:`KERNEL_COLUMNS`,
     the process and the name ids (a third of the bytes of every column)."""
     db.require_activity(KERNEL)
     cols = set(db.columns(KERNEL))
     names: list[str] = [c for c in ("demangledName", "shortName", "mangledName") if c in cols]
-    select = _columns_sql(db, KERNEL, KERNEL_COLUMNS + tuple((c, c) for c in names))
+    extra = GRID_COLUMNS if grid else ()
+    select = _columns_sql(db, KERNEL, KERNEL_COLUMNS + extra + tuple((c, c) for c in names))
     frame = db.frame(f"SELECT {select} FROM {q(KERNEL)} WHERE {where[0]}", where[1])
     frame = frame.with_columns(pl.col(c).cast(pl.Int64) for c, t in frame.schema.items()
                                if t == pl.Null)
