@@ -216,3 +216,15 @@ def test_report_falls_back_and_refuses(tmp_path: Path) -> None:
                    str(REPO / "sample_traces" / "mini_train.ncu.csv")])
     assert run.exit_code == 2 and "takes no --ncu" in run.output
     assert not (tmp_path / "x.html").exists()
+
+
+@pytest.mark.parametrize("path", IN_PIECES, ids=ids(IN_PIECES))
+def test_report_in_pieces_equals_memory(path: Path, tmp_path: Path) -> None:
+    """``report --executor chunks`` on a real export whose payload runs in pieces: no
+    stderr line of its own and memory's HTML bytes (the overview lanes in pieces too)."""
+    rows = "3" if path in SAMPLES else "300"
+    mem, got = tmp_path / "mem.html", tmp_path / "got.html"
+    assert _report([str(path), "-o", str(mem)]).exit_code == 0
+    run = _report([str(path), "-o", str(got), "--executor", "chunks", "--chunk-rows", rows])
+    assert run.exit_code == 0 and "not in chunks" not in run.stderr, run.output
+    assert got.read_bytes() == mem.read_bytes()
