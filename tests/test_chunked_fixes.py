@@ -203,13 +203,13 @@ def test_generated_export_report(tmp_path: Path, rows: int) -> None:
 
 
 def test_report_falls_back_and_refuses(tmp_path: Path) -> None:
-    sample = REPO / "sample_traces" / "compute_bound.sqlite"
+    sample = REPO / "sample_traces" / "launch_bound.sqlite"
     mem, got = tmp_path / "mem.html", tmp_path / "got.html"
     assert _report([str(sample), "-o", str(mem)]).exit_code == 0
     run = _report([str(sample), "-o", str(got), "--executor", "chunks", "--chunk-rows", "3"])
     assert run.exit_code == 0, run.output
     assert run.stderr.startswith(f"traceparse: {sample}: report computed in memory, not in "
-                                 f"chunks: {FALLBACKS['compute_bound']}: ")
+                                 f"chunks: {FALLBACKS['launch_bound']}: ")
     assert got.read_bytes() == mem.read_bytes()
     path = str(_export(tmp_path / "fixes.sqlite"))
     run = _report([path, "-o", str(tmp_path / "x.html"), "--executor", "chunks", "--ncu",
