@@ -187,7 +187,7 @@ def payload(path: str, *, options: ReportOptions | None = None,
         raise why
     from traceparse.payload_facts import file_facts
 
-    facts = file_facts(plan, mine)
+    facts = file_facts(plan, mine.kinds, mine.procs, mine.under)
     reuse = sc.Reuse.of(plan, first, wins if executor == "chunks" else None)
     got = sc.pass2(plan, wins, opts.gap_min_ns, first, executor, workers, scheduler,
                    replays=reuse.run)

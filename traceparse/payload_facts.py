@@ -29,7 +29,7 @@ from traceparse.nsys import chunks
 from traceparse.summary_chunks import SectionNotInPieces as NotInPieces
 
 if TYPE_CHECKING:
-    from traceparse.payload_chunks import PayloadPart
+    from traceparse.underfilled_chunks import UnderPart
 
 _GOOD = 'start IS NOT NULL AND "end" IS NOT NULL AND "end" >= start AND start >= 0'
 
@@ -44,10 +44,13 @@ class Facts(NamedTuple):
     underfilled: list[dict[str, Any]]
 
 
-def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
-    """The facts of ``plan``'s export given pass 1's report partial ``mine``
-    (:class:`traceparse.payload_chunks.PayloadPart`); the ``sources`` of an export of one
-    GPU process still without its span (:func:`with_span`).
+def file_facts(plan: chunks.Plan, kinds: pl.DataFrame, procs: pl.DataFrame,
+               under: UnderPart) -> Facts:
+    """The facts of ``plan``'s export given pass 1's report partial
+    (:class:`traceparse.payload_chunks.PayloadPart`: its GPU rows per ``kinds``, per
+    process and device span ``procs``, and the under-filled launches' partial ``under``);
+    the ``sources`` of an export of one GPU process still without its span
+    (:func:`with_span`).
 
     Raises:
         NotInPieces: ``provenance`` (rows the reader skips).
@@ -67,8 +70,8 @@ def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
     with chunks.RangeDB(plan.path, {t: ("0", none) for t in timed}) as view:
         bare = _read(view, 0, frozenset())
         recorded = recorded_ranks(_thread_names(view, chunks._strings(view)))
-    ingest = _ingest(plan, bare.ingest, set(timed), mine.kinds)
-    procs = mine.procs.sort("process_id", "device_id")
+    ingest = _ingest(plan, bare.ingest, set(timed), kinds)
+    procs = procs.sort("process_id", "device_id")
     gpu = schema.conform("gpu", procs.with_columns(pl.lit(0, pl.Int32).alias("rank")))
     # one process: start and end are the trace's span (``with_span``); several: split_ranks
     # sets each rank's from its GPU rows
@@ -79,7 +82,7 @@ def file_facts(plan: chunks.Plan, mine: PayloadPart) -> Facts:
     hip = _hip(plan.path)
     tl.devices = tl.devices.sort("rank", "device_id")
     return Facts(tl.devices, tl.sources, ingest, hip,
-                 rows(underfilled_rows(tl.devices, mine.under)))
+                 rows(underfilled_rows(tl.devices, under)))
 
 
 def with_span(sources: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
