@@ -188,9 +188,22 @@ def _collectives(tl: Timeline) -> pl.DataFrame:
     if comm.height and comm["coll_name"].null_count():
         comm = comm.with_columns(launch_op_collective(tl, comm).alias("op_coll"))
         cols = ("op_coll",)
+    return kernel_rows(comm, _overlap_ns(comm, comp, by), cols)
+
+
+#: The GPU columns :func:`kernel_rows` reads (with ``op_coll`` when named by the op).
+KERNEL_COLUMNS = ("rank", "device_id", "stream_id", "process_id", "name", "coll_name",
+                  "coll_pg", "start_ns", "end_ns", "dur_ns", "coll_group_size",
+                  "coll_dtype", "coll_in_nelems", "coll_out_nelems")
+
+
+def kernel_rows(comm: pl.DataFrame, overlapped: pl.Series, cols: tuple[str, ...] = ()
+                ) -> pl.DataFrame:
+    """:func:`collectives`' rows from the communication kernels ``comm`` (GPU rows with
+    :data:`KERNEL_COLUMNS`, and ``op_coll`` when ``cols`` names it) and each one's time
+    under compute (``overlapped``, ns): the collective, exposure, bytes and bandwidths."""
     comm = comm.with_columns(collective_expr(cols).alias("collective"))
-    ov = _overlap_ns(comm, comp, by)
-    comm = comm.with_columns(overlapped_ns=ov.cast(pl.Int64)).with_columns(
+    comm = comm.with_columns(overlapped_ns=overlapped.cast(pl.Int64)).with_columns(
         exposed_ns=pl.col("dur_ns") - pl.col("overlapped_ns"))
     size = pl.coalesce(pl.max_horizontal("coll_in_nelems", "coll_out_nelems"))
     elem = (pl.col("coll_dtype").cast(pl.String).str.to_lowercase()
@@ -263,7 +276,12 @@ def comm_summary(tl: Timeline) -> pl.DataFrame:
         time-weighted: total bytes / total time of the kernels with a known size), sorted by
         time descending.
     """
-    c = collectives(tl)
+    return summarize(collectives(tl))
+
+
+def summarize(c: pl.DataFrame) -> pl.DataFrame:
+    """:func:`comm_summary` of a :func:`collectives` frame ``c`` (the chunked summary's
+    collectives read in pieces, :mod:`traceparse.comm_chunks`, take this way in)."""
     known = pl.col("bytes").is_not_null()
     out = (c.group_by("collective", "coll_pg")
            .agg(pl.len().cast(pl.Int64).alias("count"),
@@ -351,7 +369,12 @@ def collective_skew(tl: Timeline) -> pl.DataFrame:
         straggler rank 1, wait (130-100) + 0 + (130-110) = 50; if rank 0's kernel ended at
         120 (before rank 1 started at 130) -> same_call false, no straggler.
     """
-    c = matched_calls(collectives(tl))
+    return skew(collectives(tl))
+
+
+def skew(c: pl.DataFrame) -> pl.DataFrame:
+    """:func:`collective_skew` of a :func:`collectives` frame ``c``."""
+    c = matched_calls(c)
     key = ["collective", "coll_pg", "seq"]
     last = pl.col("start_ns").max()
     out = (c.group_by(key)
@@ -391,7 +414,12 @@ def straggler_summary(tl: Timeline) -> pl.DataFrame:
         calls straggled by rank 1: skew 30 (wait 50) and skew 10 (wait 15) -> calls 2,
         skew_ns 40, wait_ns 65.
     """
-    s = collective_skew(tl).filter(pl.col("straggler_rank").is_not_null())
+    return stragglers(collective_skew(tl))
+
+
+def stragglers(skewed: pl.DataFrame) -> pl.DataFrame:
+    """:func:`straggler_summary` of a :func:`collective_skew` frame ``skewed``."""
+    s = skewed.filter(pl.col("straggler_rank").is_not_null())
     n = s.height
     return (s.group_by("straggler_rank", "straggler_device")
             .agg(pl.len().cast(pl.Int64).alias("calls"),

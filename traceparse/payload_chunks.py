@@ -265,6 +265,9 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
         stub, secs["launches"], mine.linked, int(lat["n"].sum()),
         sections.latency_histogram(lat["value"].to_numpy(), lat["n"].to_numpy()),
         unprofiled_clause(top) if top else "")
+    if secs["communication"].height:  # the summary's sections only (comm_chunks)
+        raise NotInPieces("comm", "the report's skew table and concurrency note of the "
+                                  "collectives are not read in pieces")
     out["comm"] = sections._comm(stub)
     out["steps"] = sections._steps(stub)
     out["gaps"] = sections._gaps(stub, opts, every, sc.sync_by_op(spans))

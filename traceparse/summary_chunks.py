@@ -50,7 +50,7 @@ import polars as pl
 
 from traceparse import executor as ex
 from traceparse import executor_breakdown as eb
-from traceparse import launch_chunks, units
+from traceparse import launch_chunks
 from traceparse.analyses import chunked, chunked_gaps
 from traceparse.analyses import chunked_host_sync as chs
 from traceparse.analyses import chunked_launches as cl
@@ -258,14 +258,9 @@ def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
 
 
 def pass1_facts(part: cs.SummaryPart) -> SectionNotInPieces | None:
-    """The first section pass 1 rules out (communication rows: ``communication``; graph
-    records: ``graphs``), or None."""
+    """The first section pass 1 rules out (graph records: ``graphs``), or None.
+    Communication rows are read in pieces (:func:`compose`, :mod:`traceparse.comm_chunks`)."""
     counts = part.counts.row(0, named=True)
-    if counts["communication"]:
-        n = counts["communication"]
-        what = units.plural(n, "GPU activity", "GPU activities")
-        return SectionNotInPieces("communication", f"{what} {'is' if n == 1 else 'are'} "
-                                  "communication (collectives are not read in pieces)")
     if counts["graphs"]:
         return SectionNotInPieces("graphs", "the export has graph records")
     return None
@@ -462,7 +457,7 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
         raise SectionNotInPieces("phases", "the export has ranges of kind "
                                     f"{', '.join(sorted(kinds - INERT_RANGES))}")
     # proven empty by the facts above (and whole_file_facts): their own functions on the stub
-    for name in ("communication", "phases", "phase_mix", "layers"):
+    for name in ("phases", "phase_mix", "layers"):
         out[name] = sm.SECTIONS[name](tl, opts)
     out["op_tree"] = pl.DataFrame()
     if counts["kernels"]:
@@ -472,13 +467,14 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
                                  by_rank=by_rank), llm_summary.tree_view(tl), by_rank, opts)
     for name in ("gpu_metrics", "gpu_clock", "memory", "graphs"):
         out[name] = sm.SECTIONS[name](tl, opts)
-    out["stragglers"] = sm.SECTIONS["stragglers"](tl, opts)
     sync_ops = sync_by_op(spans) if int(bd["host_sync_ns"].sum()) > 0 else None
     # the savings' replays last: every cheaper reason to fall back is found before them
     try:
         out["savings"] = _savings(path, chunk_rows, bd, reuse)
     except NotOrdered as exc:
         raise SectionNotInPieces("savings", str(exc)) from None
+    out["communication"], out["stragglers"] = _comm(path, chunk_rows, top, tl, counts,
+                                                    kinds, reuse)
     rec = cl.graph_recoverable_from_part(launches[0])
     out["launches"] = cl.launch_summary_from_part(
         launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),
@@ -486,6 +482,31 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     line, caveat = sm.verdict_line(tl, bd, every, out["stragglers"], sync_ops)
     return {"sections": {name: out[name] for name in sm.SECTIONS}, "verdict": line,
             "untraced_gpu_work": caveat}
+
+
+def _comm(path: str, chunk_rows: int, top: int, tl: Timeline, counts: dict[str, Any],
+          kinds: frozenset[str], reuse: Reuse | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The ``communication`` and ``stragglers`` sections: their own functions on the stub
+    without communication rows, else the collectives read in pieces
+    (:func:`traceparse.comm_chunks.sections`, one more read of each window; after the
+    savings, which refuse first while ``overlap_comm`` is not computed in pieces).
+
+    Raises:
+        SectionNotInPieces: ranges that may name the collectives (``communication``).
+    """
+    from traceparse import comm_chunks
+    from traceparse.analyses import summary as sm
+
+    if not counts["communication"]:
+        opts = sm.SummaryOptions(top=top)
+        return sm.SECTIONS["communication"](tl, opts), sm.SECTIONS["stragglers"](tl, opts)
+    from traceparse.nsys.spans import span_plan
+
+    plan = reuse.plan if reuse is not None else span_plan(path, block_rows=chunk_rows)
+    try:
+        return comm_chunks.sections(plan, plan.windows(chunk_rows), top, kinds)
+    except comm_chunks.OpNamed as exc:
+        raise SectionNotInPieces("communication", str(exc)) from None
 
 
 def sync_by_op(spans: Sequence[SpanPart]) -> pl.DataFrame:

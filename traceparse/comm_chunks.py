@@ -1,0 +1,83 @@
+"""The chunked summary's ``communication`` and ``stragglers`` sections of one nsys export
+(docs/performance.md, "Chunked summary"): :func:`traceparse.analyses.comm.collectives`
+read in time-ordered pieces (:mod:`traceparse.analyses.chunked_comm`), then the memory
+path's own :func:`~traceparse.analyses.comm.summarize`,
+:func:`~traceparse.analyses.comm.skew` and :func:`~traceparse.analyses.comm.stragglers`
+on that frame.
+
+One read of each window's GPU rows (:func:`traceparse.nsys.chunks.read_rows`), in time
+order in this process (the overlap carries state from window to window; on Dask too).
+A collective named by the op range its launch call sits in
+(:func:`~traceparse.analyses.comm.launch_op_collective`: ``cpu_op``, ``user_annotation``
+or NVTX push/pop ranges) is named from ``ops``, the export's ranges held whole, with the
+launch calls read by correlation id; the summary passes none and refuses an export
+whose spans hold such ranges (:func:`sections`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from traceparse.analyses import chunked_comm as cc
+from traceparse.analyses import comm
+
+if TYPE_CHECKING:
+    from traceparse.nsys.chunks import Plan
+
+#: Range kinds that can name a collective (:func:`comm.launch_op_collective`).
+OP_RANGE_KINDS = frozenset(comm._THREAD_RANGE_KINDS)
+
+
+def collectives(plan: Plan, wins: list[tuple[int, int]],
+                ops: pl.DataFrame | None = None) -> pl.DataFrame:
+    """:func:`traceparse.analyses.comm.collectives` of the export of ``plan`` from its
+    time windows ``wins`` (in order, covering every start: ``plan.windows``); ``ops``:
+    the ranges that may name the collectives (the timeline's ``ranges``), or None when
+    the export has none of :data:`OP_RANGE_KINDS`."""
+    from traceparse.nsys import chunks
+
+    carry: cc.Carry | None = None
+    done = []
+    for t0, t1 in wins:
+        rows = chunks.read_rows(plan, plan.blocks_for(t0, t1), (t0, t1))
+        if carry is None:
+            carry = cc.start(rows)
+        got, carry = cc.step(rows, t0, t1, carry)
+        done.append(got)
+        del rows
+    if carry is None:  # no windows: the memory path's empty frame
+        from traceparse.timeline import Timeline
+
+        return comm.collectives(Timeline())
+    k = cc.finish(done, carry)
+    cols: tuple[str, ...] = ()
+    if ops is not None and ops.height and k.height and k["coll_name"].null_count():
+        from traceparse.nsys.spans import calls_by_correlation
+        from traceparse.timeline import Timeline
+
+        calls = calls_by_correlation(plan, k["correlation_id"])
+        k = k.with_columns(comm.launch_op_collective(Timeline(ranges=ops, api=calls), k)
+                           .alias("op_coll"))
+        cols = ("op_coll",)
+    return comm.kernel_rows(k, k[cc._OV], cols)
+
+
+class OpNamed(Exception):
+    """The export has ranges that may name its collectives (not read in pieces)."""
+
+
+def sections(plan: Plan, wins: list[tuple[int, int]], top: int, range_kinds: frozenset[str]
+             ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The summary's ``communication`` (``top`` rows) and ``stragglers`` sections,
+    ``range_kinds`` the kinds of the export's ranges (pass 2's spans).
+
+    Raises:
+        OpNamed: ``range_kinds`` holds a kind that can name a collective.
+    """
+    if named := range_kinds & OP_RANGE_KINDS:
+        raise OpNamed(f"the export has {', '.join(sorted(named))} ranges, which name "
+                      "collectives by their launching op (not read in pieces)")
+    c = collectives(plan, wins)
+    return comm.summarize(c).head(top), comm.stragglers(comm.skew(c))
