@@ -25,7 +25,10 @@ The finished kernels are kept (:data:`~traceparse.analyses.comm.KERNEL_COLUMNS` 
 overlap, in the order they were read: start order, as the memory frame holds them): one
 row per collective kernel. From them :func:`traceparse.analyses.comm.kernel_rows` gives
 the memory path's rows, so ``comm_summary`` and the stragglers are the memory functions
-on the same frame.
+on the same frame. The same windows give the length of the union of collective kernels
+under compute (:attr:`Carry.under`: per window, the union of the clipped active
+kernels against the window's compute union), the one figure of
+:func:`~traceparse.analyses.comm.concurrency` not read off the kernels' frame.
 
 Example:
     device 0, windows [0, 100) and [100, 200): compute [50, 150) starts in the first,
@@ -52,12 +55,15 @@ _OV = "_ov"
 
 class Carry(NamedTuple):
     """What one window hands the next: per device the latest end of the compute rows
-    started so far (``reach``), the collective kernels not yet ended (``open``) and how
-    many kernels were read (``seen``, the next read-order index)."""
+    started so far (``reach``), the collective kernels not yet ended (``open``), how
+    many kernels were read (``seen``, the next read-order index) and the length so far
+    of the union of collective kernels under compute, summed over devices (``under``,
+    what :func:`traceparse.analyses.comm.concurrency` subtracts)."""
 
     reach: pl.DataFrame
     open: pl.DataFrame
     seen: int = 0
+    under: int = 0
 
 
 def start(rows: pl.DataFrame) -> Carry:
@@ -96,7 +102,7 @@ def step(rows: pl.DataFrame, t0: int, t1: int, carry: Carry
     active = pl.concat([carry.open, new.with_columns(pl.lit(0, pl.Int64).alias(_OV))],
                        how="vertical_relaxed")
     if active.height == 0:
-        return active, Carry(reach, active, seen)
+        return active, Carry(reach, active, seen, carry.under)
     before = carry.reach.filter(pl.col("end_ns") > t0).select(
         *BY, pl.lit(t0, pl.Int64).alias("start_ns"), pl.col("end_ns").cast(pl.Int64))
     cover = intervals.union(pl.concat([comp.cast({"start_ns": pl.Int64, "end_ns": pl.Int64}),
@@ -106,9 +112,12 @@ def step(rows: pl.DataFrame, t0: int, t1: int, carry: Carry
                             pl.min_horizontal("end_ns", pl.lit(t1)).alias("end_ns"))
     got = _overlap_ns(clipped, cover, BY) if cover.height else pl.Series(
         [0] * active.height, dtype=pl.Int64)
+    under = carry.under
+    if cover.height:  # every collective kernel overlapping the window is active
+        under += int(_overlap_ns(intervals.union(clipped, by=BY), cover, BY).sum())
     active = active.with_columns((pl.col(_OV) + got.cast(pl.Int64)).alias(_OV))
     done = pl.col("end_ns") <= t1
-    return active.filter(done), Carry(reach, active.filter(~done), seen)
+    return active.filter(done), Carry(reach, active.filter(~done), seen, under)
 
 
 def finish(done: list[pl.DataFrame], carry: Carry) -> pl.DataFrame:

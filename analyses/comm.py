@@ -240,7 +240,16 @@ def concurrency(tl: Timeline) -> dict[str, int]:
     by = ["rank", "device_id"]
     u = intervals.union(c.select(*by, "start_ns", "end_ns"), by=by)
     compute = tl.gpu.filter(pl.col("category") == "compute").select(*by, "start_ns", "end_ns")
-    under = int(_overlap_ns(u, intervals.union(compute, by=by), by).sum())
+    return concurrency_of(c, int(_overlap_ns(u, intervals.union(compute, by=by), by).sum()))
+
+
+def concurrency_of(c: pl.DataFrame, under: int) -> dict[str, int]:
+    """:func:`concurrency` of a :func:`collectives` frame ``c``, ``under`` the length of
+    the union of its kernels (per rank and device) under compute, summed."""
+    if c.height == 0:
+        return {"concurrent_ns": 0, "concurrent_exposed_ns": 0}
+    by = ["rank", "device_id"]
+    u = intervals.union(c.select(*by, "start_ns", "end_ns"), by=by)
     wall = int((u["end_ns"] - u["start_ns"]).sum())
     return {"concurrent_ns": int(c["dur_ns"].sum()) - wall,
             "concurrent_exposed_ns": int(c["exposed_ns"].sum()) - (wall - under)}

@@ -341,22 +341,32 @@ def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _comm(tl: Timeline) -> dict[str, Any] | None:
-    tables = []
     summ: pl.DataFrame = comm_mod.comm_summary(tl)
+    if not summ.height:
+        return comm_section(summ, summ, summ, 0, comm_mod.concurrency(tl))
+    return comm_section(summ, comm_mod.straggler_summary(tl), comm_mod.collective_skew(tl),
+                        tl.gpu["start_ns"].min() if tl.gpu.height else 0,
+                        comm_mod.concurrency(tl))
+
+
+def comm_section(summ: pl.DataFrame, strag: pl.DataFrame, skew: pl.DataFrame, t0: Any,
+                 conc: dict[str, int]) -> dict[str, Any]:
+    """The payload's ``comm`` section from the collectives' summary, stragglers, skew
+    (read only when ``summ`` has rows), the first GPU start ``t0`` and the concurrency
+    (:mod:`traceparse.analyses.comm`); the chunked payload passes the frames it read in
+    pieces (:mod:`traceparse.comm_chunks`)."""
+    tables = []
     if summ.height:
         tables.append({"title": "Per collective", "columns": auto_columns(
             summ, {"algbw_gbps": "algbw (GB/s)", "busbw_gbps": "busbw (GB/s)"}),
             "rows": rows(summ)})
-        strag: pl.DataFrame = comm_mod.straggler_summary(tl)
         if strag.height:
             tables.append({"title": "Stragglers (rank that started collectives last)",
                            "columns": auto_columns(strag), "rows": rows(strag)})
-        skew: pl.DataFrame = comm_mod.collective_skew(tl)
         if skew.height:
             worst = skew.sort(["skew_ns", "seq"], descending=[True, False]).head(20)
             # start times from the first GPU activity, like the gap table (not trace-clock
             # epochs: Kineto's are microseconds since 1970)
-            t0 = tl.gpu["start_ns"].min() if tl.gpu.height else 0
             worst = worst.with_columns(pl.col("first_start_ns", "last_start_ns") - t0)
             labels = {c: c[:-3].replace("_", " ") + " (ms from first activity)"
                       for c in ("first_start_ns", "last_start_ns")}
@@ -367,7 +377,6 @@ def _comm(tl: Timeline) -> dict[str, Any] | None:
     note = ("NCCL/RCCL collectives: time, exposed (no compute kernel running) vs "
             "overlapped time, algorithm and bus bandwidth where message sizes are "
             "known, and cross-rank skew (who arrives last) for multi-rank inputs.")
-    conc = comm_mod.concurrency(tl)
     if conc["concurrent_exposed_ns"] > 0:
         note += (f" Collective kernels ran at the same time as each other on one device "
                  f"(other streams) for {units.duration(conc['concurrent_ns'])}: each kernel "

@@ -158,3 +158,44 @@ def test_op_ranges_refused(tmp_path: Path) -> None:
         comm_chunks.sections(plan, plan.windows(100), 10, frozenset({"nvtx_push_pop", "osrt"}))
     got = comm_chunks.sections(plan, plan.windows(100), 10, frozenset({"osrt"}))
     assert got[0].height == 1 and got[1].height == 1
+
+
+@pytest.mark.parametrize("path", [None, REPO / "sample_traces" / "comm_bound.sqlite"],
+                         ids=["generated", "comm_bound"])
+def test_payload_comm_in_pieces(path: Path | None, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fixes' payload (its savings from memory) with collectives: the ``comm``
+    section (per collective, stragglers, largest skews, the concurrency note) and every
+    other section equal memory's."""
+    from traceparse import payload_chunks as pc
+    from traceparse.reports.payload import build_payload
+
+    path = path or _export(tmp_path / "comm.sqlite")
+    tl = read(path)
+    want = dict(build_payload(tl))
+    want.pop("timeline")
+    monkeypatch.setattr(sc, "_savings", lambda *_: savings.savings(tl))
+    for rows in (1, 3):
+        got = pc.payload(str(path), chunk_rows=rows)
+        assert got is not None and sorted(got) == sorted(want)
+        assert got["comm"] == want["comm"] and got["comm"]["collectives"]
+        for key in want:
+            assert got[key] == want[key], key
+
+
+def test_concurrency_in_pieces(tmp_path: Path) -> None:
+    """Two collectives at once on one device, one under compute from an earlier piece
+    (:func:`comm.concurrency`'s docstring example, us): compute [0, 50); allreduce
+    [0, 100) and a second [80, 120) on another stream -> concurrent 20, exposed 20."""
+    k = "cudaLaunchKernel"
+    calls = (Call(k, 0, 1, Activity("kernel", 7, 0, 50 * US, "k1")),
+             Call(k, 2, 3, Activity("kernel", 20, 0, 100 * US, NCCL)),
+             Call(k, 4, 5, Activity("kernel", 21, 80 * US, 40 * US, NCCL)))
+    path = samplegen_sqlite.write(Scenario("conc", "concurrency", calls), tmp_path / "c.sqlite")
+    tl = read(path)
+    want = comm.concurrency(tl)
+    assert want == {"concurrent_ns": 20 * US, "concurrent_exposed_ns": 20 * US}
+    for rows in (1, 3):
+        plan = span_plan(path, block_rows=rows)
+        c, under = comm_chunks.collected(plan, plan.windows(rows))
+        assert under == 50 * US and comm.concurrency_of(c, under) == want

@@ -16,7 +16,7 @@ whose spans hold such ranges (:func:`sections`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -36,6 +36,13 @@ def collectives(plan: Plan, wins: list[tuple[int, int]],
     time windows ``wins`` (in order, covering every start: ``plan.windows``); ``ops``:
     the ranges that may name the collectives (the timeline's ``ranges``), or None when
     the export has none of :data:`OP_RANGE_KINDS`."""
+    return collected(plan, wins, ops)[0]
+
+
+def collected(plan: Plan, wins: list[tuple[int, int]], ops: pl.DataFrame | None = None
+              ) -> tuple[pl.DataFrame, int]:
+    """:func:`collectives` and the length of the union of the collective kernels under
+    compute (:attr:`traceparse.analyses.chunked_comm.Carry.under`)."""
     from traceparse.nsys import chunks
 
     carry: cc.Carry | None = None
@@ -50,7 +57,7 @@ def collectives(plan: Plan, wins: list[tuple[int, int]],
     if carry is None:  # no windows: the memory path's empty frame
         from traceparse.timeline import Timeline
 
-        return comm.collectives(Timeline())
+        return comm.collectives(Timeline()), 0
     k = cc.finish(done, carry)
     cols: tuple[str, ...] = ()
     if ops is not None and ops.height and k.height and k["coll_name"].null_count():
@@ -61,7 +68,7 @@ def collectives(plan: Plan, wins: list[tuple[int, int]],
         k = k.with_columns(comm.launch_op_collective(Timeline(ranges=ops, api=calls), k)
                            .alias("op_coll"))
         cols = ("op_coll",)
-    return comm.kernel_rows(k, k[cc._OV], cols)
+    return comm.kernel_rows(k, k[cc._OV], cols), carry.under
 
 
 class OpNamed(Exception):
@@ -76,8 +83,29 @@ def sections(plan: Plan, wins: list[tuple[int, int]], top: int, range_kinds: fro
     Raises:
         OpNamed: ``range_kinds`` holds a kind that can name a collective.
     """
+    _refuse(range_kinds)
+    c = collectives(plan, wins)
+    return comm.summarize(c).head(top), comm.stragglers(comm.skew(c))
+
+
+def _refuse(range_kinds: frozenset[str]) -> None:
     if named := range_kinds & OP_RANGE_KINDS:
         raise OpNamed(f"the export has {', '.join(sorted(named))} ranges, which name "
                       "collectives by their launching op (not read in pieces)")
-    c = collectives(plan, wins)
-    return comm.summarize(c).head(top), comm.stragglers(comm.skew(c))
+
+
+def payload_section(plan: Plan, wins: list[tuple[int, int]], t0: Any,
+                    range_kinds: frozenset[str]) -> dict[str, Any]:
+    """The report payload's ``comm`` section
+    (:func:`traceparse.reports.sections.comm_section`), ``t0`` the first GPU start.
+
+    Raises:
+        OpNamed: as :func:`sections`.
+    """
+    from traceparse.reports.sections import comm_section
+
+    _refuse(range_kinds)
+    c, under = collected(plan, wins)
+    summ = comm.summarize(c)
+    return comm_section(summ, comm.stragglers(comm.skew(c)), comm.skew(c), t0,
+                        comm.concurrency_of(c, under))

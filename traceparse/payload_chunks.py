@@ -194,7 +194,7 @@ def payload(path: str, *, options: ReportOptions | None = None,
     if got is None:
         return None
     summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse)
-    return _compose(opts, summary, got, mine, facts)
+    return _compose(opts, summary, got, mine, facts, (path, chunk_rows))
 
 
 def report_payload(path: str, *, options: ReportOptions | None = None,
@@ -224,9 +224,10 @@ def report_payload(path: str, *, options: ReportOptions | None = None,
 
 
 def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
-             mine: PayloadPart, facts: Facts) -> dict[str, Any]:
+             mine: PayloadPart, facts: Facts, source: tuple[str, int]) -> dict[str, Any]:
     """The payload from the composed summary, both passes' results and the whole-file
-    facts (module docstring)."""
+    facts (module docstring); ``source``: the export and its rows per piece (for the
+    collectives' pass)."""
     from traceparse.analyses import optree
     from traceparse.analyses.savings import best
     from traceparse.payload_facts import with_span
@@ -265,10 +266,8 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
         stub, secs["launches"], mine.linked, int(lat["n"].sum()),
         sections.latency_histogram(lat["value"].to_numpy(), lat["n"].to_numpy()),
         unprofiled_clause(top) if top else "")
-    if secs["communication"].height:  # the summary's sections only (comm_chunks)
-        raise NotInPieces("comm", "the report's skew table and concurrency note of the "
-                                  "collectives are not read in pieces")
-    out["comm"] = sections._comm(stub)
+    out["comm"] = (_comm(*source, stub, spans) if secs["communication"].height
+                   else sections._comm(stub))
     out["steps"] = sections._steps(stub)
     out["gaps"] = sections._gaps(stub, opts, every, sc.sync_by_op(spans))
     roof = sections._roofline(stub, opts.top_n)
@@ -286,6 +285,23 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
                                                  "pieces)")
 
     return pm.finish(out, low_end)
+
+
+def _comm(path: str, chunk_rows: int, stub: Timeline, spans: list[sc.SpanPart]
+          ) -> dict[str, Any]:
+    """The ``comm`` section of an export with collective kernels, read in pieces
+    (:func:`traceparse.comm_chunks.payload_section`: one more pass over the windows),
+    the first GPU start from the stub (the first row of each rank and kind)."""
+    from traceparse import comm_chunks
+    from traceparse.nsys.spans import span_plan
+
+    plan = span_plan(path, block_rows=chunk_rows)
+    kinds = frozenset[str]().union(*(s.range_kinds for s in spans))
+    try:
+        return comm_chunks.payload_section(plan, plan.windows(chunk_rows),
+                                           stub.gpu["start_ns"].min(), kinds)
+    except comm_chunks.OpNamed as exc:
+        raise NotInPieces("comm", str(exc)) from None
 
 
 def _kern_sum(mine: PayloadPart) -> pl.DataFrame:

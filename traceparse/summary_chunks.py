@@ -37,7 +37,9 @@ host-sync, pinned-memory, CUDA graphs; a change it does not compute in pieces is
 On the ``chunks`` executor pass 2 feeds them each window's piece as it goes
 (:func:`_replay_window`: the CUDA-graph removal on the window's span when it is local
 for it, the piece read once for the three replays); they reuse the plan and pass 1
-(:class:`Reuse`).
+(:class:`Reuse`). With communication rows, ``communication`` and ``stragglers`` are
+read after the savings, in one more pass over the windows
+(:mod:`traceparse.comm_chunks`).
 """
 
 from __future__ import annotations
