@@ -29,8 +29,9 @@ Sections by how they are computed:
   times, the stream and event ids by the reader's own join on the calls they name),
   ``evidence.hip`` (no runtime call named ``hip*``), ``title`` and ``inputs``;
 * **proven empty**, computed by their own functions on the summary's stub timeline:
-  ``comm``, ``steps``, ``roofline``, ``phases``, ``layers``, ``gpu_metrics``, ``memory``,
-  ``graphs``.
+  ``comm`` (without collective kernels; with them read in pieces,
+  :func:`traceparse.comm_chunks.payload_section`), ``steps``, ``roofline``, ``phases``,
+  ``layers``, ``gpu_metrics``, ``memory``, ``graphs``.
 
 Anything else raises :class:`~traceparse.summary_chunks.SectionNotInPieces` (``NotInPieces``
 here) naming the section (the summary's own refusals, then ``provenance``: rows the
