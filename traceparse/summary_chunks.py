@@ -55,16 +55,20 @@ from traceparse.analyses import chunked, chunked_gaps
 from traceparse.analyses import chunked_host_sync as chs
 from traceparse.analyses import chunked_launches as cl
 from traceparse.analyses import chunked_summary as cs
+from traceparse.analyses.chunked_ranges import RangeTree, owner_part
 from traceparse.analyses.replay_pieces import NotOrdered
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
+    from traceparse.ranges_chunks import Ranged
     from traceparse.savings_chunks import SavingsRun
 
 #: Range kinds no tree view, step finder, phase rule or layer group reads (OS-runtime
 #: calls, CPU samples, the profiler's own overhead).
 INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
+#: The range kinds of the NVTX table (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
+NVTX_KINDS = frozenset({"nvtx_push_pop", "nvtx_start_end", "nvtx_mark"})
 #: NVTX event types that become ranges (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
 _NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
 
@@ -81,10 +85,12 @@ class SectionNotInPieces(Exception):
 Part1 = tuple[ex.WindowPart, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart]
 
 
-def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1:
+def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int,
+               ranges: RangeTree | None = None) -> Part1:
     """Every pass-1 partial of one time window, from one read of its rows and calls
-    (runs on a worker)."""
-    return fold1(plan, *read1(plan, window), window, min_ns)
+    (runs on a worker); ``ranges``: the whole ranges' op-tree part, the kernels' owners
+    folded too (:mod:`traceparse.ranges_chunks`)."""
+    return fold1(plan, *read1(plan, window), window, min_ns, ranges)
 
 
 Read1 = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
@@ -102,13 +108,16 @@ def read1(plan: chunks.Plan, window: tuple[int, int], *, grid: bool = False) -> 
 
 
 def fold1(plan: chunks.Plan, rows: pl.DataFrame, api: pl.DataFrame, launches: pl.DataFrame,
-          window: tuple[int, int], min_ns: int) -> Part1:
-    """Every pass-1 partial of one time window from :func:`read1`'s frames."""
+          window: tuple[int, int], min_ns: int, ranges: RangeTree | None = None) -> Part1:
+    """Every pass-1 partial of one time window from :func:`read1`'s frames (``ranges``:
+    as :func:`pass1_task`'s)."""
     t0, t1 = window
+    part = cs.summary_part(rows, api, t0, t1)
+    if ranges is not None:
+        part = part._replace(owners=owner_part(ranges, rows, api, t0, t1))
     return ((chunked.window_parts(rows, t0, t1), ex.window_call_state(plan, rows, t0, t1, api)),
             chunked_gaps.window_gaps(rows, t0, t1, min_ns),
-            (cl.launch_part(launches), cl.stats_part(launches)),
-            cs.summary_part(rows, api, t0, t1))
+            (cl.launch_part(launches), cl.stats_part(launches)), part)
 
 
 def merge_pass1(parts: Sequence[Part1], min_ns: int) -> Part1:
@@ -188,26 +197,24 @@ def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
                     ranges=schema.conform("ranges", ranges))
 
 
-def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
+def whole_file_facts(plan: chunks.Plan, *, ranges: bool = False
+                     ) -> SectionNotInPieces | None:
     """The first section (in :data:`~traceparse.analyses.summary.SECTIONS` order) that a
     whole-file fact rules out before any piece is read, or None: NVTX ranges (``phases``
-    and the sections after it read them), GPU metrics, memory events, graph launches or
+    and the sections after it read them; not with ``ranges``: the caller reads them whole,
+    :mod:`traceparse.ranges_chunks`), GPU metrics, memory events, graph launches or
     stream captures."""
     from traceparse.analyses.graphs import LAUNCH_API_RE
-    from traceparse.nsys.db import NsysDB, q
+    from traceparse.nsys.db import NsysDB
     from traceparse.nsys.memory import TABLE as MEMORY
     from traceparse.nsys.metrics import METRICS_TABLE
-    from traceparse.nsys.ranges import NVTX
     from traceparse.nsys.spans import calls_named, string_ids
 
     with NsysDB(plan.path) as db:
-        if db.has(NVTX) and "eventType" in db.columns(NVTX):
-            marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
-            if db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
-                        _NVTX_RANGE_TYPES):
-                return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
-                                             "phases, layers and op tree are not read in "
-                                             "pieces)")
+        if not ranges and has_nvtx_ranges(db):
+            return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
+                                         "phases, layers and op tree are not read in "
+                                         "pieces)")
         if db.has_rows(METRICS_TABLE):
             return SectionNotInPieces("gpu_metrics",
                                       f"the export has GPU metrics ({METRICS_TABLE})")
@@ -218,6 +225,19 @@ def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
         return SectionNotInPieces("graphs", "the export has CUDA graph launches, captures or "
                                      "graph records")
     return None
+
+
+def has_nvtx_ranges(db: Any) -> bool:
+    """Whether the export (an open :class:`~traceparse.nsys.db.NsysDB`) has an NVTX range
+    or mark (:data:`_NVTX_RANGE_TYPES`)."""
+    from traceparse.nsys.db import q
+    from traceparse.nsys.ranges import NVTX
+
+    if not (db.has(NVTX) and "eventType" in db.columns(NVTX)):
+        return False
+    marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
+    return bool(db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
+                            _NVTX_RANGE_TYPES))
 
 
 def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_ROWS,
@@ -237,9 +257,19 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    if (why := whole_file_facts(plan)) is not None:
+    if (why := whole_file_facts(plan, ranges=True)) is not None:
         raise why
-    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler)
+    ranged = None
+    from traceparse.nsys.db import NsysDB
+
+    with NsysDB(plan.path) as db:
+        nvtx = has_nvtx_ranges(db)
+    if nvtx:
+        from traceparse.ranges_chunks import prepare
+
+        ranged = prepare(plan)
+    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler,
+                  ranges=ranged.tree if ranged else None)
     if (why := pass1_facts(first[3])) is not None:
         raise why
     reuse = Reuse.of(plan, first, wins if executor == "chunks" else None)
@@ -247,13 +277,15 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
                 replays=reuse.run)
     if got is None:
         return None
-    return compose(path, chunk_rows, top, *got, reuse=reuse)
+    return compose(path, chunk_rows, top, *got, reuse=reuse, ranged=ranged)
 
 
 def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
-          executor: str = "chunks", workers: int = 4, scheduler: str | None = None) -> Part1:
-    """Pass 1 over the time windows ``wins``: every partial merged."""
-    return ex._reduce(executor, plan, pass1_task, wins, (min_ns,),
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None,
+          ranges: RangeTree | None = None) -> Part1:
+    """Pass 1 over the time windows ``wins``: every partial merged (``ranges``: as
+    :func:`pass1_task`'s)."""
+    return ex._reduce(executor, plan, pass1_task, wins, (min_ns, ranges),
                       partial(merge_pass1, min_ns=min_ns), workers, scheduler)
 
 
@@ -432,7 +464,7 @@ def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame, reuse: Reuse |
 
 def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.DataFrame,
             launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart],
-            reuse: Reuse | None = None) -> dict[str, Any]:
+            reuse: Reuse | None = None, ranged: Ranged | None = None) -> dict[str, Any]:
     """The summary dict from both passes' results (see the module docstring), sections in
     :data:`~traceparse.analyses.summary.SECTIONS` order; ``reuse``: the plan and pass 1
     for the savings' replays (:class:`Reuse`; without it they plan and run it again).
@@ -458,14 +490,20 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
         "top_gaps": every.head(top)}
     if (why := pass1_facts(part)) is not None:
         raise why
-    if not kinds <= INERT_RANGES:
+    read = INERT_RANGES | (NVTX_KINDS if ranged is not None else frozenset())
+    if not kinds <= read:
         raise SectionNotInPieces("phases", "the export has ranges of kind "
-                                    f"{', '.join(sorted(kinds - INERT_RANGES))}")
+                                    f"{', '.join(sorted(kinds - read))}")
     # proven empty by the facts above (and whole_file_facts): their own functions on the stub
-    for name in ("communication", "phases", "phase_mix", "layers"):
-        out[name] = sm.SECTIONS[name](tl, opts)
-    out["op_tree"] = pl.DataFrame()
-    if counts["kernels"]:
+    out["communication"] = sm.SECTIONS["communication"](tl, opts)
+    if ranged is not None:  # the NVTX ranges read whole (traceparse.ranges_chunks)
+        tl, ranged_out = ranged_sections(ranged, part, tl, opts)
+        out.update(ranged_out)
+    else:
+        for name in ("phases", "phase_mix", "layers"):
+            out[name] = sm.SECTIONS[name](tl, opts)
+        out["op_tree"] = pl.DataFrame()
+    if counts["kernels"] and ranged is None:
         by_rank = optree.splits_by_rank(tl)
         out["op_tree"] = llm_summary.tree_top(
             optree.unranged_tree(part.tree, max_depth=llm_summary.TREE_DEPTH,
@@ -486,6 +524,37 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
     line, caveat = sm.verdict_line(tl, bd, every, out["stragglers"], sync_ops)
     return {"sections": {name: out[name] for name in sm.SECTIONS}, "verdict": line,
             "untraced_gpu_work": caveat}
+
+
+def ranged_sections(ranged: Ranged, part: cs.SummaryPart, tl: Timeline, opts: Any
+                    ) -> tuple[Timeline, dict[str, pl.DataFrame]]:
+    """``phases``, ``phase_mix``, ``layers`` and ``op_tree`` of an export whose NVTX ranges
+    were read whole (:func:`traceparse.ranges_chunks.sections`), and the stub ``tl``
+    without its NVTX rows for the verdict: the whole ranges gave no step, so its step
+    clause is empty, as memory's.
+
+    Raises:
+        SectionNotInPieces: a section is not exact from the pieces, or the ranges give
+            steps (their attribution, the verdict's step clause, is not computed in
+            pieces).
+    """
+    from traceparse import ranges_chunks as rc
+    from traceparse.analyses import optree
+    from traceparse.analyses.chunked_ranges import NotExact
+
+    assert part.owners is not None
+    try:
+        got = rc.sections(ranged, part.owners, int(part.counts["kernels"][0]),
+                          optree.splits_by_rank(tl), opts)
+    except NotExact as exc:
+        section, _, why = str(exc).partition(": ")
+        raise SectionNotInPieces(section, why) from None
+    if ranged.steps:
+        raise SectionNotInPieces("verdict", f"the ranges give {ranged.steps} steps (the "
+                                            "steps' attribution, the step clause, is not "
+                                            "computed in pieces)")
+    kind = pl.col("kind").cast(pl.String)
+    return Timeline(gpu=tl.gpu, ranges=tl.ranges.filter(~kind.is_in(list(NVTX_KINDS)))), got
 
 
 def sync_by_op(spans: Sequence[SpanPart]) -> pl.DataFrame:
