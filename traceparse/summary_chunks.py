@@ -29,9 +29,11 @@ rows; ``memory`` without memory events; ``graphs`` without graph launches, captu
 graph records; ``phases``, ``phase_mix``, ``layers`` and the verdict's step clause without
 ranges of the kinds they read) are computed by their own functions on a small timeline of
 the first rows of each rank and kind (:func:`stub`); the op tree of such an export comes
-from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). Anything else
-raises :class:`SectionNotInPieces`, naming the section; the caller then prints the
-memory summary. The ``savings`` section and the launches section's CUDA-graph saving come
+from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). An export with
+NVTX ranges has them read whole and the kernels' owners folded in pass 1
+(:mod:`traceparse.ranges_chunks`, :func:`ranged_sections`). Anything else raises
+:class:`SectionNotInPieces`, naming the section; the caller then prints the memory
+summary. The ``savings`` section and the launches section's CUDA-graph saving come
 last, from the what-if replays in pieces (:class:`traceparse.savings_chunks.SavingsRun`:
 host-sync, pinned-memory, CUDA graphs; a change it does not compute in pieces is named).
 On the ``chunks`` executor pass 2 feeds them each window's piece as it goes
@@ -308,11 +310,11 @@ Pieces = tuple[pl.DataFrame, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart,
 
 
 def read_pieces(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
-                executor: str = "chunks", workers: int = 4, scheduler: str | None = None
-                ) -> Pieces | None:
-    """Both passes (:func:`pass1`, :func:`pass2`)."""
-    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler),
-                 executor, workers, scheduler)
+                executor: str = "chunks", workers: int = 4, scheduler: str | None = None,
+                ranges: RangeTree | None = None) -> Pieces | None:
+    """Both passes (:func:`pass1`, with ``ranges`` as its, and :func:`pass2`)."""
+    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler,
+                                           ranges), executor, workers, scheduler)
 
 
 def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Part1,
