@@ -8,7 +8,9 @@ analyses/chunked_ranges.py): the ranges read whole, each kernel's owner folded p
   computed in pieces, and the CLI says so in its one line;
 * every shared export with NVTX ranges: the op tree (whole, every depth), ``op_tree``,
   ``layers``, ``phases`` and ``phase_mix`` from the pieces equal memory's, also where a
-  later section falls back (fusion chains, collectives).
+  later section falls back (fusion chains, collectives);
+* the report payload (``fixes``, ``report``) of the generated export: memory's, section
+  for section (the shared exports: tests/test_chunked_fixes.py).
 """
 
 from __future__ import annotations
@@ -179,3 +181,24 @@ def test_dask_equals_memory(tmp_path: Path) -> None:
                                     "2"])
     assert (got.exit_code, got.stderr) == (0, ""), got.output
     assert got.stdout == mem.stdout
+
+
+@pytest.mark.parametrize("rows", [1, 100])
+def test_generated_payload_in_pieces(tmp_path: Path, rows: int) -> None:
+    """``fixes`` / ``report``'s payload with the same ranges: every section (the icicle
+    from the owner sums, the provenance with NVTX_EVENTS' accounting) equals memory's,
+    and ``fixes`` prints memory's bytes without a line of its own."""
+    from traceparse import payload_chunks as pc
+    from traceparse.reports.payload import build_payload
+
+    path = _export(tmp_path / "ranged.sqlite", LAYERS)
+    got = pc.payload(str(path), chunk_rows=rows)
+    want = dict(build_payload(read(path)))
+    want.pop("timeline")
+    assert got is not None and sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], f"section {name} differs"
+    args = ["--no-cache", "fixes", str(path), "--format", "json"]
+    mem = CliRunner().invoke(main, args)
+    run = CliRunner().invoke(main, [*args, "--executor", "chunks", "--chunk-rows", str(rows)])
+    assert run.exit_code == 0 and run.stdout == mem.stdout and run.stderr == mem.stderr

@@ -242,6 +242,14 @@ def has_nvtx_ranges(db: Any) -> bool:
                             _NVTX_RANGE_TYPES))
 
 
+def has_nvtx_ranges_at(path: str) -> bool:
+    """:func:`has_nvtx_ranges` of the export at ``path``."""
+    from traceparse.nsys.db import NsysDB
+
+    with NsysDB(path) as db:
+        return has_nvtx_ranges(db)
+
+
 def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_ROWS,
             executor: str = "chunks", workers: int = 4, scheduler: str | None = None
             ) -> dict[str, Any] | None:
@@ -262,11 +270,7 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     if (why := whole_file_facts(plan, ranges=True)) is not None:
         raise why
     ranged = None
-    from traceparse.nsys.db import NsysDB
-
-    with NsysDB(plan.path) as db:
-        nvtx = has_nvtx_ranges(db)
-    if nvtx:
+    if has_nvtx_ranges_at(plan.path):
         from traceparse.ranges_chunks import prepare
 
         ranged = prepare(plan)
