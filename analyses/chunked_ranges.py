@@ -110,9 +110,15 @@ def owner_part(rt: RangeTree, rows: pl.DataFrame, api: pl.DataFrame, t0: int, t1
     other = np.zeros(acts.height, dtype=bool)
     if linked.any():
         la = acts.filter(pl.col("api_start_ns").is_not_null())
-        r = rt.ranges
-        la = la.cast({c: r.schema[c] for c in ("rank", "process_id", "thread_id")})
-        owner = optree.launch_owners(r, la)
+        la = la.cast({c: rt.ranges.schema[c] for c in ("rank", "process_id", "thread_id")})
+        # only a range open at a call's start can own its kernel: the ranges that overlap
+        # the window's call starts (a filter, not the whole table, sorted per window)
+        t = la["api_start_ns"]
+        near = (rt.ranges.with_row_index("_ri")
+                .filter((pl.col("start_ns") <= t.max()) & (pl.col("end_ns") > t.min())))
+        hit = optree.launch_owners(near.drop("_ri"), la)
+        ri = near["_ri"].cast(pl.Int64).to_numpy()
+        owner = np.where(hit >= 0, ri[np.maximum(hit, 0)] if ri.size else -1, -1)
         got = np.where(owner >= 0, rt.r_path[np.maximum(owner, 0)], 2)
         step = _step_of(rt, la, owner)
         has = step >= 0
