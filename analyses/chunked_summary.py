@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import polars as pl
 
+from traceparse.analyses.chunked_ranges import merge_owner_parts
 from traceparse.analyses.optree import _CATS
 
 _KEY = ["rank", "process_id", "correlation_id"]
@@ -45,6 +46,9 @@ class SummaryPart(NamedTuple):
     devices: pl.DataFrame
     tree: pl.DataFrame
     sample: pl.DataFrame
+    #: per owning node, the kernels' sums of an export with ranges
+    #: (:func:`traceparse.analyses.chunked_ranges.owner_part`), None without them
+    owners: pl.DataFrame | None = None
 
 
 def summary_part(rows: pl.DataFrame, api: pl.DataFrame, t0: int, t1: int) -> SummaryPart:
@@ -85,6 +89,7 @@ def merge_summary_parts(parts: Sequence[SummaryPart]) -> SummaryPart:
     """The partial of several windows' rows (``sample`` keeps the earliest part's first
     rows: parts are given in time order)."""
     tree = pl.concat([p.tree for p in parts])
+    owners = [p.owners for p in parts if p.owners is not None]
     return SummaryPart(
         pl.concat([p.kernels for p in parts]).group_by("name").agg(
             pl.col("instances").sum(), pl.col("total_ns").sum()),
@@ -92,7 +97,8 @@ def merge_summary_parts(parts: Sequence[SummaryPart]) -> SummaryPart:
         pl.concat([p.devices for p in parts]).unique(),
         tree.group_by("rank", "linked").agg(pl.exclude("rank", "linked").sum()),
         pl.concat([p.sample for p in parts], how="vertical_relaxed")
-        .unique(subset=["rank", "kind"], keep="first", maintain_order=True))
+        .unique(subset=["rank", "kind"], keep="first", maintain_order=True),
+        merge_owner_parts(owners) if owners else None)
 
 
 def top_kernels(part: SummaryPart, top: int) -> pl.DataFrame:

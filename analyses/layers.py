@@ -79,16 +79,21 @@ def _paths(rows: dict[int, dict[str, object]]) -> dict[int, str]:
     return out
 
 
-def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
-                keep_empty: bool = False, by_rank: bool = False) -> pl.DataFrame:
+def layer_table(tl: Timeline | None, *, view: str = "modules", min_layers: int = MIN_LAYERS,
+                keep_empty: bool = False, by_rank: bool = False,
+                tree: pl.DataFrame | None = None) -> pl.DataFrame:
     """One row per layer of every group: ``group_id, parent`` (the path of the layers'
     parent node from the root down, names joined by ``" > "``: the same module under a
     decode and a train annotation is two groups and reads as two), ``layer, index, inclusive_ns,
     calls, kernels, same_structure, vs_median_pct`` (this layer vs the group's median);
     ``keep_empty`` also groups layers that own no GPU time (a CPU-only capture);
     ``by_rank`` finds the groups in the per-rank tree (:func:`op_tree` ``by_rank``): each
-    rank's layers are a group of their own, with a leading ``rank`` column."""
-    tree = op_tree(tl, view=view, keep_empty=keep_empty, by_rank=by_rank)
+    rank's layers are a group of their own, with a leading ``rank`` column. ``tree``: that
+    :func:`op_tree` already built (the chunked summary's, from sums of pieces), in place
+    of ``tl``."""
+    if tree is None:
+        assert tl is not None
+        tree = op_tree(tl, view=view, keep_empty=keep_empty, by_rank=by_rank)
     rows = {r["node_id"]: r for r in tree.iter_rows(named=True)}
     paths = _paths(rows)
     children: dict[int, list[int]] = {}
@@ -131,13 +136,14 @@ def layer_table(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LA
                               .alias("vs_median_pct"))
 
 
-def layer_groups(tl: Timeline, *, view: str = "modules", min_layers: int = MIN_LAYERS,
-                 keep_empty: bool = False, by_rank: bool = False) -> pl.DataFrame:
+def layer_groups(tl: Timeline | None, *, view: str = "modules", min_layers: int = MIN_LAYERS,
+                 keep_empty: bool = False, by_rank: bool = False,
+                 tree: pl.DataFrame | None = None) -> pl.DataFrame:
     """One "per layer" row per group (see the module docstring), heaviest group first;
     ``by_rank``: one row per group and rank (leading ``rank`` column), ranks in order,
-    heaviest group first within a rank."""
+    heaviest group first within a rank; ``tree`` as :func:`layer_table`'s."""
     t = layer_table(tl, view=view, min_layers=min_layers, keep_empty=keep_empty,
-                    by_rank=by_rank)
+                    by_rank=by_rank, tree=tree)
     lead = ["rank"] if by_rank else []
     if t.height == 0:
         return pl.DataFrame(schema={**({"rank": pl.Int32} if by_rank else {}),

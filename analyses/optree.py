@@ -73,7 +73,7 @@ launch call::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -310,18 +310,73 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     parent = _adopt_into_steps(tl, ranges, _nest(ranges))
     owner = launch_owners(ranges, linked)
 
-    # Paths: node 0 root, 1 unlinked, 2 outside, then one node per distinct range path.
-    p_parent = [-1, 0, 0]
-    p_name = [ROOT, UNLINKED, OUTSIDE]
-    p_kind = ["", "", ""]
-    p_depth = [0, 1, 1]
-    p_calls = [0, 0, 0]
-    p_rank = [-1, -1, -1]
+    nodes, r_path, child = path_nodes(ranges, parent, by_rank)
+    p_name = nodes.name
+    act_node = np.full(acts.height, 1, dtype=np.int64)
+    is_linked = acts["api_start_ns"].is_not_null().to_numpy()
+    if ranges.height:
+        linked_node = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
+        step = _step_of_orphans(tl, ranges, linked, owner)
+        has = step >= 0
+        # one [thread without ranges] node per step path, made in the order the orphans
+        # first reach it, then every orphan mapped at once
+        paths, first, inv = np.unique(r_path[step[has]], return_index=True,
+                                      return_inverse=True)
+        made = np.zeros(paths.size, dtype=np.int64)
+        for k in np.argsort(first, kind="stable").tolist():
+            made[k] = child(int(paths[k]), OTHER_THREAD, "")
+        linked_node[has] = made[inv]
+        act_node[is_linked] = linked_node
+    else:
+        act_node[is_linked] = 2
+    if by_rank:
+        # [no launch call] and [outside any range] of each rank, in rank order
+        act_rank = acts["rank"].to_numpy()
+        for fixed in (1, 2):
+            on = act_node == fixed
+            for r in np.unique(act_rank[on]).tolist():
+                act_node[on & (act_rank == r)] = child(0, p_name[fixed], "", int(r))
+    n = len(p_name)
+    dur = acts["dur_ns"].to_numpy().astype(np.int64)
+    excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
+    kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
+    # one mask per category compared in polars (an object array of every activity's
+    # category string compared three times was 0.13 s per million kernels)
+    cats = acts.select((pl.col("category") == c).fill_null(False).alias(c) for c in _CATS)
+    cat_excl: dict[str, np.ndarray] = {}
+    for c in _CATS:
+        m = cats[c].to_numpy()
+        cat_excl[c] = np.bincount(act_node[m], weights=dur[m], minlength=n).astype(np.int64)
+    return _tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth,
+                       keep_empty=keep_empty, by_rank=by_rank)
+
+
+class _Nodes(NamedTuple):
+    """The tree's nodes by id (parents before children): parent (-1 for the root), name,
+    kind, depth, calls and rank (-1: none)."""
+
+    parent: list[int]
+    name: list[str]
+    kind: list[str]
+    depth: list[int]
+    calls: list[int]
+    rank: list[int]
+
+
+def path_nodes(ranges: pl.DataFrame, parent: np.ndarray, by_rank: bool
+               ) -> tuple[_Nodes, np.ndarray, Callable[..., int]]:
+    """:func:`op_tree`'s nodes of the range paths: node 0 the root, 1 ``[no launch
+    call]``, 2 ``[outside any range]``, then one node per distinct path of ``ranges``
+    (``parent``: each range's parent row, -1 none), made in start order; each range's
+    node (``r_path``) and ``child(path, name, kind, rank=-1)``, which makes (or finds)
+    the node of ``path`` + ``name`` (below the root of a ``by_rank`` tree ``rank`` is part
+    of the path)."""
+    nodes = _Nodes([-1, 0, 0], [ROOT, UNLINKED, OUTSIDE], ["", "", ""], [0, 1, 1],
+                   [0, 0, 0], [-1, -1, -1])
+    p_parent, p_name, p_kind, p_depth, p_calls, p_rank = nodes
     intern: dict[tuple[int, str, str, int], int] = {}
 
     def child(pp: int, name: str, kind: str, rank: int = -1) -> int:
-        """The node of path ``pp`` + ``name`` (kind ``kind``), made on first use; below
-        the root of a ``by_rank`` tree ``rank`` is part of the path."""
         top = by_rank and pp == 0
         key = (pp, name, kind, rank if top else -1)
         node = intern.get(key)
@@ -354,56 +409,7 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
             node = child(node, names[k], rkinds[k], rranks[k])
             p_calls[node] += 1
             r_path[k] = node
-    act_node = np.full(acts.height, 1, dtype=np.int64)
-    is_linked = acts["api_start_ns"].is_not_null().to_numpy()
-    if ranges.height:
-        linked_node = np.where(owner >= 0, r_path[np.maximum(owner, 0)], 2)
-        step = _step_of_orphans(tl, ranges, linked, owner)
-        has = step >= 0
-        # one [thread without ranges] node per step path, made in the order the orphans
-        # first reach it, then every orphan mapped at once
-        paths, first, inv = np.unique(r_path[step[has]], return_index=True,
-                                      return_inverse=True)
-        nodes = np.zeros(paths.size, dtype=np.int64)
-        for k in np.argsort(first, kind="stable").tolist():
-            nodes[k] = child(int(paths[k]), OTHER_THREAD, "")
-        linked_node[has] = nodes[inv]
-        act_node[is_linked] = linked_node
-    else:
-        act_node[is_linked] = 2
-    if by_rank:
-        # [no launch call] and [outside any range] of each rank, in rank order
-        act_rank = acts["rank"].to_numpy()
-        for fixed in (1, 2):
-            on = act_node == fixed
-            for r in np.unique(act_rank[on]).tolist():
-                act_node[on & (act_rank == r)] = child(0, p_name[fixed], "", int(r))
-    n = len(p_name)
-    dur = acts["dur_ns"].to_numpy().astype(np.int64)
-    excl = np.bincount(act_node, weights=dur, minlength=n).astype(np.int64)
-    kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
-    # one mask per category compared in polars (an object array of every activity's
-    # category string compared three times was 0.13 s per million kernels)
-    cats = acts.select((pl.col("category") == c).fill_null(False).alias(c) for c in _CATS)
-    cat_excl: dict[str, np.ndarray] = {}
-    for c in _CATS:
-        m = cats[c].to_numpy()
-        cat_excl[c] = np.bincount(act_node[m], weights=dur[m], minlength=n).astype(np.int64)
-    return _tree_frame(_Nodes(p_parent, p_name, p_kind, p_depth, p_calls, p_rank), excl,
-                       kexcl, cat_excl, max_depth=max_depth, keep_empty=keep_empty,
-                       by_rank=by_rank)
-
-
-class _Nodes(NamedTuple):
-    """The tree's nodes by id (parents before children): parent (-1 for the root), name,
-    kind, depth, calls and rank (-1: none)."""
-
-    parent: list[int]
-    name: list[str]
-    kind: list[str]
-    depth: list[int]
-    calls: list[int]
-    rank: list[int]
+    return nodes, r_path, child
 
 
 def unranged_tree(sums: pl.DataFrame, *, max_depth: int | None = None,

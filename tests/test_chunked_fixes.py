@@ -40,22 +40,20 @@ FILES = NSYS + SAMPLES
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
 #: The section each export's fixes are computed in memory for (stderr); None: computed in
 #: pieces, or no GPU activity (the memory path words it): memory's stderr only. The
-#: sections named are the summary's own (test_chunked_summary), but p2p-acc's: the
-#: payload's ``provenance`` (NVTX rows the reader skips), found once the summary reads its
-#: communication in pieces and before the summary's ``savings`` (overlap_comm).
+#: sections named are the summary's own (test_chunked_summary).
 FALLBACKS = {
-    "abacus__report2": "savings", "casio__nerf_output-file": "phases",
-    "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
-    "fuser__report1_h200": "phases", "instant-ngp__report13": None,
-    "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
-    "nsys-ai__mfu_2gpu_before": "phases", "openacc__report12": None,
-    "p2p-acc__mpiV100": "provenance", "pipit__perlmutter-cloverleaf-cuda": None,
-    "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases", "qcu__report10": None,
+    "abacus__report2": "savings", "casio__nerf_output-file": "savings",
+    "darknet-thesis__keras_darknet53": None, "dlprof__nsys_profile": None,
+    "fuser__report1_h200": "savings", "instant-ngp__report13": None,
+    "memfusion__report1": None, "nsys-ai__mfu_2gpu_after": "savings",
+    "nsys-ai__mfu_2gpu_before": "savings", "openacc__report12": None,
+    "p2p-acc__mpiV100": "savings", "pipit__perlmutter-cloverleaf-cuda": None,
+    "pipit__saxpy-mpi-cuda_nsys_perlmutter0": None, "qcu__report10": None,
     "resest__report2": "gpu_metrics", "rodinia__report2": None,
     "sc23omp__report3": None, "sglang__baseline-report": "savings",
     "uvm-pytorch__report4": "memory",
     "comm_bound": "savings", "compute_bound": None, "launch_bound": "savings",
-    "memory_bound": None, "mini_train": "phases", "sync_bound": "phases"}
+    "memory_bound": None, "mini_train": "verdict", "sync_bound": None}
 #: Exports whose payload runs in pieces.
 IN_PIECES = [p for p in FILES if p.stem in FALLBACKS and FALLBACKS[p.stem] is None
              and p.stem != "qcu__report10"]

@@ -4,9 +4,9 @@ analyses/chunked_summary.py) against the in-memory :func:`summarize`.
 * every shared nsys export cut into windows of at most 300 GPU rows (the bundled samples
   of 3): each section the pieces compute (window, breakdown, top kernels, top gaps,
   launches with the memory engine's savings) equals memory's frame for frame; where the
-  whole-file facts hold, the whole dict (every section, the verdict) does too, the
-  savings taken from memory (the CUDA-graph saving is not computed in pieces yet:
-  ``summary_chunks._savings``);
+  whole-file facts hold, the whole dict (every section, the verdict; with NVTX ranges
+  read whole, traceparse/ranges_chunks.py) does too, the savings taken from memory
+  (the CUDA-graph saving is not computed in pieces yet: ``summary_chunks._savings``);
 * the facts matter: without them the GPU-metrics and memory exports differ;
 * the CLI: stdout byte-identical to ``--executor memory`` in text, csv and json, with the
   expected fallback line (listed per export: a new one fails), and byte-identical when
@@ -44,19 +44,18 @@ ROWS = 300
 #: Why each shared export's summary is computed in memory (the section named on stderr);
 #: None: no GPU activity (the memory path words it, no stderr line). "savings": a change
 #: the replays in pieces do not compute (``savings_chunks.savings``: fusion chains for
-#: abacus, sglang and launch_bound; communication activity, ``overlap_comm``, for p2p-acc
-#: and comm_bound, whose communication and stragglers sections are read in pieces).
-#: Every other export is composed in pieces.
+#: abacus, sglang, casio, fuser and launch_bound; communication activity,
+#: ``overlap_comm``, for p2p-acc, comm_bound and both nsys-ai mfu_2gpu exports, whose
+#: communication and stragglers sections are read in pieces); "verdict": the NVTX ranges
+#: give steps (mini_train). Every other export is composed in pieces.
 FALLBACKS = {
-    "casio__nerf_output-file": "phases", "darknet-thesis__keras_darknet53": "phases",
-    "dlprof__nsys_profile": "phases", "fuser__report1_h200": "phases",
-    "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
-    "nsys-ai__mfu_2gpu_before": "phases", "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases",
+    "casio__nerf_output-file": "savings", "fuser__report1_h200": "savings",
+    "nsys-ai__mfu_2gpu_after": "savings", "nsys-ai__mfu_2gpu_before": "savings",
     "p2p-acc__mpiV100": "savings", "resest__report2": "gpu_metrics",
     "uvm-pytorch__report4": "memory", "qcu__report10": None,
     "abacus__report2": "savings", "sglang__baseline-report": "savings",
     # the bundled samples (generated; 3 GPU rows per piece)
-    "comm_bound": "savings", "mini_train": "phases", "sync_bound": "phases",
+    "comm_bound": "savings", "mini_train": "verdict",
     "launch_bound": "savings"}
 FILES = NSYS + SAMPLES
 #: Of them, those whose whole dict the pieces compose given the savings frame.
@@ -74,11 +73,24 @@ def _rows(path: Path) -> int:
 
 
 @cache
+def _ranged(path: Path) -> Any:
+    """The export's NVTX ranges read whole (traceparse/ranges_chunks.py), None without."""
+    from traceparse.nsys.db import NsysDB
+    from traceparse.ranges_chunks import prepare
+
+    with NsysDB(path) as db:
+        nvtx = sc.has_nvtx_ranges(db)
+    return prepare(span_plan(path, block_rows=_rows(path))) if nvtx else None
+
+
+@cache
 def _pieces(path: Path) -> Any:
     rows = _rows(path)
     plan = span_plan(path, block_rows=rows)
     wins = plan.windows(rows)
-    return plan, (sc.read_pieces(plan, wins, DEFAULT_MIN_NS) if wins else None)
+    ranged = _ranged(path)
+    return plan, (sc.read_pieces(plan, wins, DEFAULT_MIN_NS,
+                                 ranges=ranged.tree if ranged else None) if wins else None)
 
 
 def _composed(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
@@ -86,7 +98,7 @@ def _composed(path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(sc, "_savings", lambda *_: _memory(path)[1])
     got = _pieces(path)[1]
     assert got is not None
-    return sc.compose(str(path), _rows(path), 10, *got)
+    return sc.compose(str(path), _rows(path), 10, *got, ranged=_ranged(path))
 
 
 def _same(got: pl.DataFrame, want: pl.DataFrame, name: str) -> None:
@@ -142,7 +154,7 @@ def test_whole_summary_equals_memory(path: Path, monkeypatch: pytest.MonkeyPatch
         _same(got["sections"][name], frame, name)
     assert (got["verdict"], got["untraced_gpu_work"]) == (mem["verdict"],
                                                          mem["untraced_gpu_work"])
-    assert sc.whole_file_facts(_pieces(path)[0]) is None
+    assert sc.whole_file_facts(_pieces(path)[0], ranges=True) is None
 
 
 @pytest.mark.shared

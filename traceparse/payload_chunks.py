@@ -52,6 +52,8 @@ from traceparse import executor as ex
 from traceparse import summary_chunks as sc
 from traceparse import underfilled_chunks as uc
 from traceparse.analyses import chunked
+from traceparse.analyses import chunked_ranges as cr
+from traceparse.analyses.chunked_ranges import RangeTree
 from traceparse.analyses.launches import in_graph
 from traceparse.nsys import chunks
 from traceparse.reports.options import ReportOptions
@@ -60,6 +62,7 @@ from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
     from traceparse.payload_facts import Facts
+    from traceparse.ranges_chunks import Ranged
 
 __all__ = ["NotInPieces", "PayloadPart", "payload", "report_payload"]
 
@@ -145,11 +148,12 @@ Part = tuple[sc.Part1, PayloadPart]
 
 
 def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int,
-               bound: int | None = None) -> Part:
+               bound: int | None = None, ranges: RangeTree | None = None) -> Part:
     """The summary's and the report's pass-1 partials of one time window, from one read
-    (runs on a worker; the kernels' grids read only where a device has an SM count)."""
+    (runs on a worker; the kernels' grids read only where a device has an SM count;
+    ``ranges``: as :func:`traceparse.summary_chunks.pass1_task`'s)."""
     rows, api, launches = sc.read1(plan, window, grid=bound is not None)
-    return (sc.fold1(plan, rows, api, launches, window, min_ns),
+    return (sc.fold1(plan, rows, api, launches, window, min_ns, ranges),
             payload_part(rows, launches, *window, bound))
 
 
@@ -179,10 +183,16 @@ def payload(path: str, *, options: ReportOptions | None = None,
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    if (why := sc.whole_file_facts(plan)) is not None:
+    if (why := sc.whole_file_facts(plan, ranges=True)) is not None:
         raise why
+    ranged = None
+    if sc.has_nvtx_ranges_at(plan.path):
+        from traceparse.ranges_chunks import prepare
+
+        ranged = prepare(plan)
     bound = uc.sm_bound(path)
-    first, mine = ex._reduce(executor, plan, pass1_task, wins, (opts.gap_min_ns, bound),
+    first, mine = ex._reduce(executor, plan, pass1_task, wins,
+                             (opts.gap_min_ns, bound, ranged.tree if ranged else None),
                              partial(merge_pass1, min_ns=opts.gap_min_ns), workers, scheduler)
     if (why := sc.pass1_facts(first[3])) is not None:
         raise why
@@ -194,8 +204,8 @@ def payload(path: str, *, options: ReportOptions | None = None,
                    replays=reuse.run)
     if got is None:
         return None
-    summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse)
-    return _compose(opts, summary, got, mine, facts, (path, chunk_rows))
+    summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse, ranged=ranged)
+    return _compose(opts, summary, got, mine, facts, (path, chunk_rows), ranged)
 
 
 def report_payload(path: str, *, options: ReportOptions | None = None,
@@ -225,10 +235,13 @@ def report_payload(path: str, *, options: ReportOptions | None = None,
 
 
 def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
-             mine: PayloadPart, facts: Facts, source: tuple[str, int]) -> dict[str, Any]:
+             mine: PayloadPart, facts: Facts, source: tuple[str, int],
+             ranged: Ranged | None = None) -> dict[str, Any]:
     """The payload from the composed summary, both passes' results and the whole-file
     facts (module docstring); ``source``: the export and its rows per piece (for the
-    collectives' pass)."""
+    collectives' pass); ``ranged``: the NVTX ranges read whole
+    (:mod:`traceparse.ranges_chunks`: the icicle from the kernels' owner sums, the steps
+    none, so the stub keeps no NVTX row)."""
     from traceparse.analyses import optree
     from traceparse.analyses.savings import best
     from traceparse.payload_facts import with_span
@@ -242,6 +255,11 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
     bd, every, _, part, spans = got
     secs = summary["sections"]
     stub = sc.stub(part, pl.concat([s.ranges for s in spans], how="vertical_relaxed"))
+    by_rank = optree.splits_by_rank(stub)
+    if ranged is not None:  # the whole ranges gave no step (summary_chunks.ranged_sections)
+        kind = pl.col("kind").cast(pl.String)
+        stub = Timeline(gpu=stub.gpu, ranges=stub.ranges.filter(
+            ~kind.is_in(list(sc.NVTX_KINDS))))
     w = secs["window"].row(0, named=True)
     stub = Timeline(gpu=stub.gpu, ranges=stub.ranges, devices=facts.devices,
                     sources=with_span(facts.sources, (w["start_ns"], w["end_ns"])),
@@ -274,9 +292,12 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
     roof = sections._roofline(stub, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
-    by_rank = optree.splits_by_rank(stub)
-    out.update(sections_of(stub, secs, lambda view, ranked: optree.unranged_tree(
-        part.tree, max_depth=ICICLE_DEPTH, by_rank=by_rank)))
+    def icicle(view: str, ranked: bool) -> pl.DataFrame:
+        if ranged is not None and part.owners is not None:
+            return cr.tree(ranged.tree, part.owners, max_depth=ICICLE_DEPTH)
+        return optree.unranged_tree(part.tree, max_depth=ICICLE_DEPTH, by_rank=by_rank)
+
+    out.update(sections_of(stub, secs, icicle))
     out.update(hardware_sections(stub, opts))
 
     def low_end(withheld: list[dict[str, Any]]) -> None:

@@ -87,9 +87,16 @@ def file_facts(plan: chunks.Plan, kinds: pl.DataFrame, procs: pl.DataFrame,
 
 def with_span(sources: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
     """``sources`` with the trace's first event and last end where the reader sets them
-    from the whole timeline (an export of one GPU process: no rank split)."""
-    return sources.with_columns(pl.col("start_ns").fill_null(span[0]),
-                                pl.col("end_ns").fill_null(span[1]))
+    from the whole timeline (an export of one GPU process: no rank split, ``rank_source``
+    ``default``). The bare read may have set them from a table it reads whole (the CPU
+    samples of ``pipit saxpy``, with NVTX ranges): its rows are part of the trace, so the
+    span holds them."""
+    one = pl.col("rank_source").cast(pl.String) == "default"
+    return sources.with_columns(
+        pl.when(one).then(pl.min_horizontal("start_ns", pl.lit(span[0], pl.Int64)))
+        .otherwise(pl.col("start_ns")).alias("start_ns"),
+        pl.when(one).then(pl.max_horizontal("end_ns", pl.lit(span[1], pl.Int64)))
+        .otherwise(pl.col("end_ns")).alias("end_ns"))
 
 
 def _add_used(tl: Any, procs: pl.DataFrame) -> None:
@@ -115,14 +122,19 @@ def _ingest(plan: chunks.Plan, bare: pl.DataFrame, timed: set[str], kinds: pl.Da
         NotInPieces: ``provenance``, a time-stamped table with rows the reader skips.
     """
     from traceparse.nsys.db import NsysDB, q
+    from traceparse.nsys.ranges import NVTX
     from traceparse.nsys.syncids import CUDA_EVENT, SYNC
 
     by_kind = dict(kinds.iter_rows())
     counts: dict[str, int] = {}
     api_ids: pl.DataFrame | None = None
+    nvtx: pl.DataFrame | None = None
     with NsysDB(plan.path) as db:
         for source in bare.filter(pl.col("outcome") == "parsed")["source"].to_list():
             if source not in timed:
+                continue
+            if source == NVTX:  # read whole, as the summary's ranged sections read it
+                nvtx = _nvtx_rows(db)
                 continue
             total = db.count(source)
             if source in (SYNC, CUDA_EVENT):
@@ -143,12 +155,28 @@ def _ingest(plan: chunks.Plan, bare: pl.DataFrame, timed: set[str], kinds: pl.Da
     if api_ids is not None:
         frame = pl.concat([frame.filter(~src.is_in(api_ids["source"].implode())),
                            api_ids.cast(frame.schema)], how="vertical")
+    if nvtx is not None:  # the reader's rows in the place of the bare parsed row
+        at = frame.with_row_index("_i").filter(src == NVTX)["_i"].to_list()
+        frame = pl.concat([frame.head(at[0]), nvtx.cast(frame.schema),
+                           frame.slice(at[-1] + 1)], how="vertical")
     if counts:
         new = src.replace_strict(list(counts), list(counts.values()), default=None,
                                  return_dtype=pl.Int64)
         frame = frame.with_columns(pl.when((out == "parsed") & src.is_in(list(counts)))
                                    .then(new).otherwise(pl.col("count")).alias("count"))
     return frame
+
+
+def _nvtx_rows(db: Any) -> pl.DataFrame:
+    """The reader's ``ingest`` rows of ``NVTX_EVENTS`` (parsed, and skipped per reason:
+    :func:`traceparse.nsys.ranges.read_ranges` on the whole table, which the chunked
+    summary reads whole too, docs/performance.md "Ranged sections in pieces")."""
+    from traceparse.nsys.ranges import NVTX, read_ranges
+    from traceparse.timeline import ingest_frame, ingest_rows
+
+    acct = read_ranges(db, chunks._strings(db), 0)[1]
+    parsed, skipped = acct if acct is not None else (0, {})
+    return ingest_frame(ingest_rows(0, "ranges", NVTX, parsed, skipped))
 
 
 def chunks_table(kind: str) -> str | None:

@@ -29,9 +29,11 @@ rows; ``memory`` without memory events; ``graphs`` without graph launches, captu
 graph records; ``phases``, ``phase_mix``, ``layers`` and the verdict's step clause without
 ranges of the kinds they read) are computed by their own functions on a small timeline of
 the first rows of each rank and kind (:func:`stub`); the op tree of such an export comes
-from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). Anything else
-raises :class:`SectionNotInPieces`, naming the section; the caller then prints the
-memory summary. The ``savings`` section and the launches section's CUDA-graph saving come
+from the pass-1 sums (:func:`traceparse.analyses.optree.unranged_tree`). An export with
+NVTX ranges has them read whole and the kernels' owners folded in pass 1
+(:mod:`traceparse.ranges_chunks`, :func:`ranged_sections`). Anything else raises
+:class:`SectionNotInPieces`, naming the section; the caller then prints the memory
+summary. The ``savings`` section and the launches section's CUDA-graph saving come
 last, from the what-if replays in pieces (:class:`traceparse.savings_chunks.SavingsRun`:
 host-sync, pinned-memory, CUDA graphs; a change it does not compute in pieces is named).
 On the ``chunks`` executor pass 2 feeds them each window's piece as it goes
@@ -57,16 +59,20 @@ from traceparse.analyses import chunked, chunked_gaps
 from traceparse.analyses import chunked_host_sync as chs
 from traceparse.analyses import chunked_launches as cl
 from traceparse.analyses import chunked_summary as cs
+from traceparse.analyses.chunked_ranges import RangeTree, owner_part
 from traceparse.analyses.replay_pieces import NotOrdered
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
+    from traceparse.ranges_chunks import Ranged
     from traceparse.savings_chunks import SavingsRun
 
 #: Range kinds no tree view, step finder, phase rule or layer group reads (OS-runtime
 #: calls, CPU samples, the profiler's own overhead).
 INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
+#: The range kinds of the NVTX table (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
+NVTX_KINDS = frozenset({"nvtx_push_pop", "nvtx_start_end", "nvtx_mark"})
 #: NVTX event types that become ranges (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
 _NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
 
@@ -83,10 +89,12 @@ class SectionNotInPieces(Exception):
 Part1 = tuple[ex.WindowPart, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart]
 
 
-def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int) -> Part1:
+def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int,
+               ranges: RangeTree | None = None) -> Part1:
     """Every pass-1 partial of one time window, from one read of its rows and calls
-    (runs on a worker)."""
-    return fold1(plan, *read1(plan, window), window, min_ns)
+    (runs on a worker); ``ranges``: the whole ranges' op-tree part, the kernels' owners
+    folded too (:mod:`traceparse.ranges_chunks`)."""
+    return fold1(plan, *read1(plan, window), window, min_ns, ranges)
 
 
 Read1 = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
@@ -104,13 +112,16 @@ def read1(plan: chunks.Plan, window: tuple[int, int], *, grid: bool = False) -> 
 
 
 def fold1(plan: chunks.Plan, rows: pl.DataFrame, api: pl.DataFrame, launches: pl.DataFrame,
-          window: tuple[int, int], min_ns: int) -> Part1:
-    """Every pass-1 partial of one time window from :func:`read1`'s frames."""
+          window: tuple[int, int], min_ns: int, ranges: RangeTree | None = None) -> Part1:
+    """Every pass-1 partial of one time window from :func:`read1`'s frames (``ranges``:
+    as :func:`pass1_task`'s)."""
     t0, t1 = window
+    part = cs.summary_part(rows, api, t0, t1)
+    if ranges is not None:
+        part = part._replace(owners=owner_part(ranges, rows, api, t0, t1))
     return ((chunked.window_parts(rows, t0, t1), ex.window_call_state(plan, rows, t0, t1, api)),
             chunked_gaps.window_gaps(rows, t0, t1, min_ns),
-            (cl.launch_part(launches), cl.stats_part(launches)),
-            cs.summary_part(rows, api, t0, t1))
+            (cl.launch_part(launches), cl.stats_part(launches)), part)
 
 
 def merge_pass1(parts: Sequence[Part1], min_ns: int) -> Part1:
@@ -190,26 +201,24 @@ def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
                     ranges=schema.conform("ranges", ranges))
 
 
-def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
+def whole_file_facts(plan: chunks.Plan, *, ranges: bool = False
+                     ) -> SectionNotInPieces | None:
     """The first section (in :data:`~traceparse.analyses.summary.SECTIONS` order) that a
     whole-file fact rules out before any piece is read, or None: NVTX ranges (``phases``
-    and the sections after it read them), GPU metrics, memory events, graph launches or
+    and the sections after it read them; not with ``ranges``: the caller reads them whole,
+    :mod:`traceparse.ranges_chunks`), GPU metrics, memory events, graph launches or
     stream captures."""
     from traceparse.analyses.graphs import LAUNCH_API_RE
-    from traceparse.nsys.db import NsysDB, q
+    from traceparse.nsys.db import NsysDB
     from traceparse.nsys.memory import TABLE as MEMORY
     from traceparse.nsys.metrics import METRICS_TABLE
-    from traceparse.nsys.ranges import NVTX
     from traceparse.nsys.spans import calls_named, string_ids
 
     with NsysDB(plan.path) as db:
-        if db.has(NVTX) and "eventType" in db.columns(NVTX):
-            marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
-            if db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
-                        _NVTX_RANGE_TYPES):
-                return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
-                                             "phases, layers and op tree are not read in "
-                                             "pieces)")
+        if not ranges and has_nvtx_ranges(db):
+            return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
+                                         "phases, layers and op tree are not read in "
+                                         "pieces)")
         if db.has_rows(METRICS_TABLE):
             return SectionNotInPieces("gpu_metrics",
                                       f"the export has GPU metrics ({METRICS_TABLE})")
@@ -220,6 +229,27 @@ def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
         return SectionNotInPieces("graphs", "the export has CUDA graph launches, captures or "
                                      "graph records")
     return None
+
+
+def has_nvtx_ranges(db: Any) -> bool:
+    """Whether the export (an open :class:`~traceparse.nsys.db.NsysDB`) has an NVTX range
+    or mark (:data:`_NVTX_RANGE_TYPES`)."""
+    from traceparse.nsys.db import q
+    from traceparse.nsys.ranges import NVTX
+
+    if not (db.has(NVTX) and "eventType" in db.columns(NVTX)):
+        return False
+    marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
+    return bool(db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
+                            _NVTX_RANGE_TYPES))
+
+
+def has_nvtx_ranges_at(path: str) -> bool:
+    """:func:`has_nvtx_ranges` of the export at ``path``."""
+    from traceparse.nsys.db import NsysDB
+
+    with NsysDB(path) as db:
+        return has_nvtx_ranges(db)
 
 
 def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_ROWS,
@@ -239,9 +269,15 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    if (why := whole_file_facts(plan)) is not None:
+    if (why := whole_file_facts(plan, ranges=True)) is not None:
         raise why
-    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler)
+    ranged = None
+    if has_nvtx_ranges_at(plan.path):
+        from traceparse.ranges_chunks import prepare
+
+        ranged = prepare(plan)
+    first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler,
+                  ranges=ranged.tree if ranged else None)
     if (why := pass1_facts(first[3])) is not None:
         raise why
     reuse = Reuse.of(plan, first, wins if executor == "chunks" else None)
@@ -249,13 +285,15 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
                 replays=reuse.run)
     if got is None:
         return None
-    return compose(path, chunk_rows, top, *got, reuse=reuse)
+    return compose(path, chunk_rows, top, *got, reuse=reuse, ranged=ranged)
 
 
 def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
-          executor: str = "chunks", workers: int = 4, scheduler: str | None = None) -> Part1:
-    """Pass 1 over the time windows ``wins``: every partial merged."""
-    return ex._reduce(executor, plan, pass1_task, wins, (min_ns,),
+          executor: str = "chunks", workers: int = 4, scheduler: str | None = None,
+          ranges: RangeTree | None = None) -> Part1:
+    """Pass 1 over the time windows ``wins``: every partial merged (``ranges``: as
+    :func:`pass1_task`'s)."""
+    return ex._reduce(executor, plan, pass1_task, wins, (min_ns, ranges),
                       partial(merge_pass1, min_ns=min_ns), workers, scheduler)
 
 
@@ -273,11 +311,11 @@ Pieces = tuple[pl.DataFrame, pl.DataFrame, launch_chunks.Parts, cs.SummaryPart,
 
 
 def read_pieces(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
-                executor: str = "chunks", workers: int = 4, scheduler: str | None = None
-                ) -> Pieces | None:
-    """Both passes (:func:`pass1`, :func:`pass2`)."""
-    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler),
-                 executor, workers, scheduler)
+                executor: str = "chunks", workers: int = 4, scheduler: str | None = None,
+                ranges: RangeTree | None = None) -> Pieces | None:
+    """Both passes (:func:`pass1`, with ``ranges`` as its, and :func:`pass2`)."""
+    return pass2(plan, wins, min_ns, pass1(plan, wins, min_ns, executor, workers, scheduler,
+                                           ranges), executor, workers, scheduler)
 
 
 def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Part1,
@@ -429,7 +467,7 @@ def _savings(path: str, chunk_rows: int, breakdown: pl.DataFrame, reuse: Reuse |
 
 def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.DataFrame,
             launches: launch_chunks.Parts, part: cs.SummaryPart, spans: list[SpanPart],
-            reuse: Reuse | None = None) -> dict[str, Any]:
+            reuse: Reuse | None = None, ranged: Ranged | None = None) -> dict[str, Any]:
     """The summary dict from both passes' results (see the module docstring), sections in
     :data:`~traceparse.analyses.summary.SECTIONS` order; ``reuse``: the plan and pass 1
     for the savings' replays (:class:`Reuse`; without it they plan and run it again).
@@ -455,14 +493,19 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
         "top_gaps": every.head(top)}
     if (why := pass1_facts(part)) is not None:
         raise why
-    if not kinds <= INERT_RANGES:
+    read = INERT_RANGES | (NVTX_KINDS if ranged is not None else frozenset())
+    if not kinds <= read:
         raise SectionNotInPieces("phases", "the export has ranges of kind "
-                                    f"{', '.join(sorted(kinds - INERT_RANGES))}")
+                                    f"{', '.join(sorted(kinds - read))}")
     # proven empty by the facts above (and whole_file_facts): their own functions on the stub
-    for name in ("phases", "phase_mix", "layers"):
-        out[name] = sm.SECTIONS[name](tl, opts)
-    out["op_tree"] = pl.DataFrame()
-    if counts["kernels"]:
+    if ranged is not None:  # the NVTX ranges read whole (traceparse.ranges_chunks)
+        tl, ranged_out = ranged_sections(ranged, part, tl, opts)
+        out.update(ranged_out)
+    else:
+        for name in ("phases", "phase_mix", "layers"):
+            out[name] = sm.SECTIONS[name](tl, opts)
+        out["op_tree"] = pl.DataFrame()
+    if counts["kernels"] and ranged is None:
         by_rank = optree.splits_by_rank(tl)
         out["op_tree"] = llm_summary.tree_top(
             optree.unranged_tree(part.tree, max_depth=llm_summary.TREE_DEPTH,
@@ -509,6 +552,37 @@ def _comm(path: str, chunk_rows: int, top: int, tl: Timeline, counts: dict[str, 
         return comm_chunks.sections(plan, plan.windows(chunk_rows), top, kinds)
     except comm_chunks.OpNamed as exc:
         raise SectionNotInPieces("communication", str(exc)) from None
+
+
+def ranged_sections(ranged: Ranged, part: cs.SummaryPart, tl: Timeline, opts: Any
+                    ) -> tuple[Timeline, dict[str, pl.DataFrame]]:
+    """``phases``, ``phase_mix``, ``layers`` and ``op_tree`` of an export whose NVTX ranges
+    were read whole (:func:`traceparse.ranges_chunks.sections`), and the stub ``tl``
+    without its NVTX rows for the verdict: the whole ranges gave no step, so its step
+    clause is empty, as memory's.
+
+    Raises:
+        SectionNotInPieces: a section is not exact from the pieces, or the ranges give
+            steps (their attribution, the verdict's step clause, is not computed in
+            pieces).
+    """
+    from traceparse import ranges_chunks as rc
+    from traceparse.analyses import optree
+    from traceparse.analyses.chunked_ranges import NotExact
+
+    assert part.owners is not None
+    try:
+        got = rc.sections(ranged, part.owners, int(part.counts["kernels"][0]),
+                          optree.splits_by_rank(tl), opts)
+    except NotExact as exc:
+        section, _, why = str(exc).partition(": ")
+        raise SectionNotInPieces(section, why) from None
+    if ranged.steps:
+        raise SectionNotInPieces("verdict", f"the ranges give {ranged.steps} steps (the "
+                                            "steps' attribution, the step clause, is not "
+                                            "computed in pieces)")
+    kind = pl.col("kind").cast(pl.String)
+    return Timeline(gpu=tl.gpu, ranges=tl.ranges.filter(~kind.is_in(list(NVTX_KINDS)))), got
 
 
 def sync_by_op(spans: Sequence[SpanPart]) -> pl.DataFrame:
