@@ -253,7 +253,7 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
 def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
           executor: str = "chunks", workers: int = 4, scheduler: str | None = None) -> Part1:
     """Pass 1 over the time windows ``wins``: every partial merged."""
-    return ex._reduce(executor, plan, pass1_task, wins, (min_ns,),
+    return ex.map_reduce(executor, plan, pass1_task, wins, (min_ns,),
                       partial(merge_pass1, min_ns=min_ns), workers, scheduler)
 
 
@@ -310,10 +310,10 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
         job: Job = (eb.windows_in(devices, t0, t1), mine, (lo if i == 0 else t0, t1))
-        jobs.append(((ex._earlier(lo, starts), ex._later(hi, ends)), job))
+        jobs.append(((ex.earlier_spans(lo, starts), ex.later_spans(hi, ends)), job))
     try:
         if replays is None:
-            spans: list[SpanPart] = ex._map(executor, plan, span_task, jobs,
+            spans: list[SpanPart] = ex.map_jobs(executor, plan, span_task, jobs,
                                             (min_ns, state), workers, scheduler)
         else:
             spans = [_replay_window(plan, job, (min_ns, state), devices, replays)
