@@ -79,13 +79,15 @@ WARP = 32
 #: Ops that give one row (the input's last dimension) to one block.
 ROW_OPS = re.compile(r"(?i)(layer_norm|rms_norm|group_norm|softmax)")
 
-_COLS = {"rank": pl.Int32, "device_id": pl.Int32, "name": pl.String, "launches": pl.Int64,
-         "time_ns": pl.Int64, "underfilled_launches": pl.Int64, "underfilled_ns": pl.Int64,
-         "grid": pl.String, "block": pl.String, "blocks": pl.Int64,
-         "threads_per_block": pl.Int64, "sm_count": pl.Int64, "sm_fill": pl.Float64,
-         "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64,
-         "min_blocks": pl.Int64, "max_blocks": pl.Int64, "configs": pl.Int64,
-         "rows": pl.Int64}
+#: The columns of :func:`underfilled` and their dtypes.
+UNDERFILLED_SCHEMA = {
+    "rank": pl.Int32, "device_id": pl.Int32, "name": pl.String, "launches": pl.Int64,
+    "time_ns": pl.Int64, "underfilled_launches": pl.Int64, "underfilled_ns": pl.Int64,
+    "grid": pl.String, "block": pl.String, "blocks": pl.Int64,
+    "threads_per_block": pl.Int64, "sm_count": pl.Int64, "sm_fill": pl.Float64,
+    "at_stake_ns": pl.Int64, "share_pct": pl.Float64, "window_ns": pl.Int64,
+    "min_blocks": pl.Int64, "max_blocks": pl.Int64, "configs": pl.Int64,
+    "rows": pl.Int64}
 
 
 def _rows(dims: str | None) -> int | None:
@@ -122,7 +124,7 @@ def _row_counts(tl: Timeline, k: pl.DataFrame) -> pl.DataFrame:
             .drop_nulls("_rows"))
 
 
-def _sm_counts(tl: Timeline) -> pl.DataFrame:
+def sm_counts(tl: Timeline) -> pl.DataFrame:
     """``rank, device_id, sm_count`` from the devices table, else the GPU table by name."""
     from traceparse.roofline import gpus
 
@@ -159,9 +161,9 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
     row_op = names.filter(pl.col("name").cast(pl.String).str.contains(ROW_OPS.pattern)
                           .fill_null(False))["name"]
     k = k.filter(~pl.col("name").is_in(gemm.implode()).fill_null(False))
-    sms = _sm_counts(tl)
+    sms = sm_counts(tl)
     if k.height == 0 or sms.height == 0:
-        return pl.DataFrame(schema=_COLS)
+        return pl.DataFrame(schema=UNDERFILLED_SCHEMA)
     win = (tl.gpu.select("kind", "rank", "device_id", "start_ns", "end_ns")
            .filter(pl.col("kind") != "sync")
            .group_by("rank", "device_id")
@@ -177,7 +179,7 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                        pl.col("name").is_in(row_op.implode()).fill_null(False).alias("_rowop"))
          .rename({"name": "_name"}))
     if k.height == 0:
-        return pl.DataFrame(schema=_COLS)
+        return pl.DataFrame(schema=UNDERFILLED_SCHEMA)
     # the device's shortest kernel: the fixed cost of any launch, which more blocks cannot
     # remove (a tiny kernel's time is latency, not work spread over too few SMs)
     k = k.with_columns(pl.col("dur_ns").filter(pl.col("dur_ns") > 0).min()
@@ -231,4 +233,5 @@ def underfilled(tl: Timeline, *, min_share: float = MIN_SHARE) -> pl.DataFrame:
                    (pl.col("_blocks") / pl.col("sm_count")).alias("sm_fill"),
                    "at_stake_ns", "share_pct", "window_ns", "min_blocks", "max_blocks",
                    "configs", "rows"))
-    return out.cast(pl.Schema(_COLS)).sort(["at_stake_ns", "name"], descending=[True, False])
+    return out.cast(pl.Schema(UNDERFILLED_SCHEMA)).sort(["at_stake_ns", "name"],
+                                                        descending=[True, False])

@@ -83,7 +83,7 @@ def step_windows(tl: Timeline, *, step_regex: str | None = None) -> pl.DataFrame
     r = tl.ranges.filter(pl.col("end_ns").is_not_null())
     if step_regex is None:
         prof = r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND)
-        r = prof if prof.height else _auto_steps(r)
+        r = prof if prof.height else auto_steps(r)
     else:
         r = r.filter((pl.col("kind").cast(pl.String) != "gpu_user_annotation")
                      & pl.col("name").cast(pl.String).str.contains(step_regex))
@@ -265,7 +265,7 @@ def recorded_part(tl: Timeline, w: pl.DataFrame) -> pl.DataFrame:
     return cut.filter(pl.col("end_ns") > pl.col("start_ns")).select(w.columns)
 
 
-def _auto_steps(r: pl.DataFrame) -> pl.DataFrame:
+def auto_steps(r: pl.DataFrame) -> pl.DataFrame:
     """The ranges of ``r`` that :data:`AUTO_STEP_RE` calls steps, or none: each rank needs
     two or more, one after another (no range starts before the previous one ended)."""
     from traceparse.analyses.codes import matches
@@ -286,7 +286,7 @@ def auto_step_ranks(tl: Timeline) -> list[int]:
     r = tl.ranges.filter(pl.col("end_ns").is_not_null())
     if r.filter(pl.col("kind").cast(pl.String) == PROFILER_STEP_KIND).height:
         return []
-    return sorted(_auto_steps(r)["rank"].unique().to_list())
+    return sorted(auto_steps(r)["rank"].unique().to_list())
 
 
 def step_ends(tl: Timeline, end: np.ndarray | None = None, *,

@@ -58,7 +58,9 @@ def combine(timelines: Sequence[Timeline]) -> Timeline:
     return concat(fixed)
 
 
-def _provenance(tl: Timeline) -> dict[str, Any]:
+def provenance_section(tl: Timeline) -> dict[str, Any]:
+    """The payload's ``provenance``: the sources, the rows parsed per rank and table, the
+    rows skipped per reason, and the schema and traceparse versions."""
     ing = tl.ingest
     skipped = ing.filter(pl.col("outcome") == "skipped").sort("rank", "table", "source",
                                                              "reason")
@@ -119,7 +121,7 @@ def kernels_section(kern: pl.DataFrame, cats: pl.DataFrame, top_n: int) -> dict[
             "total_ns": int(frame["total_ns"].sum()) if frame.height else 0}
 
 
-def _title(files: list[str]) -> str:
+def default_title(files: list[str]) -> str:
     """Report title from the input names (the first and last of many)."""
     if not files:
         return "traceparse report"
@@ -164,9 +166,9 @@ def _payload(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     files = sorted(set(tl.sources["file"].to_list()))
     out: dict[str, Any] = {
         "version": PAYLOAD_VERSION,
-        "title": opts.title or _title(files),
+        "title": opts.title or default_title(files),
         "inputs": files,
-        "provenance": _provenance(tl),
+        "provenance": provenance_section(tl),
         "devices": _devices(tl),
         "timeline": timeline_lanes(tl.gpu, budget=opts.timeline_budget,
                                    bins=opts.timeline_bins, max_lanes=opts.max_lanes),

@@ -48,7 +48,7 @@ def col(key: str, label: str, fmt: str = "text") -> dict[str, str]:
     return {"key": key, "label": label, "fmt": fmt}
 
 
-def _attribution(frame: pl.DataFrame) -> dict[str, Any]:
+def attribution_section(frame: pl.DataFrame) -> dict[str, Any]:
     """Attribution section from the summary's (checked) breakdown frame."""
     frame = frame.sort("rank", "device_id")
     data = rows(frame)
@@ -128,8 +128,8 @@ def pageable_copies(tl: Timeline) -> dict[str, Any]:
     return {"pageable": agg(pageable), "pinned": agg(pinned), "pageable_by_rank": per}
 
 
-def _gaps(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame,
-          sync_ops: pl.DataFrame | None = None) -> dict[str, Any]:
+def gaps_section(tl: Timeline, opts: ReportOptions, frame: pl.DataFrame,
+                 sync_ops: pl.DataFrame | None = None) -> dict[str, Any]:
     """The gaps section from ``frame`` (:func:`traceparse.analyses.gaps.idle_gaps`, computed
     once); ``sync_ops``: :func:`~traceparse.analyses.host_sync.host_sync_by_op` of the
     trace when the caller has it (the chunked report), else of ``tl``."""
@@ -340,17 +340,19 @@ def _metric_names(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return data
 
 
-def _comm(tl: Timeline) -> dict[str, Any] | None:
+def comm_section(tl: Timeline) -> dict[str, Any] | None:
+    """The communication section of the timeline ``tl`` (:func:`comm_section_of` of its
+    collectives' frames)."""
     summ: pl.DataFrame = comm_mod.comm_summary(tl)
     if not summ.height:
-        return comm_section(summ, summ, summ, 0, comm_mod.concurrency(tl))
-    return comm_section(summ, comm_mod.straggler_summary(tl), comm_mod.collective_skew(tl),
-                        tl.gpu["start_ns"].min() if tl.gpu.height else 0,
-                        comm_mod.concurrency(tl))
+        return comm_section_of(summ, summ, summ, 0, comm_mod.concurrency(tl))
+    return comm_section_of(summ, comm_mod.straggler_summary(tl), comm_mod.collective_skew(tl),
+                           tl.gpu["start_ns"].min() if tl.gpu.height else 0,
+                           comm_mod.concurrency(tl))
 
 
-def comm_section(summ: pl.DataFrame, strag: pl.DataFrame, skew: pl.DataFrame, t0: Any,
-                 conc: dict[str, int]) -> dict[str, Any]:
+def comm_section_of(summ: pl.DataFrame, strag: pl.DataFrame, skew: pl.DataFrame, t0: Any,
+                    conc: dict[str, int]) -> dict[str, Any]:
     """The payload's ``comm`` section from the collectives' summary, stragglers, skew
     (read only when ``summ`` has rows), the first GPU start ``t0`` and the concurrency
     (:mod:`traceparse.analyses.comm`); the chunked payload passes the frames it read in
@@ -386,8 +388,9 @@ def comm_section(summ: pl.DataFrame, strag: pl.DataFrame, skew: pl.DataFrame, t0
     return {"tables": tables, "collectives": rows(summ), "note": note}
 
 
-def _steps(tl: Timeline) -> dict[str, Any] | None:
-    # ProfilerStep ranges, else the numbered step annotations (steps.step_windows)
+def steps_section(tl: Timeline) -> dict[str, Any] | None:
+    """The steps section: one row per step and the wall-time statistics, from the
+    ProfilerStep ranges, else the numbered step annotations (steps.step_windows)."""
     st: pl.DataFrame = steps_mod.step_table(tl)
     prof = (tl.ranges["kind"].cast(pl.String) == steps_mod.PROFILER_STEP_KIND).any()
     source = ("ProfilerStep ranges" if prof else "NVTX / record_function ranges named as "
@@ -434,7 +437,9 @@ def _steps(tl: Timeline) -> dict[str, Any] | None:
     }
 
 
-def _roofline(tl: Timeline, top: int) -> dict[str, Any] | None:
+def roofline_section(tl: Timeline, top: int) -> dict[str, Any] | None:
+    """The roofline section: the ``top`` placed kernels by time, the ceilings and notes;
+    None when no kernel can be placed."""
     from traceparse.analyses.metrics import clock_lines
     from traceparse.roofline.build import build
     from traceparse.roofline.chart import title_for
@@ -549,15 +554,15 @@ def analysis_sections(tl: Timeline, opts: ReportOptions) -> dict[str, Any]:
     }
     gap_frame = idle_gaps(tl, min_ns=opts.gap_min_ns)
     out["summary"], bd = _summary(tl, opts, gap_frame)
-    out["attribution"] = _attribution(bd)
+    out["attribution"] = attribution_section(bd)
     sv = pl.DataFrame(out["summary"]["savings"]) if out["summary"]["savings"] else None
-    for name, fn in (("launches", lambda t: _launches(t, sv)), ("comm", _comm),
-                     ("steps", _steps)):
+    for name, fn in (("launches", lambda t: _launches(t, sv)), ("comm", comm_section),
+                     ("steps", steps_section)):
         sec = fn(tl)
         if sec is not None:
             out[name] = sec
-    out["gaps"] = _gaps(tl, opts, gap_frame)
-    roof = _roofline(tl, opts.top_n)
+    out["gaps"] = gaps_section(tl, opts, gap_frame)
+    roof = roofline_section(tl, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
     from traceparse.reports.llm_sections import llm_sections

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from chunked_exports import launched_export
 from click.testing import CliRunner
 from conftest import ids, shared_files
 from perf_helpers import activities
@@ -27,8 +28,7 @@ from traceparse.analyses import attribution, chunked, nsys_stats
 from traceparse.cli import main
 from traceparse.nsys import chunks
 from traceparse.nsys.reader import read
-from traceparse.samplegen import sqlite as samplegen_sqlite
-from traceparse.samplegen.scenarios import Activity, Call, Scenario, write_sqlite
+from traceparse.samplegen.scenarios import Activity, write_sqlite
 
 NSYS = shared_files("nsys", "*.sqlite")
 HAVE_DASK = importlib.util.find_spec("distributed") is not None
@@ -94,10 +94,7 @@ def _edge_export(path: Path) -> Path:
             Activity("memcpy", 7, 9500, 500, bytes=4096, copy_kind="HtoD",
                      src_kind="Pinned", dst_kind="Device"),
             Activity("kernel", 7, 2000, 500, name="gemm", device=1)]
-    calls = tuple(Call("cudaLaunchKernel_v7000" if a.kind == "kernel"
-                       else "cudaMemcpyAsync_v3020", a.start_ns - 500, a.start_ns - 400, a)
-                  for a in acts)
-    return samplegen_sqlite.write(Scenario("edges", "window edges", calls), path)
+    return launched_export(path, acts, "window edges")
 
 
 def test_generated_export_one_row_per_piece(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chunked_exports import LAUNCH, pieces_export
 from click.testing import CliRunner
 from conftest import REPO, ids, shared_files
 
@@ -31,8 +32,7 @@ from traceparse.cli import main
 from traceparse.nsys.reader import read
 from traceparse.reports.fixes import fixes_of
 from traceparse.reports.payload import build_payload
-from traceparse.samplegen import sqlite as samplegen_sqlite
-from traceparse.samplegen.scenarios import US, Activity, Call, Scenario
+from traceparse.samplegen.scenarios import US, Activity, Call
 
 NSYS = shared_files("nsys", "*.sqlite")
 SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
@@ -60,23 +60,18 @@ IN_PIECES = [p for p in FILES if p.stem in FALLBACKS and FALLBACKS[p.stem] is No
 
 
 def _export(path: Path) -> Path:
-    """Four kernels and two pinned copies on one device whose SM count the export does not
-    give (so no launch can be underfilled) and no blocking call (no host-sync time)."""
-    k = "cudaLaunchKernel"
-    calls = (
-        Call(k, 0, 4 * US, Activity("kernel", 7, 5 * US, 10 * US, "k1")),
-        Call(k, 30 * US, 38 * US, Activity("kernel", 7, 40 * US, 10 * US, "k2")),
-        Call("cudaMemcpyAsync", 52 * US, 55 * US,
-             Activity("memcpy", 7, 60 * US, 10 * US, bytes=4096, copy_kind="HtoD",
-                      src_kind="Pinned", dst_kind="Device")),
-        Call(k, 72 * US, 73 * US, Activity("kernel", 7, 75 * US, 20 * US, "k1")),
-        Call(k, 96 * US, 97 * US, Activity("kernel", 7, 99 * US, 3 * US,
-                                           "vectorized_elementwise_kernel")),
+    """:func:`~chunked_exports.pieces_calls`, a 3 us elementwise kernel [99, 102) us and
+    an 8 KiB device-to-pinned copy [113, 118): four kernels and two pinned copies on one
+    device whose SM count the export does not give (so no launch can be underfilled) and
+    no blocking call (no host-sync time)."""
+    more = (
+        Call(LAUNCH, 96 * US, 97 * US, Activity("kernel", 7, 99 * US, 3 * US,
+                                                "vectorized_elementwise_kernel")),
         Call("cudaMemcpyAsync", 110 * US, 112 * US,
              Activity("memcpy", 7, 113 * US, 5 * US, bytes=8192, copy_kind="DtoH",
                       src_kind="Device", dst_kind="Pinned")),
     )
-    samplegen_sqlite.write(Scenario("fixes_edges", "fixes pieces", calls), path)
+    pieces_export(path, "fixes_edges", "fixes pieces", more)
     with sqlite3.connect(path) as con:
         con.execute("UPDATE TARGET_INFO_GPU SET smCount = 0, name = 'Test GPU'")
     return path

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from chunked_exports import launched_export
 from conftest import ids, shared_files
 
 from traceparse import loader, schema
@@ -238,10 +239,7 @@ def _edge_export(path: Path) -> Path:
             Activity("memcpy", 7, 9500, 500, bytes=4096, copy_kind="HtoD",
                      src_kind="Pinned", dst_kind="Device"),
             Activity("kernel", 7, 2000, 500, name="gemm", device=1)]
-    calls = tuple(Call("cudaLaunchKernel_v7000" if a.kind == "kernel"
-                       else "cudaMemcpyAsync_v3020", a.start_ns - 500, a.start_ns - 400, a)
-                  for a in acts)
-    return samplegen_sqlite.write(Scenario("edges", "lane edges", calls), path)
+    return launched_export(path, acts, "lane edges")
 
 
 def test_generated_export_one_row_per_piece(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from chunked_exports import pieces_export
 from click.testing import CliRunner
 from conftest import REPO, ids, shared_files
 from polars.testing import assert_frame_equal
@@ -34,8 +35,7 @@ from traceparse.analyses.gaps import DEFAULT_MIN_NS
 from traceparse.cli import main
 from traceparse.nsys.reader import read
 from traceparse.nsys.spans import span_plan
-from traceparse.samplegen import sqlite as samplegen_sqlite
-from traceparse.samplegen.scenarios import US, Activity, Call, Scenario
+from traceparse.samplegen.scenarios import US
 
 NSYS = shared_files("nsys", "*.sqlite")
 SAMPLES = sorted((REPO / "sample_traces").glob("*.sqlite"))
@@ -228,16 +228,8 @@ B = 0  # the generated export keeps the scenario's clock
 
 
 def _export(path: Path) -> Path:
-    k = "cudaLaunchKernel"
-    calls = (
-        Call(k, 0, 4 * US, Activity("kernel", 7, 5 * US, 10 * US, "k1")),
-        Call(k, 30 * US, 38 * US, Activity("kernel", 7, 40 * US, 10 * US, "k2")),
-        Call("cudaMemcpyAsync", 52 * US, 55 * US,
-             Activity("memcpy", 7, 60 * US, 10 * US, bytes=4096, copy_kind="HtoD",
-                      src_kind="Pinned", dst_kind="Device")),
-        Call(k, 72 * US, 73 * US, Activity("kernel", 7, 75 * US, 20 * US, "k1")),
-    )
-    return samplegen_sqlite.write(Scenario("summary_edges", "summary pieces", calls), path)
+    """:func:`~chunked_exports.pieces_calls` alone."""
+    return pieces_export(path, "summary_edges", "summary pieces")
 
 
 def test_generated_export_hand_computed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

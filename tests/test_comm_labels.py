@@ -264,14 +264,14 @@ def test_concurrency_hand_made() -> None:
          "stream_id": 21}]))
     assert concurrency(tl) == {"concurrent_ns": 20, "concurrent_exposed_ns": 20}
     assert comm_summary(tl)["exposed_ns"].sum() == 90
-    from traceparse.reports.sections import _comm
+    from traceparse.reports.sections import comm_section
 
-    note = _comm(tl)["note"]  # type: ignore[index]
+    note = comm_section(tl)["note"]  # type: ignore[index]
     assert ("for 20 ns: each kernel counts that time, so the exposed column adds up to "
             "20 ns more than the breakdown's exposed communication") in note
     one = timeline(gpu=gpu([{"name": "ncclKernel_AllReduce_RING_LL_Sum_float(x)",
                              "start_ns": 0, "end_ns": 100}]))
-    assert "same time" not in _comm(one)["note"]  # type: ignore[index]
+    assert "same time" not in comm_section(one)["note"]  # type: ignore[index]
 
 
 def _us_to_ns(v: Any) -> int:

@@ -97,15 +97,15 @@ def _refuse(range_kinds: frozenset[str]) -> None:
 def payload_section(plan: Plan, wins: list[tuple[int, int]], t0: Any,
                     range_kinds: frozenset[str]) -> dict[str, Any]:
     """The report payload's ``comm`` section
-    (:func:`traceparse.reports.sections.comm_section`), ``t0`` the first GPU start.
+    (:func:`traceparse.reports.sections.comm_section_of`), ``t0`` the first GPU start.
 
     Raises:
         OpNamed: as :func:`sections`.
     """
-    from traceparse.reports.sections import comm_section
+    from traceparse.reports.sections import comm_section_of
 
     _refuse(range_kinds)
     c, under = collected(plan, wins)
     summ = comm.summarize(c)
-    return comm_section(summ, comm.stragglers(comm.skew(c)), comm.skew(c), t0,
+    return comm_section_of(summ, comm.stragglers(comm.skew(c)), comm.skew(c), t0,
                         comm.concurrency_of(c, under))

@@ -67,8 +67,8 @@ def kern_sum(path: str, *, name: NameChoice = "demangled", by: ByChoice = None,
                        categories=False)
     if not plan.blocks:
         return None
-    hist = _reduce(executor, plan, kernel_task, list(plan.blocks), (name, by),
-                   chunked.merge_histograms, workers, scheduler)
+    hist = map_reduce(executor, plan, kernel_task, list(plan.blocks), (name, by),
+                      chunked.merge_histograms, workers, scheduler)
     if hist.height == 0:
         return None
     return chunked.kern_sum_from_histogram(hist, name=name, by=by)
@@ -82,8 +82,8 @@ def gpu_breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUN
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    part = _reduce(executor, plan, window_task, wins, (), chunked.merge_parts, workers,
-                   scheduler)
+    part = map_reduce(executor, plan, window_task, wins, (), chunked.merge_parts, workers,
+                      scheduler)
     return chunked.gpu_breakdown_from_parts(part)
 
 
@@ -129,7 +129,7 @@ def local_span_at(plan: chunks.Plan, span: Span,
                   explain: pl.DataFrame | Callable[[Timeline], pl.DataFrame],
                   state: TraceState) -> tuple[Timeline, int, int]:
     """The timeline of the first span of ``span`` (its candidate starts and ends, as
-    :func:`_earlier` and :func:`_later` give them) that holds every row the rules read
+    :func:`earlier_spans` and :func:`later_spans` give them) that holds every row the rules read
     for the stretches of ``explain`` (``rank``, ``device_id``, ``start_ns``, ``end_ns``,
     or a function of the span's timeline giving them;
     :func:`traceparse.nsys.spancheck.why_not_local`), with the trace-wide call state in
@@ -321,8 +321,8 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     if not wins:
         return None
     merge = partial(merge_with_state, merge=partial(chunked_gaps.merge_gaps, min_ns=min_ns))
-    part, state = _reduce(executor, plan, gap_window_task, wins, (min_ns,), merge, workers,
-                          scheduler)
+    part, state = map_reduce(executor, plan, gap_window_task, wins, (min_ns,), merge, workers,
+                             scheduler)
     depth = state.depth
     found = chunked_gaps.gap_list(part)
     starts = [w[0] for w in wins]
@@ -339,8 +339,8 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
             # back at least the deepest queue: every call of an activity queued across a
             # gap is read (spancheck relies on it)
             lo = max(-chunks.END, min(lo, int(mine["start_ns"].min()) - depth - 1))  # type: ignore[arg-type]
-        jobs.append(((_earlier(lo, starts), _later(hi, [w[1] for w in wins])), mine))
-    results = _map(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
+        jobs.append(((earlier_spans(lo, starts), later_spans(hi, [w[1] for w in wins])), mine))
+    results = map_jobs(executor, plan, gap_cause_task, jobs, (min_ns, state), workers, scheduler)
     frames = [r[0] for r in results]
     firsts = [r[1] for r in results if r[1] is not None]
     from traceparse.analyses.gaps import sort_gaps
@@ -349,7 +349,7 @@ def idle_gaps(path: str, *, min_ns: int, executor: str = "chunks",
     return out, min(firsts) if firsts else None
 
 
-def _earlier(lo: int, starts: list[int]) -> tuple[int, ...]:
+def earlier_spans(lo: int, starts: list[int]) -> tuple[int, ...]:
     """``lo``, then window starts 2, 4, 8, ... windows before it, then the file's
     beginning: the spans a job tries in turn when a lookup reaches backwards."""
     out = [lo]
@@ -363,7 +363,7 @@ def _earlier(lo: int, starts: list[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _later(hi: int, ends: list[int]) -> tuple[int, ...]:
+def later_spans(hi: int, ends: list[int]) -> tuple[int, ...]:
     """``hi``, then window ends 2, 4, 8, ... windows after it, then the file's end."""
     out = [hi]
     k = int(np.searchsorted(np.asarray(ends, dtype=np.int64), hi, side="left"))
@@ -376,9 +376,9 @@ def _later(hi: int, ends: list[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],
-         jobs: Sequence[tuple[Any, Any]], extra: Any, workers: int,
-         scheduler: str | None) -> list[Any]:
+def map_jobs(executor: str, plan: chunks.Plan, task: Callable[..., Any],
+             jobs: Sequence[tuple[Any, Any]], extra: Any, workers: int,
+             scheduler: str | None) -> list[Any]:
     """``task(plan, *job, extra)`` of each job, in order: one at a time here (a job's
     timeline is the memory), or as Dask tasks."""
     if executor == "chunks":
@@ -389,10 +389,12 @@ def _map(executor: str, plan: chunks.Plan, task: Callable[..., Any],
         return list(client.gather(futs))
 
 
-def _reduce(executor: str, plan: chunks.Plan, task: Callable[..., P],
-            items: Sequence[Any], extra: tuple[Any, ...],
-            merge: Callable[[Sequence[P]], P], workers: int,
-            scheduler: str | None) -> P:
+def map_reduce(executor: str, plan: chunks.Plan, task: Callable[..., P],
+               items: Sequence[Any], extra: tuple[Any, ...],
+               merge: Callable[[Sequence[P]], P], workers: int,
+               scheduler: str | None) -> P:
+    """``merge`` of ``task(plan, item, *extra)`` of each item: the partials folded as
+    they come (two pieces in flight here), or merged pairwise on Dask workers."""
     if executor == "chunks":
         acc: list[P] = []
         # SQLite and polars release the GIL: two pieces in flight keep two cores busy

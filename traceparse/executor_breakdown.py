@@ -36,12 +36,12 @@ from traceparse.executor import (
     Span,
     TraceState,
     WindowPart,
-    _earlier,
-    _later,
-    _map,
-    _reduce,
+    earlier_spans,
+    later_spans,
     local_span,
     local_span_at,
+    map_jobs,
+    map_reduce,
     merge_with_state,
     window_call_state,
 )
@@ -176,9 +176,9 @@ def window_jobs(plan: chunks.Plan, wins: list[tuple[int, int]], executor: str = 
     window_start_ns, window_end_ns``); None when no device has busy GPU activity."""
     if not wins:
         return None
-    part, state = _reduce(executor, plan, breakdown_window_task, wins, (),
-                          partial(merge_with_state, merge=chunked.merge_parts), workers,
-                          scheduler)
+    part, state = map_reduce(executor, plan, breakdown_window_task, wins, (),
+                             partial(merge_with_state, merge=chunked.merge_parts), workers,
+                             scheduler)
     return jobs_after(wins, device_windows(part), state)
 
 
@@ -205,8 +205,8 @@ def window_spans(wins: list[tuple[int, int]], depth: int) -> list[Span]:
     deepest queue ``depth``, as the gaps' spans (spancheck relies on it); the first from
     the file's beginning (the trace's first event)."""
     starts, ends = [w[0] for w in wins], [w[1] for w in wins]
-    return [((_earlier(max(-chunks.END, t0 - depth - 1) if i else -chunks.END, starts)),
-             _later(t1, ends)) for i, (t0, t1) in enumerate(wins)]
+    return [((earlier_spans(max(-chunks.END, t0 - depth - 1) if i else -chunks.END, starts)),
+             later_spans(t1, ends)) for i, (t0, t1) in enumerate(wins)]
 
 
 def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
@@ -347,7 +347,7 @@ def breakdown(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_RO
         return None
     devices, state, indexed = got
     jobs = [j for _, j in indexed]
-    results = _map(executor, plan, span_parts_task, jobs, state, workers, scheduler)
+    results = map_jobs(executor, plan, span_parts_task, jobs, state, workers, scheduler)
     firsts = [r[1] for r in results if r[1] is not None]
     rows = pl.concat([r[0] for r in results if r[0].height], how="vertical_relaxed")
     return finish(devices, rows), min(firsts) if firsts else None

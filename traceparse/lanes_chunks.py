@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from traceparse.executor import CHUNK_ROWS, EXECUTORS, _reduce
+from traceparse.executor import CHUNK_ROWS, EXECUTORS, map_reduce
 from traceparse.nsys import chunks
 from traceparse.reports import lanes_parts
 from traceparse.reports.lanes_parts import LanePlan, Segments
@@ -65,11 +65,11 @@ def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes:
     wins = plan.windows(chunk_rows)
     if not wins:
         return lanes_parts.finish(None, None, budget=budget, bins=bins)
-    counts = _reduce(executor, plan, counts_task, wins, (), lanes_parts.merge_counts,
-                     workers, scheduler)
+    counts = map_reduce(executor, plan, counts_task, wins, (), lanes_parts.merge_counts,
+                        workers, scheduler)
     lp = lanes_parts.lane_plan(counts, budget=budget, bins=bins, max_lanes=max_lanes)
     if lp is None:
         return lanes_parts.finish(None, None, budget=budget, bins=bins)
     merge = partial(lanes_parts.merge_segments, lp=lp)
-    seg = _reduce(executor, plan, segments_task, wins, (lp,), merge, workers, scheduler)
+    seg = map_reduce(executor, plan, segments_task, wins, (lp,), merge, workers, scheduler)
     return lanes_parts.finish(lp, seg, budget=budget, bins=bins)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from traceparse.analyses import chunked_launches as cl
-from traceparse.executor import CHUNK_ROWS, _reduce
+from traceparse.executor import CHUNK_ROWS, map_reduce
 from traceparse.nsys import chunks
 
 _KEY = ["rank", "process_id", "correlation_id"]
@@ -89,7 +89,7 @@ def launch_parts(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    return _reduce(executor, plan, launch_task, wins, (), _merge, workers, scheduler)
+    return map_reduce(executor, plan, launch_task, wins, (), _merge, workers, scheduler)
 
 
 def graph_recoverable(path: str, *, executor: str = "chunks", chunk_rows: int = CHUNK_ROWS,

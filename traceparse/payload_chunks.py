@@ -191,9 +191,9 @@ def payload(path: str, *, options: ReportOptions | None = None,
 
         ranged = prepare(plan)
     bound = uc.sm_bound(path)
-    first, mine = ex._reduce(executor, plan, pass1_task, wins,
-                             (opts.gap_min_ns, bound, ranged.tree if ranged else None),
-                             partial(merge_pass1, min_ns=opts.gap_min_ns), workers, scheduler)
+    first, mine = ex.map_reduce(executor, plan, pass1_task, wins,
+                                (opts.gap_min_ns, bound, ranged.tree if ranged else None),
+                                partial(merge_pass1, min_ns=opts.gap_min_ns), workers, scheduler)
     if (why := sc.pass1_facts(first[3])) is not None:
         raise why
     from traceparse.payload_facts import file_facts
@@ -266,8 +266,8 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
                     ingest=facts.ingest)
     files = sorted(set(stub.sources["file"].to_list()))
     out: dict[str, Any] = {
-        "version": pm.PAYLOAD_VERSION, "title": opts.title or pm._title(files),
-        "inputs": files, "provenance": pm._provenance(stub),
+        "version": pm.PAYLOAD_VERSION, "title": opts.title or pm.default_title(files),
+        "inputs": files, "provenance": pm.provenance_section(stub),
         "devices": pm.devices_rows(facts.devices, mine.busy),
         "kernels": pm.kernels_section(_kern_sum(mine), _modes(mine), opts.top_n),
         "evidence": {"tiny_memory_kernels": _tiny(mine),
@@ -278,7 +278,7 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
                       "untraced_gpu_work": summary["untraced_gpu_work"],
                       "window": rows(secs["window"])[0], "top_kernels": rows(secs["top_kernels"]),
                       "savings": rows(sv), "stragglers": rows(secs["stragglers"])}
-    out["attribution"] = sections._attribution(bd)
+    out["attribution"] = sections.attribution_section(bd)
     top = best(sv, "no_launch_overhead")
     lat = mine.lat.sort("value")
     out["launches"] = sections.launches_section(
@@ -286,10 +286,10 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
         sections.latency_histogram(lat["value"].to_numpy(), lat["n"].to_numpy()),
         unprofiled_clause(top) if top else "")
     out["comm"] = (_comm(*source, stub, spans) if secs["communication"].height
-                   else sections._comm(stub))
-    out["steps"] = sections._steps(stub)
-    out["gaps"] = sections._gaps(stub, opts, every, sc.sync_by_op(spans))
-    roof = sections._roofline(stub, opts.top_n)
+                   else sections.comm_section(stub))
+    out["steps"] = sections.steps_section(stub)
+    out["gaps"] = sections.gaps_section(stub, opts, every, sc.sync_by_op(spans))
+    roof = sections.roofline_section(stub, opts.top_n)
     if roof is not None:
         out["roofline"] = roof
     def icicle(view: str, ranked: bool) -> pl.DataFrame:

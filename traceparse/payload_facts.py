@@ -4,7 +4,7 @@ rows, the HIP flag and the underfilled-launch evidence (from pass 1's partial:
 :mod:`traceparse.underfilled_chunks`), without reading any time-stamped
 table whole.
 
-**Accounting.** The reader itself (:func:`traceparse.nsys.reader._read`) reads the export
+**Accounting.** The reader itself (:func:`traceparse.nsys.reader.read_db`) reads the export
 through a view whose time-stamped tables are empty, so every ingest row it writes is the
 memory path's (the tables it does not read, lookups, devices, CPU samples), except the
 ``parsed`` counts of the time-stamped tables, which are then filled in: a GPU table's from
@@ -58,18 +58,18 @@ def file_facts(plan: chunks.Plan, kinds: pl.DataFrame, procs: pl.DataFrame,
     from traceparse import schema
     from traceparse.nsys.db import NsysDB
     from traceparse.nsys.procs import recorded_ranks, split_ranks
-    from traceparse.nsys.reader import _read, _thread_names
-    from traceparse.nsys.spans import _timed
+    from traceparse.nsys.reader import read_db, read_thread_names
+    from traceparse.nsys.spans import timed_tables
     from traceparse.reports.options import rows
     from traceparse.timeline import Timeline
     from traceparse.underfilled_chunks import underfilled_rows
 
     with NsysDB(plan.path) as db:
-        timed = _timed(db)
+        timed = timed_tables(db)
     none: tuple[int, ...] = ()
     with chunks.RangeDB(plan.path, {t: ("0", none) for t in timed}) as view:
-        bare = _read(view, 0, frozenset())
-        recorded = recorded_ranks(_thread_names(view, chunks._strings(view)))
+        bare = read_db(view, 0, frozenset())
+        recorded = recorded_ranks(read_thread_names(view, chunks.read_strings(view)))
     ingest = _ingest(plan, bare.ingest, set(timed), kinds)
     procs = procs.sort("process_id", "device_id")
     gpu = schema.conform("gpu", procs.with_columns(pl.lit(0, pl.Int32).alias("rank")))
@@ -101,7 +101,7 @@ def with_span(sources: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
 
 def _add_used(tl: Any, procs: pl.DataFrame) -> None:
     """Add the devices the GPU rows use that the export does not describe (as the
-    reader's ``_devices`` does)."""
+    reader's ``read_devices`` does)."""
     from traceparse import schema
 
     used = sorted(set(procs["device_id"].drop_nulls().to_list()))
@@ -174,7 +174,7 @@ def _nvtx_rows(db: Any) -> pl.DataFrame:
     from traceparse.nsys.ranges import NVTX, read_ranges
     from traceparse.timeline import ingest_frame, ingest_rows
 
-    acct = read_ranges(db, chunks._strings(db), 0)[1]
+    acct = read_ranges(db, chunks.read_strings(db), 0)[1]
     parsed, skipped = acct if acct is not None else (0, {})
     return ingest_frame(ingest_rows(0, "ranges", NVTX, parsed, skipped))
 
@@ -191,7 +191,7 @@ def _api_ids(path: str) -> pl.DataFrame:
     ids (the calls it matches; the others cannot match)."""
     from traceparse import schema
     from traceparse.nsys.db import NsysDB, q
-    from traceparse.nsys.reader import RUNTIME, _api
+    from traceparse.nsys.reader import RUNTIME, read_api
     from traceparse.nsys.syncids import CUDA_EVENT, SYNC, join_ids
     from traceparse.timeline import ingest_frame, ingest_rows
 
@@ -203,7 +203,7 @@ def _api_ids(path: str) -> pl.DataFrame:
     none: tuple[int, ...] = ()
     where = {RUNTIME: (f"correlationId IN ({union})", none)} if runtime else {}
     with chunks.RangeDB(path, where) as db:
-        api = _api(db, chunks._strings(db), 0)[0] if runtime else None
+        api = read_api(db, chunks.read_strings(db), 0)[0] if runtime else None
         _, acct = join_ids(db, api if api is not None else schema.empty("api"))
     rows = []
     for table, parsed, skipped in acct:

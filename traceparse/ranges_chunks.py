@@ -42,7 +42,7 @@ def read_nvtx(plan: chunks.Plan) -> pl.DataFrame:
     from traceparse.nsys.ranges import read_ranges
 
     with NsysDB(plan.path) as db:
-        frame = read_ranges(db, chunks._strings(db), 0)[0]
+        frame = read_ranges(db, chunks.read_strings(db), 0)[0]
     frame = frame.sort("start_ns", maintain_order=True)
     if plan.ranks and frame.height:
         mapped = pl.col("process_id").replace_strict(

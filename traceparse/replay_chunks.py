@@ -362,13 +362,13 @@ def no_steps(steps: list[pl.DataFrame]) -> None:
     (:func:`traceparse.analyses.steps.step_windows`: ``ProfilerStep`` ranges, or two
     numbered step annotations one after another on a rank): the memory summary then has
     step rows, which the pieces' summary does not compute."""
-    from traceparse.analyses.steps import PROFILER_STEP_KIND, _auto_steps
+    from traceparse.analyses.steps import PROFILER_STEP_KIND, auto_steps
 
     if not steps:
         return
     r = pl.concat(steps).unique()
     if r.height and (r.filter(pl.col("kind") == PROFILER_STEP_KIND).height
-                     or _auto_steps(r).height):
+                     or auto_steps(r).height):
         raise NotOrdered("the export has step ranges (per-step rows are computed in "
                          "memory only)")
 

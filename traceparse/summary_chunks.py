@@ -293,8 +293,8 @@ def pass1(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int,
           ranges: RangeTree | None = None) -> Part1:
     """Pass 1 over the time windows ``wins``: every partial merged (``ranges``: as
     :func:`pass1_task`'s)."""
-    return ex._reduce(executor, plan, pass1_task, wins, (min_ns, ranges),
-                      partial(merge_pass1, min_ns=min_ns), workers, scheduler)
+    return ex.map_reduce(executor, plan, pass1_task, wins, (min_ns, ranges),
+                         partial(merge_pass1, min_ns=min_ns), workers, scheduler)
 
 
 def pass1_facts(part: cs.SummaryPart) -> SectionNotInPieces | None:
@@ -345,10 +345,10 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
         if mine.height:
             hi = max(hi, int(mine["end_ns"].max()) + 1)  # type: ignore[arg-type]
         job: Job = (eb.windows_in(devices, t0, t1), mine, (lo if i == 0 else t0, t1))
-        jobs.append(((ex._earlier(lo, starts), ex._later(hi, ends)), job))
+        jobs.append(((ex.earlier_spans(lo, starts), ex.later_spans(hi, ends)), job))
     try:
         if replays is None:
-            spans: list[SpanPart] = ex._map(executor, plan, span_task, jobs,
+            spans: list[SpanPart] = ex.map_jobs(executor, plan, span_task, jobs,
                                             (min_ns, state), workers, scheduler)
         else:
             spans = [_replay_window(plan, job, (min_ns, state), devices, replays)

@@ -64,13 +64,13 @@ def sm_bound(path: str) -> int | None:
     """The largest SM count of the devices ``path`` describes (the devices table, else the
     GPU table by name); None when none has one (no launch can be under-filled)."""
     from traceparse import schema
-    from traceparse.analyses.occupancy import _sm_counts
+    from traceparse.analyses.occupancy import sm_counts
     from traceparse.nsys.db import NsysDB
-    from traceparse.nsys.reader import _devices
+    from traceparse.nsys.reader import read_devices
 
     with NsysDB(path) as db:
-        devices = _devices(db, schema.empty("gpu"), 0)[0]
-    sms = _sm_counts(Timeline(devices=devices))
+        devices = read_devices(db, schema.empty("gpu"), 0)[0]
+    sms = sm_counts(Timeline(devices=devices))
     return int(sms["sm_count"].max()) if sms.height else None  # type: ignore[arg-type]
 
 
@@ -120,12 +120,12 @@ def underfilled_rows(devices: pl.DataFrame, part: UnderPart, *,
     """:func:`~traceparse.analyses.occupancy.underfilled` of the whole export from the
     merged partial ``part`` and the export's ``devices`` (module docstring)."""
     from traceparse import schema
-    from traceparse.analyses.occupancy import _COLS, MIN_SHARE, _sm_counts, underfilled
+    from traceparse.analyses.occupancy import MIN_SHARE, UNDERFILLED_SCHEMA, sm_counts, underfilled
 
     share = MIN_SHARE if min_share is None else min_share
-    sms = _sm_counts(Timeline(devices=devices))
+    sms = sm_counts(Timeline(devices=devices))
     if part.cand.height == 0 or sms.height == 0:
-        return pl.DataFrame(schema=_COLS)
+        return pl.DataFrame(schema=UNDERFILLED_SCHEMA)
     most = int(sms["sm_count"].max())  # type: ignore[arg-type]
     cand = part.cand.sort("start_ns", maintain_order=True).with_columns(
         pl.lit("kernel").alias("kind"), pl.lit("compute").alias("category"))
@@ -147,5 +147,5 @@ def underfilled_rows(devices: pl.DataFrame, part: UnderPart, *,
            .join(totals, on=_KEY, how="left")
            .with_columns((100.0 * pl.col("time_ns") / pl.col("window_ns")).alias("share_pct"))
            .filter(pl.col("time_ns") >= share * pl.col("window_ns")))
-    return (out.select(list(_COLS)).cast(pl.Schema(_COLS))
+    return (out.select(list(UNDERFILLED_SCHEMA)).cast(pl.Schema(UNDERFILLED_SCHEMA))
             .sort(["at_stake_ns", "name"], descending=[True, False]))

@@ -37,6 +37,7 @@ from traceparse.cli.executors import (
     chunked_input,
     computed_in_memory,
     executor_options,
+    run_chunked,
     split_executor,
 )
 from traceparse.cli.inputs import load_traces, resolve
@@ -225,7 +226,13 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
 
     paths = resolve(traces, sample_default=True)
     if executor != "memory":
-        result = _chunked_summary(paths, top, min_gap_us, gpu, executor, chunk_rows, workers)
+        from traceparse import summary_chunks
+
+        result = run_chunked(
+            summary_chunks.summary, paths, executor=executor, chunk_rows=chunk_rows,
+            workers=workers, word="summary", falls_back=summary_chunks.SectionNotInPieces,
+            refused=None if gpu is None else "summarises an nsys export: it takes no --gpu",
+            top=top, min_gap_ns=min_gap_ns(min_gap_us))
         if result is not None:  # an nsys export: NVIDIA wording, no ncu page
             _emit_summary(result, paths, fmt, output, render_text)
             return
@@ -244,27 +251,6 @@ def summary(traces: tuple[str, ...], top: int, min_gap_us: float | None, gpu: st
     _emit_summary(result, paths, fmt, output,
                   lambda r: speak_vendor(render_ncu_text(r) if ncu_only else render_text(r),
                                          tl))
-
-
-def _chunked_summary(paths: list[str], top: int, min_gap_us: float | None, gpu: str | None,
-                     executor: str, chunk_rows: int, workers: int) -> dict[str, Any] | None:
-    """``summary`` on a chunked executor; None when the memory path must compute it (no
-    busy GPU activity, or a section that cannot be computed exactly in pieces: stderr
-    says which)."""
-    from traceparse import summary_chunks
-
-    kind, address = split_executor(executor)
-    if gpu is not None:
-        raise UsageError(None, f"--executor {kind} summarises an nsys export: it takes no "
-                               "--gpu")
-    path = chunked_input(paths, kind)
-    try:
-        return summary_chunks.summary(path, top=top, min_gap_ns=min_gap_ns(min_gap_us),
-                                      chunk_rows=chunk_rows, executor=kind, workers=workers,
-                                      scheduler=address)
-    except summary_chunks.SectionNotInPieces as exc:  # exact in memory; that section is not
-        computed_in_memory(path, "summary computed", str(exc))
-    return None
 
 
 def _emit_summary(result: dict[str, Any], paths: list[str], fmt: str, output: str | None,

@@ -15,6 +15,7 @@ import click
 from traceparse.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 EXECUTORS = ("memory", "chunks", "dask")
 
@@ -92,3 +93,34 @@ def computed_in_memory(path: str, what: str, why: str) -> None:
     (``what``: e.g. ``"gaps computed"``, ``"whatif replayed"``): the output is then the
     memory path's, never a chunked guess."""
     click.echo(f"traceparse: {path}: {what} in memory, not in chunks: {why}", err=True)
+
+
+def run_chunked(compute: Callable[..., T | None], traces: Sequence[str], *, executor: str,
+                chunk_rows: int, workers: int, word: str,
+                falls_back: type[Exception] | tuple[type[Exception], ...],
+                refused: str | None = None, sample_default: bool = False,
+                **options: Any) -> T | None:
+    """A command on a chunked executor: ``compute(path, chunk_rows=, executor=, workers=,
+    scheduler=, **options)`` on the one nsys export of ``traces`` (with none, the bundled
+    sample when ``sample_default``). None when the memory path must compute it:
+    ``compute`` returned None (no busy GPU activity), or raised one of ``falls_back`` (a
+    part that cannot be computed exactly in pieces), and then one stderr line says
+    ``WORD computed in memory, not in chunks: WHY`` (:func:`computed_in_memory`).
+
+    Raises:
+        UsageError: ``refused``, an option the chunked executor does not take (worded
+            after ``--executor KIND``), checked before the inputs; the inputs, as
+            :func:`~traceparse.cli.inputs.resolve` and :func:`chunked_input`.
+    """
+    from traceparse.cli.inputs import resolve
+
+    kind, address = split_executor(executor)
+    if refused is not None:
+        raise UsageError(None, f"--executor {kind} {refused}")
+    path = chunked_input(resolve(traces, sample_default=sample_default), kind)
+    try:
+        return compute(path, chunk_rows=chunk_rows, executor=kind, workers=workers,
+                       scheduler=address, **options)
+    except falls_back as exc:  # exact in memory; that part is not in pieces
+        computed_in_memory(path, f"{word} computed", str(exc))
+    return None

@@ -4,8 +4,6 @@ calls one library function and writes the output (conventions: :mod:`traceparse.
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 import polars as pl
 
@@ -25,7 +23,7 @@ from traceparse.cli.executors import (
     chunks_options,
     computed_in_memory,
     executor_options,
-    split_executor,
+    run_chunked,
 )
 from traceparse.cli.inputs import (
     load_inputs,
@@ -365,11 +363,17 @@ def fixes_cmd(traces: tuple[str, ...], gpu: str | None, fmt: str, output: str | 
     one stderr line, in memory)."""
     import json
 
-    from traceparse.reports.fixes import fixes_frame, fixes_list
+    from traceparse.reports.fixes import fixes_frame, fixes_list, fixes_of
 
-    found = _chunked_fixes(traces, gpu, executor, chunk_rows, workers) \
-        if executor != "memory" else None
-    items, why = found if found is not None else fixes_list(load_traces(traces, gpu=gpu))
+    got = None
+    if executor != "memory":
+        from traceparse import payload_chunks
+
+        got = run_chunked(
+            payload_chunks.payload, traces, executor=executor, chunk_rows=chunk_rows,
+            workers=workers, word="fixes", falls_back=payload_chunks.NotInPieces,
+            refused=None if gpu is None else "reads an nsys export: it takes no --gpu")
+    items, why = fixes_of(got) if got is not None else fixes_list(load_traces(traces, gpu=gpu))
     if why:  # no fix and why, or the fixes withheld as the profiler's own cost
         click.echo(why, err=True)
     if fmt == "json":
@@ -377,23 +381,3 @@ def fixes_cmd(traces: tuple[str, ...], gpu: str | None, fmt: str, output: str | 
         return
     _emit_frame(fixes_frame(items), fmt, output)
 
-
-def _chunked_fixes(traces: tuple[str, ...], gpu: str | None, executor: str, chunk_rows: int,
-                   workers: int) -> tuple[list[dict[str, Any]], str] | None:
-    """``fixes`` on a chunked executor; None when the memory path must compute them (no
-    busy GPU activity, or a payload section that cannot be computed exactly in pieces:
-    stderr says which)."""
-    from traceparse import payload_chunks
-    from traceparse.reports.fixes import fixes_of
-
-    kind, address = split_executor(executor)
-    if gpu is not None:
-        raise UsageError(None, f"--executor {kind} reads an nsys export: it takes no --gpu")
-    path = chunked_input(resolve(traces), kind)
-    try:
-        got = payload_chunks.payload(path, chunk_rows=chunk_rows, executor=kind,
-                                     workers=workers, scheduler=address)
-    except payload_chunks.NotInPieces as exc:  # exact in memory; that section is not
-        computed_in_memory(path, "fixes computed", str(exc))
-        return None
-    return None if got is None else fixes_of(got)

@@ -4,12 +4,11 @@ writes the output (conventions: :mod:`traceparse.cli.common`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from traceparse.cli.common import check_output, gpu_option, traces_argument, wrote
-from traceparse.cli.executors import executor_options
+from traceparse.cli.executors import executor_options, run_chunked
 from traceparse.cli.main import main
 from traceparse.reports.options import ReportOptions
 
@@ -49,8 +48,16 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     options = ReportOptions(top_n=top, title=title)
     payload = None
     if executor != "memory":
-        payload = _chunked_payload(traces, ncu_csv, gpu, options, executor, chunk_rows,
-                                   workers)
+        from traceparse import payload_chunks
+
+        refused = None
+        if gpu is not None or ncu_csv is not None:
+            refused = ("reads an nsys export: it takes no "
+                       f"{'--gpu' if gpu is not None else '--ncu'}")
+        payload = run_chunked(
+            payload_chunks.report_payload, traces, executor=executor, chunk_rows=chunk_rows,
+            workers=workers, word="report", falls_back=payload_chunks.NotInPieces,
+            refused=refused, sample_default=True, options=options)
     if payload is None:
         paths, tls = load_inputs(traces, sample_default=True)
         check_one_job(paths, tls)
@@ -64,27 +71,3 @@ def report(traces: tuple[str, ...], ncu_csv: str | None, output: str | None, for
     write_text(out, html)
     wrote(out, f"{len(html.encode('utf-8')):,} bytes")
 
-
-def _chunked_payload(traces: tuple[str, ...], ncu_csv: str | None, gpu: str | None,
-                     options: ReportOptions, executor: str, chunk_rows: int, workers: int
-                     ) -> dict[str, Any] | None:
-    """The report payload on a chunked executor; None when the memory path must compute
-    it (no busy GPU activity, or a section that cannot be computed exactly in pieces:
-    stderr says which)."""
-    from traceparse import payload_chunks
-    from traceparse.cli.executors import chunked_input, computed_in_memory, split_executor
-    from traceparse.cli.inputs import resolve
-    from traceparse.errors import UsageError
-
-    kind, address = split_executor(executor)
-    if gpu is not None or ncu_csv is not None:
-        raise UsageError(None, f"--executor {kind} reads an nsys export: it takes no "
-                               f"{'--gpu' if gpu is not None else '--ncu'}")
-    path = chunked_input(resolve(traces, sample_default=True), kind)
-    try:
-        return payload_chunks.report_payload(path, options=options, chunk_rows=chunk_rows,
-                                             executor=kind, workers=workers,
-                                             scheduler=address)
-    except payload_chunks.NotInPieces as exc:  # exact in memory; that section is not
-        computed_in_memory(path, "report computed", str(exc))
-    return None

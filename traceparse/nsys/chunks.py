@@ -131,7 +131,8 @@ class RangeDB(NsysDB):
         return [transform(frame)]
 
 
-def _strings(db: NsysDB) -> pl.DataFrame:
+def read_strings(db: NsysDB) -> pl.DataFrame:
+    """``id, value`` (Int64, String) of the export's StringIds; empty when it has none."""
     if not db.has("StringIds"):
         return pl.DataFrame(schema={"id": pl.Int64, "value": pl.String})
     s = db.frame("SELECT id, value FROM StringIds")
@@ -203,10 +204,10 @@ def plan(path: str | os.PathLike[str], *, block_rows: int = BLOCK_ROWS,
     Raises:
         TraceError: not a readable nsys export, or a GPU table without its columns.
     """
-    from traceparse.nsys.reader import _require_strings, _thread_names
+    from traceparse.nsys.reader import read_thread_names, require_strings
 
     with NsysDB(path) as db:
-        _require_strings(db)
+        require_strings(db)
         blocks: list[Block] = []
         pids: set[int] = set()
         for table in tables:
@@ -221,10 +222,10 @@ def plan(path: str | os.PathLike[str], *, block_rows: int = BLOCK_ROWS,
             pids |= p
         if not categories:
             return Plan(str(path), tuple(blocks))
-        strings = _strings(db)
+        strings = read_strings(db)
         ranks, _ = process_ranks(pl.DataFrame({"process_id": sorted(pids)},
                                               schema={"process_id": pl.Int64}), 0,
-                                 recorded_ranks(_thread_names(db, strings)))
+                                 recorded_ranks(read_thread_names(db, strings)))
         comm = _comm_launches(db, strings, block_rows)
     return Plan(str(path), tuple(blocks), ranks, comm)
 
@@ -232,7 +233,7 @@ def plan(path: str | os.PathLike[str], *, block_rows: int = BLOCK_ROWS,
 def _comm_launches(db: NsysDB, strings: pl.DataFrame, block_rows: int) -> pl.DataFrame | None:
     """The launches inside communication NVTX ranges, the runtime table read block by
     block (None when the export has no such range or no runtime table)."""
-    from traceparse.nsys.reader import RUNTIME, _api
+    from traceparse.nsys.reader import RUNTIME, read_api
 
     if not db.has(RUNTIME):
         return None
@@ -245,7 +246,7 @@ def _comm_launches(db: NsysDB, strings: pl.DataFrame, block_rows: int) -> pl.Dat
         part = RangeDB(db.path, {RUNTIME: ("rowid BETWEEN ? AND ?",
                                            (a, min(a + block_rows - 1, int(hi))))})
         with part:
-            api = _api(part, strings, 0)[0]
+            api = read_api(part, strings, 0)[0]
         found.append(nvtx_comm_launches(api, spans))
     return pl.concat(found).unique()
 
@@ -266,7 +267,7 @@ def read_rows(p: Plan, blocks: Sequence[Block], window: tuple[int, int] | None =
             params += (window[1], window[0], window[0])
         where[table] = (cond, params)
     with RangeDB(p.path, where) as db:
-        strings = _strings(db)
+        strings = read_strings(db)
         parts = []
         if KERNEL in where:
             parts.append(_kernels(db, strings, where[KERNEL], grid))

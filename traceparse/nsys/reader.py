@@ -112,7 +112,7 @@ def read(path: str | os.PathLike[str], *, rank: int = 0, use_adbc: bool = True,
     """
     with NsysDB(path, use_adbc=use_adbc) as db:
         try:
-            return _read(db, rank, _left_out(tables))
+            return read_db(db, rank, _left_out(tables))
         except (pl.exceptions.InvalidOperationError, pl.exceptions.SchemaError,
                 pl.exceptions.ComputeError) as exc:
             # SQLite is dynamically typed: an id column holding text/blobs, or a value out
@@ -137,8 +137,13 @@ def not_read_tables(tl: Timeline) -> list[str]:
     return list(tl.meta.get("tables_not_read", []))
 
 
-def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
-    _require_strings(db)
+def read_db(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
+    """The timeline of the open export ``db`` as ``rank`` (the GPU processes split into
+    ranks as :func:`~traceparse.nsys.procs.split_ranks` does), without the optional
+    tables named in ``skip`` (:data:`OPTIONAL_TABLES`); its ``ingest`` accounts for each
+    table. :func:`read` reads a file with it; the chunked readers read a
+    :class:`~traceparse.nsys.chunks.RangeDB` view of one."""
+    require_strings(db)
     strings = (db.frame("SELECT id, value FROM StringIds") if db.has("StringIds")
                else pl.DataFrame({"id": [], "value": []},
                                  schema={"id": pl.Int64, "value": pl.String}))
@@ -165,7 +170,7 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
 
     api = schema.empty("api")
     if "api" not in skip:
-        api, parsed, skipped = _api(db, strings, rank)
+        api, parsed, skipped = read_api(db, strings, rank)
         if db.has(RUNTIME):
             rows += ingest_rows(rank, "api", RUNTIME, parsed, skipped)
         api, ids_acct = join_ids(db, api)  # stream/event ids of waits, syncs and records
@@ -177,7 +182,7 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
     # kernels launched inside NCCL's own NVTX ranges are communication, whatever their name
     gpu = by_nvtx(gpu, api, ranges)
 
-    devices, dev_source, n_dev = _devices(db, gpu, rank)
+    devices, dev_source, n_dev = read_devices(db, gpu, rank)
     if dev_source:
         rows += ingest_rows(rank, "devices", dev_source, n_dev)
 
@@ -206,7 +211,7 @@ def _read(db: NsysDB, rank: int, skip: frozenset[str]) -> Timeline:
     }, schema_overrides={"tool_version": pl.String, "format_version": pl.String,
                          "start_ns": pl.Int64, "end_ns": pl.Int64}))
     # one rank per GPU process (traceparse.nsys.procs), from MPI thread names when recorded
-    split_ranks(tl, rank, recorded_ranks(_thread_names(db, strings)))
+    split_ranks(tl, rank, recorded_ranks(read_thread_names(db, strings)))
     tl.meta = {"format": "nsys-sqlite", "file": db.path.name,
                "processes": annotate_processes(_processes(db, tl), tl.gpu),
                "export_meta": {k: v for k, v in meta.items() if k.startswith("EXPORT_")}}
@@ -274,7 +279,7 @@ def _host_ranges(db: NsysDB, strings: pl.DataFrame, rank: int, rows: list[dict[s
     return ranges
 
 
-def _require_strings(db: NsysDB) -> None:
+def require_strings(db: NsysDB) -> None:
     """Refuse an export whose rows name strings by id but that has no StringIds table."""
     if db.has("StringIds"):
         return
@@ -286,8 +291,10 @@ def _require_strings(db: NsysDB) -> None:
                                       "names cannot be resolved (incomplete export)")
 
 
-def _api(db: NsysDB, strings: pl.DataFrame, rank: int
-         ) -> tuple[pl.DataFrame, int, dict[str, int]]:
+def read_api(db: NsysDB, strings: pl.DataFrame, rank: int
+             ) -> tuple[pl.DataFrame, int, dict[str, int]]:
+    """The ``api`` frame of the runtime calls of ``db`` (names from ``strings``, sorted by
+    start), its row count and the rows skipped per reason (bad times)."""
     if not db.has_rows(RUNTIME):
         return schema.empty("api"), 0, {}
     cols = set(db.columns(RUNTIME))
@@ -329,7 +336,7 @@ def _api(db: NsysDB, strings: pl.DataFrame, rank: int
     return frame, frame.height, skipped
 
 
-def _thread_names(db: NsysDB, strings: pl.DataFrame) -> pl.DataFrame:
+def read_thread_names(db: NsysDB, strings: pl.DataFrame) -> pl.DataFrame:
     """``process_id, name`` of NVTX thread-naming events (eventType 39, ``NvtxThread``)."""
     empty = pl.DataFrame(schema={"process_id": pl.Int64, "name": pl.String})
     if not db.has("NVTX_EVENTS"):
@@ -350,8 +357,10 @@ def _thread_names(db: NsysDB, strings: pl.DataFrame) -> pl.DataFrame:
                         pl.coalesce(pl.col("_t").cast(pl.String), "_s").alias("name"))
 
 
-def _devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str | None, int]:
-    """Devices from TARGET_INFO_GPU (or TARGET_INFO_CUDA_GPU) plus any used but undescribed."""
+def read_devices(db: NsysDB, gpu: pl.DataFrame, rank: int) -> tuple[pl.DataFrame, str | None, int]:
+    """The ``devices`` frame from TARGET_INFO_GPU (or TARGET_INFO_CUDA_GPU) plus any that
+    ``gpu`` uses but the export does not describe, the table read (None: neither) and how
+    many rows it gave."""
     source: str | None = None
     frame = None
     cols = set(db.columns("TARGET_INFO_GPU"))

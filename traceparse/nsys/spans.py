@@ -5,7 +5,7 @@ explains the gaps of one time window with the in-memory rules
 (:func:`traceparse.analyses.gaps.idle_gaps`) run on the rows of every time-stamped table
 (GPU activities, runtime calls, NVTX and OS-runtime ranges, profiler overhead, ...) that
 overlap a span ``[t0, t1)`` or start in it, read by the reader itself
-(:func:`traceparse.nsys.reader._read` on a :class:`~traceparse.nsys.chunks.RangeDB`), so
+(:func:`traceparse.nsys.reader.read_db` on a :class:`~traceparse.nsys.chunks.RangeDB`), so
 names, kinds and skipped rows are the reader's. Ranks come from the whole-file plan
 (:attr:`traceparse.nsys.chunks.Plan.ranks`), not from the processes the span happens to
 hold.
@@ -51,7 +51,7 @@ def span_plan(path: str | os.PathLike[str], *, block_rows: int) -> Plan:
     pairs: set[tuple[int, int]] = set()
     threads: set[tuple[int, int]] = set()
     with NsysDB(path) as db:
-        host = [b for t in _timed(db) if t not in GPU_TABLES
+        host = [b for t in timed_tables(db) if t not in GPU_TABLES
                 for b in _time_blocks(db, t, block_rows)]
         for t in GPU_TABLES:
             if db.has(t) and {"globalPid", "deviceId"} <= set(db.columns(t)):
@@ -120,7 +120,8 @@ def _waits(db: NsysDB, ids: list[int]
     return frozenset(waiters), frozenset(waited)
 
 
-def _timed(db: NsysDB) -> list[str]:
+def timed_tables(db: NsysDB) -> list[str]:
+    """The names of the tables of ``db`` with ``start`` and ``end`` columns, sorted."""
     return [t for t in sorted(db.tables) if {"start", "end"} <= set(db.columns(t))]
 
 
@@ -182,10 +183,10 @@ def read_span(p: Plan, t0: int, t1: int) -> tuple[Timeline, int]:
     """The timeline of ``p.path``'s rows that overlap ``[t0, t1)`` or start in it, plus
     the GPU rows launched by the span's calls (module docstring), and the number of
     GPU rows read for the queue alone. Metrics and memory tables are not read."""
-    from traceparse.nsys.reader import RUNTIME, _read
+    from traceparse.nsys.reader import RUNTIME, read_db
 
     with NsysDB(p.path) as db:
-        timed = _timed(db)
+        timed = timed_tables(db)
         has_corr = {t for t in timed if "correlationId" in db.columns(t)}
     by_table: dict[str, list[Block]] = {}
     for b in (*p.blocks, *p.host):
@@ -212,7 +213,7 @@ def read_span(p: Plan, t0: int, t1: int) -> tuple[Timeline, int]:
             where[t] = (f"{rid} AND ({_SPAN} OR correlationId BETWEEN ? AND ?)",
                         params + span + corr)
     with RangeDB(p.path, where) as db:
-        tl = _read(db, 0, frozenset({"metrics", "memory"}))
+        tl = read_db(db, 0, frozenset({"metrics", "memory"}))
     tl.gpu, tl.api, tl.ranges = _remap(p, tl.gpu), _remap(p, tl.api), _remap(p, tl.ranges)
     queued = 0
     if corr is not None and tl.gpu.height:
@@ -244,7 +245,7 @@ def calls_by_correlation(p: Plan, corr: pl.Series) -> pl.DataFrame:
     may share a key with those ids, from the runtime blocks whose correlation bounds
     meet that range (all of them when the plan has none)."""
     from traceparse import schema
-    from traceparse.nsys.reader import RUNTIME, _api
+    from traceparse.nsys.reader import RUNTIME, read_api
 
     ids = corr.drop_nulls()
     if ids.len() == 0:
@@ -262,7 +263,7 @@ def calls_by_correlation(p: Plan, corr: pl.Series) -> pl.DataFrame:
             return schema.empty("api")
         strings = db.frame("SELECT id, value FROM StringIds").with_columns(
             pl.col("id").cast(pl.Int64), pl.col("value").cast(pl.String))
-        api = _api(db, strings, 0)[0]
+        api = read_api(db, strings, 0)[0]
     return _remap(p, api)
 
 
