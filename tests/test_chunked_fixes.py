@@ -42,7 +42,7 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 #: pieces, or no GPU activity (the memory path words it): memory's stderr only. The
 #: sections named are the summary's own (test_chunked_summary).
 FALLBACKS = {
-    "abacus__report2": "savings", "casio__nerf_output-file": "phases",
+    "abacus__report2": None, "casio__nerf_output-file": "phases",
     "darknet-thesis__keras_darknet53": "phases", "dlprof__nsys_profile": "phases",
     "fuser__report1_h200": "phases", "instant-ngp__report13": None,
     "memfusion__report1": "phases", "nsys-ai__mfu_2gpu_after": "phases",
@@ -50,9 +50,9 @@ FALLBACKS = {
     "p2p-acc__mpiV100": "communication", "pipit__perlmutter-cloverleaf-cuda": None,
     "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases", "qcu__report10": None,
     "resest__report2": "gpu_metrics", "rodinia__report2": None,
-    "sc23omp__report3": None, "sglang__baseline-report": "savings",
+    "sc23omp__report3": None, "sglang__baseline-report": None,
     "uvm-pytorch__report4": "memory",
-    "comm_bound": "communication", "compute_bound": None, "launch_bound": "savings",
+    "comm_bound": "communication", "compute_bound": None, "launch_bound": None,
     "memory_bound": None, "mini_train": "phases", "sync_bound": "phases"}
 #: Exports whose payload runs in pieces.
 IN_PIECES = [p for p in FILES if p.stem in FALLBACKS and FALLBACKS[p.stem] is None
@@ -203,13 +203,13 @@ def test_generated_export_report(tmp_path: Path, rows: int) -> None:
 
 
 def test_report_falls_back_and_refuses(tmp_path: Path) -> None:
-    sample = REPO / "sample_traces" / "launch_bound.sqlite"
+    sample = REPO / "sample_traces" / "sync_bound.sqlite"
     mem, got = tmp_path / "mem.html", tmp_path / "got.html"
     assert _report([str(sample), "-o", str(mem)]).exit_code == 0
     run = _report([str(sample), "-o", str(got), "--executor", "chunks", "--chunk-rows", "3"])
     assert run.exit_code == 0, run.output
     assert run.stderr.startswith(f"traceparse: {sample}: report computed in memory, not in "
-                                 f"chunks: {FALLBACKS['launch_bound']}: ")
+                                 f"chunks: {FALLBACKS['sync_bound']}: ")
     assert got.read_bytes() == mem.read_bytes()
     path = str(_export(tmp_path / "fixes.sqlite"))
     run = _report([path, "-o", str(tmp_path / "x.html"), "--executor", "chunks", "--ncu",

@@ -6,8 +6,10 @@ export (``replay_chunks.graph_segments``, ``savings_chunks.savings``,
   edge: the CUDA-graphs fix removes both halves (busy time included, unlike the launch
   overhead), hand-computed replayed ends, the fix's note, ``whatif --fix cuda-graphs``
   and the savings frame the same on both executors;
-* a generated export whose two fusible kernels (a fusion chain) are launched in two
-  pieces: the chain is found across the edge and the savings refuse it by name;
+* a generated export whose fusion chain crosses three piece edges and passes through a
+  piece with no activity of its lane: the fusion fix's hand-computed saving and notes,
+  equal to memory at 1, 2 and 1,000 GPU rows a piece; a copy between two fusible
+  kernels breaks the chain (no row) in pieces as in memory;
 * every generated sample (3 GPU rows a piece) and every shared nsys export at small
   pieces: the chunked breakdown equal to the
   attribution, and ``savings_chunks.savings`` equal to ``savings.savings`` frame for
@@ -40,15 +42,9 @@ from traceparse.samplegen.scenarios import SCENARIOS, Activity, Call, Scenario, 
 
 #: shared exports whose savings the pieces refuse, and why (a substring of the reason)
 REFUSED = {
-    "abacus__report2.sqlite": "fusion: the export has fusion chains",
-    "casio__nerf_output-file.sqlite": "fusion: the export has fusion chains",
-    "fuser__report1_h200.sqlite": "fusion: the export has fusion chains",
     "nsys-ai__mfu_2gpu_after.sqlite": "overlap_comm: the export has communication",
     "nsys-ai__mfu_2gpu_before.sqlite": "launched after the edge starts before",
     "p2p-acc__mpiV100.sqlite": "overlap_comm: the export has communication",
-    "resest__report2.sqlite": "fusion: the export has fusion chains",
-    "sglang__baseline-report.sqlite": "fusion: the export has fusion chains",
-    "uvm-pytorch__report4.sqlite": "fusion: the export has fusion chains",
 }
 
 
@@ -199,15 +195,15 @@ def test_shared_exports_savings_equal_memory(path: Path) -> None:
 
 
 #: samples whose savings the pieces refuse, and the change named
-SAMPLE_REFUSED = {"comm_bound": "overlap_comm", "launch_bound": "fusion",
-                  "mini_train": "no_launch_overhead"}
+SAMPLE_REFUSED = {"comm_bound": "overlap_comm", "mini_train": "no_launch_overhead"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
     """Every generated sample at 3 GPU rows a piece: the frame equal to the engine's, or
-    the change named (communication: ``overlap_comm``; a chain of elementwise kernels:
-    ``fusion``; step ranges: ``no_launch_overhead``, one CUDA-graph region per step)."""
+    the change named (communication: ``overlap_comm``; step ranges:
+    ``no_launch_overhead``, one CUDA-graph region per step). ``launch_bound``'s chain of
+    elementwise kernels is fused in pieces (:mod:`traceparse.fusion_chunks`)."""
     path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
     mem = savings(read(path))
     try:

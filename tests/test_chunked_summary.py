@@ -43,8 +43,8 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 ROWS = 300
 #: Why each shared export's summary is computed in memory (the section named on stderr);
 #: None: no GPU activity (the memory path words it, no stderr line). "savings": a change
-#: the replays in pieces do not compute (``savings_chunks.savings``: fusion chains here).
-#: Every other export is composed in pieces.
+#: the replays in pieces do not compute (``savings_chunks.savings``; none here since the
+#: fusion chains are replayed in pieces). Every other export is composed in pieces.
 FALLBACKS = {
     "casio__nerf_output-file": "phases", "darknet-thesis__keras_darknet53": "phases",
     "dlprof__nsys_profile": "phases", "fuser__report1_h200": "phases",
@@ -52,10 +52,8 @@ FALLBACKS = {
     "nsys-ai__mfu_2gpu_before": "phases", "pipit__saxpy-mpi-cuda_nsys_perlmutter0": "phases",
     "p2p-acc__mpiV100": "communication", "resest__report2": "gpu_metrics",
     "uvm-pytorch__report4": "memory", "qcu__report10": None,
-    "abacus__report2": "savings", "sglang__baseline-report": "savings",
     # the bundled samples (generated; 3 GPU rows per piece)
-    "comm_bound": "communication", "mini_train": "phases", "sync_bound": "phases",
-    "launch_bound": "savings"}
+    "comm_bound": "communication", "mini_train": "phases", "sync_bound": "phases"}
 FILES = NSYS + SAMPLES
 #: Of them, those whose whole dict the pieces compose given the savings frame.
 COMPOSED = [p for p in FILES if FALLBACKS.get(p.stem, "savings") == "savings"]

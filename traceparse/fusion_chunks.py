@@ -102,9 +102,11 @@ def fusible_names(plan: chunks.Plan) -> bool:
 @dataclass
 class Links:
     """What :func:`chain_links` finds: the first activity ``(lane, start)`` of each chain
-    link whose two activities the replay places in different pieces."""
+    link whose two activities the replay places in different pieces, and whether the
+    export has a chain link at all (without one there is no fusion row)."""
 
     across: set[Key] = field(default_factory=set)
+    found: bool = False
 
 
 def chain_links(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Links:
@@ -112,6 +114,8 @@ def chain_links(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Links:
     that start in it, :func:`traceparse.nsys.chunks.read_rows`, and the fusible kernels'
     calls by correlation id); per lane the last activity's fusibility, piece and start
     are carried across windows."""
+    from traceparse.analyses.codes import matches
+    from traceparse.analyses.mechanisms import FUSIBLE_RE
     from traceparse.launch_chunks import join_launches
     from traceparse.nsys.spans import calls_by_correlation
 
@@ -124,7 +128,9 @@ def chain_links(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Links:
         k = rows.filter(pl.col("kind") != "sync")
         if k.height == 0:
             continue
-        calls = join_launches(k, calls_by_correlation(plan, k["correlation_id"]))
+        # only the kernels named fusible need their calls (the others never chain)
+        named = k.filter((pl.col("kind") == "kernel") & matches(k["name"], FUSIBLE_RE))
+        calls = join_launches(named, calls_by_correlation(plan, named["correlation_id"]))
         calls = calls.select(*_lanes(calls), "start_ns", "api_start_ns", "api_end_ns").unique(
             subset=[*_LANE, "start_ns"], keep="first", maintain_order=True)
         k = (k.select(*_lanes(k), "kind", "start_ns", "dur_ns", "name")
@@ -140,9 +146,13 @@ def chain_links(plan: chunks.Plan, wins: list[tuple[int, int]]) -> Links:
         first[1:] = np.any([c[1:] != c[:-1] for c in lane], axis=0)
         for i in np.flatnonzero(first).tolist():
             got = carry.get(tuple(int(c[i]) for c in lane))
-            if got is not None and got[0] and f[i] and got[1] != piece[i]:
-                out.across.add((*(int(c[i]) for c in lane), got[2]))  # type: ignore[arg-type]
-        j = np.flatnonzero(~first[1:] & f[1:] & f[:-1] & (piece[1:] != piece[:-1]))
+            if got is not None and got[0] and f[i]:
+                out.found = True
+                if got[1] != piece[i]:
+                    out.across.add((*(int(c[i]) for c in lane), got[2]))  # type: ignore[arg-type]
+        linked = ~first[1:] & f[1:] & f[:-1]
+        out.found = out.found or bool(linked.any())
+        j = np.flatnonzero(linked & (piece[1:] != piece[:-1]))
         for i in j.tolist():
             out.across.add((*(int(c[i]) for c in lane), int(s[i])))  # type: ignore[arg-type]
         last = np.append(np.flatnonzero(first)[1:] - 1, k.height - 1)

@@ -106,8 +106,10 @@ class SavingsRun:
             self.runs["pinned_memory"] = Replay(rates=self.rates)
         self.fusion: FusionRun | None = None
         if wins and fusible_names(plan):  # the chains' links read once
-            self.fusion = FusionRun(chain_links(plan, wins))
-            self.runs["fusion"] = Replay(removing=True)
+            links = chain_links(plan, wins)
+            if links.found:  # else no chain, no row
+                self.fusion = FusionRun(links)
+                self.runs["fusion"] = Replay(removing=True)
         self.errors: dict[str, NotOrdered] = {}
         self.steps: list[pl.DataFrame] = []
         self.fed = 0
