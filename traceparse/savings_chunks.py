@@ -2,12 +2,13 @@
 (``summary --executor chunks``'s savings section; docs/performance.md, "Chunked
 summary" and "Chunked replay").
 
-The three replays the savings engine runs for an nsys export (``host_sync``: every
+The replays the savings engine runs for an nsys export (``host_sync``: every
 blocking sync dropped; ``no_launch_overhead``: the CUDA-graphs fix, the whole ``launch``
 host set less graph launches removed; ``pinned_memory``: pageable copies at the pinned
-rate) are run **together**, piece by piece in time order (:class:`SavingsRun`): each
+rate; ``fusion``: each chain of fusible kernels one kernel, :mod:`traceparse.fusion_chunks`)
+are run **together**, piece by piece in time order (:class:`SavingsRun`): each
 piece's timeline (:func:`traceparse.nsys.spans.read_span`) is read once and handed to
-the three :class:`~traceparse.replay_chunks.Replay` runs, each with its own carried
+the :class:`~traceparse.replay_chunks.Replay` runs, each with its own carried
 state. The chunked summary hands the pieces over from its pass 2, beside the span it
 reads for the window, and the CUDA-graphs fix's removed intervals are computed on that
 span when it is local for them (:func:`traceparse.executor_breakdown.launch_set_on`);
@@ -89,8 +90,10 @@ class SavingsRun:
     after it in :data:`ORDER` (its failure is reported before their rows count); the
     failures are raised by :meth:`finish` in the order :func:`savings` has always met
     them: the host-sync replay's, the whole-file facts', the CUDA-graphs replay's, the
-    pinned one's. ``pass1``: the chunked breakdown's pass 1 when the caller has it (the
-    CUDA-graphs fix's removal reads it; else it is run here).
+    pinned one's, the fusion one's (with its chain checks,
+    :class:`~traceparse.fusion_chunks.FusionRun`). ``pass1``: the chunked breakdown's
+    pass 1 when the caller has it (the CUDA-graphs fix's removal reads it; else it is run
+    here).
     """
 
     def __init__(self, plan: chunks.Plan, wins: list[tuple[int, int]],
@@ -150,6 +153,8 @@ class SavingsRun:
                     segs = segments
                 dur = None
                 if name == "fusion":  # after host_sync: the piece's rows are its
+                    if "host_sync" in self.errors:  # raised first by finish
+                        break
                     assert self.fusion is not None and segs is not None
                     dur, rem = self.fusion.piece(tl, self.runs["host_sync"].state.last,
                                                  t0, t1, segs[2])
@@ -258,8 +263,8 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     Raises:
         ChangeNotInPieces: a change the engine would give a row that the pieces do not
             compute: ``overlap_comm`` (communication activity), ``input_pipeline``
-            (data-loading ranges), ``fusion`` (a fusion chain, found exactly in the
-            pieces, or op shapes) and, with step ranges, ``no_launch_overhead`` (one
+            (data-loading ranges), ``fusion`` with op shapes (its chains without them
+            are replayed in pieces) and, with step ranges, ``no_launch_overhead`` (one
             CUDA-graph region per step; ``warm_up`` needs steps too).
         NotOrdered: a replay could not run in pieces
             (:func:`~traceparse.replay_chunks.pieces`), or the breakdown not in chunks
