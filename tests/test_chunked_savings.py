@@ -214,3 +214,17 @@ def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
         return
     assert name not in SAMPLE_REFUSED
     assert_frame_equal(got, mem)
+
+
+@pytest.mark.parametrize("rows", [1, 1000])
+def test_launch_bound_chain_one_and_all_rows_a_piece(tmp_path: Path, rows: int) -> None:
+    """The ``launch_bound`` sample's one chain of 10 GELU kernels (11 GPU rows): at one
+    GPU row a piece it crosses every edge, at 1,000 none; the fusion row (103 us window
+    replayed to 13 us) and both notes equal memory's either way."""
+    path = str(write_sqlite("launch_bound", tmp_path / "launch_bound.sqlite"))
+    mem = savings(read(path))
+    got = svc.savings(path, chunk_rows=rows)
+    assert_frame_equal(got, mem)
+    row = got.filter(pl.col("change") == "fusion").row(0, named=True)
+    assert (row["measured_ns"], row["predicted_ns"]) == (103 * US, 13 * US)
+    assert row["note"].startswith("1 chains of 10 fusible kernels")
