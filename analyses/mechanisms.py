@@ -563,10 +563,8 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
 
 
 def fusion_note(chains: int, kernels: int, by_bytes: int) -> str:
-    """The fusion fix's first note: ``chains`` chains of ``kernels`` fusible kernels,
-    ``by_bytes`` of them priced from the op shapes."""
-    return (f"{chains:,} chains of {kernels:,} fusible kernels, each "
-            "fused into one kernel: "
+    """The fusion fix's first note (``by_bytes`` chains priced from the op shapes)."""
+    return (f"{chains:,} chains of {kernels:,} fusible kernels, each fused into one kernel: "
             + (f"{by_bytes:,} moving their distinct bytes (from the op shapes) at the "
                "median rate of their memory-bound kernels, no shorter than their slowest "
                "kernel below that rate" if by_bytes else "")
@@ -591,10 +589,9 @@ def _largest_chain(tl: Timeline, ch: pl.DataFrame, fused: pl.DataFrame) -> str:
 
 
 def largest_chain_note(c: dict[str, Any], t0: int) -> str:
-    """The fusion fix's note on its largest saving: the chain ``c`` (``len``,
-    ``dur_ns``: its kernel time, ``first`` and ``last`` kernel names, ``rank``,
-    ``stream_id``, ``start_ns``, ``_max``: its fused kernel's time), ``t0`` the rank's
-    first GPU activity."""
+    """The note on chain ``c`` (:func:`_largest_chain`'s row: ``len``, ``dur_ns``,
+    ``first``, ``last``, ``rank``, ``stream_id``, ``start_ns``, ``_max``), ``t0`` the
+    rank's first GPU activity."""
     from traceparse.kernelname import short_kernel_name
 
     return (f"the largest saving: {c['len']:,} kernels from {short_kernel_name(c['first'])} "
