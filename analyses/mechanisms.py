@@ -558,23 +558,25 @@ def _fusion(tl: Timeline) -> tuple[dict[str, Any] | None, list[str]]:
         by=g)
     return ({"durations": pl.Series("dur_ns", dur), "remove": rem.select("rank", "start_ns",
                                                                          "end_ns")},
-            [f"{per.height:,} chains of {int(per['len'].sum()):,} fusible kernels, each "
-             "fused into one kernel: "
-             + (f"{by_bytes:,} moving their distinct bytes (from the op shapes) at the "
-                "median rate of their memory-bound kernels, no shorter than their slowest "
-                "kernel below that rate" if by_bytes else "")
-             + ("; " if by_bytes and by_bytes < per.height else "")
-             + (f"{per.height - by_bytes:,} as long as the chain's longest"
-                if by_bytes < per.height else ""),
+            [fusion_note(per.height, int(per['len'].sum()), by_bytes),
              _largest_chain(tl, ch, lm.select("chain", "_max"))])
+
+
+def fusion_note(chains: int, kernels: int, by_bytes: int) -> str:
+    """The fusion fix's first note (``by_bytes`` chains priced from the op shapes)."""
+    return (f"{chains:,} chains of {kernels:,} fusible kernels, each fused into one kernel: "
+            + (f"{by_bytes:,} moving their distinct bytes (from the op shapes) at the "
+               "median rate of their memory-bound kernels, no shorter than their slowest "
+               "kernel below that rate" if by_bytes else "")
+            + ("; " if by_bytes and by_bytes < chains else "")
+            + (f"{chains - by_bytes:,} as long as the chain's longest"
+               if by_bytes < chains else ""))
 
 
 def _largest_chain(tl: Timeline, ch: pl.DataFrame, fused: pl.DataFrame) -> str:
     """Where to find the chain whose fusion saves the most kernel time: its kernels, first
     and last by name, rank, stream and start (from the rank's first GPU activity), and its
     kernel time before and after."""
-    from traceparse.kernelname import short_kernel_name
-
     g = tl.gpu.with_row_index("_i").select("_i", "rank", "stream_id")
     c = (ch.sort("start_ns").join(g, on="_i").group_by("chain", maintain_order=True)
          .agg(pl.len(), pl.col("dur_ns").sum(), pl.col("name").first().alias("first"),
@@ -583,6 +585,15 @@ def _largest_chain(tl: Timeline, ch: pl.DataFrame, fused: pl.DataFrame) -> str:
          .join(fused, on="chain").with_columns((pl.col("dur_ns") - pl.col("_max")).alias("_s"))
          .sort("_s", "chain", descending=[True, False]).row(0, named=True))
     t0 = tl.gpu.filter(pl.col("rank") == c["rank"])["start_ns"].min()
+    return largest_chain_note(c, t0)  # type: ignore[arg-type]
+
+
+def largest_chain_note(c: dict[str, Any], t0: int) -> str:
+    """The note on chain ``c`` (:func:`_largest_chain`'s row: ``len``, ``dur_ns``,
+    ``first``, ``last``, ``rank``, ``stream_id``, ``start_ns``, ``_max``), ``t0`` the
+    rank's first GPU activity."""
+    from traceparse.kernelname import short_kernel_name
+
     return (f"the largest saving: {c['len']:,} kernels from {short_kernel_name(c['first'])} "
             f"to {short_kernel_name(c['last'])} (rank {c['rank']}, stream {c['stream_id']}, "
             f"{(c['start_ns'] - t0) / 1e6:,.3f} ms after the rank's first GPU activity): "

@@ -181,7 +181,8 @@ COLUMNS = ("rank", "category", "host_ns", "start_ns", "end_ns", "dur_ns", "pred_
 
 def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
                  drop_syncs: bool = False, rates: dict[str, float] | None = None,
-                 removed: Removed | None = None) -> pl.DataFrame:
+                 removed: Removed | None = None, durations: np.ndarray | None = None
+                 ) -> pl.DataFrame:
     """Replay the piece ``[t0, t1)`` of a trace whose timeline around it is ``tl`` (every
     row overlapping the span or starting in it, and the GPU rows its calls launched),
     continuing ``state`` (updated in place). Returns the piece's activities:
@@ -196,6 +197,8 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
     ``removed``: host time taken away (``whatif --no-launch-overhead``), entered for this
     piece (:meth:`Removed.enter`): each launch and sync entry moves earlier by its length
     since the process's last blocking sync returned, as in the whole replay.
+    ``durations``: one replayed duration per ``tl.gpu`` row (the fusion fix's,
+    :mod:`traceparse.fusion_chunks`), as the whole replay's ``durations``.
 
     Raises:
         NotOrdered: the piece does not continue the state exactly (module docstring).
@@ -279,6 +282,8 @@ def replay_piece(tl: Timeline, t0: int, t1: int, state: State, *,
                                        strict=True)}
     found = _blocking(p, o, pb, False, before)
     d, paged = _pinned(tl, p, rates)
+    if durations is not None:
+        d = durations[p.gi].astype(_I64)
     pred = np.zeros(sel.size, _I64)
     if removed is not None:  # the returns the earlier pieces could not place
         for key, pr in state.procs.items():

@@ -42,17 +42,17 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 #: pieces, or no GPU activity (the memory path words it): memory's stderr only. The
 #: sections named are the summary's own (test_chunked_summary).
 FALLBACKS = {
-    "abacus__report2": "savings", "casio__nerf_output-file": "savings",
+    "abacus__report2": None, "casio__nerf_output-file": None,
     "darknet-thesis__keras_darknet53": None, "dlprof__nsys_profile": None,
-    "fuser__report1_h200": "savings", "instant-ngp__report13": None,
+    "fuser__report1_h200": None, "instant-ngp__report13": None,
     "memfusion__report1": None, "nsys-ai__mfu_2gpu_after": "savings",
     "nsys-ai__mfu_2gpu_before": "savings", "openacc__report12": None,
     "p2p-acc__mpiV100": "savings", "pipit__perlmutter-cloverleaf-cuda": None,
     "pipit__saxpy-mpi-cuda_nsys_perlmutter0": None, "qcu__report10": None,
     "resest__report2": "gpu_metrics", "rodinia__report2": None,
-    "sc23omp__report3": None, "sglang__baseline-report": "savings",
+    "sc23omp__report3": None, "sglang__baseline-report": None,
     "uvm-pytorch__report4": "memory",
-    "comm_bound": "savings", "compute_bound": None, "launch_bound": "savings",
+    "comm_bound": "savings", "compute_bound": None, "launch_bound": None,
     "memory_bound": None, "mini_train": "verdict", "sync_bound": None}
 #: Exports whose payload runs in pieces.
 IN_PIECES = [p for p in FILES if p.stem in FALLBACKS and FALLBACKS[p.stem] is None
@@ -198,13 +198,13 @@ def test_generated_export_report(tmp_path: Path, rows: int) -> None:
 
 
 def test_report_falls_back_and_refuses(tmp_path: Path) -> None:
-    sample = REPO / "sample_traces" / "launch_bound.sqlite"
+    sample = REPO / "sample_traces" / "mini_train.sqlite"
     mem, got = tmp_path / "mem.html", tmp_path / "got.html"
     assert _report([str(sample), "-o", str(mem)]).exit_code == 0
     run = _report([str(sample), "-o", str(got), "--executor", "chunks", "--chunk-rows", "3"])
     assert run.exit_code == 0, run.output
     assert run.stderr.startswith(f"traceparse: {sample}: report computed in memory, not in "
-                                 f"chunks: {FALLBACKS['launch_bound']}: ")
+                                 f"chunks: {FALLBACKS['mini_train']}: ")
     assert got.read_bytes() == mem.read_bytes()
     path = str(_export(tmp_path / "fixes.sqlite"))
     run = _report([path, "-o", str(tmp_path / "x.html"), "--executor", "chunks", "--ncu",

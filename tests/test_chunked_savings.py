@@ -6,8 +6,10 @@ export (``replay_chunks.graph_segments``, ``savings_chunks.savings``,
   edge: the CUDA-graphs fix removes both halves (busy time included, unlike the launch
   overhead), hand-computed replayed ends, the fix's note, ``whatif --fix cuda-graphs``
   and the savings frame the same on both executors;
-* a generated export whose two fusible kernels (a fusion chain) are launched in two
-  pieces: the chain is found across the edge and the savings refuse it by name;
+* a generated export whose fusion chain crosses three piece edges and passes through a
+  piece with no activity of its lane: the fusion fix's hand-computed saving and notes,
+  equal to memory at 1, 2 and 1,000 GPU rows a piece; a copy between two fusible
+  kernels breaks the chain (no row) in pieces as in memory;
 * every generated sample (3 GPU rows a piece) and every shared nsys export at small
   pieces: the chunked breakdown equal to the
   attribution, and ``savings_chunks.savings`` equal to ``savings.savings`` frame for
@@ -40,15 +42,9 @@ from traceparse.samplegen.scenarios import SCENARIOS, Activity, Call, Scenario, 
 
 #: shared exports whose savings the pieces refuse, and why (a substring of the reason)
 REFUSED = {
-    "abacus__report2.sqlite": "fusion: the export has fusion chains",
-    "casio__nerf_output-file.sqlite": "fusion: the export has fusion chains",
-    "fuser__report1_h200.sqlite": "fusion: the export has fusion chains",
     "nsys-ai__mfu_2gpu_after.sqlite": "overlap_comm: the export has communication",
     "nsys-ai__mfu_2gpu_before.sqlite": "launched after the edge starts before",
     "p2p-acc__mpiV100.sqlite": "overlap_comm: the export has communication",
-    "resest__report2.sqlite": "fusion: the export has fusion chains",
-    "sglang__baseline-report.sqlite": "fusion: the export has fusion chains",
-    "uvm-pytorch__report4.sqlite": "fusion: the export has fusion chains",
 }
 
 
@@ -104,21 +100,65 @@ def test_generated_launch_set_cut_while_the_gpu_is_busy(tmp_path: Path) -> None:
     assert_frame_equal(svc.savings(path, chunk_rows=1), savings(tl))
 
 
-def test_generated_fusion_chain_across_an_edge_is_refused(tmp_path: Path) -> None:
-    """Stream 7: two elementwise kernels of 5 us (longer than a kernel's fixed cost),
-    one after the other, launched in two pieces (the second's start is an edge): one
-    fusion chain across the edge, so the engine has a fusion row, which the pieces do
-    not replay: refused by name. With a copy between them there is no chain."""
+def _chain_export(path: Path) -> str:
+    """Stream 7: three elementwise kernels (one fusion chain, each longer than a kernel's
+    fixed cost): A (call 0-1 us, runs 2-7), B (call 10-11, runs 12-15), D (call 13-14,
+    runs 17-21, queued 2 us behind B). Stream 9: C (gemm, call 3-4, runs 8-9) and E
+    (gemm, call 9-9.5, runs 9.6-10). At one GPU row a window the pieces are host time
+    [-inf, 8), [8, 9.6), [9.6, 12), [12, 17), [17, inf): A in the first, B in the third,
+    D in the fourth, so the chain crosses three edges and passes through the second
+    piece (only E's call) with no activity of its lane."""
+    def k(at: int, dur: int, stream: int = 7, name: str = "vectorized_elementwise_kernel"
+          ) -> Activity:
+        return Activity("kernel", stream, at, dur, name=name)
+
+    calls = (Call(LAUNCH, 0, 1 * US, k(2 * US, 5 * US)),
+             Call(LAUNCH, 3 * US, 4 * US, k(8 * US, 1 * US, 9, "gemm")),
+             Call(LAUNCH, 9 * US, 9_500, k(9_600, 400, 9, "gemm")),
+             Call(LAUNCH, 10 * US, 11 * US, k(12 * US, 3 * US)),
+             Call(LAUNCH, 13 * US, 14 * US, k(17 * US, 4 * US)))
+    return str(samplegen_sqlite.write(Scenario("chain", "a chain across edges", calls), path))
+
+
+@pytest.mark.parametrize("rows", [1, 2, 1000])
+def test_generated_fusion_chain_across_edges(tmp_path: Path, rows: int) -> None:
+    """The chain A, B, D fused: A and B last 0, D as long as the longest (A's 5 us). Its
+    launch calls span [0, 13) us, so the launch calls inside it are removed: [0, 1),
+    [3, 4), [9, 9.5) (in the piece the chain passes through) and [10, 11), 3.5 us. A
+    (no time removed before its call) starts 2 us after it and ends at once (2 us); B's
+    call moves to 10 - 2.5 = 7.5, after A's measured end, so B is host-bound: 7.5 + its
+    2 us latency = 9.5, lasting 0; D was queued behind B (its call returned at 14, before
+    B's end 15) and keeps its 2 us gap: 9.5 + 2 + 5 = 16.5. The window 2..21 (19 us)
+    becomes 2..16.5 (14.5 us): 4.5 us saved, the same frame and notes as memory at 1, 2
+    and 1,000 GPU rows a window. With a copy between A and B, B and D alone chain."""
+    path = _chain_export(tmp_path / "chain.sqlite")
+    assert [w[0] for w in chunks.plan(path, block_rows=1).windows(1)] == [
+        2 * US, 8 * US, 9_600, 12 * US, 17 * US]
+    mem = savings(read(path))
+    got = svc.savings(path, chunk_rows=rows)
+    assert_frame_equal(got, mem)
+    row = got.filter(pl.col("change") == "fusion").row(0, named=True)
+    assert (row["measured_ns"], row["predicted_ns"], row["saving_ns"]) == (
+        19 * US, 14_500, 4_500)
+    assert row["note"].startswith("1 chains of 3 fusible kernels, each fused into one "
+                                  "kernel: 1 as long as the chain's longest; the largest "
+                                  "saving: 3 kernels")
+    assert row["note"].endswith("12.0 µs of kernel time fused into 5.0 µs")
+
+
+def test_generated_fusion_chain_broken_by_a_copy(tmp_path: Path) -> None:
+    """Two elementwise kernels of 5 us launched in two pieces with a copy between them
+    on their stream: no chain, no fusion row, in memory or in pieces; without the copy
+    one chain across the edge, equal to memory."""
     def kern(a: int) -> Activity:
         return Activity("kernel", 7, a * US, 5 * US, name="vectorized_elementwise_kernel")
 
     calls = (Call(LAUNCH, 0, 1 * US, kern(10)), Call(LAUNCH, 12 * US, 13 * US, kern(20)))
     path = str(samplegen_sqlite.write(Scenario("chain", "a chain cut", calls),
                                       tmp_path / "chain.sqlite"))
-    assert "fusion" in savings(read(path))["change"].to_list()
-    with pytest.raises(svc.ChangeNotInPieces, match="fusion: the export has fusion chains") as e:
-        svc.savings(path, chunk_rows=1)
-    assert e.value.change == "fusion"
+    sv = savings(read(path))
+    assert "fusion" in sv["change"].to_list()
+    assert_frame_equal(svc.savings(path, chunk_rows=1), sv)
     calls = (calls[0], Call("cudaMemcpyAsync_v3020", 5 * US, 6 * US,
                             Activity("memcpy", 7, 16 * US, 1 * US, copy_kind="HtoD",
                                      bytes=1 << 20, src_kind="Pinned", dst_kind="Device")),
@@ -155,15 +195,15 @@ def test_shared_exports_savings_equal_memory(path: Path) -> None:
 
 
 #: samples whose savings the pieces refuse, and the change named
-SAMPLE_REFUSED = {"comm_bound": "overlap_comm", "launch_bound": "fusion",
-                  "mini_train": "no_launch_overhead"}
+SAMPLE_REFUSED = {"comm_bound": "overlap_comm", "mini_train": "no_launch_overhead"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
     """Every generated sample at 3 GPU rows a piece: the frame equal to the engine's, or
-    the change named (communication: ``overlap_comm``; a chain of elementwise kernels:
-    ``fusion``; step ranges: ``no_launch_overhead``, one CUDA-graph region per step)."""
+    the change named (communication: ``overlap_comm``; step ranges:
+    ``no_launch_overhead``, one CUDA-graph region per step). ``launch_bound``'s chain of
+    elementwise kernels is fused in pieces (:mod:`traceparse.fusion_chunks`)."""
     path = str(write_sqlite(name, tmp_path / f"{name}.sqlite"))
     mem = savings(read(path))
     try:
@@ -174,3 +214,17 @@ def test_samples_savings_equal_memory(tmp_path: Path, name: str) -> None:
         return
     assert name not in SAMPLE_REFUSED
     assert_frame_equal(got, mem)
+
+
+@pytest.mark.parametrize("rows", [1, 1000])
+def test_launch_bound_chain_one_and_all_rows_a_piece(tmp_path: Path, rows: int) -> None:
+    """The ``launch_bound`` sample's one chain of 10 GELU kernels (11 GPU rows): at one
+    GPU row a piece it crosses every edge, at 1,000 none; the fusion row (103 us window
+    replayed to 13 us) and both notes equal memory's either way."""
+    path = str(write_sqlite("launch_bound", tmp_path / "launch_bound.sqlite"))
+    mem = savings(read(path))
+    got = svc.savings(path, chunk_rows=rows)
+    assert_frame_equal(got, mem)
+    row = got.filter(pl.col("change") == "fusion").row(0, named=True)
+    assert (row["measured_ns"], row["predicted_ns"]) == (103 * US, 13 * US)
+    assert row["note"].startswith("1 chains of 10 fusible kernels")

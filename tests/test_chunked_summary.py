@@ -43,20 +43,17 @@ HAVE_DASK = importlib.util.find_spec("distributed") is not None
 ROWS = 300
 #: Why each shared export's summary is computed in memory (the section named on stderr);
 #: None: no GPU activity (the memory path words it, no stderr line). "savings": a change
-#: the replays in pieces do not compute (``savings_chunks.savings``: fusion chains for
-#: abacus, sglang, casio, fuser and launch_bound; communication activity,
-#: ``overlap_comm``, for p2p-acc, comm_bound and both nsys-ai mfu_2gpu exports, whose
-#: communication and stragglers sections are read in pieces); "verdict": the NVTX ranges
-#: give steps (mini_train). Every other export is composed in pieces.
+#: the replays in pieces do not compute (``savings_chunks.savings``: communication
+#: activity, ``overlap_comm``, for p2p-acc, comm_bound and both nsys-ai mfu_2gpu exports,
+#: whose communication and stragglers sections are read in pieces; fusion chains are
+#: replayed in pieces); "verdict": the NVTX ranges give steps (mini_train). Every other
+#: export is composed in pieces.
 FALLBACKS = {
-    "casio__nerf_output-file": "savings", "fuser__report1_h200": "savings",
     "nsys-ai__mfu_2gpu_after": "savings", "nsys-ai__mfu_2gpu_before": "savings",
     "p2p-acc__mpiV100": "savings", "resest__report2": "gpu_metrics",
     "uvm-pytorch__report4": "memory", "qcu__report10": None,
-    "abacus__report2": "savings", "sglang__baseline-report": "savings",
     # the bundled samples (generated; 3 GPU rows per piece)
-    "comm_bound": "savings", "mini_train": "verdict",
-    "launch_bound": "savings"}
+    "comm_bound": "savings", "mini_train": "verdict"}
 FILES = NSYS + SAMPLES
 #: Of them, those whose whole dict the pieces compose given the savings frame.
 COMPOSED = [p for p in FILES if FALLBACKS.get(p.stem, "savings") == "savings"]

@@ -211,12 +211,14 @@ def window_spans(wins: list[tuple[int, int]], depth: int) -> list[Span]:
 
 def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
                          state: TraceState, t0: int, t1: int
-                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
+                         ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """What ``whatif --fix cuda-graphs`` removes in the piece ``[t0, t1)`` (no step
     ranges): the attribution's whole ``launch`` host set less the graph launches
     (:func:`traceparse.analyses.mechanisms.graph_issuing`), clipped to the piece
-    (``rank, start_ns, end_ns``), and the blocking calls entered in it by name
-    (:func:`~traceparse.analyses.mechanisms.blocking_counts`).
+    (``rank, start_ns, end_ns``), the blocking calls entered in it by name
+    (:func:`~traceparse.analyses.mechanisms.blocking_counts`) and the whole ``launch``
+    host set per device clipped to the piece (``rank, device_id, start_ns, end_ns``: what
+    the fusion fix removes inside its chains, :mod:`traceparse.fusion_chunks`).
 
     **Locality rule.** The span is checked (:func:`local_span`) for **every** nanosecond
     of the piece, busy or not, on each device of ``devices`` (``rank, device_id,
@@ -238,7 +240,8 @@ def span_launch_set_task(plan: chunks.Plan, span: Span, devices: pl.DataFrame,
 
 
 def launch_set_on(plan: chunks.Plan, tl: Timeline, lo: int, hi: int, devices: pl.DataFrame,
-                  t0: int, t1: int) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+                  t0: int, t1: int
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """:func:`span_launch_set_task`'s result on a timeline already read (``tl``, the
     span ``[lo, hi)``, with the trace state; the chunked summary's pass-2 span of the
     same window) when that span passes the same check
@@ -278,12 +281,13 @@ def _launch_set_stretches(devices: pl.DataFrame, t0: int, t1: int
 
 def _launch_set(tl: Timeline, devices: pl.DataFrame,
                 stretches: Callable[[Timeline], pl.DataFrame], t0: int, t1: int
-                ) -> tuple[pl.DataFrame, pl.DataFrame]:
+                ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """:func:`span_launch_set_task`'s result on a checked span's timeline ``tl``.
 
     Raises:
         NotLocal: a rank has no device with activity in the span.
     """
+    from traceparse.analyses.attribution import busy_activities, host_sets
     from traceparse.analyses.mechanisms import blocking_counts, graph_issuing
 
     left = set(devices["rank"].to_list()) - set(stretches(tl)["rank"].to_list())
@@ -295,7 +299,12 @@ def _launch_set(tl: Timeline, devices: pl.DataFrame,
         pl.min_horizontal("end_ns", pl.lit(t1, pl.Int64)).alias("end_ns")).filter(
         pl.col("end_ns") > pl.col("start_ns"))
     api = tl.api.filter((pl.col("start_ns") >= t0) & (pl.col("start_ns") < t1))
-    return rem, blocking_counts(api)
+    # (graph_issuing's own set: host_sets is computed once per timeline)
+    launch = host_sets(tl, busy_activities(tl), GROUP)["launch"].select(
+        *GROUP, pl.max_horizontal("start_ns", pl.lit(t0, pl.Int64)).alias("start_ns"),
+        pl.min_horizontal("end_ns", pl.lit(t1, pl.Int64)).alias("end_ns")).filter(
+        pl.col("end_ns") > pl.col("start_ns"))
+    return rem, blocking_counts(api), launch
 
 
 def device_windows(part: pl.DataFrame) -> pl.DataFrame:

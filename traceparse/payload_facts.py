@@ -75,7 +75,10 @@ def file_facts(plan: chunks.Plan, kinds: pl.DataFrame, procs: pl.DataFrame,
     gpu = schema.conform("gpu", procs.with_columns(pl.lit(0, pl.Int32).alias("rank")))
     # one process: start and end are the trace's span (``with_span``); several: split_ranks
     # sets each rank's from its GPU rows
-    sources = bare.sources
+    # (the bare read's own span counts the tables it reads whole, e.g. CPU samples: not
+    # the trace's, sglang's first event is a profiler-overhead range before them)
+    sources = bare.sources.with_columns(pl.lit(None, pl.Int64).alias("start_ns"),
+                                        pl.lit(None, pl.Int64).alias("end_ns"))
     tl = Timeline(gpu=gpu, devices=bare.devices, sources=sources)
     _add_used(tl, procs)
     split_ranks(tl, 0, recorded)

@@ -105,8 +105,10 @@ def piece_edges(wins: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 #: What a removal gives for one piece: its removed intervals (``rank, start_ns,
 #: end_ns``, inside the piece) and, for the CUDA-graphs fix, the blocking calls entered
-#: in it by name (``name, count``; None otherwise).
-Segments = tuple[pl.DataFrame, pl.DataFrame | None]
+#: in it by name (``name, count``; None otherwise) and the attribution's whole ``launch``
+#: host set in the piece per device (``rank, device_id, start_ns, end_ns``; what the
+#: fusion fix removes inside its chains, :mod:`traceparse.fusion_chunks`; None otherwise).
+Segments = tuple[pl.DataFrame, pl.DataFrame | None, pl.DataFrame | None]
 
 
 @dataclass
@@ -131,21 +133,23 @@ class Replay:
         if self.removing and self.removed is None:
             self.removed = Removed()
 
-    def piece(self, tl: Timeline, t0: int, t1: int, segments: Segments | None = None
-              ) -> pl.DataFrame:
+    def piece(self, tl: Timeline, t0: int, t1: int, segments: Segments | None = None,
+              durations: np.ndarray | None = None) -> pl.DataFrame:
         """Replay the piece ``[t0, t1)`` whose timeline is ``tl`` (:func:`read_span` of
         it), its removed ``segments`` entered first; returns its activities.
+        ``durations``: one replayed duration per ``tl.gpu`` row
+        (:func:`~traceparse.analyses.replay_pieces.replay_piece`'s).
 
         Raises:
             NotOrdered: as :func:`~traceparse.analyses.replay_pieces.replay_piece`.
         """
         if self.removed is not None:
-            rem, calls = (_NONE, None) if segments is None else segments
+            rem, calls = (_NONE, None) if segments is None else segments[:2]
             self.removed.enter(rem, t0, t1)
             if self.graphs is not None:
                 self.graphs.add(self.removed, calls)
         rows = replay_piece(tl, t0, t1, self.state, drop_syncs=self.drop_syncs,
-                            rates=self.rates, removed=self.removed)
+                            rates=self.rates, removed=self.removed, durations=durations)
         if self.look is not None:
             self.look(tl, self.state.last)
         return rows
@@ -213,9 +217,9 @@ def launch_segments(plan: chunks.Plan, wins: list[tuple[int, int]], pass1: Pass1
     def segments(i: int) -> Segments:
         job = jobs.get(i)
         if job is None or got is None:
-            return _NONE, None
+            return _NONE, None, None
         with _not_local("launch overhead"):
-            return eb.span_launch_task(plan, job[0], job[1], got[1]), None
+            return eb.span_launch_task(plan, job[0], job[1], got[1]), None, None
 
     return segments
 
@@ -271,7 +275,7 @@ def graph_segments(plan: chunks.Plan, wins: list[tuple[int, int]], pass1: Pass1 
 
     def segments(i: int) -> Segments:
         if got is None:
-            return _NONE, None
+            return _NONE, None, None
         with _not_local("the launch host set"):
             return eb.span_launch_set_task(plan, spans[i], got[0], got[1], *edges[i])
 

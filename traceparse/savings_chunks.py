@@ -2,12 +2,13 @@
 (``summary --executor chunks``'s savings section; docs/performance.md, "Chunked
 summary" and "Chunked replay").
 
-The three replays the savings engine runs for an nsys export (``host_sync``: every
+The replays the savings engine runs for an nsys export (``host_sync``: every
 blocking sync dropped; ``no_launch_overhead``: the CUDA-graphs fix, the whole ``launch``
 host set less graph launches removed; ``pinned_memory``: pageable copies at the pinned
-rate) are run **together**, piece by piece in time order (:class:`SavingsRun`): each
+rate; ``fusion``: each chain of fusible kernels one kernel, :mod:`traceparse.fusion_chunks`)
+are run **together**, piece by piece in time order (:class:`SavingsRun`): each
 piece's timeline (:func:`traceparse.nsys.spans.read_span`) is read once and handed to
-the three :class:`~traceparse.replay_chunks.Replay` runs, each with its own carried
+the :class:`~traceparse.replay_chunks.Replay` runs, each with its own carried
 state. The chunked summary hands the pieces over from its pass 2, beside the span it
 reads for the window, and the CUDA-graphs fix's removed intervals are computed on that
 span when it is local for them (:func:`traceparse.executor_breakdown.launch_set_on`);
@@ -18,11 +19,12 @@ breakdown.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from traceparse.fusion_chunks import FusionRun, chain_links, fusible_names
 from traceparse.nsys import chunks
 from traceparse.replay_chunks import (
     GraphNotes,
@@ -58,11 +60,7 @@ class _Facts:
     comm: bool = False  #: a GPU activity of category communication
     loading: bool = False  #: a finished host range named like data loading
     shapes: bool = False  #: a framework op with input shapes (kernel bytes)
-    chain: bool = False  #: a fusion chain (:func:`_fusible`)
     rows: int = 0  #: activities replayed
-    #: per lane (rank, process, device, stream): whether its last activity so far is
-    #: fusible
-    lanes: dict[tuple[int, ...], bool] = field(default_factory=dict)
 
     def look(self, tl: Timeline, gi: np.ndarray) -> None:
         from traceparse.analyses.issuing import host_ranges, loading_range
@@ -77,47 +75,10 @@ class _Facts:
             self.shapes = self.shapes or bool(tl.ranges.select(
                 ((pl.col("kind").cast(pl.String) == "cpu_op")
                  & pl.col("input_dims").is_not_null()).any()).item())
-        if not self.chain:
-            self.chain = _fusible(tl, gi, self.lanes)
-
-
-def _fusible(tl: Timeline, gi: np.ndarray, lanes: dict[tuple[int, ...], bool]) -> bool:
-    """Whether the piece's activities (rows ``gi`` of ``tl.gpu``, with their launch
-    calls) continue a fusion chain of :func:`traceparse.analyses.mechanisms.fusion_chains`
-    without op shapes or steps: two activities one after the other on a lane, both
-    fusible kernels (named like :data:`~traceparse.analyses.mechanisms.FUSIBLE_RE`,
-    longer than their call or than a kernel's fixed cost). ``lanes`` carries each lane's
-    last activity across the edge (the replay checks that the lanes' order continues)."""
-    from traceparse.analyses.codes import matches
-    from traceparse.analyses.mechanisms import FIXED_KERNEL_NS, FUSIBLE_RE
-    from traceparse.links import launch_links
-
-    idx = pl.Series(gi)
-    call = (tl.api["end_ns"] - tl.api["start_ns"]).gather(
-        launch_links(tl)["api_row"].gather(idx))
-    k = (tl.gpu.select("rank", "process_id", "device_id", "stream_id", "kind", "start_ns",
-                       "dur_ns", "name")[idx]
-         .with_columns(call.alias("_call"))
-         .with_columns(((pl.col("kind") == "kernel")
-                        & matches(tl.gpu["name"].gather(idx), FUSIBLE_RE)
-                        & (pl.col("_call").is_null() | (pl.col("dur_ns") >= pl.col("_call"))
-                           | (pl.col("dur_ns") > FIXED_KERNEL_NS))).alias("_f"))
-         .select(pl.col("rank").cast(pl.Int64), pl.col("process_id").fill_null(0),
-                 pl.col("device_id").fill_null(-1).cast(pl.Int64),
-                 pl.col("stream_id").fill_null(-1).cast(pl.Int64), "start_ns",
-                 pl.col("_f").fill_null(False))
-         .sort("rank", "process_id", "device_id", "stream_id", "start_ns"))
-    for key, g in k.group_by("rank", "process_id", "device_id", "stream_id",
-                             maintain_order=True):
-        f = g["_f"].to_numpy()
-        if (lanes.get(key, False) and f[0]) or bool((f[1:] & f[:-1]).any()):
-            return True
-        lanes[key] = bool(f[-1])
-    return False
 
 
 #: The replays in the order their failures are reported (the first stops the rest).
-ORDER = ("host_sync", "no_launch_overhead", "pinned_memory")
+ORDER = ("host_sync", "no_launch_overhead", "pinned_memory", "fusion")
 
 
 class SavingsRun:
@@ -129,8 +90,10 @@ class SavingsRun:
     after it in :data:`ORDER` (its failure is reported before their rows count); the
     failures are raised by :meth:`finish` in the order :func:`savings` has always met
     them: the host-sync replay's, the whole-file facts', the CUDA-graphs replay's, the
-    pinned one's. ``pass1``: the chunked breakdown's pass 1 when the caller has it (the
-    CUDA-graphs fix's removal reads it; else it is run here).
+    pinned one's, the fusion one's (with its chain checks,
+    :class:`~traceparse.fusion_chunks.FusionRun`). ``pass1``: the chunked breakdown's
+    pass 1 when the caller has it (the CUDA-graphs fix's removal reads it; else it is run
+    here).
     """
 
     def __init__(self, plan: chunks.Plan, wins: list[tuple[int, int]],
@@ -144,6 +107,12 @@ class SavingsRun:
                      "no_launch_overhead": Replay(removing=True, graphs=self.graphs)}
         if self.rates:  # read once: the pinned replay takes them
             self.runs["pinned_memory"] = Replay(rates=self.rates)
+        self.fusion: FusionRun | None = None
+        if wins and fusible_names(plan):  # the chains' links read once
+            links = chain_links(plan, wins)
+            if links.found:  # else no chain, no row
+                self.fusion = FusionRun(links)
+                self.runs["fusion"] = Replay(removing=True)
         self.errors: dict[str, NotOrdered] = {}
         self.steps: list[pl.DataFrame] = []
         self.fed = 0
@@ -160,8 +129,9 @@ class SavingsRun:
         return out
 
     def wants_segments(self) -> bool:
-        """Whether the CUDA-graphs replay still needs each piece's removed intervals."""
-        return "no_launch_overhead" in self.running()
+        """Whether the CUDA-graphs or fusion replay still needs each piece's removed
+        intervals (the launch host set)."""
+        return bool({"no_launch_overhead", "fusion"} & set(self.running()))
 
     def piece(self, tl: Timeline, segments: Segments | None = None) -> None:
         """Replay the next piece, whose timeline is ``tl`` (:func:`read_span` of it),
@@ -178,8 +148,18 @@ class SavingsRun:
                 segs = None
                 if run.removed is not None:
                     assert self._segments is not None
-                    segs = segments if segments is not None else self._segments(i)
-                run.fold(run.piece(tl, t0, t1, segs))
+                    if segments is None:  # once for both removals
+                        segments = self._segments(i)
+                    segs = segments
+                dur = None
+                if name == "fusion":  # after host_sync: the piece's rows are its
+                    if "host_sync" in self.errors:  # raised first by finish
+                        break
+                    assert self.fusion is not None and segs is not None
+                    dur, rem = self.fusion.piece(tl, self.runs["host_sync"].state.last,
+                                                 t0, t1, segs[2])
+                    segs = (rem, None, None)
+                run.fold(run.piece(tl, t0, t1, segs, durations=dur))
             except NotOrdered as exc:
                 self.errors[name] = exc
 
@@ -228,9 +208,7 @@ class SavingsRun:
         for change, fact, why in (
                 ("overlap_comm", facts.comm, "the export has communication activity"),
                 ("input_pipeline", facts.loading, "the export has data-loading ranges"),
-                ("fusion", facts.shapes, "the export has op shapes (kernel bytes)"),
-                ("fusion", facts.chain, "the export has fusion chains (their replay runs "
-                                        "in memory only)")):
+                ("fusion", facts.shapes, "the export has op shapes (kernel bytes)")):
             if fact:
                 raise ChangeNotInPieces(change, why)
         if breakdown is None:
@@ -257,6 +235,12 @@ class SavingsRun:
             if w is not None:
                 out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
                                           "pinned_memory", self.pinned_notes))
+        if self.fusion is not None:
+            w = self._done("fusion")
+            self.fusion.finish()
+            if w is not None and self.fusion.chains:
+                out.append(sv.change_rows(w.cast({"rank": parts.schema["rank"]}), parts,
+                                          "fusion", self.fusion.notes()))
         return sv.finish_rows(out, False)
 
 
@@ -279,8 +263,8 @@ def savings(path: str, *, chunk_rows: int = chunks.BLOCK_ROWS,
     Raises:
         ChangeNotInPieces: a change the engine would give a row that the pieces do not
             compute: ``overlap_comm`` (communication activity), ``input_pipeline``
-            (data-loading ranges), ``fusion`` (a fusion chain, found exactly in the
-            pieces, or op shapes) and, with step ranges, ``no_launch_overhead`` (one
+            (data-loading ranges), ``fusion`` with op shapes (its chains without them
+            are replayed in pieces) and, with step ranges, ``no_launch_overhead`` (one
             CUDA-graph region per step; ``warm_up`` needs steps too).
         NotOrdered: a replay could not run in pieces
             (:func:`~traceparse.replay_chunks.pieces`), or the breakdown not in chunks
