@@ -33,6 +33,7 @@ import polars as pl
 from traceparse.analyses import chunked, chunked_gaps
 from traceparse.analyses.callparts import CallState
 from traceparse.analyses.nsys_stats import ByChoice, NameChoice
+from traceparse.detach import detach
 from traceparse.errors import UsageError
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
@@ -381,8 +382,8 @@ def map_jobs(executor: str, plan: chunks.Plan, task: Callable[..., Any],
              scheduler: str | None) -> list[Any]:
     """``task(plan, *job, extra)`` of each job, in order: one at a time here (a job's
     timeline is the memory), or as Dask tasks."""
-    if executor == "chunks":
-        return [task(plan, *job, extra) for job in jobs]
+    if executor == "chunks":  # kept until the end: detached from the job's rows
+        return [detach(task(plan, *job, extra)) for job in jobs]
     with dask_client(workers, scheduler) as client:
         shared = client.scatter(plan, broadcast=True)
         futs = [client.submit(task, shared, *job, extra, pure=False) for job in jobs]
@@ -404,13 +405,14 @@ def map_reduce(executor: str, plan: chunks.Plan, task: Callable[..., P],
             for i in range(len(items)):
                 done = pending[i]
                 assert done is not None
-                acc.append(done.result())
+                # kept until folded: detached from the window's rows (traceparse.detach)
+                acc.append(detach(done.result()))
                 pending[i] = None  # its partial is folded: let it go
                 if i + _THREADS < len(items):
                     pending.append(pool.submit(task, plan, items[i + _THREADS], *extra))
                 if len(acc) >= _FOLD:
-                    acc = [merge(acc)]
-        return merge(acc)
+                    acc = [detach(merge(acc))]
+        return detach(merge(acc))
     if executor != "dask":
         raise ValueError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     with dask_client(workers, scheduler) as client:

@@ -6,14 +6,19 @@ chunks.Plan.windows`), each window read by :func:`traceparse.nsys.chunks.read_ro
 reader's own code: kernels, copies, sets and CUDA-graph records, the ``gpu`` table's every
 kind, with the reader's ranks and communication relabelling): the lane counts, then the
 drawn lanes' segments (:mod:`traceparse.reports.lanes_parts`, where the merges and why they
-are exact are described). The result is ``timeline_lanes(read(path).gpu, ...)``, equal as
-a dict (same ints, same floats, same order).
+are exact are described). The report folds the counts into its own pass 1
+(:func:`traceparse.payload_chunks.pass1_task`) and passes them in: the counts merge exactly
+over any windows that tile time, so they equal this pass 1's. The result is
+``timeline_lanes(read(path).gpu, ...)``, equal as a dict (same ints, same floats, same
+order).
 """
 
 from __future__ import annotations
 
 from functools import partial
 from typing import Any
+
+import polars as pl
 
 from traceparse.executor import CHUNK_ROWS, EXECUTORS, map_reduce
 from traceparse.nsys import chunks
@@ -37,7 +42,8 @@ def segments_task(plan: chunks.Plan, window: tuple[int, int], lp: LanePlan) -> S
 
 def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes: int = 32,
                    executor: str = "chunks", chunk_rows: int = CHUNK_ROWS, workers: int = 4,
-                   scheduler: str | None = None) -> dict[str, Any]:
+                   scheduler: str | None = None, counts: pl.DataFrame | None = None
+                   ) -> dict[str, Any]:
     """:func:`traceparse.reports.lanes.timeline_lanes` of the ``gpu`` table of the nsys
     export ``path``, computed in time windows of about ``chunk_rows`` GPU rows.
 
@@ -49,6 +55,9 @@ def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes:
             on the workers).
         chunk_rows: GPU rows per window (about).
         workers, scheduler: the Dask cluster.
+        counts: pass 1's merged lane counts when the caller has read them already (the
+            report folds them into its own pass 1:
+            :func:`traceparse.payload_chunks.report_payload`); pass 1 is then skipped.
 
     Returns:
         The same dict as ``timeline_lanes(traceparse.nsys.reader.read(path).gpu, ...)``.
@@ -65,8 +74,9 @@ def timeline_lanes(path: str, *, budget: int = 4000, bins: int = 600, max_lanes:
     wins = plan.windows(chunk_rows)
     if not wins:
         return lanes_parts.finish(None, None, budget=budget, bins=bins)
-    counts = map_reduce(executor, plan, counts_task, wins, (), lanes_parts.merge_counts,
-                        workers, scheduler)
+    if counts is None:
+        counts = map_reduce(executor, plan, counts_task, wins, (), lanes_parts.merge_counts,
+                            workers, scheduler)
     lp = lanes_parts.lane_plan(counts, budget=budget, bins=bins, max_lanes=max_lanes)
     if lp is None:
         return lanes_parts.finish(None, None, budget=budget, bins=bins)

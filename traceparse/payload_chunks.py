@@ -56,6 +56,7 @@ from traceparse.analyses import chunked_ranges as cr
 from traceparse.analyses.chunked_ranges import RangeTree
 from traceparse.analyses.launches import in_graph
 from traceparse.nsys import chunks
+from traceparse.reports import lanes_parts as lane_counts
 from traceparse.reports.options import ReportOptions
 from traceparse.summary_chunks import SectionNotInPieces as NotInPieces
 from traceparse.timeline import Timeline
@@ -80,6 +81,9 @@ class PayloadPart(NamedTuple):
     lat: pl.DataFrame
     linked: int
     under: uc.UnderPart
+    #: the overview lanes' counts (:func:`traceparse.reports.lanes_parts.lane_counts`),
+    #: folded only for the report (:func:`report_payload`), else None
+    lanes: pl.DataFrame | None = None
 
 
 def payload_part(rows: pl.DataFrame, launches: pl.DataFrame, t0: int, t1: int,
@@ -141,20 +145,26 @@ def merge_payload_parts(parts: Sequence[PayloadPart]) -> PayloadPart:
         cat(6).group_by("rank", "host", "positive").agg(
             pl.col("count", "bytes", "total_ns").sum()),
         cat(7).group_by("value").agg(pl.col("n").sum()),
-        sum(p.linked for p in parts), uc.merge_under_parts([p.under for p in parts]))
+        sum(p.linked for p in parts), uc.merge_under_parts([p.under for p in parts]),
+        None if any(p.lanes is None for p in parts)
+        else lane_counts.merge_counts([p.lanes for p in parts if p.lanes is not None]))
 
 
 Part = tuple[sc.Part1, PayloadPart]
 
 
 def pass1_task(plan: chunks.Plan, window: tuple[int, int], min_ns: int,
-               bound: int | None = None, ranges: RangeTree | None = None) -> Part:
+               bound: int | None = None, ranges: RangeTree | None = None,
+               lanes: bool = False) -> Part:
     """The summary's and the report's pass-1 partials of one time window, from one read
     (runs on a worker; the kernels' grids read only where a device has an SM count;
-    ``ranges``: as :func:`traceparse.summary_chunks.pass1_task`'s)."""
+    ``ranges``: as :func:`traceparse.summary_chunks.pass1_task`'s; ``lanes``: the
+    overview lanes' counts too, for the report's ``timeline``)."""
     rows, api, launches = sc.read1(plan, window, grid=bound is not None)
-    return (sc.fold1(plan, rows, api, launches, window, min_ns, ranges),
-            payload_part(rows, launches, *window, bound))
+    mine = payload_part(rows, launches, *window, bound)
+    if lanes:
+        mine = mine._replace(lanes=lane_counts.lane_counts(rows, *window))
+    return sc.fold1(plan, rows, api, launches, window, min_ns, ranges), mine
 
 
 def merge_pass1(parts: Sequence[Part], min_ns: int) -> Part:
@@ -174,15 +184,23 @@ def payload(path: str, *, options: ReportOptions | None = None,
         NotInPieces: a section cannot be computed exactly in pieces (the first found,
             cheapest checks first).
     """
+    return _payload(path, options or ReportOptions(), chunk_rows, executor, workers,
+                    scheduler)[0]
+
+
+def _payload(path: str, opts: ReportOptions, chunk_rows: int, executor: str, workers: int,
+             scheduler: str | None, lanes: bool = False
+             ) -> tuple[dict[str, Any] | None, pl.DataFrame | None]:
+    """:func:`payload`, and with ``lanes`` the overview lanes' merged counts of pass 1
+    (:func:`traceparse.reports.lanes_parts.lane_counts`; None without)."""
     from functools import partial
 
     from traceparse.nsys.spans import span_plan
 
-    opts = options or ReportOptions()
     plan = span_plan(path, block_rows=chunk_rows)
     wins = plan.windows(chunk_rows)
     if not wins:
-        return None
+        return None, None
     if (why := sc.whole_file_facts(plan, ranges=True)) is not None:
         raise why
     ranged = None
@@ -192,7 +210,8 @@ def payload(path: str, *, options: ReportOptions | None = None,
         ranged = prepare(plan)
     bound = uc.sm_bound(path)
     first, mine = ex.map_reduce(executor, plan, pass1_task, wins,
-                                (opts.gap_min_ns, bound, ranged.tree if ranged else None),
+                                (opts.gap_min_ns, bound, ranged.tree if ranged else None,
+                                 lanes),
                                 partial(merge_pass1, min_ns=opts.gap_min_ns), workers, scheduler)
     if (why := sc.pass1_facts(first[3])) is not None:
         raise why
@@ -203,18 +222,19 @@ def payload(path: str, *, options: ReportOptions | None = None,
     got = sc.pass2(plan, wins, opts.gap_min_ns, first, executor, workers, scheduler,
                    replays=reuse.run)
     if got is None:
-        return None
+        return None, None
     summary = sc.compose(path, chunk_rows, opts.top_n, *got, reuse=reuse, ranged=ranged)
-    return _compose(opts, summary, got, mine, facts, (path, chunk_rows), ranged)
+    return _compose(opts, summary, got, mine, facts, (path, chunk_rows), ranged), mine.lanes
 
 
 def report_payload(path: str, *, options: ReportOptions | None = None,
                    chunk_rows: int = ex.CHUNK_ROWS, executor: str = "chunks", workers: int = 4,
                    scheduler: str | None = None) -> dict[str, Any] | None:
     """The whole report payload of one nsys export in pieces (``report --executor
-    chunks|dask``): :func:`payload`, then the ``timeline`` lanes in pieces
-    (:func:`traceparse.lanes_chunks.timeline_lanes`, read only once every other section
-    is known to be exact); None when no device has busy GPU activity.
+    chunks|dask``): :func:`payload`, its pass 1 folding the overview lanes' counts too,
+    then the drawn lanes' segments in pieces (:func:`traceparse.lanes_chunks.
+    timeline_lanes` given those counts: one more read of the GPU rows, only once every
+    other section is known to be exact); None when no device has busy GPU activity.
 
     Raises:
         NotInPieces: as :func:`payload`.
@@ -223,13 +243,14 @@ def report_payload(path: str, *, options: ReportOptions | None = None,
     from traceparse.reports.options import clean
 
     opts = options or ReportOptions()
-    got = payload(path, options=opts, chunk_rows=chunk_rows, executor=executor,
-                  workers=workers, scheduler=scheduler)
+    got, counts = _payload(path, opts, chunk_rows, executor, workers, scheduler,
+                           lanes=True)
     if got is None:
         return None
     lanes = timeline_lanes(path, budget=opts.timeline_budget, bins=opts.timeline_bins,
                            max_lanes=opts.max_lanes, executor=executor,
-                           chunk_rows=chunk_rows, workers=workers, scheduler=scheduler)
+                           chunk_rows=chunk_rows, workers=workers, scheduler=scheduler,
+                           counts=counts)
     out: dict[str, Any] = clean({**got, "timeline": lanes})
     return out
 

@@ -61,6 +61,7 @@ from traceparse.analyses import chunked_launches as cl
 from traceparse.analyses import chunked_summary as cs
 from traceparse.analyses.chunked_ranges import RangeTree, owner_part
 from traceparse.analyses.replay_pieces import NotOrdered
+from traceparse.detach import detach
 from traceparse.nsys import chunks
 from traceparse.timeline import Timeline
 
@@ -351,7 +352,7 @@ def pass2(plan: chunks.Plan, wins: list[tuple[int, int]], min_ns: int, first: Pa
             spans: list[SpanPart] = ex.map_jobs(executor, plan, span_task, jobs,
                                             (min_ns, state), workers, scheduler)
         else:
-            spans = [_replay_window(plan, job, (min_ns, state), devices, replays)
+            spans = [detach(_replay_window(plan, job, (min_ns, state), devices, replays))
                      for job in jobs]
     except ex.NotLocal as exc:
         raise SectionNotInPieces("breakdown", exc.why) from None
