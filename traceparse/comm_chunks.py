@@ -10,8 +10,9 @@ order in this process (the overlap carries state from window to window; on Dask 
 A collective named by the op range its launch call sits in
 (:func:`~traceparse.analyses.comm.launch_op_collective`: ``cpu_op``, ``user_annotation``
 or NVTX push/pop ranges) is named from ``ops``, the export's ranges held whole, with the
-launch calls read by correlation id; the summary passes none and refuses an export
-whose spans hold such ranges (:func:`sections`).
+launch calls read by correlation id: the chunked summary and payload pass the NVTX
+ranges they read whole (:mod:`traceparse.ranges_chunks`) and refuse an export whose
+spans hold such ranges of a kind ``ops`` lacks (:func:`sections`).
 """
 
 from __future__ import annotations
@@ -75,27 +76,33 @@ class OpNamed(Exception):
     """The export has ranges that may name its collectives (not read in pieces)."""
 
 
-def sections(plan: Plan, wins: list[tuple[int, int]], top: int, range_kinds: frozenset[str]
-             ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def sections(plan: Plan, wins: list[tuple[int, int]], top: int, range_kinds: frozenset[str],
+             ops: pl.DataFrame | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The summary's ``communication`` (``top`` rows) and ``stragglers`` sections,
-    ``range_kinds`` the kinds of the export's ranges (pass 2's spans).
+    ``range_kinds`` the kinds of the export's ranges (pass 2's spans), ``ops`` the ranges
+    held whole that may name the collectives (:func:`collectives`).
 
     Raises:
-        OpNamed: ``range_kinds`` holds a kind that can name a collective.
+        OpNamed: ``range_kinds`` holds a kind that can name a collective and ``ops`` does
+            not hold it.
     """
-    _refuse(range_kinds)
-    c = collectives(plan, wins)
+    _refuse(range_kinds, ops)
+    c = collectives(plan, wins, ops)
     return comm.summarize(c).head(top), comm.stragglers(comm.skew(c))
 
 
-def _refuse(range_kinds: frozenset[str]) -> None:
-    if named := range_kinds & OP_RANGE_KINDS:
+def _refuse(range_kinds: frozenset[str], ops: pl.DataFrame | None) -> None:
+    named = range_kinds & OP_RANGE_KINDS
+    if ops is not None and ops.height:
+        named -= set(ops["kind"].cast(pl.String).unique().to_list())
+    if named:
         raise OpNamed(f"the export has {', '.join(sorted(named))} ranges, which name "
                       "collectives by their launching op (not read in pieces)")
 
 
 def payload_section(plan: Plan, wins: list[tuple[int, int]], t0: Any,
-                    range_kinds: frozenset[str]) -> dict[str, Any]:
+                    range_kinds: frozenset[str], ops: pl.DataFrame | None = None
+                    ) -> dict[str, Any]:
     """The report payload's ``comm`` section
     (:func:`traceparse.reports.sections.comm_section_of`), ``t0`` the first GPU start.
 
@@ -104,8 +111,8 @@ def payload_section(plan: Plan, wins: list[tuple[int, int]], t0: Any,
     """
     from traceparse.reports.sections import comm_section_of
 
-    _refuse(range_kinds)
-    c, under = collected(plan, wins)
+    _refuse(range_kinds, ops)
+    c, under = collected(plan, wins, ops)
     summ = comm.summarize(c)
     return comm_section_of(summ, comm.stragglers(comm.skew(c)), comm.skew(c), t0,
-                        comm.concurrency_of(c, under))
+                           comm.concurrency_of(c, under))

@@ -306,7 +306,7 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
         stub, secs["launches"], mine.linked, int(lat["n"].sum()),
         sections.latency_histogram(lat["value"].to_numpy(), lat["n"].to_numpy()),
         unprofiled_clause(top) if top else "")
-    out["comm"] = (_comm(*source, stub, spans) if secs["communication"].height
+    out["comm"] = (_comm(*source, stub, spans, ranged) if secs["communication"].height
                    else sections.comm_section(stub))
     out["steps"] = sections.steps_section(stub)
     out["gaps"] = sections.gaps_section(stub, opts, every, sc.sync_by_op(spans))
@@ -330,11 +330,12 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
     return pm.finish(out, low_end)
 
 
-def _comm(path: str, chunk_rows: int, stub: Timeline, spans: list[sc.SpanPart]
-          ) -> dict[str, Any]:
+def _comm(path: str, chunk_rows: int, stub: Timeline, spans: list[sc.SpanPart],
+          ranged: Ranged | None) -> dict[str, Any]:
     """The ``comm`` section of an export with collective kernels, read in pieces
-    (:func:`traceparse.comm_chunks.payload_section`: one more pass over the windows),
-    the first GPU start from the stub (the first row of each rank and kind)."""
+    (:func:`traceparse.comm_chunks.payload_section`: one more pass over the windows; the
+    NVTX ranges read whole name collectives), the first GPU start from the stub (the
+    first row of each rank and kind)."""
     from traceparse import comm_chunks
     from traceparse.nsys.spans import span_plan
 
@@ -342,7 +343,8 @@ def _comm(path: str, chunk_rows: int, stub: Timeline, spans: list[sc.SpanPart]
     kinds = frozenset[str]().union(*(s.range_kinds for s in spans))
     try:
         return comm_chunks.payload_section(plan, plan.windows(chunk_rows),
-                                           stub.gpu["start_ns"].min(), kinds)
+                                           stub.gpu["start_ns"].min(), kinds,
+                                           None if ranged is None else ranged.tl.ranges)
     except comm_chunks.OpNamed as exc:
         raise NotInPieces("comm", str(exc)) from None
 

@@ -519,8 +519,9 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
         out["savings"] = _savings(path, chunk_rows, bd, reuse)
     except NotOrdered as exc:
         raise SectionNotInPieces("savings", str(exc)) from None
-    out["communication"], out["stragglers"] = _comm(path, chunk_rows, top, tl, counts,
-                                                    kinds, reuse)
+    out["communication"], out["stragglers"] = _comm(
+        path, chunk_rows, top, tl, counts, kinds, reuse,
+        None if ranged is None else ranged.tl.ranges)
     rec = cl.graph_recoverable_from_part(launches[0])
     out["launches"] = cl.launch_summary_from_part(
         launches[1], launch_bound_kernels=int(rec["launch_bound_kernels"].sum()),
@@ -531,11 +532,13 @@ def compose(path: str, chunk_rows: int, top: int, bd: pl.DataFrame, every: pl.Da
 
 
 def _comm(path: str, chunk_rows: int, top: int, tl: Timeline, counts: dict[str, Any],
-          kinds: frozenset[str], reuse: Reuse | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+          kinds: frozenset[str], reuse: Reuse | None, ops: pl.DataFrame | None
+          ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The ``communication`` and ``stragglers`` sections: their own functions on the stub
     without communication rows, else the collectives read in pieces
-    (:func:`traceparse.comm_chunks.sections`, one more read of each window; after the
-    savings, which refuse first while ``overlap_comm`` is not computed in pieces).
+    (:func:`traceparse.comm_chunks.sections`, one more read of each window, ``ops`` the
+    NVTX ranges read whole; after the savings, which refuse first while ``overlap_comm``
+    is not computed in pieces).
 
     Raises:
         SectionNotInPieces: ranges that may name the collectives (``communication``).
@@ -550,7 +553,7 @@ def _comm(path: str, chunk_rows: int, top: int, tl: Timeline, counts: dict[str, 
 
     plan = reuse.plan if reuse is not None else span_plan(path, block_rows=chunk_rows)
     try:
-        return comm_chunks.sections(plan, plan.windows(chunk_rows), top, kinds)
+        return comm_chunks.sections(plan, plan.windows(chunk_rows), top, kinds, ops)
     except comm_chunks.OpNamed as exc:
         raise SectionNotInPieces("communication", str(exc)) from None
 
