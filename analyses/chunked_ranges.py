@@ -43,7 +43,7 @@ from traceparse.analyses import optree
 from traceparse.timeline import Timeline
 
 _KEY = ["rank", "process_id", "correlation_id"]
-_SUMS = ["kernels", "dur_ns", *(f"{c}_ns" for c in optree._CATS)]
+_SUMS = ["kernels", "dur_ns", *(f"{c}_ns" for c in optree.TREE_CATEGORIES)]
 
 
 class NotExact(Exception):
@@ -67,9 +67,9 @@ class RangeTree(NamedTuple):
 def range_tree(tl: Timeline, view: str, by_rank: bool) -> RangeTree:
     """The :class:`RangeTree` of ``tl`` (its ranges whole; its GPU rows are not read)."""
     ranges = optree.view_ranges(tl, view)
-    parent = optree._adopt_into_steps(tl, ranges, optree._nest(ranges))
+    parent = optree.adopt_into_steps(tl, ranges, optree.nest_ranges(ranges))
     _, r_path, _ = optree.path_nodes(ranges, parent, by_rank)
-    steps = optree._step_ranges(tl, ranges) if ranges.height else pl.DataFrame()
+    steps = optree.step_ranges(tl, ranges) if ranges.height else pl.DataFrame()
     return RangeTree(ranges, parent, r_path, steps, view, by_rank)
 
 
@@ -130,28 +130,13 @@ def owner_part(rt: RangeTree, rows: pl.DataFrame, api: pl.DataFrame, t0: int, t1
             .group_by("rank", "node", "other")
             .agg(pl.len().cast(pl.Int64).alias("kernels"), pl.col("dur_ns").sum(),
                  *(pl.col("dur_ns").filter(cat == c).sum().alias(f"{c}_ns")
-                   for c in optree._CATS))
+                   for c in optree.TREE_CATEGORIES))
             .select(_empty_part().columns).cast(_empty_part().schema))
 
 
 def _step_of(rt: RangeTree, linked: pl.DataFrame, owner: np.ndarray) -> np.ndarray:
-    """:func:`traceparse.analyses.optree._step_of_orphans` on the tree's own step ranges."""
-    out = np.full(linked.height, -1, dtype=np.int64)
-    orphan = owner < 0
-    if not orphan.any() or rt.steps.height == 0:
-        return out
-    rank = linked["rank"].to_numpy()
-    proc = linked["process_id"].to_numpy()
-    t = linked["api_start_ns"].to_numpy()
-    for (r, p), st in rt.steps.group_by("rank", "process_id", maintain_order=True):
-        rows = np.flatnonzero(orphan & (rank == r) & (proc == p))
-        if rows.size == 0:
-            continue
-        starts, ends = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-        k = np.searchsorted(starts, t[rows], side="right") - 1
-        ok = (k >= 0) & (t[rows] < ends[np.maximum(k, 0)])
-        out[rows[ok]] = st["_i"].to_numpy()[k[ok]]
-    return out
+    """:func:`traceparse.analyses.optree.orphans_in_steps` on the tree's own step ranges."""
+    return optree.orphans_in_steps(rt.steps, linked, owner)
 
 
 def merge_owner_parts(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -186,15 +171,15 @@ def tree(rt: RangeTree, sums: pl.DataFrame, *, max_depth: int | None = None
                 at[(fixed, False, int(r))] = child(0, nodes.name[fixed], "", int(r))
     n = len(nodes.name)
     excl, kexcl = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    cat_excl = {c: np.zeros(n, np.int64) for c in optree._CATS}
+    cat_excl = {c: np.zeros(n, np.int64) for c in optree.TREE_CATEGORIES}
     for row in sums.iter_rows(named=True):
         key = (int(row["node"]), bool(row["other"]), int(row["rank"]))
         node = at.get(key, key[0])
         excl[node] += row["dur_ns"]
         kexcl[node] += row["kernels"]
-        for c in optree._CATS:
+        for c in optree.TREE_CATEGORIES:
             cat_excl[c][node] += row[f"{c}_ns"]
-    return optree._tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth,
+    return optree.tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth,
                               keep_empty=False, by_rank=rt.by_rank)
 
 

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import polars as pl
 
 from traceparse.analyses.chunked_ranges import merge_owner_parts
-from traceparse.analyses.optree import _CATS
+from traceparse.analyses.optree import TREE_CATEGORIES
 
 _KEY = ["rank", "process_id", "correlation_id"]
 #: The count columns of :attr:`SummaryPart.counts`.
@@ -80,7 +80,7 @@ def summary_part(rows: pl.DataFrame, api: pl.DataFrame, t0: int, t1: int) -> Sum
             .agg(pl.len().cast(pl.Int64).alias("kernels"),
                  pl.col("dur_ns").sum().cast(pl.Int64),
                  *(pl.col("dur_ns").filter(cat == c).sum().cast(pl.Int64).alias(f"{c}_ns")
-                   for c in _CATS)))
+                   for c in TREE_CATEGORIES)))
     return SummaryPart(kernels, counts, own.select("rank", "device_id").unique(), tree,
                        own.unique(subset=["rank", "kind"], keep="first", maintain_order=True))
 

@@ -90,7 +90,7 @@ VIEWS = ("full", "ops", "modules", "python")
 _HOST_KINDS = ("profiler_step", "user_annotation", "nvtx_push_pop", "nvtx_start_end",
                "cpu_op", "python_function", "other")
 _MODULE_PREFIX = "nn.Module: "
-_CATS = ("compute", "communication", "memory")
+TREE_CATEGORIES = ("compute", "communication", "memory")
 #: Counters ``emit_nvtx`` appends to every range name (unique per call).
 EMIT_NVTX_COUNTERS = r", (?:seq|op_id) = \d+"
 
@@ -180,7 +180,7 @@ def launch_owners(ranges: pl.DataFrame, linked: pl.DataFrame) -> np.ndarray:
     return out
 
 
-def _nest(ranges: pl.DataFrame) -> np.ndarray:
+def nest_ranges(ranges: pl.DataFrame) -> np.ndarray:
     """Parent (row index, -1 = none) of each range by time nesting per (rank, process_id,
     thread_id): sorted by start (longer first at equal starts), a range's parent is the
     innermost range still open when it starts."""
@@ -202,7 +202,7 @@ def _nest(ranges: pl.DataFrame) -> np.ndarray:
     return parent
 
 
-def _step_ranges(tl: Timeline, ranges: pl.DataFrame) -> pl.DataFrame:
+def step_ranges(tl: Timeline, ranges: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``ranges`` that are the steps of :func:`traceparse.analyses.steps.
     step_windows` (one per rank, process and start): ``_i`` (row index), ``rank,
     process_id, start_ns, end_ns``, sorted by rank, process and start."""
@@ -215,7 +215,7 @@ def _step_ranges(tl: Timeline, ranges: pl.DataFrame) -> pl.DataFrame:
             .sort("rank", "process_id", "start_ns"))
 
 
-def _adopt_into_steps(tl: Timeline, ranges: pl.DataFrame, parent: np.ndarray) -> np.ndarray:
+def adopt_into_steps(tl: Timeline, ranges: pl.DataFrame, parent: np.ndarray) -> np.ndarray:
     """``parent`` with every top-level range (no parent on its own thread) that is not a
     step and lies wholly inside a step of its rank and process made a child of that step.
 
@@ -227,7 +227,7 @@ def _adopt_into_steps(tl: Timeline, ranges: pl.DataFrame, parent: np.ndarray) ->
     top = np.flatnonzero(parent < 0)
     if top.size == 0 or ranges.height == 0:
         return parent
-    steps = _step_ranges(tl, ranges)
+    steps = step_ranges(tl, ranges)
     if steps.height == 0:
         return parent
     out = parent.copy()
@@ -255,12 +255,20 @@ def _step_of_orphans(tl: Timeline, ranges: pl.DataFrame, linked: pl.DataFrame,
     """Per row of ``linked``: the index in ``ranges`` of the step of its rank and process
     whose window holds its launch call, for rows without an owning range (``owner < 0``);
     -1 elsewhere."""
+    if not (owner < 0).any():
+        return np.full(linked.height, -1, dtype=np.int64)
+    return orphans_in_steps(step_ranges(tl, ranges), linked, owner)
+
+
+def orphans_in_steps(steps: pl.DataFrame, linked: pl.DataFrame, owner: np.ndarray
+                     ) -> np.ndarray:
+    """Per row of ``linked`` without an owning range (``owner < 0``): the ``_i`` of the
+    step in ``steps`` (``rank``, ``process_id``, ``start_ns``, ``end_ns``, ``_i``; sorted
+    by start within each rank and process) whose window holds its launch call
+    (``api_start_ns``); -1 elsewhere and for rows in no step."""
     out = np.full(linked.height, -1, dtype=np.int64)
     orphan = owner < 0
-    if not orphan.any():
-        return out
-    steps = _step_ranges(tl, ranges)
-    if steps.height == 0:
+    if not orphan.any() or steps.height == 0:
         return out
     rank = linked["rank"].to_numpy()
     proc = linked["process_id"].to_numpy()
@@ -307,7 +315,7 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     acts = launched_activities(tl, kinds, columns=("rank", "process_id", "dur_ns", "category",
                                                      "thread_id", "api_start_ns"))
     linked = acts.filter(pl.col("api_start_ns").is_not_null())
-    parent = _adopt_into_steps(tl, ranges, _nest(ranges))
+    parent = adopt_into_steps(tl, ranges, nest_ranges(ranges))
     owner = launch_owners(ranges, linked)
 
     nodes, r_path, child = path_nodes(ranges, parent, by_rank)
@@ -342,12 +350,12 @@ def op_tree(tl: Timeline, *, view: str = "full", max_depth: int | None = None,
     kexcl = np.bincount(act_node, minlength=n).astype(np.int64)
     # one mask per category compared in polars (an object array of every activity's
     # category string compared three times was 0.13 s per million kernels)
-    cats = acts.select((pl.col("category") == c).fill_null(False).alias(c) for c in _CATS)
+    cats = acts.select((pl.col("category") == c).fill_null(False).alias(c) for c in TREE_CATEGORIES)
     cat_excl: dict[str, np.ndarray] = {}
-    for c in _CATS:
+    for c in TREE_CATEGORIES:
         m = cats[c].to_numpy()
         cat_excl[c] = np.bincount(act_node[m], weights=dur[m], minlength=n).astype(np.int64)
-    return _tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth,
+    return tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth,
                        keep_empty=keep_empty, by_rank=by_rank)
 
 
@@ -443,18 +451,18 @@ def unranged_tree(sums: pl.DataFrame, *, max_depth: int | None = None,
                 at[(fixed, int(r))] = fixed
     n = len(nodes.name)
     excl, kexcl = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    cat_excl = {c: np.zeros(n, np.int64) for c in _CATS}
+    cat_excl = {c: np.zeros(n, np.int64) for c in TREE_CATEGORIES}
     for row in sums.iter_rows(named=True):
         node = at[(2 if row["linked"] else 1, int(row["rank"]))]
         excl[node] += row["dur_ns"]
         kexcl[node] += row["kernels"]
-        for c in _CATS:
+        for c in TREE_CATEGORIES:
             cat_excl[c][node] += row[f"{c}_ns"]
-    return _tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth, keep_empty=False,
+    return tree_frame(nodes, excl, kexcl, cat_excl, max_depth=max_depth, keep_empty=False,
                        by_rank=by_rank)
 
 
-def _tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
+def tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
                 cat_excl: dict[str, np.ndarray], *, max_depth: int | None, keep_empty: bool,
                 by_rank: bool) -> pl.DataFrame:
     """:func:`op_tree`'s frame from its nodes and each node's own (exclusive) time, count
@@ -468,7 +476,7 @@ def _tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
         par = p_parent[node]
         incl[par] += incl[node]
         kincl[par] += kincl[node]
-        for c in _CATS:
+        for c in TREE_CATEGORIES:
             cat_incl[c][par] += cat_incl[c][node]
     children: dict[int, list[int]] = {}
     for node in range(1, n):
@@ -500,7 +508,7 @@ def _tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
         "exclusive_ns": excl[idx],
         "kernels": kincl[idx],
         "kernels_exclusive": kexcl[idx],
-        **{f"{c}_ns": cat_incl[c][idx] for c in _CATS},
+        **{f"{c}_ns": cat_incl[c][idx] for c in TREE_CATEGORIES},
     })
     frame = frame.with_columns(
         pl.when(pl.col("parent_id") < 0).then(None).otherwise(pl.col("parent_id"))
@@ -510,7 +518,7 @@ def _tree_frame(nodes: _Nodes, excl: np.ndarray, kexcl: np.ndarray,
     return frame.select("node_id", "parent_id", "depth", *(["rank"] if by_rank else []),
                         "name", "kind", "calls",
                         "inclusive_ns", "exclusive_ns", "inclusive_pct", "kernels",
-                        "kernels_exclusive", *(f"{c}_ns" for c in _CATS))
+                        "kernels_exclusive", *(f"{c}_ns" for c in TREE_CATEGORIES))
 
 
 def rank_count(tl: Timeline) -> int:
@@ -535,7 +543,7 @@ def check_tree(tree: pl.DataFrame) -> pl.DataFrame:
     kids = (tree.filter(pl.col("parent_id").is_not_null())
             .group_by("parent_id").agg(pl.col("inclusive_ns").sum().alias("_kids")))
     j = tree.join(kids, left_on="node_id", right_on="parent_id", how="left")
-    parts = pl.sum_horizontal(*(f"{c}_ns" for c in _CATS))
+    parts = pl.sum_horizontal(*(f"{c}_ns" for c in TREE_CATEGORIES))
     bad = j.filter(parts != pl.col("inclusive_ns"))
     if bad.height:
         raise AssertionError(f"category parts do not sum: {bad.row(0, named=True)}")
