@@ -136,7 +136,7 @@ def test_steps_fall_back_at_the_verdict(tmp_path: Path) -> None:
 
 def _has_nvtx(path: Path) -> bool:
     with NsysDB(path) as db:
-        return sc.has_nvtx_ranges(db)
+        return rc.has_nvtx_ranges(db)
 
 
 NVTX = [p for p in [*shared_files("nsys", "*.sqlite"),

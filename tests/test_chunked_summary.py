@@ -72,12 +72,9 @@ def _rows(path: Path) -> int:
 @cache
 def _ranged(path: Path) -> Any:
     """The export's NVTX ranges read whole (traceparse/ranges_chunks.py), None without."""
-    from traceparse.nsys.db import NsysDB
-    from traceparse.ranges_chunks import prepare
+    from traceparse.ranges_chunks import ranged_of
 
-    with NsysDB(path) as db:
-        nvtx = sc.has_nvtx_ranges(db)
-    return prepare(span_plan(path, block_rows=_rows(path))) if nvtx else None
+    return ranged_of(span_plan(path, block_rows=_rows(path)))
 
 
 @cache
@@ -151,7 +148,7 @@ def test_whole_summary_equals_memory(path: Path, monkeypatch: pytest.MonkeyPatch
         _same(got["sections"][name], frame, name)
     assert (got["verdict"], got["untraced_gpu_work"]) == (mem["verdict"],
                                                          mem["untraced_gpu_work"])
-    assert sc.whole_file_facts(_pieces(path)[0], ranges=True) is None
+    assert sc.whole_file_facts(_pieces(path)[0]) is None
 
 
 @pytest.mark.shared

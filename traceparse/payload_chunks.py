@@ -56,6 +56,7 @@ from traceparse.analyses import chunked_ranges as cr
 from traceparse.analyses.chunked_ranges import RangeTree
 from traceparse.analyses.launches import in_graph
 from traceparse.nsys import chunks
+from traceparse.ranges_chunks import Ranged, ranged_of, without_nvtx
 from traceparse.reports import lanes_parts as lane_counts
 from traceparse.reports.options import ReportOptions
 from traceparse.summary_chunks import SectionNotInPieces as NotInPieces
@@ -63,7 +64,6 @@ from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
     from traceparse.payload_facts import Facts
-    from traceparse.ranges_chunks import Ranged
 
 __all__ = ["NotInPieces", "PayloadPart", "payload", "report_payload"]
 
@@ -201,13 +201,9 @@ def _payload(path: str, opts: ReportOptions, chunk_rows: int, executor: str, wor
     wins = plan.windows(chunk_rows)
     if not wins:
         return None, None
-    if (why := sc.whole_file_facts(plan, ranges=True)) is not None:
+    if (why := sc.whole_file_facts(plan)) is not None:
         raise why
-    ranged = None
-    if sc.has_nvtx_ranges_at(plan.path):
-        from traceparse.ranges_chunks import prepare
-
-        ranged = prepare(plan)
+    ranged = ranged_of(plan)
     bound = uc.sm_bound(path)
     first, mine = ex.map_reduce(executor, plan, pass1_task, wins,
                                 (opts.gap_min_ns, bound, ranged.tree if ranged else None,
@@ -278,9 +274,7 @@ def _compose(opts: ReportOptions, summary: dict[str, Any], got: sc.Pieces,
     stub = sc.stub(part, pl.concat([s.ranges for s in spans], how="vertical_relaxed"))
     by_rank = optree.splits_by_rank(stub)
     if ranged is not None:  # the whole ranges gave no step (summary_chunks.ranged_sections)
-        kind = pl.col("kind").cast(pl.String)
-        stub = Timeline(gpu=stub.gpu, ranges=stub.ranges.filter(
-            ~kind.is_in(list(sc.NVTX_KINDS))))
+        stub = without_nvtx(stub)
     w = secs["window"].row(0, named=True)
     stub = Timeline(gpu=stub.gpu, ranges=stub.ranges, devices=facts.devices,
                     sources=with_span(facts.sources, (w["start_ns"], w["end_ns"])),

@@ -17,6 +17,8 @@ from traceparse.timeline import Timeline
 #: The range kinds the NVTX table gives (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`): what
 #: the sections here read from the ranges read whole; marks (no end) none of them reads.
 NVTX_KINDS = frozenset({"nvtx_push_pop", "nvtx_start_end", "nvtx_mark"})
+#: NVTX event types that become ranges (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
+_NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
 #: The op tree's view of an nsys export: ``modules`` needs ``nn.Module`` Python frames,
 #: which nsys does not record (:func:`traceparse.analyses.llm_summary.tree_view`).
 VIEW = "ops"
@@ -50,6 +52,38 @@ def read_nvtx(plan: chunks.Plan) -> pl.DataFrame:
         frame = frame.with_columns(pl.coalesce(mapped, pl.col("rank")).cast(pl.Int32)
                                    .alias("rank"))
     return schema.conform("ranges", frame)
+
+
+def has_nvtx_ranges(db: Any) -> bool:
+    """Whether the export (an open :class:`~traceparse.nsys.db.NsysDB`) has an NVTX range
+    or mark (:data:`_NVTX_RANGE_TYPES`)."""
+    from traceparse.nsys.db import q
+    from traceparse.nsys.ranges import NVTX
+
+    if not (db.has(NVTX) and "eventType" in db.columns(NVTX)):
+        return False
+    marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
+    return bool(db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
+                            _NVTX_RANGE_TYPES))
+
+
+def ranged_of(plan: chunks.Plan) -> Ranged | None:
+    """:func:`prepare` of an export with NVTX ranges (:func:`has_nvtx_ranges`), None
+    without."""
+    from traceparse.nsys.db import NsysDB
+
+    with NsysDB(plan.path) as db:
+        if not has_nvtx_ranges(db):
+            return None
+    return prepare(plan)
+
+
+def without_nvtx(tl: Timeline) -> Timeline:
+    """``tl``'s GPU rows and its ranges less the NVTX ones: the stub the verdict and the
+    payload read once the whole NVTX ranges gave no step, so that no stub row looks like
+    a step."""
+    kind = pl.col("kind").cast(pl.String)
+    return Timeline(gpu=tl.gpu, ranges=tl.ranges.filter(~kind.is_in(list(NVTX_KINDS))))
 
 
 def prepare(plan: chunks.Plan) -> Ranged:

@@ -63,19 +63,15 @@ from traceparse.analyses.chunked_ranges import RangeTree, owner_part
 from traceparse.analyses.replay_pieces import NotOrdered
 from traceparse.detach import detach
 from traceparse.nsys import chunks
+from traceparse.ranges_chunks import NVTX_KINDS, Ranged, ranged_of, without_nvtx
 from traceparse.timeline import Timeline
 
 if TYPE_CHECKING:
-    from traceparse.ranges_chunks import Ranged
     from traceparse.savings_chunks import SavingsRun
 
 #: Range kinds no tree view, step finder, phase rule or layer group reads (OS-runtime
 #: calls, CPU samples, the profiler's own overhead).
 INERT_RANGES = frozenset({"osrt", "cpu_sample", "profiler_overhead"})
-#: The range kinds of the NVTX table (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
-NVTX_KINDS = frozenset({"nvtx_push_pop", "nvtx_start_end", "nvtx_mark"})
-#: NVTX event types that become ranges (:data:`traceparse.nsys.ranges.KIND_BY_TYPE`).
-_NVTX_RANGE_TYPES = (34, 59, 60, 70, 71)
 
 
 class SectionNotInPieces(Exception):
@@ -202,13 +198,11 @@ def stub(part: cs.SummaryPart, ranges: pl.DataFrame) -> Timeline:
                     ranges=schema.conform("ranges", ranges))
 
 
-def whole_file_facts(plan: chunks.Plan, *, ranges: bool = False
-                     ) -> SectionNotInPieces | None:
+def whole_file_facts(plan: chunks.Plan) -> SectionNotInPieces | None:
     """The first section (in :data:`~traceparse.analyses.summary.SECTIONS` order) that a
-    whole-file fact rules out before any piece is read, or None: NVTX ranges (``phases``
-    and the sections after it read them; not with ``ranges``: the caller reads them whole,
-    :mod:`traceparse.ranges_chunks`), GPU metrics, memory events, graph launches or
-    stream captures."""
+    whole-file fact rules out before any piece is read, or None: GPU metrics, memory
+    events, graph launches or stream captures (NVTX ranges are read whole:
+    :mod:`traceparse.ranges_chunks`)."""
     from traceparse.analyses.graphs import LAUNCH_API_RE
     from traceparse.nsys.db import NsysDB
     from traceparse.nsys.memory import TABLE as MEMORY
@@ -216,10 +210,6 @@ def whole_file_facts(plan: chunks.Plan, *, ranges: bool = False
     from traceparse.nsys.spans import calls_named, string_ids
 
     with NsysDB(plan.path) as db:
-        if not ranges and has_nvtx_ranges(db):
-            return SectionNotInPieces("phases", "the export has NVTX ranges (the steps, "
-                                         "phases, layers and op tree are not read in "
-                                         "pieces)")
         if db.has_rows(METRICS_TABLE):
             return SectionNotInPieces("gpu_metrics",
                                       f"the export has GPU metrics ({METRICS_TABLE})")
@@ -230,27 +220,6 @@ def whole_file_facts(plan: chunks.Plan, *, ranges: bool = False
         return SectionNotInPieces("graphs", "the export has CUDA graph launches, captures or "
                                      "graph records")
     return None
-
-
-def has_nvtx_ranges(db: Any) -> bool:
-    """Whether the export (an open :class:`~traceparse.nsys.db.NsysDB`) has an NVTX range
-    or mark (:data:`_NVTX_RANGE_TYPES`)."""
-    from traceparse.nsys.db import q
-    from traceparse.nsys.ranges import NVTX
-
-    if not (db.has(NVTX) and "eventType" in db.columns(NVTX)):
-        return False
-    marks = ",".join("?" * len(_NVTX_RANGE_TYPES))
-    return bool(db.fetchall(f"SELECT 1 FROM {q(NVTX)} WHERE eventType IN ({marks}) LIMIT 1",
-                            _NVTX_RANGE_TYPES))
-
-
-def has_nvtx_ranges_at(path: str) -> bool:
-    """:func:`has_nvtx_ranges` of the export at ``path``."""
-    from traceparse.nsys.db import NsysDB
-
-    with NsysDB(path) as db:
-        return has_nvtx_ranges(db)
 
 
 def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_ROWS,
@@ -270,13 +239,9 @@ def summary(path: str, *, top: int, min_gap_ns: int, chunk_rows: int = ex.CHUNK_
     wins = plan.windows(chunk_rows)
     if not wins:
         return None
-    if (why := whole_file_facts(plan, ranges=True)) is not None:
+    if (why := whole_file_facts(plan)) is not None:
         raise why
-    ranged = None
-    if has_nvtx_ranges_at(plan.path):
-        from traceparse.ranges_chunks import prepare
-
-        ranged = prepare(plan)
+    ranged = ranged_of(plan)
     first = pass1(plan, wins, min_gap_ns, executor, workers, scheduler,
                   ranges=ranged.tree if ranged else None)
     if (why := pass1_facts(first[3])) is not None:
@@ -585,8 +550,7 @@ def ranged_sections(ranged: Ranged, part: cs.SummaryPart, tl: Timeline, opts: An
         raise SectionNotInPieces("verdict", f"the ranges give {ranged.steps} steps (the "
                                             "steps' attribution, the step clause, is not "
                                             "computed in pieces)")
-    kind = pl.col("kind").cast(pl.String)
-    return Timeline(gpu=tl.gpu, ranges=tl.ranges.filter(~kind.is_in(list(NVTX_KINDS)))), got
+    return without_nvtx(tl), got
 
 
 def sync_by_op(spans: Sequence[SpanPart]) -> pl.DataFrame:
